@@ -1,0 +1,5 @@
+//! The `trellis` binary: validate, run, observe and control typed workflow graphs.
+
+fn main() {
+    println!("trellis");
+}
