@@ -1,0 +1,160 @@
+//! ArtifactRef: a content-addressed receipt for a produced artifact; never bytes, paths or URLs.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::ident::{NodeName, PositiveInteger, StableRef, WorkerRef};
+use crate::json::{JsonPath, Obj, ParseError, invalid_type, parse_strict, unknown_variant};
+use crate::limits::{MAX_ARTIFACT_VALUE_CHARS, MAX_SAFE_INTEGER};
+
+/// How widely an artifact may be shared, ranked from least to most restricted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedactionClass {
+    Public,
+    Internal,
+    Confidential,
+    Restricted,
+}
+
+impl RedactionClass {
+    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+        const NAMES: [&str; 4] = ["public", "internal", "confidential", "restricted"];
+        match value.as_str() {
+            Some("public") => Ok(Self::Public),
+            Some("internal") => Ok(Self::Internal),
+            Some("confidential") => Ok(Self::Confidential),
+            Some("restricted") => Ok(Self::Restricted),
+            Some(other) => Err(unknown_variant(other, &NAMES, at)),
+            None => Err(invalid_type(value, "a redaction class", at)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactProducer {
+    pub node: NodeName,
+    pub worker: WorkerRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactLineage {
+    pub generation: u64,
+    pub run_id: String,
+    pub attempt: PositiveInteger,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRef {
+    pub artifact_id: String,
+    pub sha256: String,
+    pub byte_length: u64,
+    pub media_type: String,
+    pub type_id: StableRef,
+    pub producer: ArtifactProducer,
+    pub lineage: ArtifactLineage,
+    pub redaction: RedactionClass,
+}
+
+fn bounded_text(value: &Value, at: &JsonPath) -> Result<String, ParseError> {
+    let text = value
+        .as_str()
+        .ok_or_else(|| invalid_type(value, "a string", at))?;
+    let chars = text.chars().count();
+    if chars == 0 || chars > MAX_ARTIFACT_VALUE_CHARS || text.chars().any(char::is_control) {
+        return Err(ParseError::new(
+            format!("value must be at most {MAX_ARTIFACT_VALUE_CHARS} non-control characters"),
+            at,
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+fn safe_u64(value: &Value, at: &JsonPath) -> Result<u64, ParseError> {
+    match value.as_u64() {
+        Some(n) if n <= MAX_SAFE_INTEGER => Ok(n),
+        Some(_) => Err(ParseError::new(
+            "integer is outside the JavaScript-safe range",
+            at,
+        )),
+        None => Err(invalid_type(value, "a non-negative integer", at)),
+    }
+}
+
+impl ArtifactRef {
+    pub fn from_json_str(text: &str) -> Result<Self, ParseError> {
+        Self::parse(&parse_strict(text)?, &JsonPath::root())
+    }
+
+    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+        let obj = Obj::closed(
+            value,
+            at,
+            "ArtifactRef",
+            &[
+                "artifactId",
+                "sha256",
+                "byteLength",
+                "mediaType",
+                "typeId",
+                "producer",
+                "lineage",
+                "redaction",
+            ],
+        )?;
+        let sha = obj.string("sha256")?;
+        if sha.len() != 64
+            || !sha
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(ParseError::new(
+                "sha256 must be 64 lowercase hexadecimal characters",
+                &obj.path("sha256"),
+            ));
+        }
+        let producer_at = obj.path("producer");
+        let producer = Obj::closed(
+            obj.required("producer")?,
+            &producer_at,
+            "ArtifactProducer",
+            &["node", "worker"],
+        )?;
+        let lineage_at = obj.path("lineage");
+        let lineage = Obj::closed(
+            obj.required("lineage")?,
+            &lineage_at,
+            "ArtifactLineage",
+            &["generation", "runId", "attempt"],
+        )?;
+        Ok(Self {
+            artifact_id: bounded_text(obj.required("artifactId")?, &obj.path("artifactId"))?,
+            sha256: sha.to_owned(),
+            byte_length: safe_u64(obj.required("byteLength")?, &obj.path("byteLength"))?,
+            media_type: bounded_text(obj.required("mediaType")?, &obj.path("mediaType"))?,
+            type_id: StableRef::parse(obj.required("typeId")?, &obj.path("typeId"))?,
+            producer: ArtifactProducer {
+                node: NodeName::parse(producer.required("node")?, &producer.path("node"))?,
+                worker: WorkerRef::parse(producer.required("worker")?, &producer.path("worker"))?,
+            },
+            lineage: ArtifactLineage {
+                generation: safe_u64(lineage.required("generation")?, &lineage.path("generation"))?,
+                run_id: lineage.string("runId")?.to_owned(),
+                attempt: PositiveInteger::parse(
+                    lineage.required("attempt")?,
+                    &lineage.path("attempt"),
+                )?,
+            },
+            redaction: RedactionClass::parse(obj.required("redaction")?, &obj.path("redaction"))?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ArtifactRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        Self::parse(&value, &JsonPath::root()).map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,409 @@
+//! Strict JSON reading: duplicate-key and size checks on text, located parse errors, and the
+//! small object-reading toolkit every wire type is parsed with.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::limits::{MAX_DOCUMENT_BYTES, MAX_JSON_NESTING};
+
+/// One step of a location inside a JSON document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonStep {
+    Key(String),
+    Index(usize),
+}
+
+/// A location inside a JSON document, rendered as `$.root.children[0].worker`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JsonPath(Vec<JsonStep>);
+
+impl JsonPath {
+    pub fn root() -> Self {
+        Self(Vec::new())
+    }
+
+    pub fn key(&self, key: &str) -> Self {
+        let mut steps = self.0.clone();
+        steps.push(JsonStep::Key(key.to_owned()));
+        Self(steps)
+    }
+
+    pub fn index(&self, index: usize) -> Self {
+        let mut steps = self.0.clone();
+        steps.push(JsonStep::Index(index));
+        Self(steps)
+    }
+
+    pub fn steps(&self) -> &[JsonStep] {
+        &self.0
+    }
+}
+
+impl fmt::Display for JsonPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("$")?;
+        for step in &self.0 {
+            match step {
+                JsonStep::Key(key) if is_plain_key(key) => write!(f, ".{key}")?,
+                JsonStep::Key(key) => write!(f, "[{}]", Value::String(key.clone()))?,
+                JsonStep::Index(index) => write!(f, "[{index}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_plain_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// A parse failure: what is wrong (wording modelled on serde's so the pinned phrases match) and
+/// where in the document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} at {location}")]
+pub struct ParseError {
+    pub message: String,
+    pub location: JsonPath,
+}
+
+impl ParseError {
+    pub fn new(message: impl Into<String>, location: &JsonPath) -> Self {
+        Self {
+            message: message.into(),
+            location: location.clone(),
+        }
+    }
+}
+
+/// Parses JSON text, refusing oversized documents, duplicate object keys and nesting beyond the
+/// parser's limit, each with a clear message.
+pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
+    if text.len() > MAX_DOCUMENT_BYTES {
+        return Err(ParseError::new(
+            format!(
+                "document is {} bytes; the limit is {} bytes (16 MiB)",
+                text.len(),
+                MAX_DOCUMENT_BYTES
+            ),
+            &JsonPath::root(),
+        ));
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = StrictValue
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value))
+        .map_err(|error| {
+            let message = error.to_string();
+            let message = if message.starts_with("recursion limit exceeded") {
+                format!(
+                    "JSON nesting exceeds the parser's limit of {MAX_JSON_NESTING} levels (line {}, column {})",
+                    error.line(),
+                    error.column()
+                )
+            } else {
+                format!("invalid JSON: {message}")
+            };
+            ParseError::new(message, &JsonPath::root())
+        })?;
+    Ok(value)
+}
+
+/// Builds a `serde_json::Value` like the stock deserializer, but fails on a repeated key.
+struct StrictValue;
+
+impl<'de> DeserializeSeed<'de> for StrictValue {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number is not finite"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(StrictValue)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if map.contains_key(&key) {
+                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+            }
+            let value = access.next_value_seed(StrictValue)?;
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
+    }
+}
+
+/// How serde names an unexpected JSON value in `invalid type` messages.
+pub fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+        Value::Number(n) => format!("integer `{n}`"),
+        Value::String(s) => format!("string {}", Value::String(s.clone())),
+        Value::Array(_) => "sequence".to_owned(),
+        Value::Object(_) => "map".to_owned(),
+    }
+}
+
+/// serde's rendering of an expected-names list: `a`, `a` or `b`, one of `a`, `b`, `c`.
+pub fn one_of(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [only] => format!("`{only}`"),
+        [first, second] => format!("`{first}` or `{second}`"),
+        many => {
+            let listed: Vec<String> = many.iter().map(|n| format!("`{n}`")).collect();
+            format!("one of {}", listed.join(", "))
+        }
+    }
+}
+
+pub fn invalid_type(value: &Value, expected: &str, at: &JsonPath) -> ParseError {
+    ParseError::new(
+        format!("invalid type: {}, expected {expected}", describe(value)),
+        at,
+    )
+}
+
+pub fn unknown_variant(found: &str, variants: &[&str], at: &JsonPath) -> ParseError {
+    ParseError::new(
+        format!("unknown variant `{found}`, expected {}", one_of(variants)),
+        at,
+    )
+}
+
+/// A JSON object being read as a closed struct: every key must be known, required keys present.
+pub struct Obj<'a> {
+    pub map: &'a Map<String, Value>,
+    pub at: &'a JsonPath,
+}
+
+impl<'a> Obj<'a> {
+    /// Reads `value` as an object of the struct `type_name`, allowing only `fields`.
+    pub fn closed(
+        value: &'a Value,
+        at: &'a JsonPath,
+        type_name: &str,
+        fields: &[&str],
+    ) -> Result<Self, ParseError> {
+        let obj = Self::open(value, at, type_name)?;
+        obj.deny_unknown(fields)?;
+        Ok(obj)
+    }
+
+    /// Reads `value` as an object without checking its keys yet.
+    pub fn open(value: &'a Value, at: &'a JsonPath, type_name: &str) -> Result<Self, ParseError> {
+        match value {
+            Value::Object(map) => Ok(Self { map, at }),
+            other => Err(invalid_type(other, &format!("struct {type_name}"), at)),
+        }
+    }
+
+    pub fn deny_unknown(&self, fields: &[&str]) -> Result<(), ParseError> {
+        for key in self.map.keys() {
+            if !fields.contains(&key.as_str()) {
+                let expected = if fields.is_empty() {
+                    "there are no fields".to_owned()
+                } else {
+                    format!("expected {}", one_of(fields))
+                };
+                return Err(ParseError::new(
+                    format!("unknown field `{key}`, {expected}"),
+                    self.at,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn path(&self, key: &str) -> JsonPath {
+        self.at.key(key)
+    }
+
+    /// The value of a required key (`null` counts as present).
+    pub fn required(&self, key: &str) -> Result<&'a Value, ParseError> {
+        self.map
+            .get(key)
+            .ok_or_else(|| ParseError::new(format!("missing field `{key}`"), self.at))
+    }
+
+    /// The value of an optional key; absent and `null` are both `None`.
+    pub fn optional(&self, key: &str) -> Option<&'a Value> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(value),
+        }
+    }
+
+    pub fn string(&self, key: &str) -> Result<&'a str, ParseError> {
+        let value = self.required(key)?;
+        value
+            .as_str()
+            .ok_or_else(|| invalid_type(value, "a string", &self.path(key)))
+    }
+
+    pub fn bool(&self, key: &str) -> Result<bool, ParseError> {
+        let value = self.required(key)?;
+        value
+            .as_bool()
+            .ok_or_else(|| invalid_type(value, "a boolean", &self.path(key)))
+    }
+
+    pub fn array(&self, key: &str) -> Result<&'a Vec<Value>, ParseError> {
+        let value = self.required(key)?;
+        value
+            .as_array()
+            .ok_or_else(|| invalid_type(value, "a sequence", &self.path(key)))
+    }
+
+    pub fn object(&self, key: &str) -> Result<&'a Map<String, Value>, ParseError> {
+        let value = self.required(key)?;
+        value
+            .as_object()
+            .ok_or_else(|| invalid_type(value, "a map", &self.path(key)))
+    }
+
+    /// The string tag of an internally tagged enum named `enum_name`.
+    pub fn tag(&self, tag: &str, enum_name: &str) -> Result<&'a str, ParseError> {
+        match self.map.get(tag) {
+            None => Err(ParseError::new(format!("missing field `{tag}`"), self.at)),
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(invalid_type(
+                other,
+                &format!("internally tagged enum {enum_name}"),
+                &self.path(tag),
+            )),
+        }
+    }
+}
+
+/// Reads `value` as an array of items parsed by `item`.
+pub fn array_of<T>(
+    value: &Value,
+    at: &JsonPath,
+    mut item: impl FnMut(&Value, &JsonPath) -> Result<T, ParseError>,
+) -> Result<Vec<T>, ParseError> {
+    let items = value
+        .as_array()
+        .ok_or_else(|| invalid_type(value, "a sequence", at))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| item(v, &at.index(i)))
+        .collect()
+}
+
+/// Reads an object whose value at `at` must be a JSON object: the tag of an internally tagged
+/// enum, where a non-object gives serde's `expected internally tagged enum X` message.
+pub fn tagged<'a>(
+    value: &'a Value,
+    at: &'a JsonPath,
+    enum_name: &str,
+) -> Result<Obj<'a>, ParseError> {
+    match value {
+        Value::Object(map) => Ok(Obj { map, at }),
+        other => Err(invalid_type(
+            other,
+            &format!("internally tagged enum {enum_name}"),
+            at,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_keys_are_rejected() {
+        let error = parse_strict(r#"{"a":1,"a":2}"#).unwrap_err();
+        assert!(error.message.contains("duplicate field `a`"), "{error}");
+    }
+
+    #[test]
+    fn deep_nesting_gets_a_clear_error() {
+        let text = format!("{}{}", "[".repeat(400), "]".repeat(400));
+        let error = parse_strict(&text).unwrap_err();
+        assert!(error.message.contains("nesting exceeds"), "{error}");
+    }
+
+    #[test]
+    fn trailing_garbage_is_rejected() {
+        assert!(parse_strict("{} x").is_err());
+    }
+
+    #[test]
+    fn paths_render_like_jq() {
+        let path = JsonPath::root()
+            .key("root")
+            .key("children")
+            .index(2)
+            .key("a b");
+        assert_eq!(path.to_string(), r#"$.root.children[2]["a b"]"#);
+    }
+
+    #[test]
+    fn expected_lists_follow_serde() {
+        assert_eq!(one_of(&["a"]), "`a`");
+        assert_eq!(one_of(&["a", "b"]), "`a` or `b`");
+        assert_eq!(one_of(&["a", "b", "c"]), "one of `a`, `b`, `c`");
+    }
+}
