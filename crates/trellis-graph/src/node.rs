@@ -314,6 +314,7 @@ impl GraphNode {
                         "state",
                         "body",
                         "maxIterations",
+                        "maxIterationsInput",
                         "until",
                         "promotedStatePaths",
                     ],

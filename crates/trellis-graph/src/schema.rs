@@ -45,15 +45,13 @@ fn executable_properties(verifier: bool) -> Value {
         "timeoutMs": reference("PositiveInteger"),
         "attempts": reference("PositiveInteger"),
     });
-    if verifier {
-        if let Some(map) = props.as_object_mut() {
-            map.insert(
-                "signals".into(),
-                json!({"type": "object", "propertyNames": reference("Identifier"),
+    if let (true, Some(map)) = (verifier, props.as_object_mut()) {
+        map.insert(
+            "signals".into(),
+            json!({"type": "object", "propertyNames": reference("Identifier"),
                        "additionalProperties": reference("EnumSet")}),
-            );
-            map.insert("diagnostic".into(), reference("PayloadType"));
-        }
+        );
+        map.insert("diagnostic".into(), reference("PayloadType"));
     }
     props
 }
