@@ -3,3 +3,4 @@
 
 pub mod home;
 pub mod plan;
+pub mod templates;
