@@ -1,0 +1,1 @@
+//! Locating and running the real agent CLIs against the model server.
