@@ -29,6 +29,7 @@ mod anthropic;
 pub mod cli;
 mod matching;
 mod openai;
+mod process;
 mod record;
 mod request;
 mod resolve;
