@@ -35,13 +35,11 @@ pub(crate) fn chunks(text: &str, parts: usize) -> Vec<&str> {
     let size = count.div_ceil(parts.max(1));
     let mut pieces = Vec::new();
     let mut start = 0;
-    let mut seen = 0;
-    for (offset, _) in text.char_indices() {
+    for (seen, (offset, _)) in text.char_indices().enumerate() {
         if seen > 0 && seen % size == 0 {
             pieces.push(&text[start..offset]);
             start = offset;
         }
-        seen += 1;
     }
     pieces.push(&text[start..]);
     pieces
