@@ -119,7 +119,8 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 pub enum ClaudePermissions {
     /// `--dangerously-skip-permissions` (plus `IS_SANDBOX=1`, required when running as root).
     Skip,
-    /// `--permission-mode acceptEdits`: file edits allowed, shell commands refused.
+    /// `--permission-mode acceptEdits`: file edits are accepted without asking; other tools
+    /// follow Claude Code's own rules. Works as root without `IS_SANDBOX`.
     AcceptEdits,
     /// `--permission-mode plan`: read-only.
     Plan,
@@ -303,6 +304,10 @@ impl CodexCommand {
             r#"model_providers.gateway.wire_api="responses""#.to_owned(),
             "model_providers.gateway.requires_openai_auth=false".to_owned(),
             r#"web_search="disabled""#.to_owned(),
+            // Without these two, Codex resolves chatgpt.com (analytics) and runs
+            // `git ls-remote https://github.com/openai/plugins.git` (plugin sync) on every start.
+            "analytics.enabled=false".to_owned(),
+            "features.plugins=false".to_owned(),
         ];
         if self.sandbox == CodexSandbox::WorkspaceWrite {
             // `codex exec resume` has no --sandbox flag; the config key works for both.
