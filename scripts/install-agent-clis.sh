@@ -49,7 +49,10 @@ if ((${#wanted[@]} > 0)); then
   # --global with an explicit prefix gives the usual bin/ + lib/node_modules layout
   # without touching the system npm prefix. Postinstall scripts must run: Claude
   # Code links its platform-native binary there.
-  npm install --global --prefix "$prefix" --no-audit --no-fund --loglevel=error "${wanted[@]}"
+  # Install scripts and optional dependencies are forced on in case a user or CI npmrc disables
+  # them: Claude Code's postinstall links its platform binary from an optional dependency.
+  npm install --global --prefix "$prefix" --ignore-scripts=false --include=optional \
+    --no-audit --no-fund --loglevel=error "${wanted[@]}"
 else
   echo "install-agent-clis: pinned versions already present in $prefix" >&2
 fi

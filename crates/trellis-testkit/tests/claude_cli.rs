@@ -8,7 +8,7 @@ use trellis_testkit::cli::{AgentClis, ClaudeCommand, CliRun, run_cli};
 use trellis_testkit::{Api, Block, Conversation, Hang, ModelServer, Outcome, Script, Turn, Usage};
 
 /// Generous per-run deadline; a healthy run takes well under two seconds.
-const RUN_TIMEOUT: Duration = Duration::from_secs(40);
+const RUN_TIMEOUT: Duration = Duration::from_secs(25);
 
 fn reply_schema() -> Value {
     json!({

@@ -7,7 +7,7 @@ use trellis_testkit::cli::{AgentClis, CliRun, CodexCommand, run_cli};
 use trellis_testkit::{Api, Block, Conversation, ModelServer, Outcome, Script, Turn, Usage};
 
 /// Generous per-run deadline; a healthy run takes well under two seconds.
-const RUN_TIMEOUT: Duration = Duration::from_secs(40);
+const RUN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// A strict-dialect schema (every property required, closed objects), as Codex needs.
 fn reply_schema() -> Value {
