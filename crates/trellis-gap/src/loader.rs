@@ -471,16 +471,15 @@ fn parse_node(raw: &Map<String, Value>, loc: &str) -> Result<NodeDef, LoadError>
                 )));
             }
         },
-        NodeType::Router => {
-            if !raw
+        NodeType::Router
+            if raw
                 .get("script")
                 .and_then(Value::as_str)
-                .is_some_and(|s| !s.is_empty())
-            {
-                return Err(invalid(format!(
-                    "{loc} (type=router) requires a 'script' field naming the routing function"
-                )));
-            }
+                .is_none_or(str::is_empty) =>
+        {
+            return Err(invalid(format!(
+                "{loc} (type=router) requires a 'script' field naming the routing function"
+            )));
         }
         NodeType::Tool if node.tool.is_none() => {
             return Err(invalid(format!(

@@ -311,17 +311,18 @@ impl Executor<'_> {
         std::thread::scope(|threads| {
             for _ in 0..workers {
                 threads.spawn(|| {
-                    while let Some((id, copy)) =
-                        copies.get(next_index.fetch_add(1, Ordering::SeqCst))
-                    {
+                    loop {
+                        let index = next_index.fetch_add(1, Ordering::SeqCst);
+                        let (Some((id, copy)), Some(slot)) = (copies.get(index), slots.get(index))
+                        else {
+                            break;
+                        };
                         let outcome = if copy.node_type == NodeType::Noop {
                             Ok(json!({}))
                         } else {
                             self.run_traced(id, None, copy, local)
                         };
-                        if let Some(index) = copies.iter().position(|(other, _)| other == id) {
-                            *slots[index].lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
-                        }
+                        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
                     }
                 });
             }

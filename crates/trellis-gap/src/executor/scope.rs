@@ -73,6 +73,14 @@ impl Executor<'_> {
                 frontier.push(dst.clone());
             }
         }
+        // Static out-edges per source, in edge order (avoids rescanning every edge per node).
+        let mut out_edges: IndexMap<&str, Vec<&str>> = IndexMap::new();
+        for (src, dst) in scope.edges {
+            out_edges
+                .entry(src.as_str())
+                .or_default()
+                .push(dst.as_str());
+        }
         let mut completed: IndexSet<String> = IndexSet::new();
         let mut terminal: Option<String> = None;
         let mut step = 0usize;
@@ -122,14 +130,15 @@ impl Executor<'_> {
                 if node_type == Some(NodeType::End) {
                     return Ok(Some(name));
                 }
-                for (src, dst) in scope.edges {
-                    if src != &name {
-                        continue;
-                    }
+                for &dst in out_edges
+                    .get(name.as_str())
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[])
+                {
                     if dst == END {
                         terminal = Some(name.clone());
-                    } else if !next.contains(dst) {
-                        next.push(dst.clone());
+                    } else if !next.iter().any(|n| n == dst) {
+                        next.push(dst.to_string());
                     }
                 }
                 let conditional_target = match (scope.conditional.get(&name), local.get(&name)) {

@@ -119,15 +119,14 @@ fn workflow_rules(wf: &Workflow, issues: &mut Vec<Issue>) {
         }
     }
     for (name, node) in nodes {
-        if let Some(reference) = &node.subgraph_ref {
-            if node.node_type == NodeType::Subgraph && !wf.subgraphs.contains_key(reference) {
-                issues.push(Issue::error(
-                    format!("workflow.nodes.{name}"),
-                    format!(
-                        "subgraph node '{name}' references undeclared subgraph '{reference}' (W7)"
-                    ),
-                ));
-            }
+        if let Some(reference) = &node.subgraph_ref
+            && node.node_type == NodeType::Subgraph
+            && !wf.subgraphs.contains_key(reference)
+        {
+            issues.push(Issue::error(
+                format!("workflow.nodes.{name}"),
+                format!("subgraph node '{name}' references undeclared subgraph '{reference}' (W7)"),
+            ));
         }
     }
     for (src, ce) in &wf.conditional_edges {
@@ -156,8 +155,10 @@ fn workflow_rules(wf: &Workflow, issues: &mut Vec<Issue>) {
             ));
         }
     }
+    let sources: std::collections::HashSet<&str> =
+        wf.edges.iter().map(|(src, _)| src.as_str()).collect();
     for (name, node) in nodes {
-        let has_edge = wf.edges.iter().any(|(src, _)| src == name);
+        let has_edge = sources.contains(name.as_str());
         if node.node_type != NodeType::End && !has_edge && !wf.conditional_edges.contains_key(name)
         {
             issues.push(Issue::error(
@@ -189,10 +190,10 @@ fn w8_inputs_bound(wf: &Workflow, issues: &mut Vec<Issue>) {
         if node.node_type != NodeType::Subgraph {
             continue;
         }
-        if let Some(reference) = node.subgraph_ref.as_deref() {
-            if wf.subgraphs.contains_key(reference) {
-                sites.entry(reference).or_default().insert(name);
-            }
+        if let Some(reference) = node.subgraph_ref.as_deref()
+            && wf.subgraphs.contains_key(reference)
+        {
+            sites.entry(reference).or_default().insert(name);
         }
     }
     for (sg_name, call_sites) in sites {

@@ -131,8 +131,10 @@ pub(super) fn subgraph_rules(
         }
     }
     // Dead ends (no rule id).
+    let sources: std::collections::HashSet<&str> =
+        sg.edges.iter().map(|(src, _)| src.as_str()).collect();
     for (name, node) in &sg.nodes {
-        let has_edge = sg.edges.iter().any(|(src, _)| src == name);
+        let has_edge = sources.contains(name.as_str());
         if node.node_type != NodeType::End
             && !node.streaming
             && !has_edge
