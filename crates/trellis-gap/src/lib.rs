@@ -11,6 +11,7 @@ mod loader;
 mod model;
 mod pyfmt;
 mod refs;
+mod report;
 mod schema;
 mod stream;
 mod tools;
@@ -25,7 +26,7 @@ pub use events::{
 pub use executor::{ExecuteOptions, execute};
 pub use issue::{Issue, Severity, graph_validation_message, render_issues};
 pub use loader::{
-    LoadError, is_gap_document, load_workflow, load_workflow_str, parse_workflow,
+    LoadError, is_gap_document, load_workflow, load_workflow_str, parse_workflow, read_inputs_file,
     workflow_file_path,
 };
 pub use model::{
@@ -34,6 +35,7 @@ pub use model::{
 };
 pub use pyfmt::{py_repr, py_str};
 pub use refs::{LocalOutputs, ResolveError, ScopeValue, resolve_input, resolve_ref};
+pub use report::{ValidationReport, is_gap_path};
 pub use stream::{CancelToken, StreamSlot, StreamTimeout};
 pub use tools::{Tool, ToolDescriptor, ToolError, ToolRegistry, load_command_manifest};
 pub use validate::{ScriptIntrospector, SkillContract, SkillRegistry, ValidateOptions, validate};

@@ -105,6 +105,24 @@ pub fn load_workflow(path: &Path) -> Result<Workflow, LoadError> {
     load_workflow_str(&text, dir)
 }
 
+/// Reads a `--inputs FILE`: a JSON object whose keys become the run's `in.*` values.
+pub fn read_inputs_file(path: &Path) -> Result<Map<String, Value>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(invalid(format!(
+            "inputs file {} must hold a JSON object",
+            path.display()
+        ))),
+        Err(e) => Err(LoadError::Json {
+            message: e.to_string(),
+        }),
+    }
+}
+
 /// Parses workflow JSON text; `workflow_dir` is where relative script paths resolve.
 pub fn load_workflow_str(text: &str, workflow_dir: PathBuf) -> Result<Workflow, LoadError> {
     let document: Value = serde_json::from_str(text).map_err(|e| LoadError::Json {

@@ -217,3 +217,19 @@ fn directory_path_reads_workflow_json() {
     let wf = load_workflow(dir.path()).unwrap();
     assert_eq!(wf.workflow_dir, dir.path());
 }
+
+#[test]
+fn inputs_file_must_hold_an_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inputs.json");
+    std::fs::write(&path, r#"{"arm_id": 1, "pose": [0, 1]}"#).unwrap();
+    let inputs = trellis_gap::read_inputs_file(&path).unwrap();
+    assert_eq!(inputs.keys().collect::<Vec<_>>(), ["arm_id", "pose"]);
+    std::fs::write(&path, "[1]").unwrap();
+    assert!(
+        trellis_gap::read_inputs_file(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("must hold a JSON object")
+    );
+}
