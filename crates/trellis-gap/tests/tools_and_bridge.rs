@@ -253,3 +253,32 @@ fn trace_counts_revisits_of_loop_nodes() {
         (Some("step"), Some("decide"))
     );
 }
+
+#[test]
+fn routers_stay_pending_in_the_trace() {
+    let doc = json!({"version": 3, "nodes": {
+        "step": {"type": "tool", "tool": "stub.counter"},
+        "decide": {"type": "router", "script": "scripts/decide.py", "inputs": {"n": 3}},
+        "done": {"type": "end", "status": "success"}},
+        "edges": [["START", "step"], ["step", "decide"]],
+        "conditional_edges": {"decide": {"router_field": null, "mapping": {"loop": "step", "done": "done"}}}});
+    let trace = tempfile::tempdir().unwrap();
+    let (result, _) = run(
+        &doc,
+        ToolRegistry::with_builtin_stubs(),
+        Some(trace.path().to_path_buf()),
+    );
+    assert!(result.is_success(), "{result:?}");
+    let dag: Value = serde_json::from_str(
+        &std::fs::read_to_string(trace.path().join("dag_trace.json")).unwrap(),
+    )
+    .unwrap();
+    let decide = dag["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "decide")
+        .unwrap();
+    assert_eq!(decide["status"], "pending");
+    assert_eq!(decide["visits"], 0);
+}

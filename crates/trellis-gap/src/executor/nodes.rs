@@ -87,15 +87,21 @@ impl Executor<'_> {
             }
             Ok(output)
         })();
-        self.report_outcome(full_id, started, &outcome);
+        self.report_outcome(full_id, started, &outcome, true);
         if let Some(trace) = trace {
             trace.flush();
         }
         outcome
     }
 
-    fn report_outcome(&self, full_id: &str, started: Instant, outcome: &Result<Value, ExecError>) {
-        let trace = self.run.trace.as_ref();
+    fn report_outcome(
+        &self,
+        full_id: &str,
+        started: Instant,
+        outcome: &Result<Value, ExecError>,
+        traced: bool,
+    ) {
+        let trace = self.run.trace.as_ref().filter(|_| traced);
         match outcome {
             Ok(_) => {
                 if let Some(trace) = trace {
@@ -249,7 +255,8 @@ impl Executor<'_> {
                 ))),
             }
         })();
-        self.report_outcome(&full_id, started, &outcome);
+        // Routers are not traced as nodes (their sub-calls are), as in the reference.
+        self.report_outcome(&full_id, started, &outcome, false);
         outcome
     }
 
