@@ -107,7 +107,7 @@ fn parallel_failure_cancels_unstarted_siblings_and_names_the_node() {
     let count = Arc::clone(&started);
     registry.register_fn("stub.sleepy", move |ctx, _| {
         count.fetch_add(1, Ordering::SeqCst);
-        ctx.wait_cancelled(Duration::from_millis(20));
+        ctx.wait_cancelled(Duration::from_millis(300));
         Ok(json!({}))
     });
     let (result, events, _) = run(&parallel_doc(), registry, |o| o.max_workers = 2);
