@@ -1,1 +1,22 @@
-//! Harness adapters (claude, codex, copilot, exec) behind one trait: prompt rendering, reply-schema generation, correction turns, failure mapping and token usage.
+//! Harness adapters (claude, codex, copilot, exec) behind one trait: prompt rendering,
+//! reply-schema generation, correction turns, failure mapping and token usage.
+//!
+//! A harness turns one [`ExecutionRequest`] into one settled [`ExecutionResult`], streaming
+//! redacted log lines and token usage as [`HarnessEvent`]s. Every reply is checked mechanically
+//! against the node's declared contract before it may reach the graph.
+
+pub mod binding;
+pub mod contract;
+pub mod exec;
+pub mod harness;
+pub mod process;
+pub mod redact;
+
+pub use binding::{AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope};
+pub use contract::NodeContract;
+pub use exec::ExecHarness;
+pub use harness::{
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
+    TokenUsage,
+};
+pub use redact::{Redactor, SecretEnv};

@@ -1,1 +1,50 @@
 //! GaP workflow.json v3: loader, structural validator, super-step executor, Python bridge and trace writer.
+//!
+//! Typical use: [`load_workflow`] → [`validate`] → [`execute`] (or [`execute_with_defaults`]).
+
+mod bridge;
+mod context;
+mod events;
+mod executor;
+mod issue;
+mod loader;
+mod model;
+mod pyfmt;
+mod refs;
+mod report;
+mod schema;
+mod stream;
+mod tools;
+mod trace;
+mod validate;
+
+pub use bridge::{BRIDGE_SOURCE, BridgeError, PythonConfig, PythonIntrospector};
+pub use context::{GuardLimits, NodeContext};
+pub use events::{
+    CollectingObserver, ExecutionResult, ExitStatus, NullObserver, RunEvent, RunObserver,
+};
+pub use executor::{ExecuteOptions, execute};
+pub use issue::{Issue, Severity, graph_validation_message, render_issues};
+pub use loader::{
+    LoadError, is_gap_document, load_workflow, load_workflow_str, parse_workflow, read_inputs_file,
+    workflow_file_path,
+};
+pub use model::{
+    ConditionalEdge, END, EndStatus, ExitDecl, IN, InputValue, NodeDef, NodeType,
+    OBSERVATION_STREAM, Ref, START, SubgraphDef, ToolCall, Workflow,
+};
+pub use pyfmt::{py_repr, py_str};
+pub use refs::{LocalOutputs, ResolveError, ScopeValue, resolve_input, resolve_ref};
+pub use report::{ValidationReport, is_gap_path};
+pub use stream::{CancelToken, StreamSlot, StreamTimeout};
+pub use tools::{Tool, ToolDescriptor, ToolError, ToolRegistry, load_command_manifest};
+pub use validate::{ScriptIntrospector, SkillContract, SkillRegistry, ValidateOptions, validate};
+
+/// Runs `workflow` with default options and the given tool registry, ignoring progress events.
+pub fn execute_with_defaults(workflow: &Workflow, tool_registry: ToolRegistry) -> ExecutionResult {
+    let options = ExecuteOptions {
+        tool_registry: std::sync::Arc::new(tool_registry),
+        ..ExecuteOptions::default()
+    };
+    execute(workflow, options, &NullObserver)
+}

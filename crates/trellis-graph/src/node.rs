@@ -99,6 +99,10 @@ pub struct LoopNode {
     pub state: PayloadType,
     pub body: Box<GraphNode>,
     pub max_iterations: PositiveInteger,
+    /// A path into the initial input whose positive integer value, when present, lowers the
+    /// round count below `maxIterations` (the reference's auto-research template uses it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_iterations_input: Option<FieldPath>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub until: Option<Guard>,
     pub promoted_state_paths: Vec<FieldPath>,
@@ -310,6 +314,7 @@ impl GraphNode {
                         "state",
                         "body",
                         "maxIterations",
+                        "maxIterationsInput",
                         "until",
                         "promotedStatePaths",
                     ],
@@ -322,6 +327,10 @@ impl GraphNode {
                         obj.required("maxIterations")?,
                         &obj.path("maxIterations"),
                     )?,
+                    max_iterations_input: obj
+                        .optional("maxIterationsInput")
+                        .map(|v| FieldPath::parse(v, &obj.path("maxIterationsInput")))
+                        .transpose()?,
                     until: obj
                         .optional("until")
                         .map(|v| Guard::parse(v, &obj.path("until")))

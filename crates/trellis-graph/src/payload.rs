@@ -163,12 +163,14 @@ impl PayloadType {
         check(self, value, &mut String::from("$"))
     }
 
-    /// The empty value of a required slot, used to fill root state: `""`, `null`, or a record
-    /// of the empty values of its required fields. Other kinds have no empty value.
+    /// The empty value of a required slot, used to fill root state: `""`, `null`, `[]`, or a
+    /// record of the empty values of its required fields. Other kinds have no empty value.
     pub fn empty_value(&self) -> Option<Value> {
         match self {
             Self::String => Some(Value::String(String::new())),
             Self::Null => Some(Value::Null),
+            // The reference templates map over an always-empty required array as a no-op.
+            Self::Array { .. } => Some(Value::Array(Vec::new())),
             Self::Record { fields } => {
                 let mut map = serde_json::Map::new();
                 for (name, field) in fields {

@@ -310,3 +310,20 @@ fn worker_negative_descriptor_and_outcome_vectors_are_rejected() {
     println!("workers/negative: {checked} of {checked} descriptor/outcome vectors rejected");
     assert_eq!(checked, 25);
 }
+
+#[test]
+fn reference_templates_parse_and_round_trip() {
+    let Some(dir) = vectors() else { return };
+    let files = json_files(&dir.join("../zeroshot-templates"));
+    for file in &files {
+        let doc = read(file);
+        let back = round_trip("graph", &doc).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert_eq!(back, doc, "{} does not round-trip", file.display());
+    }
+    println!(
+        "zeroshot-templates: {} of {} parse and round-trip",
+        files.len(),
+        files.len()
+    );
+    assert_eq!(files.len(), 5);
+}

@@ -1,0 +1,262 @@
+//! The exec harness: runs a command with `{"run","node","attempt","input"}` on stdin and reads
+//! one JSON reply from stdout. Exit 75 is a refusal, any other non-zero exit a crash.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_graph::{WorkerErrorCode, WorkerOutcome};
+
+use crate::binding::{Binding, CommandBinding};
+use crate::harness::{
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
+    TokenUsage,
+};
+use crate::process::{
+    ProcessEnd, ProcessLimits, ProcessObserver, ProcessSpec, Stream, run_process,
+};
+use crate::redact::Redactor;
+
+/// Exit code a command uses to refuse the work (BSD `EX_TEMPFAIL`).
+pub const REFUSAL_EXIT_CODE: i32 = 75;
+
+/// Runs `command` bindings.
+#[derive(Debug, Default)]
+pub struct ExecHarness;
+
+impl Harness for ExecHarness {
+    fn name(&self) -> &str {
+        "exec"
+    }
+
+    fn execute<'a>(
+        &'a self,
+        request: ExecutionRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ExecutionResult> {
+        Box::pin(run_command(request, events, cancel))
+    }
+}
+
+/// Forwards process activity to the event sink as redacted log lines.
+pub(crate) struct LogForwarder {
+    pub events: EventSink,
+    pub redactor: Redactor,
+    pub node: String,
+    pub forward_stdout: bool,
+}
+
+impl LogForwarder {
+    pub fn system(&self, message: String) {
+        let message = self.redactor.apply(&message);
+        let _ = self.events.try_send(HarnessEvent::Log {
+            stream: LogStream::System,
+            message,
+        });
+    }
+}
+
+impl ProcessObserver for LogForwarder {
+    fn started(&mut self, pid: u32) {
+        let _ = self
+            .events
+            .try_send(HarnessEvent::Started { process_group: pid });
+    }
+
+    fn line(&mut self, stream: Stream, line: &str) {
+        let stream = match stream {
+            Stream::Stdout if !self.forward_stdout => return,
+            Stream::Stdout => LogStream::Output,
+            Stream::Stderr => LogStream::Error,
+        };
+        let message = self.redactor.apply(line);
+        // A full queue drops lines rather than stalling the worker; the count is bounded anyway.
+        let _ = self.events.try_send(HarnessEvent::Log { stream, message });
+    }
+
+    fn silent(&mut self, quiet_for: Duration) {
+        self.system(format!(
+            "no output for {} from node {}",
+            human_duration(quiet_for),
+            self.node
+        ));
+    }
+}
+
+/// `90s` → `1m30s`, `300s` → `5m`.
+pub fn human_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match (secs / 60, secs % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
+/// Resolves the binding's `cwd` inside the workspace; `..` and absolute paths are refused.
+fn working_directory(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, String> {
+    let Some(relative) = cwd else {
+        return Ok(workspace.to_path_buf());
+    };
+    let path = Path::new(relative);
+    if path
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "command cwd {relative:?} must be a relative path inside the workspace"
+        ));
+    }
+    Ok(workspace.join(path))
+}
+
+/// The environment a command sees: `PATH`, `HOME`, the run identity, its literal `env` and the
+/// connection variables it names; nothing else.
+fn command_env(request: &ExecutionRequest, binding: &CommandBinding) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = request
+        .base_env
+        .iter()
+        .filter(|(k, _)| k == "PATH" || k == "HOME")
+        .cloned()
+        .collect();
+    env.push(("TRELLIS_RUN_ID".into(), request.run_id.clone()));
+    env.push(("TRELLIS_NODE".into(), request.node.to_string()));
+    env.extend(binding.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for name in &binding.connections {
+        if let Some(value) = request.environment.get(name) {
+            env.push((name.clone(), value.to_owned()));
+        }
+    }
+    env
+}
+
+async fn run_command(
+    request: ExecutionRequest,
+    events: EventSink,
+    cancel: CancellationToken,
+) -> ExecutionResult {
+    let mut forwarder = LogForwarder {
+        events,
+        redactor: request.environment.redactor(),
+        node: request.node.to_string(),
+        forward_stdout: false,
+    };
+    let settle = |code: WorkerErrorCode| ExecutionResult {
+        outcome: WorkerOutcome::failure(code),
+        usage: TokenUsage::default(),
+    };
+    let Binding::Command(binding) = &request.binding else {
+        forwarder.system("exec harness received a non-command binding".into());
+        return settle(WorkerErrorCode::Crash);
+    };
+    let Some((program, args)) = binding.command.split_first() else {
+        forwarder.system("command binding has an empty command".into());
+        return settle(WorkerErrorCode::Crash);
+    };
+    let cwd = match working_directory(&request.workspace, binding.cwd.as_deref()) {
+        Ok(cwd) => cwd,
+        Err(message) => {
+            forwarder.system(message);
+            return settle(WorkerErrorCode::Crash);
+        }
+    };
+    let stdin = json!({
+        "run": request.run_id,
+        "node": request.node,
+        "attempt": request.attempt,
+        "input": request.input,
+    });
+    let spec = ProcessSpec {
+        program: program.clone(),
+        args: args.to_vec(),
+        cwd,
+        env: command_env(&request, binding),
+        stdin: format!("{stdin}\n").into_bytes(),
+    };
+    let limits = ProcessLimits {
+        deadline: request.deadline,
+        idle: request.idle_timeout,
+        ..ProcessLimits::default()
+    };
+    let report = run_process(&spec, &limits, &cancel, &mut forwarder).await;
+    let code = match report.end {
+        ProcessEnd::Exited { code: Some(0), .. } if report.stdout_truncated => {
+            forwarder.system(format!(
+                "reply exceeds {} bytes; settled malformed",
+                limits.max_stdout_bytes
+            ));
+            WorkerErrorCode::Malformed
+        }
+        ProcessEnd::Exited { code: Some(0), .. } => {
+            return match parse_reply(&request, &report.stdout) {
+                Ok(outcome) => ExecutionResult {
+                    outcome,
+                    usage: TokenUsage::default(),
+                },
+                Err(reason) => {
+                    forwarder.system(format!("reply rejected: {reason}; settled malformed"));
+                    settle(WorkerErrorCode::Malformed)
+                }
+            };
+        }
+        ProcessEnd::Exited {
+            code: Some(REFUSAL_EXIT_CODE),
+            ..
+        } => WorkerErrorCode::Refusal,
+        ProcessEnd::Exited { code, signal } => {
+            let how = match (code, signal) {
+                (Some(code), _) => format!("exited with code {code}"),
+                (None, Some(signal)) => format!("was killed by signal {signal}"),
+                (None, None) => "ended without a status".to_owned(),
+            };
+            forwarder.system(format!("command {program} {how}; settled crash"));
+            WorkerErrorCode::Crash
+        }
+        ProcessEnd::DeadlineExceeded => {
+            forwarder.system("deadline (timeoutMs) passed; command stopped".into());
+            WorkerErrorCode::Timeout
+        }
+        ProcessEnd::IdleExceeded => {
+            forwarder.system("idle limit (idleTimeoutMs) passed; command stopped".into());
+            WorkerErrorCode::Timeout
+        }
+        ProcessEnd::Cancelled => WorkerErrorCode::Refusal,
+        ProcessEnd::SpawnFailed(message) => {
+            forwarder.system(message);
+            WorkerErrorCode::Crash
+        }
+    };
+    settle(code)
+}
+
+fn parse_reply(request: &ExecutionRequest, stdout: &[u8]) -> Result<WorkerOutcome, String> {
+    let text = std::str::from_utf8(stdout).map_err(|_| "reply is not UTF-8".to_owned())?;
+    let value: Value = serde_json::from_str(text.trim())
+        .map_err(|e| format!("stdout is not one JSON object ({e})"))?;
+    request.contract.accept_command_reply(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cwd_stays_inside_the_workspace() {
+        let ws = Path::new("/w");
+        assert_eq!(
+            working_directory(ws, Some("a/b")).unwrap(),
+            Path::new("/w/a/b")
+        );
+        assert!(working_directory(ws, Some("../x")).is_err());
+        assert!(working_directory(ws, Some("/etc")).is_err());
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_secs(300)), "5m");
+        assert_eq!(human_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human_duration(Duration::from_secs(7)), "7s");
+    }
+}

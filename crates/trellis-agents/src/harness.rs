@@ -1,0 +1,121 @@
+//! The harness port: one execution request in, streamed events and one settled result out.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use trellis_graph::{NodeName, WorkerOutcome};
+
+use crate::binding::Binding;
+use crate::contract::NodeContract;
+use crate::redact::SecretEnv;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Everything a harness needs for one execution.
+#[derive(Debug, Clone)]
+pub struct ExecutionRequest {
+    pub run_id: String,
+    pub node: NodeName,
+    pub execution: u64,
+    /// Stable across crash retries and loop rounds of the same occurrence.
+    pub node_instance: u64,
+    pub attempt: u32,
+    pub input: Value,
+    pub instructions: Option<String>,
+    pub contract: NodeContract,
+    pub binding: Binding,
+    /// The repository or directory the run works in.
+    pub workspace: PathBuf,
+    /// A private directory for this execution (homes, schema files); removed by the caller.
+    pub scratch: PathBuf,
+    pub deadline: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub environment: SecretEnv,
+    /// Variables every harness passes through (`PATH`, `HOME`), read from the controller.
+    pub base_env: Vec<(String, String)>,
+}
+
+/// Which stream a log line belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogStream {
+    /// What the worker or agent says.
+    Output,
+    /// Its error stream.
+    Error,
+    /// Notes from Trellis about the execution.
+    System,
+}
+
+/// Tokens spent by one execution (or one turn of it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl TokenUsage {
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == TokenUsage::default()
+    }
+}
+
+/// Something that happened during an execution, already redacted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HarnessEvent {
+    /// The worker process started; its process group id.
+    Started {
+        process_group: u32,
+    },
+    Log {
+        stream: LogStream,
+        message: String,
+    },
+    Usage(TokenUsage),
+}
+
+/// The settled result: the outcome the graph sees plus usage totals for the ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionResult {
+    pub outcome: WorkerOutcome,
+    pub usage: TokenUsage,
+}
+
+pub type EventSink = mpsc::Sender<HarnessEvent>;
+
+/// Runs executions for one kind of binding.
+pub trait Harness: Send + Sync {
+    /// The harness name shown in logs (`exec`, `claude`, …).
+    fn name(&self) -> &str;
+
+    /// Runs one execution to its settled outcome. On `cancel`, stops the worker and settles
+    /// `refusal`; the caller decides what a cancelled execution means.
+    fn execute<'a>(
+        &'a self,
+        request: ExecutionRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ExecutionResult>;
+}

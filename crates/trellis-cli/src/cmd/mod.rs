@@ -1,0 +1,4 @@
+//! One module per `trellis` subcommand.
+
+pub mod schema;
+pub mod template;

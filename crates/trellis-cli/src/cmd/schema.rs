@@ -1,0 +1,24 @@
+//! `trellis schema`: prints JSON Schemas of the documents Trellis reads.
+
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SchemaKind {
+    /// GraphSpec openengine.graph.full/v1 (graph.json).
+    Graph,
+}
+
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Which document's schema to print.
+    #[arg(value_enum)]
+    pub kind: SchemaKind,
+}
+
+pub fn run(args: &SchemaArgs) -> anyhow::Result<u8> {
+    let schema = match args.kind {
+        SchemaKind::Graph => trellis_graph::schema::graph_json_schema(),
+    };
+    println!("{}", serde_json::to_string_pretty(&schema)?);
+    Ok(0)
+}

@@ -1,0 +1,475 @@
+//! The CPython bridge process: spawn, JSON-lines framing, request multiplexing and crash detection.
+
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The bridge program, embedded at build time and passed to the interpreter with `-c`.
+pub const BRIDGE_SOURCE: &str = include_str!("../python/bridge.py");
+
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(10);
+const STDERR_TAIL_LINES: usize = 20;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// How to start the Python interpreter that runs script nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PythonConfig {
+    /// Interpreter program (default `$TRELLIS_PYTHON`, else `python3`).
+    pub interpreter: PathBuf,
+    /// Extra environment variables on top of the caller's environment.
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl Default for PythonConfig {
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+impl PythonConfig {
+    /// `$TRELLIS_PYTHON` when set and non-empty, else `python3` from `PATH`.
+    pub fn from_env() -> Self {
+        let interpreter = std::env::var_os("TRELLIS_PYTHON")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("python3"));
+        PythonConfig {
+            interpreter,
+            extra_env: Vec::new(),
+        }
+    }
+}
+
+/// Why a bridge request failed (the node's error, not the engine's).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BridgeError {
+    #[error("cannot start python bridge ({interpreter}): {message}")]
+    Spawn {
+        interpreter: String,
+        message: String,
+    },
+    #[error(
+        "python bridge exited unexpectedly ({status}){}",
+        tail_suffix(stderr_tail)
+    )]
+    Exited { status: String, stderr_tail: String },
+    #[error("cancelled; the python body did not stop within the grace period")]
+    Abandoned,
+    #[error("python bridge protocol error: {0}")]
+    Protocol(String),
+}
+
+fn tail_suffix(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {tail}")
+    }
+}
+
+/// Callbacks the host serves while a request is in flight.
+pub(crate) trait BridgeHooks {
+    /// `ctx.tool(name, **kwargs)` from Python: `Err((type, message))` becomes `tool_error`.
+    fn tool_call(&self, tool: &str, kwargs: Map<String, Value>) -> Result<Value, (String, String)>;
+    /// `ctx.publish(value)` from a streaming body.
+    fn publish(&self, value: Value);
+    /// A line the body printed.
+    fn log(&self, stream: &str, line: &str);
+    /// True once the node should stop.
+    fn is_cancelled(&self) -> bool;
+}
+
+type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
+
+/// One running interpreter serving concurrent requests.
+pub struct Bridge {
+    child: Mutex<Child>,
+    stdin: Mutex<ChildStdin>,
+    pending: Pending,
+    next_id: AtomicU64,
+    alive: Arc<AtomicBool>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge")
+            .field("alive", &self.is_alive())
+            .finish()
+    }
+}
+
+/// Where log lines not tied to a request go (bridge stderr, prints from stray threads).
+pub(crate) type LogSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+impl Bridge {
+    /// Starts the interpreter and waits for its `ready` frame.
+    pub(crate) fn start(config: &PythonConfig, log_sink: LogSink) -> Result<Bridge, BridgeError> {
+        let interpreter = config.interpreter.to_string_lossy().into_owned();
+        let spawn_error = |message: String| BridgeError::Spawn {
+            interpreter: interpreter.clone(),
+            message,
+        };
+        let mut command = Command::new(&config.interpreter);
+        command
+            .arg("-u")
+            .arg("-c")
+            .arg(BRIDGE_SOURCE)
+            .envs(config.extra_env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|e| spawn_error(e.to_string()))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            return Err(spawn_error("missing stdio pipes".to_string()));
+        };
+        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+        let alive = Arc::new(AtomicBool::new(true));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        {
+            let pending = Arc::clone(&pending);
+            let alive = Arc::clone(&alive);
+            let sink = Arc::clone(&log_sink);
+            std::thread::spawn(move || {
+                let mut ready_tx = Some(ready_tx);
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    let Ok(frame) = serde_json::from_str::<Value>(&line) else {
+                        continue;
+                    };
+                    if frame.get("kind").and_then(Value::as_str) == Some("ready") {
+                        if let Some(tx) = ready_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    let target = frame
+                        .get("id")
+                        .and_then(Value::as_u64)
+                        .and_then(|id| lock(&pending).get(&id).cloned());
+                    match target {
+                        Some(sender) => {
+                            let _ = sender.send(frame);
+                        }
+                        None => {
+                            if frame.get("kind").and_then(Value::as_str) == Some("log") {
+                                let stream = frame
+                                    .get("stream")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("stdout");
+                                let text = frame.get("line").and_then(Value::as_str).unwrap_or("");
+                                sink(stream, text);
+                            }
+                        }
+                    }
+                }
+                alive.store(false, Ordering::SeqCst);
+                // Dropping every sender wakes all waiters with `Disconnected`.
+                lock(&pending).clear();
+            });
+        }
+        {
+            let tail = Arc::clone(&stderr_tail);
+            let sink = Arc::clone(&log_sink);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    sink("stderr", &line);
+                    let mut tail = lock(&tail);
+                    if tail.len() == STDERR_TAIL_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            });
+        }
+        let bridge = Bridge {
+            child: Mutex::new(child),
+            stdin: Mutex::new(stdin),
+            pending,
+            next_id: AtomicU64::new(1),
+            alive,
+            stderr_tail,
+        };
+        match ready_rx.recv_timeout(READY_TIMEOUT) {
+            Ok(()) => Ok(bridge),
+            Err(_) => {
+                let error = bridge.exited_error();
+                bridge.kill();
+                Err(spawn_error(error.to_string()))
+            }
+        }
+    }
+
+    /// True while the process is running and its stdout is open.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// Kills the process (idempotent).
+    pub fn kill(&self) {
+        let mut child = lock(&self.child);
+        let _ = child.kill();
+        let _ = child.wait();
+        self.alive.store(false, Ordering::SeqCst);
+    }
+
+    /// Asks the process to exit, then kills it if it has not within `grace`.
+    pub fn shutdown(&self, grace: Duration) {
+        let _ = self.send(&json!({"kind": "shutdown"}));
+        let deadline = Instant::now() + grace;
+        loop {
+            if let Ok(Some(_)) = lock(&self.child).try_wait() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(POLL);
+        }
+        self.kill();
+    }
+
+    fn send(&self, frame: &Value) -> Result<(), BridgeError> {
+        let mut line =
+            serde_json::to_string(frame).map_err(|e| BridgeError::Protocol(e.to_string()))?;
+        line.push('\n');
+        let mut stdin = lock(&self.stdin);
+        stdin
+            .write_all(line.as_bytes())
+            .and_then(|_| stdin.flush())
+            .map_err(|_| self.exited_error())
+    }
+
+    fn exited_error(&self) -> BridgeError {
+        // Give the reader threads a moment to collect the exit status and last stderr lines.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let status = loop {
+            match lock(&self.child).try_wait() {
+                Ok(Some(status)) => break status.to_string(),
+                Ok(None) if Instant::now() < deadline => {}
+                Ok(None) => break "still running, output closed".to_string(),
+                Err(e) => break e.to_string(),
+            }
+            std::thread::sleep(POLL);
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        let tail: Vec<String> = lock(&self.stderr_tail).iter().cloned().collect();
+        BridgeError::Exited {
+            status,
+            stderr_tail: tail.join(" | "),
+        }
+    }
+
+    /// Sends request `kind` with `payload` and serves callbacks until the final frame arrives.
+    pub(crate) fn request(
+        &self,
+        kind: &str,
+        mut payload: Map<String, Value>,
+        hooks: &dyn BridgeHooks,
+        cancel_grace: Duration,
+    ) -> Result<Value, BridgeError> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = mpsc::channel();
+        if !self.is_alive() {
+            return Err(self.exited_error());
+        }
+        lock(&self.pending).insert(id, tx);
+        payload.insert("id".to_string(), json!(id));
+        payload.insert("kind".to_string(), json!(kind));
+        let result = self
+            .send(&Value::Object(payload))
+            .and_then(|()| self.serve(id, &rx, hooks, cancel_grace));
+        lock(&self.pending).remove(&id);
+        result
+    }
+
+    fn serve(
+        &self,
+        id: u64,
+        rx: &Receiver<Value>,
+        hooks: &dyn BridgeHooks,
+        cancel_grace: Duration,
+    ) -> Result<Value, BridgeError> {
+        let mut cancel_deadline: Option<Instant> = None;
+        loop {
+            match rx.recv_timeout(POLL) {
+                Ok(frame) => {
+                    let kind = frame.get("kind").and_then(Value::as_str).unwrap_or("");
+                    match kind {
+                        "tool_call" => self.answer_tool_call(id, &frame, hooks)?,
+                        "publish" => {
+                            hooks.publish(frame.get("value").cloned().unwrap_or(Value::Null))
+                        }
+                        "log" => hooks.log(
+                            frame
+                                .get("stream")
+                                .and_then(Value::as_str)
+                                .unwrap_or("stdout"),
+                            frame.get("line").and_then(Value::as_str).unwrap_or(""),
+                        ),
+                        _ => return Ok(frame),
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err(self.exited_error()),
+            }
+            match cancel_deadline {
+                None if hooks.is_cancelled() => {
+                    cancel_deadline = Some(Instant::now() + cancel_grace);
+                    self.send(&json!({"id": id, "kind": "cancel"}))?;
+                }
+                Some(deadline) if Instant::now() >= deadline => return Err(BridgeError::Abandoned),
+                _ => {}
+            }
+        }
+    }
+
+    fn answer_tool_call(
+        &self,
+        id: u64,
+        frame: &Value,
+        hooks: &dyn BridgeHooks,
+    ) -> Result<(), BridgeError> {
+        let call_id = frame.get("call_id").cloned().unwrap_or(Value::Null);
+        let tool = frame.get("tool").and_then(Value::as_str).unwrap_or("");
+        let kwargs = frame
+            .get("kwargs")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let reply = match hooks.tool_call(tool, kwargs) {
+            Ok(value) => {
+                json!({"id": id, "kind": "tool_result", "call_id": call_id, "value": value})
+            }
+            Err((error_type, message)) => json!({
+                "id": id, "kind": "tool_error", "call_id": call_id,
+                "error": {"type": error_type, "message": message}
+            }),
+        };
+        self.send(&reply)
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A lazily started bridge that is replaced when it dies, so one crash fails one node only.
+pub(crate) struct BridgeSlot {
+    config: PythonConfig,
+    sink: LogSink,
+    current: Mutex<Option<Arc<Bridge>>>,
+}
+
+impl BridgeSlot {
+    pub(crate) fn new(config: PythonConfig, sink: LogSink) -> Self {
+        BridgeSlot {
+            config,
+            sink,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// The live bridge, starting one when there is none or the last one died.
+    pub(crate) fn get(&self) -> Result<Arc<Bridge>, BridgeError> {
+        let mut current = lock(&self.current);
+        if let Some(bridge) = current.as_ref().filter(|b| b.is_alive()) {
+            return Ok(Arc::clone(bridge));
+        }
+        let bridge = Arc::new(Bridge::start(&self.config, Arc::clone(&self.sink))?);
+        *current = Some(Arc::clone(&bridge));
+        Ok(bridge)
+    }
+
+    /// Shuts the current bridge down, if any.
+    pub(crate) fn shutdown(&self, grace: Duration) {
+        if let Some(bridge) = lock(&self.current).take() {
+            bridge.shutdown(grace);
+        }
+    }
+}
+
+/// Imports scripts through a short-lived bridge for the validator's introspection warnings.
+pub struct PythonIntrospector {
+    slot: BridgeSlot,
+}
+
+impl PythonIntrospector {
+    /// A lazily started introspection bridge.
+    pub fn new(config: PythonConfig) -> Self {
+        PythonIntrospector {
+            slot: BridgeSlot::new(config, Arc::new(|_: &str, _: &str| {})),
+        }
+    }
+}
+
+impl Drop for PythonIntrospector {
+    fn drop(&mut self) {
+        self.slot.shutdown(Duration::from_millis(200));
+    }
+}
+
+/// Introspection has no callbacks; a script whose import never finishes is abandoned at the deadline.
+struct IntrospectHooks {
+    deadline: Instant,
+}
+
+const INTROSPECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl BridgeHooks for IntrospectHooks {
+    fn tool_call(&self, tool: &str, _: Map<String, Value>) -> Result<Value, (String, String)> {
+        Err((
+            "RuntimeError".to_string(),
+            format!("tool '{tool}' unavailable during introspection"),
+        ))
+    }
+    fn publish(&self, _: Value) {}
+    fn log(&self, _: &str, _: &str) {}
+    fn is_cancelled(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+}
+
+impl crate::validate::ScriptIntrospector for PythonIntrospector {
+    fn introspect(&self, path: &Path) -> Result<(), String> {
+        if !path.is_file() {
+            return Err(format!("script file not found: {}", path.display()));
+        }
+        let bridge = self.slot.get().map_err(|e| e.to_string())?;
+        let mut payload = Map::new();
+        payload.insert("script_path".to_string(), json!(path.to_string_lossy()));
+        let reply = bridge
+            .request(
+                "introspect",
+                payload,
+                &IntrospectHooks {
+                    deadline: Instant::now() + INTROSPECT_TIMEOUT,
+                },
+                Duration::from_secs(1),
+            )
+            .map_err(|e| e.to_string())?;
+        match reply.get("error") {
+            Some(Value::String(reason)) => Err(reason.clone()),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! Executor entry point: validation gate, trace setup, top-level scope, end node and recovery.
+
+mod nodes;
+mod scope;
+
+use crate::bridge::{BridgeSlot, LogSink, PythonConfig};
+use crate::context::{GuardLimits, NodeContext, RunShared};
+use crate::events::{ExecutionResult, ExitStatus, RunEvent, RunObserver};
+use crate::issue::{Issue, graph_validation_message};
+use crate::model::{EndStatus, IN, NodeType, OBSERVATION_STREAM, Workflow};
+use crate::refs::ScopeValue;
+use crate::stream::CancelToken;
+use crate::tools::{ToolError, ToolRegistry};
+use crate::trace::TraceWriter;
+use crate::validate::{ValidateOptions, validate};
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const DEFAULT_VISIT_CAP: usize = 10_000;
+const DEFAULT_GRACE_S: f64 = 2.0;
+const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(60);
+const BRIDGE_SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// How to run a workflow.
+#[derive(Clone)]
+pub struct ExecuteOptions {
+    /// Top-level `in.*` values and the base for unbound subgraph inputs.
+    pub inputs: Map<String, Value>,
+    /// Where `dag_trace.json` and `node_data/` go; `None` writes no trace.
+    pub trace_dir: Option<PathBuf>,
+    /// Upper bound of concurrently running ready nodes per super-step (and Send copies).
+    pub max_workers: usize,
+    /// Tools available to tool nodes, recovery calls and `ctx.tool`.
+    pub tool_registry: Arc<ToolRegistry>,
+    /// How to start the Python bridge.
+    pub python: PythonConfig,
+    /// Super-step cap per scope (default `$GAP_ITERATION_CAP`, else 10000).
+    pub node_visit_cap: usize,
+    /// Grace period for cooperative cancellation (default `$GAP_PARALLEL_CANCEL_GRACE_S`, else 2 s).
+    pub cancel_grace: Duration,
+    /// How long a `$ref` to a streaming node waits for its first publish.
+    pub stream_publish_timeout: Duration,
+    /// Per-tag call limits.
+    pub guard_limits: GuardLimits,
+    /// Cancelling this token stops the run (running bodies get the grace period).
+    pub cancel: CancelToken,
+}
+
+impl Default for ExecuteOptions {
+    fn default() -> Self {
+        let env_f64 = |var: &str| {
+            std::env::var(var)
+                .ok()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        let grace = env_f64("GAP_PARALLEL_CANCEL_GRACE_S")
+            .filter(|g| g.is_finite() && *g >= 0.0)
+            .unwrap_or(DEFAULT_GRACE_S);
+        ExecuteOptions {
+            inputs: Map::new(),
+            trace_dir: None,
+            max_workers: 8,
+            tool_registry: Arc::new(ToolRegistry::new()),
+            python: PythonConfig::from_env(),
+            node_visit_cap: std::env::var("GAP_ITERATION_CAP")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(DEFAULT_VISIT_CAP),
+            cancel_grace: Duration::from_secs_f64(grace),
+            stream_publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
+            guard_limits: GuardLimits::from_env(),
+            cancel: CancelToken::new(),
+        }
+    }
+}
+
+/// An error raised while running nodes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum ExecError {
+    /// A node body failed (`message` is the full "Node '<id>' failed: …" text).
+    #[error("{message}")]
+    Node {
+        node_id: String,
+        message: String,
+        traceback: Option<String>,
+        terminal: bool,
+    },
+    /// A routing or structural failure at run time.
+    #[error("{0}")]
+    Pipeline(String),
+    /// A `$ref` could not be resolved for a node.
+    #[error("Node '{node_id}' failed: WorkflowValidationError: {message}")]
+    Resolve { node_id: String, message: String },
+    /// A guard limit tripped; never routed through `on_error`.
+    #[error("GuardLimitExceeded: {0}")]
+    Guard(String),
+    /// The run was cancelled; never routed through `on_error`.
+    #[error("cancelled: {0}")]
+    Cancelled(String),
+}
+
+impl ExecError {
+    /// Terminal errors bypass `on_error` and abort the run.
+    pub(crate) fn is_terminal(&self) -> bool {
+        match self {
+            ExecError::Node { terminal, .. } => *terminal,
+            ExecError::Guard(_) | ExecError::Cancelled(_) => true,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn from_tool(node_id: &str, error: ToolError) -> ExecError {
+        match error {
+            ToolError::GuardLimit { message } => ExecError::Guard(message),
+            ToolError::Cancelled { message } => {
+                ExecError::Cancelled(format!("node '{node_id}': {message}"))
+            }
+            other => {
+                let terminal = matches!(other, ToolError::Failed { terminal: true, .. });
+                ExecError::Node {
+                    node_id: node_id.to_string(),
+                    message: format!("Node '{node_id}' failed: {other}"),
+                    traceback: other.traceback().map(str::to_string),
+                    terminal,
+                }
+            }
+        }
+    }
+
+    fn traceback(&self) -> Option<String> {
+        match self {
+            ExecError::Node { traceback, .. } => traceback.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// One execution's state beyond what nodes share through `ctx`.
+pub(crate) struct Executor<'a> {
+    pub run: RunShared<'a>,
+    pub workflow: &'a Workflow,
+    pub options: &'a ExecuteOptions,
+    /// `{subgraph: {output: value}}`, most recently finished subgraph last.
+    pub cross_outputs: Mutex<IndexMap<String, Map<String, Value>>>,
+    /// First node failure of the run, as "<full_id>: <text>".
+    pub first_error: Mutex<Option<String>>,
+    pub visits: Mutex<IndexMap<String, u32>>,
+}
+
+/// Validates and runs `workflow`, reporting progress to `observer`; never panics on bad input.
+pub fn execute(
+    workflow: &Workflow,
+    options: ExecuteOptions,
+    observer: &dyn RunObserver,
+) -> ExecutionResult {
+    let started = Instant::now();
+    let mut result = run_validated(workflow, &options, observer);
+    result.duration_s = started.elapsed().as_secs_f64();
+    observer.on_event(&RunEvent::RunFinished {
+        result: result.clone(),
+    });
+    result
+}
+
+fn empty_result(error: String) -> ExecutionResult {
+    ExecutionResult {
+        exit_status: None,
+        end_node: None,
+        outputs: IndexMap::new(),
+        error: Some(error),
+        traceback: None,
+        trace_dir: None,
+        duration_s: 0.0,
+    }
+}
+
+fn run_validated(
+    workflow: &Workflow,
+    options: &ExecuteOptions,
+    observer: &dyn RunObserver,
+) -> ExecutionResult {
+    let validate_options = ValidateOptions {
+        tool_registry: Some(&options.tool_registry),
+        ..ValidateOptions::default()
+    };
+    let issues = validate(workflow, &validate_options);
+    let (errors, warnings): (Vec<Issue>, Vec<Issue>) =
+        issues.into_iter().partition(Issue::is_error);
+    for issue in warnings {
+        observer.on_event(&RunEvent::ValidationWarning { issue });
+    }
+    if !errors.is_empty() {
+        return empty_result(graph_validation_message(&errors));
+    }
+    let trace = match &options.trace_dir {
+        None => None,
+        Some(dir) => match TraceWriter::create(dir) {
+            Ok(writer) => Some(writer),
+            Err(e) => {
+                return empty_result(format!(
+                    "cannot create trace directory {}: {e}",
+                    dir.display()
+                ));
+            }
+        },
+    };
+    if let Some(trace) = &trace {
+        trace.register_topology(workflow);
+        trace.copy_workflow(&workflow.workflow_dir);
+        trace.flush();
+    }
+    observer.on_event(&RunEvent::RunStarted {
+        workflow_dir: workflow.workflow_dir.to_string_lossy().into_owned(),
+        trace_dir: options
+            .trace_dir
+            .as_ref()
+            .map(|d| d.to_string_lossy().into_owned()),
+    });
+    let sink_observer: &dyn RunObserver = observer;
+    // The bridge's reader threads outlive this call's borrow, so unattributed lines go through a channel.
+    let (log_tx, log_rx) = std::sync::mpsc::channel::<(String, String)>();
+    let log_tx = Mutex::new(log_tx);
+    let sink: LogSink = Arc::new(move |stream: &str, line: &str| {
+        if let Ok(tx) = log_tx.lock() {
+            let _ = tx.send((stream.to_string(), line.to_string()));
+        }
+    });
+    let executor = Executor {
+        run: RunShared::new(
+            &options.tool_registry,
+            observer,
+            BridgeSlot::new(options.python.clone(), sink),
+            trace,
+            options.cancel.clone(),
+            options.guard_limits,
+            options.cancel_grace,
+        ),
+        workflow,
+        options,
+        cross_outputs: Mutex::new(IndexMap::new()),
+        first_error: Mutex::new(None),
+        visits: Mutex::new(IndexMap::new()),
+    };
+    let mut result = executor.run_top_level();
+    executor.run.bridge.shutdown(BRIDGE_SHUTDOWN_GRACE);
+    for (stream, line) in log_rx.try_iter() {
+        sink_observer.on_event(&RunEvent::Log {
+            node_id: None,
+            stream,
+            line,
+        });
+    }
+    if let Some(trace) = &executor.run.trace {
+        trace.flush();
+        result.trace_dir = Some(trace.dir().to_path_buf());
+    }
+    result
+}
+
+impl Executor<'_> {
+    fn lock_cross(&self) -> std::sync::MutexGuard<'_, IndexMap<String, Map<String, Value>>> {
+        self.cross_outputs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn run_top_level(&self) -> ExecutionResult {
+        let mut in_value = Map::new();
+        in_value.insert(OBSERVATION_STREAM.to_string(), Value::Null);
+        in_value.extend(self.options.inputs.clone());
+        let wf = self.workflow;
+        let top = scope::ScopeDef {
+            name: None,
+            nodes: &wf.nodes,
+            edges: &wf.edges,
+            conditional: &wf.conditional_edges,
+        };
+        let (outcome, _) = self.run_scope(&top, ScopeValue::Value(Value::Object(in_value)));
+        let outputs = self.lock_cross().clone();
+        let mut result = empty_result(String::new());
+        result.outputs = outputs;
+        result.error = None;
+        let terminal = match outcome {
+            Ok(terminal) => terminal,
+            Err(error) => {
+                result.traceback = error.traceback();
+                result.error = Some(error.to_string());
+                return result;
+            }
+        };
+        let Some(end_name) = terminal else {
+            result.error = Some("workflow exited without reaching an end node".to_string());
+            return result;
+        };
+        let Some(end) = wf
+            .nodes
+            .get(&end_name)
+            .filter(|n| n.node_type == NodeType::End)
+        else {
+            result.error = Some(format!(
+                "workflow terminated at node '{end_name}', which is not an end node"
+            ));
+            return result;
+        };
+        let status = end.status.unwrap_or(EndStatus::Failure);
+        result.end_node = Some(end_name.clone());
+        result.exit_status = Some(match status {
+            EndStatus::Success => ExitStatus::Success,
+            EndStatus::Failure => ExitStatus::Failure,
+        });
+        if !end.recovery.is_empty() {
+            let ctx = NodeContext::new(
+                &self.run,
+                format!("{end_name}.recovery"),
+                Some(format!("{end_name}.recovery")),
+                None,
+            );
+            for call in &end.recovery {
+                let outcome = ctx.call_tool(&call.tool, call.inputs.clone());
+                self.run.emit(RunEvent::RecoveryCall {
+                    node_id: end_name.clone(),
+                    tool: call.tool.clone(),
+                    error: outcome.err().map(|e| e.to_string()),
+                });
+            }
+        }
+        if status == EndStatus::Failure {
+            let mut text = format!("workflow terminated at end node '{end_name}' (failure)");
+            if let Some(first) = self
+                .first_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                text.push_str(&format!("; first node error -- {first}"));
+            }
+            result.error = Some(text);
+        }
+        result
+    }
+
+    /// Keeps the first node failure of the run for the failure-end message.
+    pub(crate) fn note_node_error(&self, full_id: &str, text: &str) {
+        let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+        if first.is_none() {
+            *first = Some(format!("{full_id}: {text}"));
+        }
+    }
+}
+
+/// The `in` pseudo-node of a scope.
+pub(crate) fn in_key() -> String {
+    IN.to_string()
+}

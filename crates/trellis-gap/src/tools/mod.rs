@@ -1,0 +1,283 @@
+//! Tool registry: built-in stubs, Python tool bundles and manifest-declared command tools.
+
+mod builtin;
+mod command;
+
+pub use command::load_command_manifest;
+
+use crate::context::NodeContext;
+use crate::pyfmt::py_list;
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Why a tool call (or registration) failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    #[error("KeyError: Tool '{name}' not found (available: {available})")]
+    NotFound { name: String, available: String },
+    #[error("ToolArgumentError: {message}")]
+    Argument { tool: String, message: String },
+    #[error("{}", failed_text(error_type, message))]
+    Failed {
+        tool: String,
+        error_type: String,
+        message: String,
+        traceback: Option<String>,
+        /// The raised class declared `terminal = True`: bypass `on_error`.
+        terminal: bool,
+    },
+    #[error("GuardLimitExceeded: {message}")]
+    GuardLimit { message: String },
+    #[error("TaskCancelled: {message}")]
+    Cancelled { message: String },
+    #[error("BridgeError: {message}")]
+    Bridge { message: String },
+    #[error("tool name collision: '{name}' is already registered")]
+    Collision { name: String },
+    #[error("invalid tool manifest {path}: {message}")]
+    Manifest { path: PathBuf, message: String },
+}
+
+fn failed_text(error_type: &str, message: &str) -> String {
+    if message.is_empty() {
+        error_type.to_string()
+    } else {
+        format!("{error_type}: {message}")
+    }
+}
+
+impl ToolError {
+    /// A plain failure raised by a tool body.
+    pub fn failed(tool: &str, error_type: &str, message: impl Into<String>) -> Self {
+        ToolError::Failed {
+            tool: tool.to_string(),
+            error_type: error_type.to_string(),
+            message: message.into(),
+            traceback: None,
+            terminal: false,
+        }
+    }
+
+    /// The Python traceback, when the failure came from Python.
+    pub fn traceback(&self) -> Option<&str> {
+        match self {
+            ToolError::Failed { traceback, .. } => traceback.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Name, summary and guard tags of a registered tool.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ToolDescriptor {
+    pub name: String,
+    pub summary: String,
+    /// `perception` / `planning` / `sim_step` tags select a guard category.
+    pub tags: Vec<String>,
+    /// Accepted keyword names; `None` accepts anything (like `**kwargs`).
+    pub params: Option<Vec<String>>,
+}
+
+impl ToolDescriptor {
+    /// A descriptor accepting any keyword arguments.
+    pub fn new(name: impl Into<String>) -> Self {
+        ToolDescriptor {
+            name: name.into(),
+            summary: String::new(),
+            tags: Vec::new(),
+            params: None,
+        }
+    }
+
+    /// Adds guard tags.
+    pub fn with_tags(mut self, tags: &[&str]) -> Self {
+        self.tags = tags.iter().map(|t| t.to_string()).collect();
+        self
+    }
+
+    /// Restricts the accepted keyword names (extra ones raise `ToolArgumentError`).
+    pub fn with_params(mut self, params: &[&str]) -> Self {
+        self.params = Some(params.iter().map(|p| p.to_string()).collect());
+        self
+    }
+}
+
+/// A callable tool body.
+pub trait Tool: Send + Sync {
+    /// Runs the tool with keyword arguments; `ctx` gives publish, cancellation and nested calls.
+    fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError>;
+}
+
+impl<F> Tool for F
+where
+    F: Fn(&NodeContext<'_>, Map<String, Value>) -> Result<Value, ToolError> + Send + Sync,
+{
+    fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError> {
+        self(ctx, args)
+    }
+}
+
+/// A Python function in a module file, called through the bridge.
+#[derive(Debug, Clone)]
+struct PythonTool {
+    name: String,
+    module_path: PathBuf,
+    function: String,
+}
+
+impl Tool for PythonTool {
+    fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError> {
+        ctx.call_python_tool(&self.name, &self.module_path, &self.function, args)
+    }
+}
+
+#[derive(Clone)]
+struct Registered {
+    descriptor: ToolDescriptor,
+    body: Arc<dyn Tool>,
+}
+
+/// Tools by name, in registration order.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: IndexMap<String, Registered>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.names())
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry holding the built-in `stub.*` tools used by tests and benchmarks.
+    pub fn with_builtin_stubs() -> Self {
+        let mut registry = Self::new();
+        builtin::register_stubs(&mut registry);
+        registry
+    }
+
+    /// Registers a tool; a name already taken is a collision error.
+    pub fn register(
+        &mut self,
+        descriptor: ToolDescriptor,
+        body: Arc<dyn Tool>,
+    ) -> Result<(), ToolError> {
+        if self.tools.contains_key(&descriptor.name) {
+            return Err(ToolError::Collision {
+                name: descriptor.name,
+            });
+        }
+        self.tools
+            .insert(descriptor.name.clone(), Registered { descriptor, body });
+        Ok(())
+    }
+
+    /// Registers (or replaces) a Rust closure as tool `name`.
+    pub fn register_fn<F>(&mut self, name: &str, body: F)
+    where
+        F: Fn(&NodeContext<'_>, Map<String, Value>) -> Result<Value, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.tools.insert(
+            name.to_string(),
+            Registered {
+                descriptor: ToolDescriptor::new(name),
+                body: Arc::new(body),
+            },
+        );
+    }
+
+    /// Registers Python function `function` of the module file `module_path` as tool `name`.
+    ///
+    /// The module is imported once per bridge process, so module-level state persists across calls.
+    pub fn register_python(
+        &mut self,
+        name: &str,
+        module_path: impl Into<PathBuf>,
+        function: &str,
+    ) -> Result<(), ToolError> {
+        let body = PythonTool {
+            name: name.to_string(),
+            module_path: module_path.into(),
+            function: function.to_string(),
+        };
+        self.register(ToolDescriptor::new(name), Arc::new(body))
+    }
+
+    /// True when `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    /// Registered names in registration order.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.keys().cloned().collect()
+    }
+
+    /// Number of registered tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The descriptor of `name`.
+    pub fn descriptor(&self, name: &str) -> Option<&ToolDescriptor> {
+        self.tools.get(name).map(|r| &r.descriptor)
+    }
+
+    /// Looks a tool up, with the reference's not-found error.
+    pub(crate) fn lookup(&self, name: &str) -> Result<(&ToolDescriptor, Arc<dyn Tool>), ToolError> {
+        match self.tools.get(name) {
+            Some(r) => Ok((&r.descriptor, Arc::clone(&r.body))),
+            None => Err(ToolError::NotFound {
+                name: name.to_string(),
+                available: self.names().join(", "),
+            }),
+        }
+    }
+
+    /// Checks keyword names against the descriptor (newest reference behaviour: reject extras).
+    pub(crate) fn check_arguments(
+        descriptor: &ToolDescriptor,
+        args: &Map<String, Value>,
+    ) -> Result<(), ToolError> {
+        let Some(params) = &descriptor.params else {
+            return Ok(());
+        };
+        let mut extra: Vec<&str> = args
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !params.iter().any(|p| p == k))
+            .collect();
+        if extra.is_empty() {
+            return Ok(());
+        }
+        extra.sort_unstable();
+        let accepted: Vec<&str> = params.iter().map(String::as_str).collect();
+        Err(ToolError::Argument {
+            tool: descriptor.name.clone(),
+            message: format!(
+                "tool '{}' got extraneous arguments {}; accepted: {}",
+                descriptor.name,
+                py_list(&extra),
+                accepted.join(", ")
+            ),
+        })
+    }
+}

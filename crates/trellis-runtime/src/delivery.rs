@@ -1,0 +1,330 @@
+//! Git delivery, push mode (`builtin.git-delivery.push@1`): commit the workspace changes on the
+//! run branch `trellis/<short run id>` and push it to the configured remote.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{
+    Binding, BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent,
+    LogStream, TokenUsage,
+};
+use trellis_graph::{WorkerErrorCode, WorkerOutcome};
+
+/// Where the run started: the revision delivery must build on and the branch it targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceRevision {
+    pub branch: String,
+    pub revision: String,
+}
+
+/// Commit identity used for delivery commits.
+const AUTHOR_NAME: &str = "Trellis";
+const AUTHOR_EMAIL: &str = "delivery@trellis.invalid";
+/// Longest a single git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Runs git delivery verifiers of one run.
+#[derive(Debug, Clone)]
+pub struct GitDelivery {
+    source: Option<SourceRevision>,
+}
+
+impl GitDelivery {
+    pub fn new(source: Option<SourceRevision>) -> Self {
+        Self { source }
+    }
+}
+
+/// The run branch name: `trellis/` and the first 12 characters of the run id's hex digits.
+pub fn run_branch(run_id: &str) -> String {
+    let short: String = run_id
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(12)
+        .collect();
+    format!("trellis/{short}")
+}
+
+/// Reads the workspace's current branch and revision; `None` outside a git repository.
+pub fn read_source(workspace: &Path) -> Option<SourceRevision> {
+    let run = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(workspace)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let revision = run(&["rev-parse", "--verify", "HEAD^{commit}"])?;
+    let branch = run(&["symbolic-ref", "--quiet", "--short", "HEAD"]).unwrap_or_default();
+    Some(SourceRevision { branch, revision })
+}
+
+/// A failed git step: `crash` for broken git, `malformed` when there is nothing to deliver.
+struct DeliveryFailure {
+    code: WorkerErrorCode,
+    message: String,
+}
+
+fn crash(message: String) -> DeliveryFailure {
+    DeliveryFailure {
+        code: WorkerErrorCode::Crash,
+        message,
+    }
+}
+
+struct Git<'a> {
+    workspace: &'a Path,
+    env: Vec<(String, String)>,
+    cancel: &'a CancellationToken,
+}
+
+impl Git<'_> {
+    async fn run(&self, args: &[&str]) -> Result<String, DeliveryFailure> {
+        let mut command = tokio::process::Command::new("git");
+        command
+            .args(args)
+            .current_dir(self.workspace)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .kill_on_drop(true);
+        let output = tokio::select! {
+            out = tokio::time::timeout(GIT_TIMEOUT, command.output()) => out,
+            _ = self.cancel.cancelled() => return Err(DeliveryFailure {
+                code: WorkerErrorCode::Refusal,
+                message: "delivery cancelled".into(),
+            }),
+        };
+        match output {
+            Err(_) => Err(crash(format!("git {} timed out", args.join(" ")))),
+            Ok(Err(e)) => Err(crash(format!("cannot run git: {e}"))),
+            Ok(Ok(out)) if out.status.success() => {
+                Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            }
+            Ok(Ok(out)) => Err(crash(format!(
+                "git {} failed: {}",
+                args.first().copied().unwrap_or_default(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))),
+        }
+    }
+
+    async fn succeeds(&self, args: &[&str]) -> Result<bool, DeliveryFailure> {
+        let status = tokio::process::Command::new("git")
+            .args(args)
+            .current_dir(self.workspace)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .status()
+            .await
+            .map_err(|e| crash(format!("cannot run git: {e}")))?;
+        Ok(status.success())
+    }
+}
+
+/// Removes `user:password@` from a remote URL so a receipt never carries credentials.
+pub fn without_userinfo(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://")
+        && let Some((_, host)) = rest.split_once('@')
+    {
+        return format!("{scheme}://{host}");
+    }
+    url.to_owned()
+}
+
+impl Harness for GitDelivery {
+    fn name(&self) -> &str {
+        "git-delivery"
+    }
+
+    fn execute<'a>(
+        &'a self,
+        request: ExecutionRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ExecutionResult> {
+        Box::pin(async move {
+            let redactor = request.environment.redactor();
+            let log = |message: String| {
+                let _ = events.try_send(HarnessEvent::Log {
+                    stream: LogStream::System,
+                    message: redactor.apply(&message),
+                });
+            };
+            let outcome = match self.push(&request, &cancel, &log).await {
+                Ok(receipt) => request.contract.accept(&receipt).unwrap_or_else(|reason| {
+                    log(format!(
+                        "delivery receipt does not match the node contract: {reason}"
+                    ));
+                    WorkerOutcome::failure(WorkerErrorCode::Malformed)
+                }),
+                Err(failure) => {
+                    log(format!("delivery: {}", failure.message));
+                    WorkerOutcome::failure(failure.code)
+                }
+            };
+            ExecutionResult {
+                outcome,
+                usage: TokenUsage::default(),
+            }
+        })
+    }
+}
+
+impl GitDelivery {
+    async fn push(
+        &self,
+        request: &ExecutionRequest,
+        cancel: &CancellationToken,
+        log: &(dyn Fn(String) + Sync),
+    ) -> Result<Value, DeliveryFailure> {
+        let Binding::GitDelivery(binding) = &request.binding else {
+            return Err(crash("git delivery received a non-delivery binding".into()));
+        };
+        let source = self
+            .source
+            .clone()
+            .ok_or_else(|| crash("the run did not start in a git repository".into()))?;
+        let remote = binding.remote.clone().unwrap_or_else(|| "origin".into());
+        let git = Git {
+            workspace: &request.workspace,
+            env: delivery_env(request),
+            cancel,
+        };
+        log("delivery: staging workspace changes".into());
+        git.run(&["add", "--all"]).await?;
+        let staged = !git.succeeds(&["diff", "--cached", "--quiet"]).await?;
+        if staged {
+            let title = request
+                .input
+                .get("title")
+                .and_then(Value::as_str)
+                .unwrap_or("Trellis change");
+            let body = request
+                .input
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let message = commit_message(title, body, &request.run_id);
+            log("delivery: committing workspace changes".into());
+            git.run(&["commit", "--quiet", "--no-verify", "-m", &message])
+                .await?;
+        }
+        let head = git.run(&["rev-parse", "HEAD"]).await?;
+        if head == source.revision {
+            return Err(DeliveryFailure {
+                code: WorkerErrorCode::Malformed,
+                message: "workspace has no deliverable mutation".into(),
+            });
+        }
+        if !git
+            .succeeds(&["merge-base", "--is-ancestor", &source.revision, &head])
+            .await?
+        {
+            return Err(crash(format!(
+                "HEAD {head} does not descend from the run's base revision {}",
+                source.revision
+            )));
+        }
+        let branch = run_branch(&request.run_id);
+        log(format!("delivery: pushing run branch {branch} to {remote}"));
+        git.run(&[
+            "push",
+            "--quiet",
+            &remote,
+            &format!("HEAD:refs/heads/{branch}"),
+        ])
+        .await?;
+        let url = git
+            .run(&["remote", "get-url", &remote])
+            .await
+            .unwrap_or(remote.clone());
+        log(format!("delivery: pushed {head} as {branch}"));
+        Ok(json!({
+            "output": {
+                "version": "v1",
+                "mode": "push",
+                "outcome": "pushed",
+                "repository": without_userinfo(&url),
+                "targetBranch": source.branch,
+                "headRevision": head,
+                "headBranch": branch,
+            },
+            "signals": {"delivery": "pushed"},
+            "diagnostic": {"message": format!("pushed {branch} at {head}")},
+        }))
+    }
+}
+
+fn commit_message(title: &str, body: &str, run_id: &str) -> String {
+    let subject: String = title
+        .lines()
+        .next()
+        .unwrap_or("Trellis change")
+        .chars()
+        .take(72)
+        .collect();
+    let mut message = subject;
+    if !body.trim().is_empty() {
+        message.push_str("\n\n");
+        message.push_str(body.trim());
+    }
+    message.push_str(&format!("\n\nTrellis-Run: {run_id}"));
+    message
+}
+
+/// Git sees `PATH`, `HOME`, a fixed identity, no prompts, and a credential helper that reads
+/// `GH_TOKEN` from its environment when the binding declares it (the value never hits argv).
+fn delivery_env(request: &ExecutionRequest) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = request
+        .base_env
+        .iter()
+        .filter(|(k, _)| k == "PATH" || k == "HOME")
+        .cloned()
+        .collect();
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", AUTHOR_NAME),
+        ("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL),
+        ("GIT_COMMITTER_NAME", AUTHOR_NAME),
+        ("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL),
+        ("GIT_TERMINAL_PROMPT", "0"),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    if let Some(token) = request.environment.get("GH_TOKEN") {
+        env.push(("GH_TOKEN".into(), token.to_owned()));
+        env.push(("GIT_CONFIG_COUNT".into(), "1".into()));
+        env.push(("GIT_CONFIG_KEY_0".into(), "credential.helper".into()));
+        env.push((
+            "GIT_CONFIG_VALUE_0".into(),
+            "!f() { echo username=x-access-token; echo \"password=$GH_TOKEN\"; }; f".into(),
+        ));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_branches_are_short_and_stable() {
+        assert_eq!(
+            run_branch("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"),
+            "trellis/0190a1b2c3d4"
+        );
+    }
+
+    #[test]
+    fn receipts_never_carry_credentials() {
+        assert_eq!(
+            without_userinfo("https://u:tok@github.com/a/b.git"),
+            "https://github.com/a/b.git"
+        );
+        assert_eq!(without_userinfo("/srv/git/repo.git"), "/srv/git/repo.git");
+    }
+}

@@ -1,0 +1,455 @@
+//! RuntimePlan: which harness runs each executable node, admitted against the graph before
+//! anything runs. Plans name environment variables; they never hold secret values.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use trellis_agents::binding::is_env_name;
+use trellis_agents::{
+    AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope,
+};
+use trellis_graph::{GraphNode, GraphSpec, NodeName};
+
+/// The agent CLI a plan drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HarnessKind {
+    Claude,
+    Codex,
+    Copilot,
+}
+
+impl HarnessKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Copilot => "copilot",
+        }
+    }
+
+    /// The provider lanes each CLI supports.
+    pub fn accepts(self, provider: Provider) -> bool {
+        use Provider::*;
+        match self {
+            Self::Claude => matches!(provider, Anthropic | Openrouter | Bedrock | Gateway),
+            Self::Codex => matches!(provider, Openai | Openrouter | Bedrock | Gateway),
+            Self::Copilot => matches!(provider, Github),
+        }
+    }
+
+    /// The CLI's natural provider when a plan does not name one.
+    pub fn default_provider(self) -> Provider {
+        match self {
+            Self::Claude => Provider::Anthropic,
+            Self::Codex => Provider::Openai,
+            Self::Copilot => Provider::Github,
+        }
+    }
+}
+
+/// Where an agent CLI sends its model traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    Anthropic,
+    Openai,
+    Openrouter,
+    Bedrock,
+    Gateway,
+    Github,
+}
+
+/// Recorded and reported; the host decides what it means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunSize {
+    Small,
+    #[default]
+    Medium,
+    Large,
+}
+
+/// Spending limits for a whole run; exceeding one ends the run `budget_exhausted`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// An exact plan: one binding per executable node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuntimePlan {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<HarnessKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Provider>,
+    #[serde(default)]
+    pub size: RunSize,
+    pub nodes: BTreeMap<NodeName, Binding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// The uniform shape: one agent lane for every executable (delivery nodes get git delivery).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UniformAgentPlan {
+    pub harness: HarnessKind,
+    pub provider: Provider,
+    pub model: String,
+    #[serde(default)]
+    pub size: RunSize,
+    #[serde(default)]
+    pub effort: Option<Effort>,
+    #[serde(default)]
+    pub session_scope: SessionScope,
+    #[serde(default)]
+    pub connections: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub budget: Option<Budget>,
+}
+
+/// The uniform shape for the exec harness: one command for every executable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UniformCommandPlan {
+    pub kind: CommandKind,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub connections: Vec<String>,
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub size: RunSize,
+    #[serde(default)]
+    pub budget: Option<Budget>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandKind {
+    Command,
+}
+
+/// Why a plan was refused. Every variant that concerns a node names it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("runtime plan is not valid JSON for its shape: {0}")]
+    Malformed(String),
+    #[error("node {0} is a step or verifier but the plan has no binding for it")]
+    MissingBinding(NodeName),
+    #[error("the plan binds {0}, which is not a step or verifier of this graph")]
+    UnexpectedBinding(NodeName),
+    #[error("node {0} has an agent binding but no instructions in the graph")]
+    AgentWithoutInstructions(NodeName),
+    #[error("node {0} has an agent binding, so the plan needs `harness` and `provider`")]
+    HarnessMissing(NodeName),
+    #[error("harness {harness} does not support provider {provider}")]
+    UnsupportedProvider { harness: String, provider: String },
+    #[error("node {0} has a git_delivery binding but its worker is not a built-in delivery worker")]
+    DeliveryBindingOnNonDelivery(NodeName),
+    #[error("node {0} runs a built-in delivery worker, which cannot be an agent")]
+    AgentOnDeliveryWorker(NodeName),
+    #[error("node {node}: {problem}")]
+    InvalidBinding { node: NodeName, problem: String },
+}
+
+/// True for the built-in git and comment delivery workers.
+pub fn is_delivery_worker(worker: &str) -> bool {
+    worker.starts_with("builtin.git-delivery.") || worker.starts_with("builtin.comment-delivery.")
+}
+
+fn executables(graph: &GraphSpec) -> Vec<&GraphNode> {
+    let mut found = Vec::new();
+    graph.root.walk(&mut |node| {
+        if node.executable().is_some() {
+            found.push(node);
+        }
+    });
+    found
+}
+
+fn default_delivery() -> Binding {
+    Binding::GitDelivery(DeliveryBinding {
+        connections: BTreeMap::from([("github".to_owned(), vec!["GH_TOKEN".to_owned()])]),
+        pull_request_feedback: Default::default(),
+        remote: None,
+    })
+}
+
+impl RuntimePlan {
+    /// Reads an exact plan (`--runtime-config`).
+    pub fn from_json(value: &Value) -> Result<Self, PlanError> {
+        serde_json::from_value(value.clone()).map_err(|e| PlanError::Malformed(e.to_string()))
+    }
+
+    /// Expands a uniform plan (`--uniform-runtime-config`): an agent lane
+    /// (`{"harness","provider","model",…}`) or a command (`{"kind":"command","command":[…]}`).
+    pub fn uniform(value: &Value, graph: &GraphSpec) -> Result<Self, PlanError> {
+        let is_command = value.get("kind").and_then(Value::as_str) == Some("command");
+        let mut nodes = BTreeMap::new();
+        if is_command {
+            let u: UniformCommandPlan = serde_json::from_value(value.clone())
+                .map_err(|e| PlanError::Malformed(e.to_string()))?;
+            let binding = Binding::Command(CommandBinding {
+                command: u.command,
+                cwd: u.cwd,
+                env: u.env,
+                connections: u.connections,
+                idle_timeout_ms: u.idle_timeout_ms,
+            });
+            for node in executables(graph) {
+                nodes.insert(node.name().clone(), binding.clone());
+            }
+            return Ok(Self {
+                harness: None,
+                provider: None,
+                size: u.size,
+                nodes,
+                budget: u.budget,
+            });
+        }
+        let u: UniformAgentPlan = serde_json::from_value(value.clone())
+            .map_err(|e| PlanError::Malformed(e.to_string()))?;
+        let agent = Binding::Agent(AgentBinding {
+            model: u.model,
+            effort: u.effort,
+            session_scope: u.session_scope,
+            connections: u.connections,
+            idle_timeout_ms: u.idle_timeout_ms,
+        });
+        for node in executables(graph) {
+            let worker = node
+                .executable()
+                .map(|e| e.worker.as_str())
+                .unwrap_or_default();
+            let binding = if is_delivery_worker(worker) {
+                default_delivery()
+            } else {
+                agent.clone()
+            };
+            nodes.insert(node.name().clone(), binding);
+        }
+        Ok(Self {
+            harness: Some(u.harness),
+            provider: Some(u.provider),
+            size: u.size,
+            nodes,
+            budget: u.budget,
+        })
+    }
+
+    /// Checks the plan against the graph: exactly one binding per executable, none for other
+    /// nodes, agent nodes carry instructions, delivery bindings only on delivery workers.
+    pub fn admit(&self, graph: &GraphSpec) -> Result<(), PlanError> {
+        let nodes = executables(graph);
+        for node in &nodes {
+            let exec = node
+                .executable()
+                .ok_or_else(|| PlanError::UnexpectedBinding(node.name().clone()))?;
+            let name = node.name();
+            let binding = self
+                .nodes
+                .get(name)
+                .ok_or_else(|| PlanError::MissingBinding(name.clone()))?;
+            check_binding(name, binding)?;
+            let delivery = is_delivery_worker(exec.worker.as_str());
+            match binding {
+                Binding::Agent(_) if delivery => {
+                    return Err(PlanError::AgentOnDeliveryWorker(name.clone()));
+                }
+                Binding::Agent(_) if exec.instructions.is_none() => {
+                    return Err(PlanError::AgentWithoutInstructions(name.clone()));
+                }
+                Binding::Agent(_) => {
+                    let (Some(harness), Some(provider)) = (self.harness, self.provider) else {
+                        return Err(PlanError::HarnessMissing(name.clone()));
+                    };
+                    if !harness.accepts(provider) {
+                        return Err(PlanError::UnsupportedProvider {
+                            harness: harness.as_str().to_owned(),
+                            provider: format!("{provider:?}").to_lowercase(),
+                        });
+                    }
+                }
+                Binding::GitDelivery(_) if !delivery || !matches!(node, GraphNode::Verifier(_)) => {
+                    return Err(PlanError::DeliveryBindingOnNonDelivery(name.clone()));
+                }
+                _ => {}
+            }
+        }
+        let executable_names: Vec<&NodeName> = nodes.iter().map(|n| n.name()).collect();
+        if let Some(extra) = self.nodes.keys().find(|k| !executable_names.contains(k)) {
+            return Err(PlanError::UnexpectedBinding(extra.clone()));
+        }
+        Ok(())
+    }
+
+    /// Every environment variable name any binding asks for, sorted and unique.
+    pub fn connection_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .nodes
+            .values()
+            .flat_map(|b| b.connection_names().into_iter().map(str::to_owned))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    pub fn has_agents(&self) -> bool {
+        self.nodes.values().any(|b| matches!(b, Binding::Agent(_)))
+    }
+}
+
+fn check_binding(node: &NodeName, binding: &Binding) -> Result<(), PlanError> {
+    let invalid = |problem: String| PlanError::InvalidBinding {
+        node: node.clone(),
+        problem,
+    };
+    for name in binding.connection_names() {
+        if !is_env_name(name) {
+            return Err(invalid(format!(
+                "connection name {name:?} is not an environment variable name"
+            )));
+        }
+    }
+    match binding {
+        Binding::Command(c) => {
+            if c.command.is_empty() || c.command[0].is_empty() {
+                return Err(invalid("command must name a program".into()));
+            }
+            if let Some(bad) = c.env.keys().find(|k| !is_env_name(k)) {
+                return Err(invalid(format!(
+                    "env name {bad:?} is not an environment variable name"
+                )));
+            }
+        }
+        Binding::Agent(a) => {
+            if a.model.chars().any(char::is_control) || a.model.len() > 2048 {
+                return Err(invalid(
+                    "model must be at most 2048 non-control characters".into(),
+                ));
+            }
+        }
+        Binding::GitDelivery(_) => {}
+    }
+    if binding.idle_timeout_ms() == Some(0) {
+        return Err(invalid("idleTimeoutMs must be at least 1".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn graph() -> GraphSpec {
+        let step = |name: &str, worker: &str, instructions: Option<&str>| {
+            let mut node = json!({"kind":"step","name":name,"worker":worker,"input":{"kind":"null"},
+                "output":{"kind":"null"},"inputBindings":[],"writeBindings":[],"attempts":1});
+            if let Some(text) = instructions {
+                node["instructions"] = json!(text);
+            }
+            node
+        };
+        GraphSpec::parse(
+            &json!({"profile":"openengine.graph.full/v1","initialInput":{"kind":"null"},
+                "policy":{"policy":"p@1","default":"deny"},
+                "root":{"kind":"seq","name":"root","state":{"kind":"null"},"promotedStatePaths":[],
+                  "children":[step("plain", "builtin.command@1", None),
+                              step("agent", "builtin.agent.worker@1", Some("Do it.")),
+                              {"kind":"succeed","name":"done","output":{"kind":"null"},"bindings":[]}]}}),
+            &Default::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_command_plan_needs_no_harness() {
+        let g = graph();
+        let plan = RuntimePlan::uniform(&json!({"kind":"command","command":["true"]}), &g).unwrap();
+        assert_eq!(plan.nodes.len(), 2);
+        plan.admit(&g).unwrap();
+        assert!(!plan.has_agents());
+    }
+
+    #[test]
+    fn every_executable_needs_exactly_one_binding() {
+        let g = graph();
+        let missing = RuntimePlan::from_json(
+            &json!({"nodes":{"plain":{"kind":"command","command":["true"]}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            missing.admit(&g),
+            Err(PlanError::MissingBinding(NodeName::new("agent").unwrap()))
+        );
+        let extra = RuntimePlan::from_json(&json!({"nodes":{
+            "plain":{"kind":"command","command":["true"]},"agent":{"kind":"command","command":["true"]},
+            "done":{"kind":"command","command":["true"]}}})).unwrap();
+        assert_eq!(
+            extra.admit(&g),
+            Err(PlanError::UnexpectedBinding(NodeName::new("done").unwrap()))
+        );
+    }
+
+    #[test]
+    fn agent_bindings_need_instructions_and_a_lane() {
+        let g = graph();
+        let no_lane = RuntimePlan::from_json(&json!({"nodes":{
+            "plain":{"kind":"command","command":["true"]},"agent":{"kind":"agent","model":"m"}}}))
+        .unwrap();
+        assert!(matches!(
+            no_lane.admit(&g),
+            Err(PlanError::HarnessMissing(_))
+        ));
+        let uninstructed = RuntimePlan::uniform(
+            &json!({"harness":"claude","provider":"anthropic","model":"m"}),
+            &g,
+        )
+        .unwrap();
+        assert_eq!(
+            uninstructed.admit(&g),
+            Err(PlanError::AgentWithoutInstructions(
+                NodeName::new("plain").unwrap()
+            ))
+        );
+        let wrong_lane =
+            RuntimePlan::from_json(&json!({"harness":"copilot","provider":"anthropic","nodes":{
+            "plain":{"kind":"command","command":["true"]},"agent":{"kind":"agent","model":"m"}}}))
+            .unwrap();
+        assert!(matches!(
+            wrong_lane.admit(&g),
+            Err(PlanError::UnsupportedProvider { .. })
+        ));
+    }
+
+    #[test]
+    fn plans_are_closed_and_name_only_variables() {
+        assert!(RuntimePlan::from_json(&json!({"nodes":{},"secret":"x"})).is_err());
+        let bad_env = RuntimePlan::from_json(&json!({"nodes":{
+            "plain":{"kind":"command","command":["true"],"connections":["not-a-name"]},
+            "agent":{"kind":"command","command":["true"]}}}))
+        .unwrap();
+        assert!(matches!(
+            bad_env.admit(&graph()),
+            Err(PlanError::InvalidBinding { .. })
+        ));
+    }
+}
