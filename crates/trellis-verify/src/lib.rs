@@ -137,7 +137,9 @@ fn analyze_into(spec: &GraphSpec, diags: &mut Diags) -> Option<StructuralBounds>
         );
     }
     let index = index::Index::build(&spec.root, diags);
-    let analysis = analyze::run(&index, &spec.initial_input, diags);
+    let root_state = spec.root.group_state().unwrap_or(&spec.initial_input);
+    let root_input = analyze::fill_root_state(&spec.initial_input, root_state);
+    let analysis = analyze::run(&index, &spec.initial_input, &root_input, diags);
     reach::check(&index, &analysis, diags);
     let references = index
         .write_references

@@ -107,6 +107,19 @@ impl<'g> Analyzer<'_, 'g> {
                 [&l.name],
             );
         }
+        if let Some(input_path) = &l.max_iterations_input
+            && !matches!(
+                self.initial_input.lookup(input_path),
+                Some((PayloadType::Integer, _))
+            )
+        {
+            self.diags.emit(
+                DiagnosticCode::SchemaSafety,
+                "maxIterationsInput must select an integer in initialInput",
+                self.at(id, &[Step::Field("maxIterationsInput")]),
+                [&l.name],
+            );
+        }
         self.check_group_state(id, &l.state, flow, scope);
         let body_scope = Scope {
             state: &l.state,

@@ -50,19 +50,23 @@ pub(crate) struct Analysis<'g> {
 
 pub(crate) struct Analyzer<'a, 'g> {
     pub(crate) index: &'a Index<'g>,
+    pub(crate) initial_input: &'g PayloadType,
     pub(crate) diags: &'a mut Diags,
     pub(crate) facts: ControlFacts<'g>,
     pub(crate) out: Analysis<'g>,
 }
 
-/// Runs the semantic pass over the whole graph.
+/// Runs the semantic pass over the whole graph; the root sees `root_input` (the initial input
+/// filled by [`fill_root_state`]).
 pub(crate) fn run<'g>(
     index: &Index<'g>,
     initial_input: &'g PayloadType,
+    root_input: &'g PayloadType,
     diags: &mut Diags,
 ) -> Analysis<'g> {
     let mut analyzer = Analyzer {
         index,
+        initial_input,
         diags,
         facts: ControlFacts::default(),
         out: Analysis {
@@ -70,9 +74,9 @@ pub(crate) fn run<'g>(
             ..Analysis::default()
         },
     };
-    let flow = Flow::initial(initial_input, index.len());
+    let flow = Flow::initial(root_input, index.len());
     let scope = Scope {
-        state: initial_input,
+        state: root_input,
         map: None,
         presence: None,
     };
@@ -186,4 +190,39 @@ pub(crate) fn refined(
         prefix.pop();
     }
     PayloadType::Record { fields: out }
+}
+
+/// Whether a run fills a missing required field of this type with an empty value.
+fn fillable(ty: &PayloadType) -> bool {
+    match ty {
+        PayloadType::String | PayloadType::Null | PayloadType::Array { .. } => true,
+        PayloadType::Record { fields } => fields.values().all(|f| !f.required || fillable(&f.ty)),
+        _ => false,
+    }
+}
+
+/// The initial input as a run's first state sees it. A run starts by filling missing required
+/// string/null/array/record fields of the root state with empty values, and the reference
+/// product admits its own templates only under this reading: required root-state fields that a run
+/// fills (absent or optional in the input) become present, recursively through records.
+pub(crate) fn fill_root_state(input: &PayloadType, state: &PayloadType) -> PayloadType {
+    let (Some(given), Some(wanted)) = (input.fields(), state.fields()) else {
+        return input.clone();
+    };
+    let mut fields = given.clone();
+    for (name, want) in wanted {
+        let filled_here = want.required && fillable(&want.ty);
+        match fields.get_mut(name) {
+            Some(have) if have.required || filled_here => {
+                have.ty = fill_root_state(&have.ty, &want.ty);
+                have.required = true;
+            }
+            Some(_) => {}
+            None if filled_here => {
+                fields.insert(name.clone(), want.clone());
+            }
+            None => {}
+        }
+    }
+    PayloadType::Record { fields }
 }
