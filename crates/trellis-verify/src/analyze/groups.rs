@@ -218,7 +218,13 @@ impl<'g> Analyzer<'_, 'g> {
             },
             None => None,
         };
-        let mut overrides = BTreeMap::new();
+        // Element overrides of enclosing maps stay in force inside this body.
+        let mut overrides = scope
+            .map
+            .as_ref()
+            .map(|outer| outer.overrides.clone())
+            .unwrap_or_default();
+        let mut own = Vec::new();
         for (i, path) in m.promoted_state_paths.iter().enumerate() {
             let key = Rc::new(path.clone());
             let inherited = scope
@@ -230,14 +236,19 @@ impl<'g> Analyzer<'_, 'g> {
             match ty.as_deref() {
                 None => {}
                 Some(PayloadType::Array { items }) => {
-                    overrides.insert(key, Rc::new((**items).clone()));
+                    overrides.insert(key.clone(), Rc::new((**items).clone()));
+                    own.push(key);
                 }
-                Some(_) => self.diags.emit(
-                    DiagnosticCode::SchemaSafety,
-                    "map promoted state path must be an array for indexed body writes",
-                    self.at(id, &[Step::Field("promotedStatePaths"), Step::Index(i)]),
-                    [&m.name],
-                ),
+                Some(_) => {
+                    // A promoted path that cannot be indexed shadows any inherited element.
+                    overrides.remove(&key);
+                    self.diags.emit(
+                        DiagnosticCode::SchemaSafety,
+                        "map promoted state path must be an array for indexed body writes",
+                        self.at(id, &[Step::Field("promotedStatePaths"), Step::Index(i)]),
+                        [&m.name],
+                    );
+                }
             }
         }
         let body_scope = Scope {
@@ -255,7 +266,7 @@ impl<'g> Analyzer<'_, 'g> {
         effects.definite_nodes.insert(canon);
         effects.exit_failed.union_with(&body.exit_failed);
         for (path, types) in &body.possible_writes {
-            let lifted = overrides.contains_key(path);
+            let lifted = own.contains(path);
             for ty in types {
                 let ty = if lifted {
                     Rc::new(PayloadType::Array {
@@ -267,7 +278,7 @@ impl<'g> Analyzer<'_, 'g> {
                 record_possible(&mut effects.possible_writes, path, &ty);
             }
         }
-        for path in overrides.keys() {
+        for path in &own {
             if let Some(fact) = body.definite_writes.get(path) {
                 effects.definite_writes.insert(path.clone(), lift(fact));
             }
