@@ -133,7 +133,16 @@ impl<'g> Analyzer<'_, 'g> {
                     .map(|p| and(vec![p, residual.clone()])),
             };
             let inner = self.analyze(child, &tracker.flow, &child_scope);
-            let effects = if inner.falls_through {
+            // Branch restriction: an alternative whose completion contradicts its residual
+            // cannot continue after the choice.
+            let continues = inner.falls_through
+                && match self
+                    .assignments(&[residual.clone(), inner.completion.clone()], self.path(id))
+                {
+                    Ok(space) => space.any(|values| values[0] && values[1]),
+                    Err(_) => true,
+                };
+            let effects = if continues {
                 tracker.apply(&inner);
                 let (_, mut effects) = tracker.finish();
                 effects.completion = and(vec![residual, inner.completion.clone()]);

@@ -51,7 +51,11 @@ impl<'g> Analyzer<'_, 'g> {
                 presence: presence.clone(),
             };
             let effects = self.analyze(child, &tracker.flow, &child_scope);
-            completions.push(effects.completion.clone());
+            // Children after the first one that cannot continue never run, so their
+            // completions do not constrain the sequence's.
+            if updating {
+                completions.push(effects.completion.clone());
+            }
             for (path, types) in &effects.possible_writes {
                 for ty in types {
                     record_possible(&mut possible, path, ty);

@@ -13,7 +13,7 @@ use crate::flow::{Effects, Flow};
 use crate::guards;
 use crate::merge::{Scenarios, keep_promoted, merge_par, parallel_effect};
 use crate::nodeset::NodeId;
-use crate::predicate::{Pred, and, at_least, guard, never, not, or};
+use crate::predicate::{Pred, always, and, at_least, guard, never, not, or};
 
 impl<'g> Analyzer<'_, 'g> {
     pub(crate) fn par(&mut self, id: NodeId, flow: &Flow, scope: &Scope<'g>) -> Effects<'g> {
@@ -120,7 +120,8 @@ impl<'g> Analyzer<'_, 'g> {
                 );
                 match outcome {
                     Some((sets, settles)) => (settlement, Some(sets), settles),
-                    None => (settlement, None, true),
+                    // An unknown settlement constrains nothing downstream.
+                    None => (always(), None, true),
                 }
             }
             _ => {
@@ -150,8 +151,15 @@ impl<'g> Analyzer<'_, 'g> {
                         },
                     );
                 }
-                let falls = outcome.as_ref().is_none_or(|sets| !sets.is_empty());
-                (reached, outcome, falls)
+                match outcome {
+                    Some(sets) => {
+                        let falls = !sets.is_empty();
+                        (reached, Some(sets), falls)
+                    }
+                    // An invalid quorum or a too-large space: unknown, so treated as an
+                    // unconstrained completion (the reference does the same).
+                    None => (always(), None, true),
+                }
             }
         };
         let mut effects = match &scenarios {
