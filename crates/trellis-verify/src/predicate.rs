@@ -55,8 +55,12 @@ pub(crate) fn and(parts: Vec<Pred<'_>>) -> Pred<'_> {
     }
 }
 
-/// Disjunction; constant-false operands are dropped.
+/// Disjunction; constant-false operands are dropped and a constant-true operand absorbs the
+/// rest (a first-join that settles once every branch completes is unconstrained, as upstream).
 pub(crate) fn or(parts: Vec<Pred<'_>>) -> Pred<'_> {
+    if parts.iter().any(|p| matches!(**p, PredNode::Always)) {
+        return always();
+    }
     let mut kept: Vec<Pred> = parts
         .into_iter()
         .filter(|p| !matches!(**p, PredNode::Never))
