@@ -299,7 +299,7 @@ impl DimBuilder<'_, '_> {
         }
         let mut dims = Vec::new();
         for component in components.values() {
-            let mut candidates = BTreeSet::new();
+            let mut candidates = Vec::new();
             for shared in &shared_assignments {
                 let items = self.item_outcomes(component, nodes, &scope_pars, shared)?;
                 self.aggregate(component, nodes, &items, max_items, shared, &mut candidates)?;
@@ -365,7 +365,10 @@ impl DimBuilder<'_, '_> {
                     .iter()
                     .filter(|f| scope_pars.contains(&f.0) && component.contains(&f.0))
                     .all(|f| self.correlation_holds(f, &scratch, &values));
-                if presence_ok && correlation_ok {
+                // An item that counted nothing (every node silent or successful without a
+                // counted label) adds nothing to the aggregate and is dropped.
+                let counted = item.iter().any(|(_, counts)| counts.iter().any(|c| *c > 0));
+                if presence_ok && correlation_ok && counted {
                     item.sort();
                     outcomes.insert(item);
                 }
@@ -391,7 +394,9 @@ impl DimBuilder<'_, '_> {
         correlation_holds(self.layout(), self.index, filter, assignment, values)
     }
 
-    /// Adds every multiset of 0..=max_items per-item outcomes, summed, as candidates.
+    /// Adds every multiset of 0..=max_items per-item outcomes, summed, as candidates. Distinct
+    /// multisets count separately even when their sums coincide (the space is measured in
+    /// multisets, as upstream).
     fn aggregate(
         &self,
         component: &[NodeId],
@@ -399,7 +404,7 @@ impl DimBuilder<'_, '_> {
         items: &[Partial],
         max_items: u64,
         shared: &Partial,
-        candidates: &mut BTreeSet<Partial>,
+        candidates: &mut Vec<Partial>,
     ) -> Result<(), Ceiling> {
         let layout = self.layout();
         if multiset_count(max_items, items.len() as u64) > ASSIGNMENT_LIMIT as u64 {
@@ -421,7 +426,7 @@ impl DimBuilder<'_, '_> {
             let mut candidate: Partial = sums.iter().map(|(k, c)| (*k, c.clone())).collect();
             candidate.extend(shared.iter().cloned());
             candidate.sort();
-            candidates.insert(candidate);
+            candidates.push(candidate);
             if candidates.len() > ASSIGNMENT_LIMIT {
                 return Err(Ceiling);
             }
