@@ -12,7 +12,7 @@ use crate::flow::{Effects, Flow, Tracker};
 use crate::guards;
 use crate::merge::{keep_promoted, merge_choice};
 use crate::nodeset::NodeId;
-use crate::predicate::{Pred, and, guard, not, or};
+use crate::predicate::{Pred, always, and, guard, not, or};
 
 /// What the legal assignments say about one alternative (a branch, or the uncovered rest).
 #[derive(Debug, Default, Clone)]
@@ -136,12 +136,13 @@ impl<'g> Analyzer<'_, 'g> {
             // Branch restriction: an alternative whose completion contradicts its residual
             // cannot continue after the choice.
             let continues = inner.falls_through
-                && match self
-                    .assignments(&[residual.clone(), inner.completion.clone()], self.path(id))
-                {
-                    Ok(space) => space.any(|values| values[0] && values[1]),
-                    Err(_) => true,
-                };
+                && (control.is_none()
+                    || match self
+                        .assignments(&[residual.clone(), inner.completion.clone()], self.path(id))
+                    {
+                        Ok(space) => space.any(|values| values[0] && values[1]),
+                        Err(_) => true,
+                    });
             let effects = if continues {
                 tracker.apply(&inner);
                 let (_, mut effects) = tracker.finish();
@@ -161,7 +162,12 @@ impl<'g> Analyzer<'_, 'g> {
             alternatives.iter().filter(|e| e.falls_through).collect();
         let all: Vec<&Effects<'g>> = alternatives.iter().collect();
         let mut effects = merge_choice(flow, &contributing, &all);
-        effects.completion = or(contributing.iter().map(|e| e.completion.clone()).collect());
+        // With unknown control (invalid guards or a too-large space) the completion is left
+        // unconstrained, as the reference does.
+        effects.completion = match &control {
+            Some(_) => or(contributing.iter().map(|e| e.completion.clone()).collect()),
+            None => always(),
+        };
         effects.falls_through = !contributing.is_empty();
         effects.definite_nodes.insert(self.canon(id));
         self.promote(
