@@ -196,9 +196,6 @@ impl<'g> Assignments<'g> {
         roots: &[Pred<'g>],
     ) -> Result<Self, Ceiling> {
         let expansion = Expansion::expand(index, facts, roots);
-        if std::env::var_os("TRELLIS_DEBUG_DIMS").is_some() {
-            eprintln!("EXPAND {} keys", expansion.layout.keys.len());
-        }
         let mut program = Program::default();
         let root_ops = roots
             .iter()
@@ -227,37 +224,6 @@ impl<'g> Assignments<'g> {
             presence_ops: &presence_ops,
         }
         .build()?;
-        if std::env::var_os("TRELLIS_DEBUG_DIMS").is_some() {
-            let keys: Vec<String> = expansion
-                .layout
-                .keys
-                .iter()
-                .enumerate()
-                .map(|(i, k)| {
-                    format!(
-                        "{}.{:?}.{:?}{}",
-                        index.name(k.key.node),
-                        k.key.source,
-                        k.key.field.map(|f| f.as_str()),
-                        if expansion.aggregate[i] { "*" } else { "" }
-                    )
-                })
-                .collect();
-            eprintln!(
-                "CHECK keys={keys:?} remembered={:?} present={:?} dims={:?}",
-                expansion
-                    .remembered
-                    .iter()
-                    .map(|n| index.name(*n).as_str())
-                    .collect::<Vec<_>>(),
-                expansion
-                    .present
-                    .iter()
-                    .map(|n| index.name(*n).as_str())
-                    .collect::<Vec<_>>(),
-                dims.iter().map(|d| d.len()).collect::<Vec<_>>()
-            );
-        }
         let (data, count) = dims::enumerate(index, &expansion, &program, &filters, &dims)?;
         let mut node_keys: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
         for (pos, slot) in expansion.layout.keys.iter().enumerate() {
