@@ -6,7 +6,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let analyze_only = args.iter().any(|a| a == "--analyze");
     for path in args.iter().filter(|a| *a != "--analyze") {
-        let line = match std::fs::read_to_string(&path) {
+        let line = match std::fs::read_to_string(path) {
             Err(e) => format!("read error {e}"),
             Ok(text) => match trellis_graph::GraphSpec::from_json_str(&text) {
                 Err(e) => format!("parse-error {e}"),
