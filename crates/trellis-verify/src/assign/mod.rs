@@ -2,6 +2,7 @@
 //! and map presence, builds scalar and aggregate dimensions, enumerates and filters them.
 
 mod dims;
+mod enumerate;
 pub(crate) mod program;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -224,7 +225,7 @@ impl<'g> Assignments<'g> {
             presence_ops: &presence_ops,
         }
         .build()?;
-        let (data, count) = dims::enumerate(index, &expansion, &program, &filters, &dims)?;
+        let (data, count) = enumerate::enumerate(index, &expansion, &program, &filters, &dims)?;
         let mut node_keys: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
         for (pos, slot) in expansion.layout.keys.iter().enumerate() {
             node_keys.entry(slot.key.node).or_default().push(pos);
