@@ -2,7 +2,7 @@
 
 use trellis_graph::{ControlSelector, DiagnosticCode, EnumSet, Guard, NodeName};
 
-use crate::diag::{Diags, Path, Step, extend};
+use crate::diag::{At, Diags, Step, extend};
 use crate::domain::{domain, key_of};
 use crate::index::Index;
 use crate::nodeset::NodeId;
@@ -12,7 +12,7 @@ pub(crate) fn validate<'g>(
     index: &Index<'g>,
     guard: &'g Guard,
     available: &dyn Fn(NodeId) -> bool,
-    base: &Path,
+    base: At,
     code: DiagnosticCode,
     diags: &mut Diags,
 ) -> bool {
@@ -30,7 +30,7 @@ pub(crate) fn validate<'g>(
             diags.emit(
                 DiagnosticCode::UndefinedRead,
                 format!("control selector {} does not dominate this guard", sel.name),
-                base.clone(),
+                base.path(index),
                 [&sel.name],
             );
         }
@@ -39,7 +39,7 @@ pub(crate) fn validate<'g>(
             diags.emit(
                 code,
                 format!("illegal control selector for node {}", sel.name),
-                base.clone(),
+                base.path(index),
                 [&sel.name],
             );
         }
@@ -75,7 +75,7 @@ pub(crate) fn selector_occurrences<'g>(
 
 struct LabelCheck<'a, 'g> {
     index: &'a Index<'g>,
-    base: &'a Path,
+    base: At,
     code: DiagnosticCode,
     diags: &'a mut Diags,
     valid: bool,
@@ -93,8 +93,12 @@ impl<'g> LabelCheck<'_, 'g> {
         related: impl IntoIterator<Item = &'n NodeName>,
     ) {
         self.valid = false;
-        self.diags
-            .emit(self.code, message, extend(self.base, steps), related);
+        self.diags.emit(
+            self.code,
+            message,
+            extend(&self.base.path(self.index), steps),
+            related,
+        );
     }
 
     fn check(&mut self, guard: &'g Guard, steps: &mut Vec<Step>) {

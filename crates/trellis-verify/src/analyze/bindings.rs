@@ -9,7 +9,7 @@ use trellis_graph::{
 };
 
 use super::{Analyzer, Scope};
-use crate::diag::{Path, Step, extend};
+use crate::diag::At;
 use crate::flow::{Effects, Flow, Ty, WriteFact, record_possible, required_paths};
 use crate::nodeset::NodeId;
 use crate::predicate::never;
@@ -19,7 +19,7 @@ impl<'g> Analyzer<'_, 'g> {
     pub(crate) fn data_selector(
         &mut self,
         selector: &DataSelector,
-        at: Path,
+        at: At,
         flow: &Flow,
         scope: &Scope<'g>,
     ) -> Option<Ty> {
@@ -29,7 +29,7 @@ impl<'g> Analyzer<'_, 'g> {
                     self.diags.emit(
                         DiagnosticCode::InvalidGraphShape,
                         "item selector is legal only inside a map body",
-                        at,
+                        at.path(self.index),
                         [],
                     );
                     return None;
@@ -72,20 +72,20 @@ impl<'g> Analyzer<'_, 'g> {
         }
     }
 
-    fn missing_selector_path(&mut self, at: Path) {
+    fn missing_selector_path(&mut self, at: At) {
         self.diags.emit(
             DiagnosticCode::SchemaSafety,
             "selector path does not exist in its payload type",
-            at,
+            at.path(self.index),
             [],
         );
     }
 
-    fn undefined_selector(&mut self, at: Path) {
+    fn undefined_selector(&mut self, at: At) {
         self.diags.emit(
             DiagnosticCode::UndefinedRead,
             "selector path is not definitely defined on every reaching path",
-            at,
+            at.path(self.index),
             [],
         );
     }
@@ -105,36 +105,30 @@ impl<'g> Analyzer<'_, 'g> {
             self.diags.emit(
                 DiagnosticCode::SchemaSafety,
                 "v1 field bindings cannot construct a whole non-record payload; use null or record",
-                self.at(id, &[Step::Field(payload_field)]),
+                At::node(id).field(payload_field).path(self.index),
                 [],
             );
             return;
         }
-        let base = self.path(id);
         for (i, binding) in bindings.iter().enumerate() {
-            let b = extend(&base, &[Step::Field(bindings_field), Step::Index(i)]);
+            let b = At::node(id).field(bindings_field).index(i);
             let target = payload.lookup(&binding.target).map(|(t, _)| t);
             if target.is_none() {
                 self.diags.emit(
                     DiagnosticCode::SchemaSafety,
                     "binding target does not exist in declared payload",
-                    extend(&b, &[Step::Field("target")]),
+                    b.field("target").path(self.index),
                     [],
                 );
             }
-            let source = self.data_selector(
-                &binding.value,
-                extend(&b, &[Step::Field("value")]),
-                flow,
-                scope,
-            );
+            let source = self.data_selector(&binding.value, b.field("value"), flow, scope);
             if let (Some(source), Some(target)) = (&source, target)
                 && !source.is_subtype_of(target)
             {
                 self.diags.emit(
                     DiagnosticCode::SchemaSafety,
                     "binding source is not a subtype of its target",
-                    b.clone(),
+                    b.path(self.index),
                     [],
                 );
             }
@@ -145,7 +139,7 @@ impl<'g> Analyzer<'_, 'g> {
                 self.diags.emit(
                     DiagnosticCode::WriteConflict,
                     "bindings have overlapping targets",
-                    extend(&b, &[Step::Field("target")]),
+                    b.field("target").path(self.index),
                     [],
                 );
             }
@@ -161,7 +155,7 @@ impl<'g> Analyzer<'_, 'g> {
                         "required payload target {} is not defined by a binding",
                         leaf.dotted()
                     ),
-                    extend(&base, &[Step::Field(bindings_field)]),
+                    At::node(id).field(bindings_field).path(self.index),
                     [],
                 );
             }
@@ -224,10 +218,9 @@ impl<'g> Analyzer<'_, 'g> {
         flow: &Flow,
         scope: &Scope<'g>,
     ) -> Vec<WriteFact> {
-        let base = self.path(id);
         let mut facts = Vec::new();
         for (i, write) in exec.write_bindings.iter().enumerate() {
-            let w = extend(&base, &[Step::Field("writeBindings"), Step::Index(i)]);
+            let w = At::node(id).field("writeBindings").index(i);
             let target_key = Rc::new(write.target.clone());
             let override_ty = scope
                 .map
@@ -244,19 +237,19 @@ impl<'g> Analyzer<'_, 'g> {
                 self.diags.emit(
                     DiagnosticCode::SchemaSafety,
                     "write target does not exist in node state",
-                    extend(&w, &[Step::Field("target")]),
+                    w.field("target").path(self.index),
                     [&exec.name],
                 );
             }
             let source = &write.value.node;
             let source_id = self.index.lookup(source.as_str());
-            let value_at = extend(&w, &[Step::Field("value")]);
+            let value_at = w.field("value");
             if *source != exec.name {
                 if !source_id.is_some_and(|s| flow.dominates(s)) {
                     self.diags.emit(
                         DiagnosticCode::UndefinedRead,
                         format!("node output {source} does not dominate this read"),
-                        value_at.clone(),
+                        value_at.path(self.index),
                         [source, &exec.name],
                     );
                 }
@@ -264,7 +257,7 @@ impl<'g> Analyzer<'_, 'g> {
                     self.diags.emit(
                         DiagnosticCode::UndefinedRead,
                         format!("node output {source} is unavailable on its error path"),
-                        value_at.clone(),
+                        value_at.path(self.index),
                         [source, &exec.name],
                     );
                 }
@@ -279,7 +272,7 @@ impl<'g> Analyzer<'_, 'g> {
                 self.diags.emit(
                     DiagnosticCode::SchemaSafety,
                     "node output selector channel or path is invalid",
-                    value_at,
+                    value_at.path(self.index),
                     [source],
                 );
             }
@@ -289,7 +282,7 @@ impl<'g> Analyzer<'_, 'g> {
                 self.diags.emit(
                     DiagnosticCode::SchemaSafety,
                     "write value is not a subtype of its state target",
-                    w.clone(),
+                    w.path(self.index),
                     [source, &exec.name],
                 );
             }
@@ -300,7 +293,7 @@ impl<'g> Analyzer<'_, 'g> {
                 self.diags.emit(
                     DiagnosticCode::WriteConflict,
                     "executable has overlapping write targets",
-                    extend(&w, &[Step::Field("target")]),
+                    w.field("target").path(self.index),
                     [&exec.name],
                 );
             }

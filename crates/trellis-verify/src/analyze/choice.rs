@@ -7,7 +7,7 @@ use trellis_graph::{DiagnosticCode, GraphNode};
 
 use super::promote::Rule;
 use super::{Analyzer, Scope};
-use crate::diag::Step;
+use crate::diag::{At, Step};
 use crate::flow::{Effects, Flow, Tracker};
 use crate::guards;
 use crate::merge::{keep_promoted, merge_choice};
@@ -30,15 +30,12 @@ impl<'g> Analyzer<'_, 'g> {
         self.check_group_state(id, &choice.state, flow, scope);
         let mut valid = true;
         for (i, branch) in choice.branches.iter().enumerate() {
-            let path = self.at(
-                id,
-                &[Step::Field("branches"), Step::Index(i), Step::Field("when")],
-            );
+            let path = At::node(id).field("branches").index(i).field("when");
             valid &= guards::validate(
                 self.index,
                 &branch.when,
                 &|n| flow.available.contains(n),
-                &path,
+                path,
                 DiagnosticCode::ChoiceExhaustiveness,
                 self.diags,
             );
@@ -56,8 +53,7 @@ impl<'g> Analyzer<'_, 'g> {
             and(parts)
         };
         let control = if valid {
-            let path = self.at(id, &[Step::Field("branches")]);
-            self.assignments(&guards, path)
+            self.assignments(&guards, At::node(id).field("branches"))
                 .ok()
                 .map(|space| self.residuals(&space, n))
         } else {
@@ -138,7 +134,7 @@ impl<'g> Analyzer<'_, 'g> {
             let continues = inner.falls_through
                 && (control.is_none()
                     || match self
-                        .assignments(&[residual.clone(), inner.completion.clone()], self.path(id))
+                        .assignments(&[residual.clone(), inner.completion.clone()], At::node(id))
                     {
                         Ok(space) => space.any(|values| values[0] && values[1]),
                         Err(_) => true,

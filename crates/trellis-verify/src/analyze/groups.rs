@@ -9,7 +9,7 @@ use trellis_graph::{DiagnosticCode, GraphNode, PayloadType};
 
 use super::promote::Rule;
 use super::{Analyzer, MapScope, Scope};
-use crate::diag::Step;
+use crate::diag::{At, Step};
 use crate::flow::{Effects, Flow, Tracker, WriteFact, record_possible};
 use crate::guards;
 use crate::merge::keep_promoted;
@@ -78,7 +78,7 @@ impl<'g> Analyzer<'_, 'g> {
             });
         }
         let completion = and(completions);
-        let satisfiable = match self.assignments(std::slice::from_ref(&completion), self.path(id)) {
+        let satisfiable = match self.assignments(std::slice::from_ref(&completion), At::node(id)) {
             Ok(space) => space.any(|values| values[0]),
             Err(_) => true,
         };
@@ -133,14 +133,14 @@ impl<'g> Analyzer<'_, 'g> {
         let body_id = self.index.entry(id).children[0];
         let body = self.analyze(body_id, flow, &body_scope);
         if let Some(until) = &l.until {
-            let until_path = self.at(id, &[Step::Field("until")]);
+            let until_at = At::node(id).field("until");
             let body_definite = &body.definite_nodes;
             let available = |n: NodeId| flow.available.contains(n) || body_definite.contains(n);
             let valid = guards::validate(
                 self.index,
                 until,
                 &available,
-                &until_path,
+                until_at,
                 DiagnosticCode::LoopExitSatisfiability,
                 self.diags,
             );
@@ -156,19 +156,19 @@ impl<'g> Analyzer<'_, 'g> {
                             "loop exit selector {} is not a verifier guaranteed in every iteration",
                             selector.name
                         ),
-                        until_path.clone(),
+                        until_at.path(self.index),
                         [&l.name, &selector.name],
                     );
                 }
             }
             if valid
-                && let Ok(space) = self.assignments(&[guard(until)], until_path.clone())
+                && let Ok(space) = self.assignments(&[guard(until)], until_at)
                 && !space.any(|values| values[0])
             {
                 self.diags.emit(
                     DiagnosticCode::LoopExitSatisfiability,
                     "loop exit guard is unsatisfiable",
-                    until_path,
+                    until_at.path(self.index),
                     [&l.name],
                 );
             }
@@ -201,20 +201,20 @@ impl<'g> Analyzer<'_, 'g> {
             );
         }
         self.check_group_state(id, &m.state, flow, scope);
-        let over_at = self.at(id, &[Step::Field("over")]);
+        let over_at = At::node(id).field("over");
         let over_scope = Scope {
             state: &m.state,
             map: scope.map.clone(),
             presence: scope.presence.clone(),
         };
-        let item = match self.data_selector(&m.over, over_at.clone(), flow, &over_scope) {
+        let item = match self.data_selector(&m.over, over_at, flow, &over_scope) {
             Some(ty) => match &*ty {
                 PayloadType::Array { items } => Some(Rc::new((**items).clone())),
                 _ => {
                     self.diags.emit(
                         DiagnosticCode::SchemaSafety,
                         "map selector must resolve to an array",
-                        over_at,
+                        over_at.path(self.index),
                         [&m.name],
                     );
                     None

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use trellis_graph::{DiagnosticCode, GraphNode, NodeName, PayloadType, RecordField};
 
 use crate::assign::{Assignments, Ceiling, ControlFacts, Presence};
-use crate::diag::{ASSIGNMENT_CEILING, Diags, Path, Step, extend};
+use crate::diag::{ASSIGNMENT_CEILING, At, Diags, Path, Step, extend};
 use crate::flow::{Effects, Flow, SPath, Ty};
 use crate::index::Index;
 use crate::nodeset::NodeId;
@@ -144,18 +144,18 @@ impl<'a, 'g> Analyzer<'a, 'g> {
         }
     }
 
-    /// Builds the legal assignments of a check, reporting the ceiling at `path`.
+    /// Builds the legal assignments of a check, reporting the ceiling at `at`.
     pub(crate) fn assignments(
         &mut self,
         roots: &[Pred<'g>],
-        path: Path,
+        at: At,
     ) -> Result<Assignments<'g>, Ceiling> {
         let result = Assignments::build(self.index, &self.facts, roots);
         if result.is_err() {
             self.diags.emit(
                 DiagnosticCode::CeilingExceeded,
                 ASSIGNMENT_CEILING,
-                path,
+                at.path(self.index),
                 [],
             );
         }

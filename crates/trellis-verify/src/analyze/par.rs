@@ -8,7 +8,7 @@ use trellis_graph::{DiagnosticCode, GraphNode, Join};
 use super::promote::Rule;
 use super::{Analyzer, Scope};
 use crate::assign::Correlation;
-use crate::diag::Step;
+use crate::diag::{At, Step};
 use crate::flow::{Effects, Flow};
 use crate::guards;
 use crate::merge::{Scenarios, keep_promoted, merge_par, parallel_effect};
@@ -52,7 +52,7 @@ impl<'g> Analyzer<'_, 'g> {
                 self.index,
                 when,
                 &available,
-                &self.at(id, &[Step::Field("join"), Step::Field("when")]),
+                At::node(id).field("join").field("when"),
                 DiagnosticCode::InvalidGraphShape,
                 self.diags,
             );
@@ -72,7 +72,7 @@ impl<'g> Analyzer<'_, 'g> {
             .collect();
         self.branch_write_checks(id, &children, &branches);
         let completions: Vec<Pred<'g>> = branches.iter().map(|e| e.completion.clone()).collect();
-        let join_path = self.at(id, &[Step::Field("join")]);
+        let join_path = At::node(id).field("join");
         let (completion, scenarios, falls_through) = match &par.join {
             Join::First { when } => {
                 let satisfiers: Vec<Pred<'g>> = branches

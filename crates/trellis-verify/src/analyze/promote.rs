@@ -6,7 +6,7 @@ use std::rc::Rc;
 use trellis_graph::{DiagnosticCode, FieldPath, PayloadType};
 
 use super::{Analyzer, Scope};
-use crate::diag::Step;
+use crate::diag::At;
 use crate::flow::Effects;
 use crate::nodeset::NodeId;
 
@@ -33,12 +33,12 @@ impl<'g> Analyzer<'_, 'g> {
         scope: &Scope<'g>,
     ) {
         for (i, path) in promoted.iter().enumerate() {
-            let at = self.at(id, &[Step::Field("promotedStatePaths"), Step::Index(i)]);
+            let at = At::node(id).field("promotedStatePaths").index(i);
             let Some((group_ty, required)) = state.lookup(path) else {
                 self.diags.emit(
                     DiagnosticCode::SchemaSafety,
                     "promoted state path does not exist in group state",
-                    at,
+                    at.path(self.index),
                     [],
                 );
                 continue;
@@ -56,7 +56,7 @@ impl<'g> Analyzer<'_, 'g> {
                 None => self.diags.emit(
                     DiagnosticCode::SchemaSafety,
                     "promoted state path does not exist in enclosing state",
-                    at.clone(),
+                    at.path(self.index),
                     [],
                 ),
                 Some(target) => {
@@ -76,7 +76,7 @@ impl<'g> Analyzer<'_, 'g> {
                         self.diags.emit(
                             DiagnosticCode::SchemaSafety,
                             "promoted value is not a subtype of its enclosing state target",
-                            at.clone(),
+                            at.path(self.index),
                             [],
                         );
                     }
@@ -108,8 +108,12 @@ impl<'g> Analyzer<'_, 'g> {
                 }
             };
             if !defined {
-                self.diags
-                    .emit(DiagnosticCode::UndefinedRead, message, at, []);
+                self.diags.emit(
+                    DiagnosticCode::UndefinedRead,
+                    message,
+                    at.path(self.index),
+                    [],
+                );
             }
         }
     }

@@ -1,0 +1,44 @@
+//! Times the phases of verifying a generated graph (a profiling target):
+//! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `analyze`,
+//! `identity` or `verify`.
+
+#[path = "../tests/support/mixed.rs"]
+mod mixed;
+
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let size = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(4096);
+    let rounds: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let phase = args.get(3).cloned().unwrap_or_else(|| "all".to_owned());
+    let registry = mixed::bench_registry();
+    let spec = mixed::mixed_graph(size);
+    let text = serde_json::to_string(&spec.to_value()).unwrap_or_default();
+    println!("document: {} bytes", text.len());
+    let time = |label: &str, f: &dyn Fn()| {
+        if phase != "all" && phase != label {
+            return;
+        }
+        let start = Instant::now();
+        for _ in 0..rounds {
+            f();
+        }
+        println!("{label:>8}: {:?} per round", start.elapsed() / rounds);
+    };
+    time("parse", &|| {
+        std::hint::black_box(trellis_graph::GraphSpec::from_json_str(&text).ok());
+    });
+    time("analyze", &|| {
+        std::hint::black_box(trellis_verify::analyze(&spec));
+    });
+    time("verify", &|| {
+        std::hint::black_box(trellis_verify::verify(&spec, &registry));
+    });
+    if let trellis_verify::Verification::Verified(graph) = trellis_verify::verify(&spec, &registry)
+    {
+        time("identity", &|| {
+            std::hint::black_box(trellis_verify::graph_identity(&graph.ir).ok());
+        });
+    }
+}
