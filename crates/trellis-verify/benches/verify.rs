@@ -1,6 +1,7 @@
 //! Parse + verify + compile + identity for the five reference templates and for generated
 //! graphs of 512 to 4,096 nodes mixing every node kind.
 
+#[allow(dead_code)] // shared with the tests; not every helper is used here
 #[path = "../tests/support/mixed.rs"]
 mod mixed;
 

@@ -2,6 +2,7 @@
 //! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `analyze`,
 //! `identity` or `verify`.
 
+#[allow(dead_code)] // shared with the tests; not every helper is used here
 #[path = "../tests/support/mixed.rs"]
 mod mixed;
 

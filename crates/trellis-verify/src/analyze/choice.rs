@@ -133,12 +133,13 @@ impl<'g> Analyzer<'_, 'g> {
             // cannot continue after the choice.
             let continues = inner.falls_through
                 && (control.is_none()
-                    || match self
-                        .assignments(&[residual.clone(), inner.completion.clone()], At::node(id))
-                    {
-                        Ok(space) => space.any(|values| values[0] && values[1]),
-                        Err(_) => true,
-                    });
+                    || self
+                        .satisfiable(
+                            &[residual.clone(), inner.completion.clone()],
+                            At::node(id),
+                            &|v| v[0] && v[1],
+                        )
+                        .unwrap_or(true));
             let effects = if continues {
                 tracker.apply(&inner);
                 let (_, mut effects) = tracker.finish();
@@ -183,9 +184,8 @@ impl<'g> Analyzer<'_, 'g> {
         let mut mentioned: Vec<BTreeSet<NodeId>> = vec![BTreeSet::new(); n + 1];
         let mut failing: Vec<BTreeSet<NodeId>> = vec![BTreeSet::new(); n + 1];
         let mut out = vec![Residual::default(); n + 1];
-        let mut scratch = Vec::new();
         for a in 0..space.len() {
-            let values = space.root_values(a, &mut scratch);
+            let values = space.root_values(a);
             let first = values.iter().position(|v| *v).unwrap_or(n);
             out[first].reachable = true;
             for (node, failed) in space.failures(self.index, a) {

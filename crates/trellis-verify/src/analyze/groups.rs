@@ -78,10 +78,9 @@ impl<'g> Analyzer<'_, 'g> {
             });
         }
         let completion = and(completions);
-        let satisfiable = match self.assignments(std::slice::from_ref(&completion), At::node(id)) {
-            Ok(space) => space.any(|values| values[0]),
-            Err(_) => true,
-        };
+        let satisfiable = self
+            .satisfiable(std::slice::from_ref(&completion), At::node(id), &|v| v[0])
+            .unwrap_or(true);
         let (_, mut effects) = tracker.finish();
         effects.possible_writes = possible;
         effects.definite_nodes.insert(self.canon(id));
@@ -161,10 +160,7 @@ impl<'g> Analyzer<'_, 'g> {
                     );
                 }
             }
-            if valid
-                && let Ok(space) = self.assignments(&[guard(until)], until_at)
-                && !space.any(|values| values[0])
-            {
+            if valid && self.satisfiable(&[guard(until)], until_at, &|v| v[0]) == Some(false) {
                 self.diags.emit(
                     DiagnosticCode::LoopExitSatisfiability,
                     "loop exit guard is unsatisfiable",

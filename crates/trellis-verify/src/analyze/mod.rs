@@ -144,6 +144,26 @@ impl<'a, 'g> Analyzer<'a, 'g> {
         }
     }
 
+    /// Whether some legal assignment of `roots` passes `test`; `None` (after reporting the
+    /// ceiling at `at`) when the space is too large.
+    pub(crate) fn satisfiable(
+        &mut self,
+        roots: &[Pred<'g>],
+        at: At,
+        test: &dyn Fn(&[bool]) -> bool,
+    ) -> Option<bool> {
+        let result = Assignments::satisfiable(self.index, &self.facts, roots, test);
+        if result.is_err() {
+            self.diags.emit(
+                DiagnosticCode::CeilingExceeded,
+                ASSIGNMENT_CEILING,
+                at.path(self.index),
+                [],
+            );
+        }
+        result.ok()
+    }
+
     /// Builds the legal assignments of a check, reporting the ceiling at `at`.
     pub(crate) fn assignments(
         &mut self,

@@ -100,9 +100,8 @@ impl<'g> Analyzer<'_, 'g> {
                 let outcome = self.assignments(&roots, join_path).ok().map(|space| {
                     let mut sets = BTreeSet::new();
                     let mut settles = false;
-                    let mut scratch = Vec::new();
                     for a in 0..space.len() {
-                        let values = space.root_values(a, &mut scratch);
+                        let values = space.root_values(a);
                         settles |= values[n];
                         if values[..n].iter().any(|v| *v) {
                             sets.insert(values[..n].to_vec());
@@ -131,11 +130,10 @@ impl<'g> Analyzer<'_, 'g> {
                 } else {
                     self.assignments(&completions, join_path).ok().map(|space| {
                         let mut sets = BTreeSet::new();
-                        let mut scratch = Vec::new();
                         for a in 0..space.len() {
-                            let values = space.root_values(a, &mut scratch);
+                            let values = space.root_values(a);
                             if values.iter().filter(|v| **v).count() >= required {
-                                sets.insert(values);
+                                sets.insert(values.to_vec());
                             }
                         }
                         sets

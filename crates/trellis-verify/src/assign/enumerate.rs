@@ -42,15 +42,47 @@ pub(crate) fn correlation_holds(
         && (count(["quorum_unreachable", "no_satisfier"]) == 0 || values[negative])
 }
 
-/// Enumerates the product of `dims`, skipping conflicting combinations and filtering by the
-/// correlations of non-aggregated pars. Returns the flat assignments and their count.
+/// What the visitor of an enumeration wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    Continue,
+    Stop,
+}
+
+/// Whether two dimensions can assign the same key (then combinations may conflict and the
+/// space can only be counted by enumerating it).
+pub(crate) fn may_conflict(layout: &Layout, dims: &[Vec<Partial>]) -> bool {
+    let mut seen = vec![false; layout.keys.len()];
+    for dim in dims {
+        let mut mine = vec![false; layout.keys.len()];
+        for candidate in dim {
+            for (k, _) in candidate {
+                mine[*k] = true;
+            }
+        }
+        for (k, used) in mine.iter().enumerate() {
+            if *used {
+                if seen[k] {
+                    return true;
+                }
+                seen[k] = true;
+            }
+        }
+    }
+    false
+}
+
+/// Enumerates the product of `dims`, skipping conflicting combinations, counting them
+/// against the ceiling, filtering by the correlations of non-aggregated pars, and handing
+/// each kept assignment with its evaluated predicates to `visit`.
 pub(crate) fn enumerate(
     index: &Index,
     expansion: &Expansion,
     program: &Program,
     filters: &[Filter],
     dims: &[Vec<Partial>],
-) -> Result<(Vec<u32>, usize), Ceiling> {
+    visit: &mut dyn FnMut(&[u32], &[bool]) -> Next,
+) -> Result<(), Ceiling> {
     let layout = &expansion.layout;
     let scalar_filters: Vec<&Filter> = filters
         .iter()
@@ -67,15 +99,14 @@ pub(crate) fn enumerate(
         index,
         program,
         filters: scalar_filters,
-        data: Vec::new(),
         produced: 0,
-        kept: 0,
         values: Vec::new(),
+        visit,
     };
     let mut assignment = vec![0u32; layout.stride];
     if dims.is_empty() {
         sink.emit(&assignment)?;
-        return Ok((sink.data, sink.kept));
+        return Ok(());
     }
     let mut owner = vec![usize::MAX; layout.keys.len()];
     let mut written: Vec<Vec<usize>> = vec![Vec::new(); dims.len()];
@@ -117,49 +148,47 @@ pub(crate) fn enumerate(
             }
         }
         if level + 1 == dims.len() {
-            sink.emit(&assignment)?;
+            let next_step = sink.emit(&assignment)?;
             undo(layout, &mut assignment, &mut owner, &mut written[level]);
+            if next_step == Next::Stop {
+                return Ok(());
+            }
         } else {
             level += 1;
             next[level] = 0;
         }
     }
-    Ok((sink.data, sink.kept))
+    Ok(())
 }
 
-/// Collects enumerated assignments, counting them against the ceiling and applying the
-/// correlation filter of non-aggregated pars.
+/// Counts enumerated assignments against the ceiling, applies the correlation filter of
+/// non-aggregated pars, and forwards kept ones to the visitor.
 struct Sink<'a, 'g> {
     layout: &'a Layout<'g>,
     index: &'a Index<'g>,
     program: &'a Program,
     filters: Vec<&'a Filter>,
-    data: Vec<u32>,
     produced: usize,
-    kept: usize,
     values: Vec<bool>,
+    visit: &'a mut dyn FnMut(&[u32], &[bool]) -> Next,
 }
 
 impl Sink<'_, '_> {
-    fn emit(&mut self, assignment: &[u32]) -> Result<(), Ceiling> {
+    fn emit(&mut self, assignment: &[u32]) -> Result<Next, Ceiling> {
         self.produced += 1;
         if self.produced > ASSIGNMENT_LIMIT {
             return Err(Ceiling);
         }
-        if !self.filters.is_empty() {
-            self.program
-                .evaluate(self.layout, assignment, &mut self.values);
-            let keep = self
-                .filters
-                .iter()
-                .all(|f| correlation_holds(self.layout, self.index, f, assignment, &self.values));
-            if !keep {
-                return Ok(());
-            }
+        self.program
+            .evaluate(self.layout, assignment, &mut self.values);
+        let keep = self
+            .filters
+            .iter()
+            .all(|f| correlation_holds(self.layout, self.index, f, assignment, &self.values));
+        if !keep {
+            return Ok(Next::Continue);
         }
-        self.data.extend_from_slice(assignment);
-        self.kept += 1;
-        Ok(())
+        Ok((self.visit)(assignment, &self.values))
     }
 }
 

@@ -178,20 +178,29 @@ impl<'g> Expansion<'g> {
     }
 }
 
-/// The legal assignments of one check, with the compiled predicates to evaluate on them.
+/// The legal assignments of one check and the value of each root predicate on them.
 pub(crate) struct Assignments<'g> {
     layout: Layout<'g>,
-    program: Program,
-    roots: Vec<usize>,
+    roots: usize,
     data: Vec<u32>,
+    root_bits: Vec<bool>,
     count: usize,
     /// Key positions per node, for failure classification.
     node_keys: BTreeMap<NodeId, Vec<usize>>,
 }
 
-impl<'g> Assignments<'g> {
-    /// Builds the legal assignments for `roots` (steps 1–7 of §6.4).
-    pub(crate) fn build(
+/// A check ready to enumerate: its keys, compiled predicates, filters and dimensions.
+struct Prepared<'g> {
+    expansion: Expansion<'g>,
+    program: Program,
+    root_ops: Vec<usize>,
+    filters: Vec<dims::Filter>,
+    dims: Vec<Vec<dims::Partial>>,
+}
+
+impl<'g> Prepared<'g> {
+    /// Steps 1–5 of §6.4: expansion, compilation and dimensions.
+    fn new(
         index: &Index<'g>,
         facts: &ControlFacts<'g>,
         roots: &[Pred<'g>],
@@ -225,19 +234,96 @@ impl<'g> Assignments<'g> {
             presence_ops: &presence_ops,
         }
         .build()?;
-        let (data, count) = enumerate::enumerate(index, &expansion, &program, &filters, &dims)?;
+        Ok(Prepared {
+            expansion,
+            program,
+            root_ops,
+            filters,
+            dims,
+        })
+    }
+
+    fn enumerate(
+        &self,
+        index: &Index<'g>,
+        visit: &mut dyn FnMut(&[u32], &[bool]) -> enumerate::Next,
+    ) -> Result<(), Ceiling> {
+        enumerate::enumerate(
+            index,
+            &self.expansion,
+            &self.program,
+            &self.filters,
+            &self.dims,
+            visit,
+        )
+    }
+}
+
+impl<'g> Assignments<'g> {
+    /// Builds the legal assignments for `roots` (steps 1–7 of §6.4).
+    pub(crate) fn build(
+        index: &Index<'g>,
+        facts: &ControlFacts<'g>,
+        roots: &[Pred<'g>],
+    ) -> Result<Self, Ceiling> {
+        let prepared = Prepared::new(index, facts, roots)?;
+        let mut data = Vec::new();
+        let mut root_bits = Vec::new();
+        let mut count = 0;
+        prepared.enumerate(index, &mut |assignment, values| {
+            data.extend_from_slice(assignment);
+            root_bits.extend(prepared.root_ops.iter().map(|op| values[*op]));
+            count += 1;
+            enumerate::Next::Continue
+        })?;
         let mut node_keys: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
-        for (pos, slot) in expansion.layout.keys.iter().enumerate() {
+        for (pos, slot) in prepared.expansion.layout.keys.iter().enumerate() {
             node_keys.entry(slot.key.node).or_default().push(pos);
         }
         Ok(Self {
-            layout: expansion.layout,
-            program,
-            roots: root_ops,
+            layout: prepared.expansion.layout,
+            roots: roots.len(),
             data,
+            root_bits,
             count,
             node_keys,
         })
+    }
+
+    /// Whether some legal assignment satisfies `test` on the root values. Stops at the first
+    /// witness when the space's size is known without enumerating it (no dimensions share a
+    /// key); the ceiling is still reported exactly.
+    pub(crate) fn satisfiable(
+        index: &Index<'g>,
+        facts: &ControlFacts<'g>,
+        roots: &[Pred<'g>],
+        test: &dyn Fn(&[bool]) -> bool,
+    ) -> Result<bool, Ceiling> {
+        let prepared = Prepared::new(index, facts, roots)?;
+        let exact = !enumerate::may_conflict(&prepared.expansion.layout, &prepared.dims);
+        if exact {
+            let size = prepared
+                .dims
+                .iter()
+                .try_fold(1usize, |acc, d| acc.checked_mul(d.len()))
+                .filter(|n| *n <= ASSIGNMENT_LIMIT);
+            if size.is_none() {
+                return Err(Ceiling);
+            }
+        }
+        let mut found = false;
+        let mut roots_now = Vec::with_capacity(roots.len());
+        prepared.enumerate(index, &mut |_, values| {
+            roots_now.clear();
+            roots_now.extend(prepared.root_ops.iter().map(|op| values[*op]));
+            found |= test(&roots_now);
+            if found && exact {
+                enumerate::Next::Stop
+            } else {
+                enumerate::Next::Continue
+            }
+        })?;
+        Ok(found)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -250,16 +336,8 @@ impl<'g> Assignments<'g> {
     }
 
     /// The value of every root predicate on assignment `i`.
-    pub(crate) fn root_values(&self, i: usize, scratch: &mut Vec<bool>) -> Vec<bool> {
-        self.program
-            .evaluate(&self.layout, self.assignment(i), scratch);
-        self.roots.iter().map(|op| scratch[*op]).collect()
-    }
-
-    /// Whether some root-value vector is realised; used for satisfiability checks.
-    pub(crate) fn any(&self, mut test: impl FnMut(&[bool]) -> bool) -> bool {
-        let mut scratch = Vec::new();
-        (0..self.count).any(|i| test(&self.root_values(i, &mut scratch)))
+    pub(crate) fn root_values(&self, i: usize) -> &[bool] {
+        &self.root_bits[i * self.roots..(i + 1) * self.roots]
     }
 
     /// For every executable or par the assignment mentions through a signal, error or
