@@ -1,20 +1,26 @@
 //! Canonical bytes and graph identity (§8.3): order-insensitive normalization of the compiled
-//! IR, compact JSON with byte-sorted keys, and its SHA-256.
+//! IR written directly as compact JSON with byte-sorted keys, and its SHA-256.
+//!
+//! Every object below is written with its keys already in UTF-8 byte order; collections the
+//! identity ignores the order of (bindings, par branches, promoted paths, commutative guard
+//! operands, `k_of_n` selectors) are written into buffers and sorted by their bytes.
 
 use std::fmt;
 
 use serde::{Serialize, Serializer};
-use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use trellis_graph::CompiledGraphIr;
+use trellis_graph::{
+    CompiledGraphIr, ControlSelector, DataSelector, EnumSet, FieldPath, GraphNode, Guard,
+    InputBinding, Join, OutputChannel, PayloadType, StepNode, StructuralBounds,
+    TerminationWitness, WriteBinding,
+};
 
-/// Why canonical bytes could not be produced.
+/// Why canonical bytes could not be produced. The typed IR holds integers only, so this is
+/// reserved for future wire types that could carry other numbers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalError {
     #[error("the compiled IR contains a non-integer number")]
     NonIntegerNumber,
-    #[error("the compiled IR could not be serialized: {0}")]
-    Serialize(String),
 }
 
 /// A graph's identity: the lowercase hex SHA-256 of its canonical bytes.
@@ -41,14 +47,19 @@ impl Serialize for GraphIdentity {
 
 /// The canonical bytes of a compiled IR.
 pub fn canonical_bytes(ir: &CompiledGraphIr) -> Result<Vec<u8>, CanonicalError> {
-    let mut value =
-        serde_json::to_value(ir).map_err(|e| CanonicalError::Serialize(e.to_string()))?;
-    if let Some(root) = value.get_mut("root") {
-        normalize_node(root)?;
-    }
-    let mut out = Vec::new();
-    write_canonical(&value, &mut out)?;
-    Ok(out)
+    let mut w = Writer::default();
+    w.raw("{\"bounds\":");
+    w.bounds(&ir.bounds);
+    w.raw(",\"initialInput\":");
+    w.payload(&ir.initial_input);
+    w.raw(",\"policy\":{\"default\":\"deny\",\"policy\":");
+    w.string(ir.policy.policy.as_str());
+    w.raw("},\"profile\":");
+    w.string(ir.profile.as_str());
+    w.raw(",\"root\":");
+    w.node(&ir.root);
+    w.raw("}");
+    Ok(w.out)
 }
 
 /// SHA-256 of the canonical bytes, as 64 lowercase hex digits.
@@ -57,198 +68,491 @@ pub fn graph_identity(ir: &CompiledGraphIr) -> Result<GraphIdentity, CanonicalEr
     Ok(GraphIdentity(hex::encode(Sha256::digest(&bytes))))
 }
 
-fn bytes_of(value: &Value) -> Result<Vec<u8>, CanonicalError> {
-    let mut out = Vec::new();
-    write_canonical(value, &mut out)?;
-    Ok(out)
+#[derive(Default)]
+struct Writer {
+    out: Vec<u8>,
 }
 
-/// Sorts an array by canonical bytes; `dedup` also drops identical elements.
-fn sort_by_bytes(items: &mut Vec<Value>, dedup: bool) -> Result<(), CanonicalError> {
-    let mut keyed: Vec<(Vec<u8>, Value)> = items
-        .drain(..)
-        .map(|v| bytes_of(&v).map(|b| (b, v)))
-        .collect::<Result<_, _>>()?;
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    if dedup {
-        keyed.dedup_by(|a, b| a.0 == b.0);
+impl Writer {
+    fn raw(&mut self, text: &str) {
+        self.out.extend_from_slice(text.as_bytes());
     }
-    items.extend(keyed.into_iter().map(|(_, v)| v));
-    Ok(())
-}
 
-fn sort_field(obj: &mut Map<String, Value>, key: &str, dedup: bool) -> Result<(), CanonicalError> {
-    if let Some(Value::Array(items)) = obj.get_mut(key) {
-        sort_by_bytes(items, dedup)?;
+    fn number(&mut self, n: u64) {
+        self.raw(&n.to_string());
     }
-    Ok(())
-}
 
-fn normalize_node(node: &mut Value) -> Result<(), CanonicalError> {
-    let Value::Object(obj) = node else {
-        return Ok(());
-    };
-    let kind = obj
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    match kind.as_str() {
-        "step" | "verifier" => {
-            sort_field(obj, "inputBindings", false)?;
-            sort_field(obj, "writeBindings", false)?;
-        }
-        "succeed" => sort_field(obj, "bindings", false)?,
-        "seq" => {
-            if let Some(Value::Array(children)) = obj.get_mut("children") {
-                for child in children {
-                    normalize_node(child)?;
+    /// serde_json's escaping: `\"`, `\\`, short escapes, `\u00xx` for other controls,
+    /// everything else raw.
+    fn string(&mut self, s: &str) {
+        self.out.push(b'"');
+        for c in s.chars() {
+            match c {
+                '"' => self.raw("\\\""),
+                '\\' => self.raw("\\\\"),
+                '\u{8}' => self.raw("\\b"),
+                '\u{c}' => self.raw("\\f"),
+                '\n' => self.raw("\\n"),
+                '\r' => self.raw("\\r"),
+                '\t' => self.raw("\\t"),
+                c if (c as u32) < 0x20 => self.raw(&format!("\\u{:04x}", c as u32)),
+                c => {
+                    let mut buf = [0u8; 4];
+                    self.out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
                 }
             }
         }
-        "choice" => {
-            if let Some(Value::Array(branches)) = obj.get_mut("branches") {
-                for branch in branches {
-                    if let Some(when) = branch.get_mut("when") {
-                        normalize_guard(when)?;
+        self.out.push(b'"');
+    }
+
+    /// Writes `items` each into its own buffer, sorts them by bytes (optionally dropping
+    /// duplicates) and emits them as a JSON array.
+    fn sorted_array<T>(&mut self, items: &[T], dedup: bool, mut one: impl FnMut(&mut Writer, &T)) {
+        let mut parts = encode_each(items, &mut one);
+        parts.sort();
+        if dedup {
+            parts.dedup();
+        }
+        self.array_of_parts(&parts);
+    }
+
+    fn array_of_parts(&mut self, parts: &[Vec<u8>]) {
+        self.out.push(b'[');
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.out.extend_from_slice(part);
+        }
+        self.out.push(b']');
+    }
+
+    fn path(&mut self, path: &FieldPath) {
+        self.out.push(b'[');
+        for (i, segment) in path.segments().iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.string(segment.as_str());
+        }
+        self.out.push(b']');
+    }
+
+    fn labels(&mut self, set: &EnumSet) {
+        self.out.push(b'[');
+        for (i, label) in set.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.string(label.as_str());
+        }
+        self.out.push(b']');
+    }
+
+    fn bounds(&mut self, bounds: &StructuralBounds) {
+        self.raw("{\"attemptsPerNode\":{");
+        for (i, (name, attempts)) in bounds.attempts_per_node.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.string(name.as_str());
+            self.out.push(b':');
+            self.number(attempts.get());
+        }
+        self.raw("},\"maxNodeExecutions\":");
+        self.number(bounds.max_node_executions.get());
+        self.raw(",\"peakConcurrency\":");
+        self.number(bounds.peak_concurrency.get());
+        self.raw(",\"termination\":");
+        match &bounds.termination {
+            TerminationWitness::Acyclic { order } => {
+                self.raw("{\"kind\":\"acyclic\",\"order\":[");
+                for (i, name) in order.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(b',');
                     }
-                    if let Some(node) = branch.get_mut("node") {
-                        normalize_node(node)?;
+                    self.string(name.as_str());
+                }
+                self.raw("]}");
+            }
+            TerminationWitness::Bounded {
+                ranking,
+                max_iterations,
+            } => {
+                self.raw("{\"kind\":\"bounded\",\"maxIterations\":");
+                self.number(max_iterations.get());
+                self.raw(",\"ranking\":[");
+                for (i, path) in ranking.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(b',');
                     }
+                    self.path(path);
                 }
-            }
-            if let Some(otherwise) = obj.get_mut("otherwise") {
-                normalize_node(otherwise)?;
+                self.raw("]}");
             }
         }
-        "par" => {
-            if let Some(Value::Array(branches)) = obj.get_mut("branches") {
-                for branch in branches.iter_mut() {
-                    normalize_node(branch)?;
-                }
-                branches.sort_by(|a, b| {
-                    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
-                    name(a).cmp(&name(b))
-                });
-            }
-            if let Some(when) = obj.get_mut("join").and_then(|j| j.get_mut("when")) {
-                normalize_guard(when)?;
-            }
-        }
-        "loop" => {
-            if let Some(body) = obj.get_mut("body") {
-                normalize_node(body)?;
-            }
-            if let Some(until) = obj.get_mut("until") {
-                normalize_guard(until)?;
-            }
-        }
-        "map" => {
-            if let Some(body) = obj.get_mut("body") {
-                normalize_node(body)?;
-            }
-        }
-        _ => {}
+        self.raw("}");
     }
-    if matches!(kind.as_str(), "seq" | "choice" | "par" | "loop" | "map") {
-        sort_field(obj, "promotedStatePaths", true)?;
-    }
-    Ok(())
-}
 
-fn normalize_guard(guard: &mut Value) -> Result<(), CanonicalError> {
-    let Value::Object(obj) = guard else {
-        return Ok(());
-    };
-    let kind = obj
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    match kind.as_str() {
-        "k_of_n" => sort_field(obj, "values", false)?,
-        "not" => {
-            if let Some(inner) = obj.get_mut("guard") {
-                normalize_guard(inner)?;
-            }
-        }
-        "all" | "any" => {
-            if let Some(Value::Array(guards)) = obj.get_mut("guards") {
-                for inner in guards.iter_mut() {
-                    normalize_guard(inner)?;
-                }
-                let mut flat = Vec::with_capacity(guards.len());
-                for inner in guards.drain(..) {
-                    let same_kind = inner.get("kind").and_then(Value::as_str) == Some(&kind);
-                    match (same_kind, inner) {
-                        (true, Value::Object(mut nested)) => match nested.remove("guards") {
-                            Some(Value::Array(items)) => flat.extend(items),
-                            Some(other) => {
-                                nested.insert("guards".to_owned(), other);
-                                flat.push(Value::Object(nested));
-                            }
-                            None => flat.push(Value::Object(nested)),
-                        },
-                        (_, inner) => flat.push(inner),
+    fn payload(&mut self, ty: &PayloadType) {
+        match ty {
+            PayloadType::Record { fields } => {
+                self.raw("{\"fields\":{");
+                for (i, (name, field)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(b',');
                     }
+                    self.string(name.as_str());
+                    self.raw(if field.required {
+                        ":{\"required\":true,\"type\":"
+                    } else {
+                        ":{\"required\":false,\"type\":"
+                    });
+                    self.payload(&field.ty);
+                    self.raw("}");
                 }
-                sort_by_bytes(&mut flat, true)?;
-                *guards = flat;
+                self.raw("},\"kind\":\"record\"}");
+            }
+            PayloadType::Array { items } => {
+                self.raw("{\"items\":");
+                self.payload(items);
+                self.raw(",\"kind\":\"array\"}");
+            }
+            PayloadType::Enum { values } => {
+                self.raw("{\"kind\":\"enum\",\"values\":");
+                self.labels(values);
+                self.raw("}");
+            }
+            scalar => {
+                self.raw("{\"kind\":");
+                self.string(scalar.kind_name());
+                self.raw("}");
             }
         }
-        _ => {}
     }
-    Ok(())
-}
 
-/// Compact JSON with object keys sorted by UTF-8 bytes; floats are refused.
-fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                out.extend_from_slice(u.to_string().as_bytes());
-            } else if let Some(i) = n.as_i64() {
-                out.extend_from_slice(i.to_string().as_bytes());
-            } else {
-                return Err(CanonicalError::NonIntegerNumber);
+    fn data_selector(&mut self, selector: &DataSelector) {
+        self.raw("{\"path\":");
+        self.path(selector.path());
+        self.raw(match selector {
+            DataSelector::State { .. } => ",\"source\":\"state\"}",
+            DataSelector::Item { .. } => ",\"source\":\"item\"}",
+        });
+    }
+
+    fn input_binding(&mut self, binding: &InputBinding) {
+        self.raw("{\"target\":");
+        self.path(&binding.target);
+        self.raw(",\"value\":");
+        self.data_selector(&binding.value);
+        self.raw("}");
+    }
+
+    fn write_binding(&mut self, binding: &WriteBinding) {
+        self.raw("{\"target\":");
+        self.path(&binding.target);
+        self.raw(",\"value\":{\"channel\":");
+        self.string(match binding.value.channel {
+            OutputChannel::Out => "out",
+            OutputChannel::Signal => "signal",
+            OutputChannel::Diagnostic => "diagnostic",
+        });
+        self.raw(",\"node\":");
+        self.string(binding.value.node.as_str());
+        self.raw(",\"path\":");
+        self.path(&binding.value.path);
+        self.raw("}}");
+    }
+
+    fn selector(&mut self, selector: &ControlSelector) {
+        self.raw("{\"field\":");
+        match &selector.field {
+            Some(field) => self.string(field.as_str()),
+            None => self.raw("null"),
+        }
+        self.raw(",\"name\":");
+        self.string(selector.name.as_str());
+        self.raw(",\"source\":");
+        self.string(selector.source.as_str());
+        self.raw("}");
+    }
+
+    fn guard(&mut self, guard: &Guard) {
+        match guard {
+            Guard::In { value, labels } => {
+                self.raw("{\"kind\":\"in\",\"labels\":");
+                self.labels(labels);
+                self.raw(",\"value\":");
+                self.selector(value);
+                self.raw("}");
+            }
+            Guard::All { .. } | Guard::Any { .. } => {
+                let kind = if matches!(guard, Guard::All { .. }) { "all" } else { "any" };
+                let mut operands = operands(guard);
+                operands.sort();
+                operands.dedup();
+                self.raw("{\"guards\":");
+                self.array_of_parts(&operands);
+                self.raw(",\"kind\":");
+                self.string(kind);
+                self.raw("}");
+            }
+            Guard::Not { guard } => {
+                self.raw("{\"guard\":");
+                self.guard(guard);
+                self.raw(",\"kind\":\"not\"}");
+            }
+            Guard::KOfN {
+                count,
+                values,
+                labels,
+            } => {
+                self.raw("{\"count\":");
+                self.number(count.get());
+                self.raw(",\"kind\":\"k_of_n\",\"labels\":");
+                self.labels(labels);
+                self.raw(",\"values\":");
+                self.sorted_array(values, false, |w, v| w.selector(v));
+                self.raw("}");
+            }
+            Guard::KOfMap {
+                count,
+                value,
+                labels,
+            } => {
+                self.raw("{\"count\":");
+                self.number(count.get());
+                self.raw(",\"kind\":\"k_of_map\",\"labels\":");
+                self.labels(labels);
+                self.raw(",\"value\":");
+                self.selector(value);
+                self.raw("}");
             }
         }
-        Value::String(s) => write_string(s, out)?,
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
+    }
+
+    fn promoted(&mut self, paths: &[FieldPath]) {
+        self.raw("\"promotedStatePaths\":");
+        self.sorted_array(paths, true, |w, p| w.path(p));
+    }
+
+    fn state_and_close(&mut self, state: &PayloadType) {
+        self.raw(",\"state\":");
+        self.payload(state);
+        self.raw("}");
+    }
+
+    fn name(&mut self, name: &str) {
+        self.raw(",\"name\":");
+        self.string(name);
+    }
+
+    fn executable(&mut self, kind: &str, exec: &StepNode, verifier: Option<&GraphNode>) {
+        self.raw("{\"attempts\":");
+        self.number(exec.attempts.get());
+        if let Some(GraphNode::Verifier(v)) = verifier {
+            self.raw(",\"diagnostic\":");
+            self.payload(&v.diagnostic);
+        }
+        self.raw(",\"input\":");
+        self.payload(&exec.input);
+        self.raw(",\"inputBindings\":");
+        self.sorted_array(&exec.input_bindings, false, |w, b| w.input_binding(b));
+        if let Some(instructions) = &exec.instructions {
+            self.raw(",\"instructions\":");
+            self.string(instructions.as_str());
+        }
+        self.raw(",\"kind\":");
+        self.string(kind);
+        self.name(exec.name.as_str());
+        self.raw(",\"output\":");
+        self.payload(&exec.output);
+        if let Some(GraphNode::Verifier(v)) = verifier {
+            self.raw(",\"signals\":{");
+            for (i, (name, labels)) in v.signals.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    self.out.push(b',');
                 }
-                write_canonical(item, out)?;
+                self.string(name.as_str());
+                self.out.push(b':');
+                self.labels(labels);
             }
-            out.push(b']');
+            self.raw("}");
         }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-            out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
+        if let Some(timeout) = exec.timeout_ms {
+            self.raw(",\"timeoutMs\":");
+            self.number(timeout.get());
+        }
+        self.raw(",\"worker\":");
+        self.string(exec.worker.as_str());
+        self.raw(",\"writeBindings\":");
+        self.sorted_array(&exec.write_bindings, false, |w, b| w.write_binding(b));
+        self.raw("}");
+    }
+
+    fn node(&mut self, node: &GraphNode) {
+        match node {
+            GraphNode::Step(step) => self.executable("step", step, None),
+            GraphNode::Verifier(v) => self.executable("verifier", &v.exec, Some(node)),
+            GraphNode::Seq(seq) => {
+                self.raw("{\"children\":[");
+                for (i, child) in seq.children.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(b',');
+                    }
+                    self.node(child);
                 }
-                write_string(key, out)?;
-                out.push(b':');
-                if let Some(v) = map.get(key) {
-                    write_canonical(v, out)?;
-                }
+                self.raw("],\"kind\":\"seq\"");
+                self.name(seq.name.as_str());
+                self.raw(",");
+                self.promoted(&seq.promoted_state_paths);
+                self.state_and_close(&seq.state);
             }
-            out.push(b'}');
+            GraphNode::Choice(choice) => {
+                self.raw("{\"branches\":[");
+                for (i, branch) in choice.branches.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(b',');
+                    }
+                    self.raw("{\"node\":");
+                    self.node(&branch.node);
+                    self.raw(",\"when\":");
+                    self.guard(&branch.when);
+                    self.raw("}");
+                }
+                self.raw("],\"kind\":\"choice\"");
+                self.name(choice.name.as_str());
+                self.raw(",\"otherwise\":");
+                match &choice.otherwise {
+                    Some(otherwise) => self.node(otherwise),
+                    None => self.raw("null"),
+                }
+                self.raw(",");
+                self.promoted(&choice.promoted_state_paths);
+                self.state_and_close(&choice.state);
+            }
+            GraphNode::Par(par) => {
+                let mut branches: Vec<(&str, Vec<u8>)> = par
+                    .branches
+                    .iter()
+                    .map(|b| (b.name().as_str(), encode(|w| w.node(b))))
+                    .collect();
+                branches.sort_by(|a, b| a.0.cmp(b.0));
+                let parts: Vec<Vec<u8>> = branches.into_iter().map(|(_, bytes)| bytes).collect();
+                self.raw("{\"branches\":");
+                self.array_of_parts(&parts);
+                self.raw(",\"join\":");
+                match &par.join {
+                    Join::All => self.raw("{\"kind\":\"all\"}"),
+                    Join::Any => self.raw("{\"kind\":\"any\"}"),
+                    Join::Quorum { count } => {
+                        self.raw("{\"count\":");
+                        self.number(count.get());
+                        self.raw(",\"kind\":\"quorum\"}");
+                    }
+                    Join::First { when } => {
+                        self.raw("{\"kind\":\"first\",\"when\":");
+                        self.guard(when);
+                        self.raw("}");
+                    }
+                }
+                self.raw(",\"kind\":\"par\"");
+                self.name(par.name.as_str());
+                self.raw(",");
+                self.promoted(&par.promoted_state_paths);
+                self.state_and_close(&par.state);
+            }
+            GraphNode::Loop(l) => {
+                self.raw("{\"body\":");
+                self.node(&l.body);
+                self.raw(",\"kind\":\"loop\",\"maxIterations\":");
+                self.number(l.max_iterations.get());
+                if let Some(input) = &l.max_iterations_input {
+                    self.raw(",\"maxIterationsInput\":");
+                    self.path(input);
+                }
+                self.name(l.name.as_str());
+                self.raw(",");
+                self.promoted(&l.promoted_state_paths);
+                self.raw(",\"state\":");
+                self.payload(&l.state);
+                if let Some(until) = &l.until {
+                    self.raw(",\"until\":");
+                    self.guard(until);
+                }
+                self.raw("}");
+            }
+            GraphNode::Map(m) => {
+                self.raw("{\"body\":");
+                self.node(&m.body);
+                self.raw(",\"kind\":\"map\",\"maxItems\":");
+                self.number(m.max_items.get());
+                self.name(m.name.as_str());
+                self.raw(",\"over\":");
+                self.data_selector(&m.over);
+                self.raw(",");
+                self.promoted(&m.promoted_state_paths);
+                self.state_and_close(&m.state);
+            }
+            GraphNode::Succeed(s) => {
+                self.raw("{\"bindings\":");
+                self.sorted_array(&s.bindings, false, |w, b| w.input_binding(b));
+                self.raw(",\"kind\":\"succeed\"");
+                self.name(s.name.as_str());
+                self.raw(",\"output\":");
+                self.payload(&s.output);
+                self.raw("}");
+            }
+            GraphNode::Fail(f) => {
+                self.raw("{\"kind\":\"fail\"");
+                self.name(f.name.as_str());
+                self.raw(",\"reason\":");
+                self.string(f.reason.as_str());
+                self.raw("}");
+            }
         }
     }
-    Ok(())
 }
 
-/// serde_json's string escaping: `\"`, `\\`, short escapes, `\u00xx` for other controls.
-fn write_string(s: &str, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-    let text = serde_json::to_string(s).map_err(|e| CanonicalError::Serialize(e.to_string()))?;
-    out.extend_from_slice(text.as_bytes());
-    Ok(())
+fn encode(one: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer::default();
+    one(&mut w);
+    w.out
+}
+
+fn encode_each<T>(items: &[T], one: &mut impl FnMut(&mut Writer, &T)) -> Vec<Vec<u8>> {
+    items
+        .iter()
+        .map(|item| {
+            let mut w = Writer::default();
+            one(&mut w, item);
+            w.out
+        })
+        .collect()
+}
+
+/// The canonical operands of an `all`/`any`: each operand normalized, and operands of the
+/// same kind flattened one level (they are already flat, having been normalized first).
+fn operands(guard: &Guard) -> Vec<Vec<u8>> {
+    let (Guard::All { guards } | Guard::Any { guards }) = guard else {
+        return vec![encode(|w| w.guard(guard))];
+    };
+    let same_kind = |g: &Guard| {
+        matches!(
+            (guard, g),
+            (Guard::All { .. }, Guard::All { .. }) | (Guard::Any { .. }, Guard::Any { .. })
+        )
+    };
+    let mut out = Vec::with_capacity(guards.len());
+    for g in guards {
+        if same_kind(g) {
+            let mut inner = operands(g);
+            inner.sort();
+            inner.dedup();
+            out.extend(inner);
+        } else {
+            out.push(encode(|w| w.guard(g)));
+        }
+    }
+    out
 }
