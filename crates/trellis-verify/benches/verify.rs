@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use trellis_graph::GraphSpec;
 use trellis_graph::conformance::locate;
-use trellis_verify::{Verification, verify, verify_builtin};
+use trellis_verify::{Verification, verify_builtin, verify_owned};
 
 fn verified(v: &Verification) -> bool {
     matches!(v, Verification::Verified(_))
@@ -55,7 +55,7 @@ fn generated(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(size), &text, |b, text| {
             b.iter(|| {
                 let spec = GraphSpec::from_json_str(black_box(text)).ok();
-                let verdict = spec.as_ref().map(|s| verify(s, &registry));
+                let verdict = spec.map(|s| verify_owned(s, &registry));
                 assert!(verdict.as_ref().is_some_and(verified));
                 verdict
             })

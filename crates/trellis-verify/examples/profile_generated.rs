@@ -30,6 +30,12 @@ fn main() {
     time("parse", &|| {
         std::hint::black_box(trellis_graph::GraphSpec::from_json_str(&text).ok());
     });
+    time("value", &|| {
+        std::hint::black_box(serde_json::from_str::<serde_json::Value>(&text).ok());
+    });
+    time("strict", &|| {
+        std::hint::black_box(trellis_graph::json::parse_strict(&text).ok());
+    });
     time("analyze", &|| {
         std::hint::black_box(trellis_verify::analyze(&spec));
     });

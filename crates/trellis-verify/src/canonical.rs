@@ -11,8 +11,8 @@ use serde::{Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use trellis_graph::{
     CompiledGraphIr, ControlSelector, DataSelector, EnumSet, FieldPath, GraphNode, Guard,
-    InputBinding, Join, OutputChannel, PayloadType, StepNode, StructuralBounds,
-    TerminationWitness, WriteBinding,
+    InputBinding, Join, OutputChannel, PayloadType, StepNode, StructuralBounds, TerminationWitness,
+    WriteBinding,
 };
 
 /// Why canonical bytes could not be produced. The typed IR holds integers only, so this is
@@ -98,7 +98,8 @@ impl Writer {
                 c if (c as u32) < 0x20 => self.raw(&format!("\\u{:04x}", c as u32)),
                 c => {
                     let mut buf = [0u8; 4];
-                    self.out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                    self.out
+                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
                 }
             }
         }
@@ -287,7 +288,11 @@ impl Writer {
                 self.raw("}");
             }
             Guard::All { .. } | Guard::Any { .. } => {
-                let kind = if matches!(guard, Guard::All { .. }) { "all" } else { "any" };
+                let kind = if matches!(guard, Guard::All { .. }) {
+                    "all"
+                } else {
+                    "any"
+                };
                 let mut operands = operands(guard);
                 operands.sort();
                 operands.dedup();

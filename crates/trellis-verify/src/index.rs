@@ -2,12 +2,38 @@
 //! owner, and checks duplicate names, depth, attempts and the global node and guard ceilings.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use trellis_graph::limits::ceilings;
 use trellis_graph::{DiagnosticCode, GraphNode, Guard, Join, NodeName, PathSegment};
 
 use crate::diag::{Diags, Path, Step, extend};
 use crate::nodeset::NodeId;
+
+/// FNV-1a: node names are short identifiers, for which SipHash's setup dominates lookups.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// How an occurrence hangs below its parent; used to materialize paths on demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +63,7 @@ pub(crate) struct Entry<'g> {
 #[derive(Debug)]
 pub(crate) struct Index<'g> {
     pub(crate) entries: Vec<Entry<'g>>,
-    by_name: HashMap<&'g str, NodeId>,
+    by_name: FnvMap<&'g str, NodeId>,
     /// Executable → write-binding source names (self-reads excluded), in authored order.
     pub(crate) write_references: Vec<(NodeId, &'g NodeName)>,
     /// Loop occurrences in pre-order (the termination ranking).
@@ -49,7 +75,7 @@ impl<'g> Index<'g> {
     pub(crate) fn build(root: &'g GraphNode, diags: &mut Diags) -> Self {
         let mut index = Index {
             entries: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: FnvMap::default(),
             write_references: Vec::new(),
             loops: Vec::new(),
         };

@@ -87,10 +87,19 @@ pub fn verify(spec: &GraphSpec, registry: &dyn WorkerRegistry) -> Verification {
     verify_with(spec, registry, Vec::new())
 }
 
+/// [`verify`] taking the graph by value, so the compiled IR reuses it instead of a copy.
+pub fn verify_owned(spec: GraphSpec, registry: &dyn WorkerRegistry) -> Verification {
+    match check(&spec, registry, Vec::new()) {
+        Ok(bounds) => compile(spec, bounds),
+        Err(refusal) => refusal.into(),
+    }
+}
+
 /// Runs the analyzer only and returns its diagnostics in canonical order.
 pub fn analyze(spec: &GraphSpec) -> Vec<GraphDiagnostic> {
     let mut diags = Diags::default();
-    analyze_into(spec, &mut diags);
+    let index = index::Index::build(&spec.root, &mut diags);
+    analyze_into(spec, &index, &mut diags);
     diags.into_sorted()
 }
 
@@ -101,23 +110,53 @@ pub(crate) fn verify_with(
     registry: &dyn WorkerRegistry,
     admission: Vec<GraphDiagnostic>,
 ) -> Verification {
+    match check(spec, registry, admission) {
+        Ok(bounds) => compile(spec.clone(), bounds),
+        Err(refusal) => refusal.into(),
+    }
+}
+
+/// Why [`check`] did not admit a graph.
+enum Refusal {
+    Rejected(Vec<GraphDiagnostic>),
+    Internal(String),
+}
+
+impl From<Refusal> for Verification {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Rejected(list) => Verification::Rejected(list),
+            Refusal::Internal(message) => Verification::Internal(message),
+        }
+    }
+}
+
+/// Analyzer, then registry: the bounds of an admitted graph, or why it is refused.
+fn check(
+    spec: &GraphSpec,
+    registry: &dyn WorkerRegistry,
+    admission: Vec<GraphDiagnostic>,
+) -> Result<StructuralBounds, Refusal> {
     let mut diags = Diags::default();
     diags.extend(admission);
-    let bounds = analyze_into(spec, &mut diags);
+    let index = index::Index::build(&spec.root, &mut diags);
+    let bounds = analyze_into(spec, &index, &mut diags);
     if !diags.is_empty() {
-        return Verification::Rejected(diags.into_sorted());
+        return Err(Refusal::Rejected(diags.into_sorted()));
     }
-    let issues = check_workers(spec, registry);
+    let issues = registry_check::check_indexed(spec, &index, registry);
     if !issues.is_empty() {
         let list = issues.iter().map(WorkerIssue::to_diagnostic).collect();
-        return Verification::Rejected(diag::sorted(list));
+        return Err(Refusal::Rejected(diag::sorted(list)));
     }
-    let Some(bounds) = bounds else {
-        return Verification::Internal(
-            "structurally valid graph did not produce structural bounds".to_owned(),
-        );
-    };
-    let ir = CompiledGraphIr::from_spec(spec.clone(), bounds);
+    bounds.ok_or_else(|| {
+        Refusal::Internal("structurally valid graph did not produce structural bounds".to_owned())
+    })
+}
+
+/// The compiled IR of an admitted graph and its identity.
+fn compile(spec: GraphSpec, bounds: StructuralBounds) -> Verification {
+    let ir = CompiledGraphIr::from_spec(spec, bounds);
     match graph_identity(&ir) {
         Ok(identity) => Verification::Verified(VerifiedGraph { ir, identity }),
         Err(e) => {
@@ -127,7 +166,11 @@ pub(crate) fn verify_with(
 }
 
 /// The analyzer passes in §6.3 order; returns the bounds when the graph is clean so far.
-fn analyze_into(spec: &GraphSpec, diags: &mut Diags) -> Option<StructuralBounds> {
+fn analyze_into(
+    spec: &GraphSpec,
+    index: &index::Index,
+    diags: &mut Diags,
+) -> Option<StructuralBounds> {
     if spec.profile != GraphProfile::Full {
         diags.emit(
             DiagnosticCode::InvalidGraphShape,
@@ -136,18 +179,17 @@ fn analyze_into(spec: &GraphSpec, diags: &mut Diags) -> Option<StructuralBounds>
             [],
         );
     }
-    let index = index::Index::build(&spec.root, diags);
     let root_state = spec.root.group_state().unwrap_or(&spec.initial_input);
     let root_input = analyze::fill_root_state(&spec.initial_input, root_state);
-    let analysis = analyze::run(&index, &spec.initial_input, &root_input, diags);
-    reach::check(&index, &analysis, diags);
+    let analysis = analyze::run(index, &spec.initial_input, &root_input, diags);
+    reach::check(index, &analysis, diags);
     let references = index
         .write_references
         .iter()
         .copied()
         .chain(analysis.control_references.iter().copied());
-    let order = refs::order(&index, references, diags);
-    let fold = folds::fold_root(&index, diags);
+    let order = refs::order(index, references, diags);
+    let fold = folds::fold_root(index, diags);
     if !diags.is_empty() {
         return None;
     }

@@ -17,7 +17,7 @@ pub(crate) fn check(index: &Index, analysis: &Analysis, diags: &mut Diags) {
     let mut stack = vec![0 as NodeId];
     while let Some(id) = stack.pop() {
         let entry = index.entry(id);
-        let mut visit: Vec<NodeId> = Vec::new();
+        let before = stack.len();
         match entry.node {
             GraphNode::Seq(_) => {
                 let mut blocked = false;
@@ -33,20 +33,21 @@ pub(crate) fn check(index: &Index, analysis: &Analysis, diags: &mut Diags) {
                     if !falls(*child) {
                         blocked = true;
                     }
-                    visit.push(*child);
+                    stack.push(*child);
                 }
             }
             GraphNode::Choice(_) => {
                 let flags = analysis.alternatives.get(&id);
                 for (i, child) in entry.children.iter().enumerate() {
                     if flags.is_none_or(|f| f.get(i).copied().unwrap_or(true)) {
-                        visit.push(*child);
+                        stack.push(*child);
                     }
                 }
             }
-            _ => visit.extend(entry.children.iter().copied()),
+            _ => stack.extend(entry.children.iter().copied()),
         }
-        stack.extend(visit.into_iter().rev());
+        // Visit children in authored order.
+        stack[before..].reverse();
     }
     if falls(0) {
         diags.emit(

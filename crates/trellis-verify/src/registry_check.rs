@@ -85,6 +85,15 @@ impl WorkerIssue {
 pub fn check_workers(spec: &GraphSpec, registry: &dyn WorkerRegistry) -> Vec<WorkerIssue> {
     let mut scratch = Diags::default();
     let index = Index::build(&spec.root, &mut scratch);
+    check_indexed(spec, &index, registry)
+}
+
+/// [`check_workers`] over an index the caller already built.
+pub(crate) fn check_indexed(
+    spec: &GraphSpec,
+    index: &Index,
+    registry: &dyn WorkerRegistry,
+) -> Vec<WorkerIssue> {
     let mut issues = Vec::new();
     for id in 0..index.len() as u32 {
         let node = index.node(id);

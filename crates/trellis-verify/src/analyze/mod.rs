@@ -133,7 +133,17 @@ impl<'a, 'g> Analyzer<'a, 'g> {
         flow: &Flow,
         scope: &Scope<'g>,
     ) {
-        let fits = refined(scope.state, &flow.defined, &mut Vec::new()).is_subtype_of(declared);
+        // Fast path (the common case of a group re-declaring its parent's state): every
+        // definition refines the declared state, so the refined state fits; it implies the
+        // full check without building the refined type.
+        let refines_declared = scope.state == declared
+            && flow.defined.iter().all(|(path, ty)| {
+                declared
+                    .lookup(path)
+                    .is_some_and(|(at, _)| ty.is_subtype_of(at))
+            });
+        let fits = refines_declared
+            || refined(scope.state, &flow.defined, &mut Vec::new()).is_subtype_of(declared);
         if !fits {
             self.diags.emit(
                 DiagnosticCode::SchemaSafety,
