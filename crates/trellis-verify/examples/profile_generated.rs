@@ -14,8 +14,20 @@ fn main() {
     let rounds: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
     let phase = args.get(3).cloned().unwrap_or_else(|| "all".to_owned());
     let registry = mixed::bench_registry();
-    let spec = mixed::mixed_graph(size);
-    let text = serde_json::to_string(&spec.to_value()).unwrap_or_default();
+    let (spec, text) = match std::env::var("GRAPH_FILE") {
+        Ok(path) => {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            match trellis_graph::GraphSpec::from_json_str(&text) {
+                Ok(spec) => (spec, text),
+                Err(e) => return eprintln!("{e}"),
+            }
+        }
+        Err(_) => {
+            let spec = mixed::mixed_graph(size);
+            let text = serde_json::to_string(&spec.to_value()).unwrap_or_default();
+            (spec, text)
+        }
+    };
     println!("document: {} bytes", text.len());
     let time = |label: &str, f: &dyn Fn()| {
         if phase != "all" && phase != label {
@@ -41,6 +53,9 @@ fn main() {
     });
     time("verify", &|| {
         std::hint::black_box(trellis_verify::verify(&spec, &registry));
+    });
+    time("builtin", &|| {
+        std::hint::black_box(trellis_verify::verify_builtin(&spec));
     });
     if let trellis_verify::Verification::Verified(graph) = trellis_verify::verify(&spec, &registry)
     {
