@@ -65,7 +65,7 @@ fn event_strategy() -> impl Strategy<Value = RunEvent> {
 #[derive(Debug, Clone)]
 enum Op {
     /// Any event, often invalid in the current state.
-    Raw(RunEvent),
+    Raw(Box<RunEvent>),
     /// Start a fresh execution of a node.
     StartFresh(usize),
     /// Complete, fail or void the n-th active execution.
@@ -76,7 +76,7 @@ enum Op {
 
 fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => event_strategy().prop_map(Op::Raw),
+        3 => event_strategy().prop_map(|e| Op::Raw(Box::new(e))),
         4 => (0usize..3).prop_map(Op::StartFresh),
         4 => (0usize..8, 0u8..3).prop_map(|(n, how)| Op::Settle(n, how)),
         2 => (0usize..8, any::<bool>()).prop_map(|(n, log)| Op::Report(n, log)),
@@ -94,7 +94,7 @@ fn to_event(store: &dyn RunStore, run: &trellis_ledger::RunId, op: &Op) -> RunEv
         .collect();
     let pick = |n: usize| active.get(n % active.len().max(1)).copied().unwrap_or(1);
     match op {
-        Op::Raw(event) => event.clone(),
+        Op::Raw(event) => (**event).clone(),
         Op::StartFresh(node) => {
             let next = snapshot.executions.keys().max().copied().unwrap_or(0) + 1;
             started(next, NODES[*node])
