@@ -121,3 +121,39 @@ fn two_processes_share_one_ledger_without_duplicates_or_gaps() {
     let expected: Vec<u64> = (1..=(2 * LOGS_PER_CHILD) as u64).collect();
     assert_eq!(sequences, expected);
 }
+
+const CHILD_DEFAULT: &str = "TRELLIS_LEDGER_TEST_CHILD_DEFAULT";
+
+/// Child mode: opens the default ledger (the parent sets `TRELLIS_HOME`) and admits a run.
+#[test]
+fn child_default_opener() {
+    if std::env::var_os(CHILD_DEFAULT).is_none() {
+        return;
+    }
+    let store = trellis_ledger::SqliteStore::open_default().unwrap();
+    store
+        .create_or_get(new_run("default-run", "default-key", json!({})))
+        .unwrap();
+}
+
+#[test]
+fn open_default_uses_trellis_home_and_keeps_it_private() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("trellis-home");
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_default_opener", "--test-threads=1"])
+        .env(CHILD_DEFAULT, "1")
+        .env("TRELLIS_HOME", &home)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let path = home.join("ledger.sqlite3");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&home), 0o700);
+    assert_eq!(mode(&path), 0o600);
+    let store = file_store(&path);
+    assert!(store.find_by_key("default-key").unwrap().is_some());
+}

@@ -189,16 +189,17 @@ pub(super) fn append(
     let progress_json = serde_json::to_string(&progress).map_err(|_| LedgerError::Internal {
         detail: "run progress is not serializable".to_owned(),
     })?;
-    tx.execute(
-        "UPDATE runs SET cursor = ?1, phase = ?2, progress_json = ?3 WHERE id = ?4",
-        params![
-            to_i64(cursor.sequence())?,
-            progress.phase.as_str(),
-            progress_json,
-            raw.id
-        ],
-    )
-    .map_err(storage_error)?;
+    let sequence = to_i64(cursor.sequence())?;
+    tx.prepare_cached("UPDATE runs SET cursor = ?1, phase = ?2, progress_json = ?3 WHERE id = ?4")
+        .and_then(|mut update| {
+            update.execute(params![
+                sequence,
+                progress.phase.as_str(),
+                progress_json,
+                raw.id
+            ])
+        })
+        .map_err(storage_error)?;
     tx.commit().map_err(storage_error)?;
     Ok(cursor)
 }
