@@ -1,5 +1,21 @@
 //! Applying one event to a run's state: every validation rule of the event vocabulary lives here,
 //! shared by the storage backends and by the reference fold so they cannot disagree.
+//!
+//! | event | accepted when | effect |
+//! |---|---|---|
+//! | any | the run is not `finished` | |
+//! | `run_started` | phase `admitted` | → `running` |
+//! | `controller_attached` | pid > 0, host 1..=255 printable bytes | controller recorded |
+//! | `node_started` | phase `running` (so never after a force-stop); execution, node instance, attempt > 0; execution id never used in this run; ≤ 64 map indices; worker 1..=256 printable bytes; < 65,536 started and < 1,024 active | execution active |
+//! | `node_completed` / `execution_voided` | phase `running` or `stopping`; the execution is active | execution settled |
+//! | `log` | its execution, if named, exists; message ≤ 16 KiB after sanitizing | |
+//! | `token_usage` | its execution exists; cost finite and ≥ 0 | totals grow |
+//! | `force_stop_requested` | not requested before | → `stopping` |
+//! | `terminal` | no active execution; a failure reason is a label ≤ 128 bytes | → `finished` |
+//! | `gap_event` | the run is a GaP run | |
+//!
+//! `log`, `token_usage`, `gap_event` and `controller_attached` count towards the per-run bound
+//! of auxiliary events; settling events never do, so a run can always finish.
 
 use std::collections::BTreeMap;
 
