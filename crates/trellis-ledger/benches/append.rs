@@ -56,6 +56,7 @@ fn completed(execution: u64) -> RunEvent {
             artifacts: vec![],
         },
         reused_from: None,
+        settled_by: None,
     }
 }
 

@@ -203,6 +203,7 @@ pub(crate) fn apply_event(
             execution,
             outcome,
             reused_from,
+            settled_by,
         } => {
             settle(progress, *execution, "node_completed")?;
             let mut state = Some(ExecutionState::Completed {
@@ -210,6 +211,7 @@ pub(crate) fn apply_event(
                 at_ms: recorded_at_ms,
                 outcome: Box::new(outcome.clone()),
                 reused_from: reused_from.clone(),
+                settled_by: *settled_by,
             });
             executions.modify(*execution, &mut |snapshot| {
                 if let Some(state) = state.take() {

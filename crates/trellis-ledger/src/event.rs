@@ -47,6 +47,10 @@ pub enum RunEvent {
         /// Set when a resumed run reused a predecessor's settled outcome instead of running.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reused_from: Option<ReusedOutcome>,
+        /// Set when Trellis settled the execution itself (the worker never reported), so a
+        /// resumed run knows to run it again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settled_by: Option<SettledBy>,
     },
     /// An active execution whose result no longer matters.
     ExecutionVoided { execution: u64, reason: VoidReason },
@@ -75,6 +79,18 @@ pub enum RunEvent {
 pub struct ReusedOutcome {
     pub run_id: RunId,
     pub execution: u64,
+}
+
+/// Why Trellis, not the worker, settled an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettledBy {
+    /// The controller died while the execution was active.
+    RuntimeLost,
+    /// A force-stop cancelled it.
+    ForceStop,
+    /// The run's budget was exhausted and it was cancelled.
+    BudgetExhausted,
 }
 
 /// Why an active execution was voided.

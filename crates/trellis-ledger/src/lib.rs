@@ -39,8 +39,8 @@ pub use apply::fold_snapshot;
 pub use cursor::Cursor;
 pub use error::LedgerError;
 pub use event::{
-    EventFilter, LogLevel, LogStream, ReusedOutcome, RunEvent, StoredEvent, TerminalResult,
-    TokenCounts, VoidReason,
+    EventFilter, LogLevel, LogStream, ReusedOutcome, RunEvent, SettledBy, StoredEvent,
+    TerminalResult, TokenCounts, VoidReason,
 };
 pub use ids::{Phase, RunId, RunKind};
 pub use snapshot::{

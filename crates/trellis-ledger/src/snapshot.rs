@@ -7,7 +7,7 @@ use serde_json::Value;
 use trellis_graph::{NodeName, WorkerOutcome};
 
 use crate::cursor::Cursor;
-use crate::event::{ReusedOutcome, TerminalResult, TokenCounts, VoidReason};
+use crate::event::{ReusedOutcome, SettledBy, TerminalResult, TokenCounts, VoidReason};
 use crate::ids::{Phase, RunId, RunKind};
 use crate::store::RunRecord;
 
@@ -142,6 +142,8 @@ pub enum ExecutionState {
         outcome: Box<WorkerOutcome>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reused_from: Option<ReusedOutcome>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settled_by: Option<SettledBy>,
     },
     Voided {
         at: Cursor,

@@ -24,6 +24,7 @@ fn event_strategy() -> impl Strategy<Value = RunEvent> {
             execution: e,
             outcome: WorkerOutcome::failure(WorkerErrorCode::Timeout),
             reused_from: None,
+        settled_by: None,
         }),
         1 => (execution.clone(), any::<bool>()).prop_map(|(e, join)| RunEvent::ExecutionVoided {
             execution: e,
@@ -104,6 +105,7 @@ fn to_event(store: &dyn RunStore, run: &trellis_ledger::RunId, op: &Op) -> RunEv
             execution: pick(*n),
             outcome: WorkerOutcome::failure(WorkerErrorCode::Crash),
             reused_from: None,
+            settled_by: None,
         },
         Op::Settle(n, _) => RunEvent::ExecutionVoided {
             execution: pick(*n),

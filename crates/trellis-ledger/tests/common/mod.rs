@@ -66,6 +66,7 @@ pub fn completed(execution: u64) -> RunEvent {
             artifacts: vec![],
         },
         reused_from: None,
+        settled_by: None,
     }
 }
 
