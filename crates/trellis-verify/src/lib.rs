@@ -1,1 +1,175 @@
-//! The production verifier: diagnostics, control and dataflow analysis, structural bounds, compiled IR, canonical bytes and SHA-256 graph identity.
+//! The production verifier: diagnostics, control and dataflow analysis, structural bounds,
+//! compiled IR, canonical bytes and SHA-256 graph identity.
+//!
+//! [`verify`] runs the analyzer passes of the contract in order (profile, index, global
+//! limits, semantic/dataflow walk, terminal coverage, reference graph, structural folds),
+//! consults the worker registry only when the analyzer found nothing, and returns either the
+//! compiled IR with its identity or every diagnostic in canonical order. [`builtin`] holds
+//! Trellis's built-in worker registry.
+
+mod analyze;
+mod assign;
+pub mod builtin;
+mod canonical;
+mod diag;
+mod domain;
+mod flow;
+mod folds;
+mod guards;
+mod index;
+mod merge;
+mod nodeset;
+mod predicate;
+mod reach;
+mod refs;
+mod registry_check;
+
+use serde_json::{Value, json};
+use trellis_graph::{
+    CompiledGraphIr, DiagnosticCode, FieldName, FieldPath, GraphDiagnostic, GraphProfile,
+    GraphSpec, PathSegment, PositiveInteger, StructuralBounds, TerminationWitness, WorkerRegistry,
+};
+
+pub use builtin::verify_builtin;
+pub use canonical::{CanonicalError, GraphIdentity, canonical_bytes, graph_identity};
+pub use registry_check::{WorkerIssue, WorkerIssueKind, check_workers};
+
+use diag::Diags;
+
+/// The outcome of verification.
+// Returned once per verification and usually `Verified`, so boxing would only add a hop.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// The graph is admitted: its compiled IR and identity.
+    Verified(VerifiedGraph),
+    /// The graph is rejected: every diagnostic, in the contract's canonical order.
+    Rejected(Vec<GraphDiagnostic>),
+    /// The verifier failed on a graph it had accepted (never caused by user input).
+    Internal(String),
+}
+
+/// A verified graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedGraph {
+    pub ir: CompiledGraphIr,
+    pub identity: GraphIdentity,
+}
+
+impl Verification {
+    /// The conformance envelope: `{status, diagnostics, compiledIr?}` or an internal error.
+    pub fn envelope(&self) -> Value {
+        match self {
+            Self::Verified(graph) => json!({
+                "status": "verified",
+                "diagnostics": [],
+                "compiledIr": graph.ir.to_value(),
+            }),
+            Self::Rejected(diagnostics) => json!({
+                "status": "rejected",
+                "diagnostics": serde_json::to_value(diagnostics).unwrap_or(Value::Null),
+            }),
+            Self::Internal(message) => json!({"status": "internal-error", "message": message}),
+        }
+    }
+
+    /// The diagnostics of a rejection (empty otherwise).
+    pub fn diagnostics(&self) -> &[GraphDiagnostic] {
+        match self {
+            Self::Rejected(list) => list,
+            _ => &[],
+        }
+    }
+}
+
+/// Verifies a graph against a worker registry (§6.1 pipeline).
+pub fn verify(spec: &GraphSpec, registry: &dyn WorkerRegistry) -> Verification {
+    verify_with(spec, registry, Vec::new())
+}
+
+/// Runs the analyzer only and returns its diagnostics in canonical order.
+pub fn analyze(spec: &GraphSpec) -> Vec<GraphDiagnostic> {
+    let mut diags = Diags::default();
+    analyze_into(spec, &mut diags);
+    diags.into_sorted()
+}
+
+/// [`verify`] with admission diagnostics found before the analyzer (built-in registry rules);
+/// they are reported together with the analyzer's and also keep the registry unconsulted.
+pub(crate) fn verify_with(
+    spec: &GraphSpec,
+    registry: &dyn WorkerRegistry,
+    admission: Vec<GraphDiagnostic>,
+) -> Verification {
+    let mut diags = Diags::default();
+    diags.extend(admission);
+    let bounds = analyze_into(spec, &mut diags);
+    if !diags.is_empty() {
+        return Verification::Rejected(diags.into_sorted());
+    }
+    let issues = check_workers(spec, registry);
+    if !issues.is_empty() {
+        let list = issues.iter().map(WorkerIssue::to_diagnostic).collect();
+        return Verification::Rejected(diag::sorted(list));
+    }
+    let Some(bounds) = bounds else {
+        return Verification::Internal(
+            "structurally valid graph did not produce structural bounds".to_owned(),
+        );
+    };
+    let ir = CompiledGraphIr::from_spec(spec.clone(), bounds);
+    match graph_identity(&ir) {
+        Ok(identity) => Verification::Verified(VerifiedGraph { ir, identity }),
+        Err(e) => {
+            Verification::Internal(format!("validated graph could not be canonicalized: {e}"))
+        }
+    }
+}
+
+/// The analyzer passes in §6.3 order; returns the bounds when the graph is clean so far.
+fn analyze_into(spec: &GraphSpec, diags: &mut Diags) -> Option<StructuralBounds> {
+    if spec.profile != GraphProfile::Full {
+        diags.emit(
+            DiagnosticCode::InvalidGraphShape,
+            "production full-v1 verifier accepts only openengine.graph.full/v1",
+            vec![PathSegment::field("profile")],
+            [],
+        );
+    }
+    let index = index::Index::build(&spec.root, diags);
+    let root_state = spec.root.group_state().unwrap_or(&spec.initial_input);
+    let root_input = analyze::fill_root_state(&spec.initial_input, root_state);
+    let analysis = analyze::run(&index, &spec.initial_input, &root_input, diags);
+    reach::check(&index, &analysis, diags);
+    let references = index
+        .write_references
+        .iter()
+        .copied()
+        .chain(analysis.control_references.iter().copied());
+    let order = refs::order(&index, references, diags);
+    let fold = folds::fold_root(&index, diags);
+    if !diags.is_empty() {
+        return None;
+    }
+    let (order, fold) = (order?, fold?);
+    let termination = if index.loops.is_empty() {
+        TerminationWitness::Acyclic { order }
+    } else {
+        TerminationWitness::Bounded {
+            ranking: index
+                .loops
+                .iter()
+                .filter_map(|l| {
+                    FieldPath::new(vec![FieldName::new(index.name(*l).as_str()).ok()?]).ok()
+                })
+                .collect(),
+            max_iterations: PositiveInteger::new(fold.loop_entries).ok()?,
+        }
+    };
+    Some(StructuralBounds {
+        termination,
+        max_node_executions: PositiveInteger::new(fold.executions.max(1)).ok()?,
+        peak_concurrency: PositiveInteger::new(fold.concurrency.max(1)).ok()?,
+        attempts_per_node: index.attempts_per_node(),
+    })
+}

@@ -1,0 +1,197 @@
+//! Choices (§6.6): guard validation, exhaustiveness and dead alternatives from the legal
+//! assignments, residual refinement of each alternative's flow, and the choice merge.
+
+use std::collections::BTreeSet;
+
+use trellis_graph::{DiagnosticCode, GraphNode};
+
+use super::promote::Rule;
+use super::{Analyzer, Scope};
+use crate::diag::Step;
+use crate::flow::{Effects, Flow, Tracker};
+use crate::guards;
+use crate::merge::{keep_promoted, merge_choice};
+use crate::nodeset::NodeId;
+use crate::predicate::{Pred, and, guard, not, or};
+
+/// What the legal assignments say about one alternative (a branch, or the uncovered rest).
+#[derive(Debug, Default, Clone)]
+struct Residual {
+    reachable: bool,
+    succeeded: Vec<NodeId>,
+    failed_pars: Vec<NodeId>,
+}
+
+impl<'g> Analyzer<'_, 'g> {
+    pub(crate) fn choice(&mut self, id: NodeId, flow: &Flow, scope: &Scope<'g>) -> Effects<'g> {
+        let GraphNode::Choice(choice) = self.index.node(id) else {
+            return Effects::empty(flow);
+        };
+        self.check_group_state(id, &choice.state, flow, scope);
+        let mut valid = true;
+        for (i, branch) in choice.branches.iter().enumerate() {
+            let path = self.at(
+                id,
+                &[Step::Field("branches"), Step::Index(i), Step::Field("when")],
+            );
+            valid &= guards::validate(
+                self.index,
+                &branch.when,
+                &|n| flow.available.contains(n),
+                &path,
+                DiagnosticCode::ChoiceExhaustiveness,
+                self.diags,
+            );
+            for selector in branch.when.selectors() {
+                self.out.control_references.push((id, &selector.name));
+            }
+        }
+        let guards: Vec<Pred<'g>> = choice.branches.iter().map(|b| guard(&b.when)).collect();
+        let n = guards.len();
+        let residual_pred = |i: usize| -> Pred<'g> {
+            let mut parts: Vec<Pred<'g>> = guards[..i.min(n)].iter().cloned().map(not).collect();
+            if i < n {
+                parts.push(guards[i].clone());
+            }
+            and(parts)
+        };
+        let control = if valid {
+            let path = self.at(id, &[Step::Field("branches")]);
+            self.assignments(&guards, path)
+                .ok()
+                .map(|space| self.residuals(&space, n))
+        } else {
+            None
+        };
+        if let Some(residuals) = &control {
+            for (i, residual) in residuals[..n].iter().enumerate() {
+                if !residual.reachable {
+                    self.diags.emit(
+                        DiagnosticCode::ChoiceExhaustiveness,
+                        "choice branch is unreachable after excluding earlier branches",
+                        self.at(
+                            id,
+                            &[Step::Field("branches"), Step::Index(i), Step::Field("when")],
+                        ),
+                        [&choice.name],
+                    );
+                }
+            }
+            let uncovered = residuals[n].reachable;
+            match (&choice.otherwise, uncovered) {
+                (None, true) => self.diags.emit(
+                    DiagnosticCode::ChoiceExhaustiveness,
+                    "choice branches do not cover every legal control assignment",
+                    self.at(id, &[Step::Field("branches")]),
+                    [&choice.name],
+                ),
+                (Some(_), false) => {
+                    let otherwise = self.index.entry(id).children[n];
+                    self.diags.emit(
+                        DiagnosticCode::ChoiceExhaustiveness,
+                        "choice otherwise is unreachable because earlier branches cover every legal control assignment",
+                        self.path(otherwise),
+                        [&choice.name],
+                    );
+                }
+                _ => {}
+            }
+        }
+        let reachable = |i: usize| control.as_ref().is_none_or(|r| r[i].reachable);
+        let children = self.index.entry(id).children.clone();
+        let mut flags = Vec::new();
+        let mut alternatives: Vec<Effects<'g>> = Vec::new();
+        for i in 0..=n {
+            let child = match children.get(i) {
+                Some(child) if i < n || choice.otherwise.is_some() => Some(*child),
+                _ => None,
+            };
+            if i < n || child.is_some() {
+                flags.push(reachable(i));
+            }
+            if !reachable(i) {
+                continue;
+            }
+            let mut tracker = Tracker::new(flow.clone());
+            if let Some(residuals) = &control {
+                tracker.refine(&residuals[i].succeeded, &residuals[i].failed_pars);
+            }
+            let residual = residual_pred(i);
+            let Some(child) = child else {
+                // The implicit empty alternative of a non-exhaustive choice.
+                let (_, mut effects) = tracker.finish();
+                effects.completion = residual;
+                alternatives.push(effects);
+                continue;
+            };
+            let child_scope = Scope {
+                state: &choice.state,
+                map: scope.map.clone(),
+                presence: scope
+                    .presence
+                    .clone()
+                    .map(|p| and(vec![p, residual.clone()])),
+            };
+            let inner = self.analyze(child, &tracker.flow, &child_scope);
+            let effects = if inner.falls_through {
+                tracker.apply(&inner);
+                let (_, mut effects) = tracker.finish();
+                effects.completion = and(vec![residual, inner.completion.clone()]);
+                effects
+            } else {
+                let mut effects = Effects::empty(flow);
+                effects.possible_writes = inner.possible_writes.clone();
+                effects.falls_through = false;
+                effects.completion = inner.completion.clone();
+                effects
+            };
+            alternatives.push(effects);
+        }
+        self.out.alternatives.insert(id, flags);
+        let contributing: Vec<&Effects<'g>> =
+            alternatives.iter().filter(|e| e.falls_through).collect();
+        let all: Vec<&Effects<'g>> = alternatives.iter().collect();
+        let mut effects = merge_choice(flow, &contributing, &all);
+        effects.completion = or(contributing.iter().map(|e| e.completion.clone()).collect());
+        effects.falls_through = !contributing.is_empty();
+        effects.definite_nodes.insert(self.canon(id));
+        self.promote(
+            id,
+            &choice.promoted_state_paths,
+            &choice.state,
+            Rule::EveryAlternative,
+            &effects,
+            scope,
+        );
+        keep_promoted(&mut effects, &choice.promoted_state_paths);
+        effects
+    }
+
+    /// Classifies every legal assignment by the first branch it satisfies (`n`: none).
+    fn residuals(&self, space: &crate::assign::Assignments<'g>, n: usize) -> Vec<Residual> {
+        let mut mentioned: Vec<BTreeSet<NodeId>> = vec![BTreeSet::new(); n + 1];
+        let mut failing: Vec<BTreeSet<NodeId>> = vec![BTreeSet::new(); n + 1];
+        let mut out = vec![Residual::default(); n + 1];
+        let mut scratch = Vec::new();
+        for a in 0..space.len() {
+            let values = space.root_values(a, &mut scratch);
+            let first = values.iter().position(|v| *v).unwrap_or(n);
+            out[first].reachable = true;
+            for (node, failed) in space.failures(self.index, a) {
+                mentioned[first].insert(node);
+                if failed {
+                    failing[first].insert(node);
+                }
+            }
+        }
+        for (i, residual) in out.iter_mut().enumerate() {
+            residual.succeeded = mentioned[i].difference(&failing[i]).copied().collect();
+            residual.failed_pars = failing[i]
+                .iter()
+                .copied()
+                .filter(|node| matches!(self.index.node(*node), GraphNode::Par(_)))
+                .collect();
+        }
+        out
+    }
+}

@@ -1,0 +1,228 @@
+//! Pass 4, the semantic/dataflow walk (§6.4–§6.9): one recursive descent from the root that
+//! threads the Flow, validates bindings and guards, and records control facts for later checks.
+
+mod bindings;
+mod choice;
+mod groups;
+mod par;
+mod promote;
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use trellis_graph::{DiagnosticCode, GraphNode, NodeName, PayloadType, RecordField};
+
+use crate::assign::{Assignments, Ceiling, ControlFacts, Presence};
+use crate::diag::{ASSIGNMENT_CEILING, Diags, Path, Step, extend};
+use crate::flow::{Effects, Flow, SPath, Ty};
+use crate::index::Index;
+use crate::nodeset::NodeId;
+use crate::predicate::Pred;
+
+/// The enclosing map body of the node being analysed.
+#[derive(Debug)]
+pub(crate) struct MapScope {
+    pub(crate) map: NodeId,
+    /// Element type of `over`, when it resolved to an array.
+    pub(crate) item: Option<Ty>,
+    /// Indexed promotion targets: state path → element type.
+    pub(crate) overrides: BTreeMap<SPath, Ty>,
+}
+
+/// Lexical context of a node: the state it sees, its map body, and its map presence.
+#[derive(Debug, Clone)]
+pub(crate) struct Scope<'g> {
+    pub(crate) state: &'g PayloadType,
+    pub(crate) map: Option<Rc<MapScope>>,
+    pub(crate) presence: Option<Pred<'g>>,
+}
+
+/// What the semantic pass leaves for the later passes.
+#[derive(Debug, Default)]
+pub(crate) struct Analysis<'g> {
+    /// Per occurrence: whether normal continuation is possible (`None`: never analysed).
+    pub(crate) falls: Vec<Option<bool>>,
+    /// Per analysed choice occurrence: reachability of its branches, then its otherwise.
+    pub(crate) alternatives: HashMap<NodeId, Vec<bool>>,
+    /// Choice and par-first → guard selector names.
+    pub(crate) control_references: Vec<(NodeId, &'g NodeName)>,
+}
+
+pub(crate) struct Analyzer<'a, 'g> {
+    pub(crate) index: &'a Index<'g>,
+    pub(crate) initial_input: &'g PayloadType,
+    pub(crate) diags: &'a mut Diags,
+    pub(crate) facts: ControlFacts<'g>,
+    pub(crate) out: Analysis<'g>,
+}
+
+/// Runs the semantic pass over the whole graph; the root sees `root_input` (the initial input
+/// filled by [`fill_root_state`]).
+pub(crate) fn run<'g>(
+    index: &Index<'g>,
+    initial_input: &'g PayloadType,
+    root_input: &'g PayloadType,
+    diags: &mut Diags,
+) -> Analysis<'g> {
+    let mut analyzer = Analyzer {
+        index,
+        initial_input,
+        diags,
+        facts: ControlFacts::default(),
+        out: Analysis {
+            falls: vec![None; index.len()],
+            ..Analysis::default()
+        },
+    };
+    let flow = Flow::initial(root_input, index.len());
+    let scope = Scope {
+        state: root_input,
+        map: None,
+        presence: None,
+    };
+    if index.len() > 0 {
+        analyzer.analyze(0, &flow, &scope);
+    }
+    analyzer.out
+}
+
+impl<'a, 'g> Analyzer<'a, 'g> {
+    pub(crate) fn name(&self, id: NodeId) -> &'g NodeName {
+        self.index.name(id)
+    }
+
+    pub(crate) fn canon(&self, id: NodeId) -> NodeId {
+        self.index.entry(id).canon
+    }
+
+    pub(crate) fn path(&self, id: NodeId) -> Path {
+        self.index.path(id)
+    }
+
+    pub(crate) fn at(&self, id: NodeId, steps: &[Step]) -> Path {
+        extend(&self.index.path(id), steps)
+    }
+
+    /// Analyses one occurrence and records whether it falls through.
+    pub(crate) fn analyze(&mut self, id: NodeId, flow: &Flow, scope: &Scope<'g>) -> Effects<'g> {
+        let canon = self.canon(id);
+        if let (Some(map), Some(pred)) = (&scope.map, &scope.presence) {
+            self.facts.presence.entry(canon).or_insert(Presence {
+                owner: map.map,
+                pred: pred.clone(),
+            });
+        }
+        let effects = match self.index.node(id) {
+            GraphNode::Step(_) | GraphNode::Verifier(_) => self.executable(id, flow, scope),
+            GraphNode::Succeed(_) | GraphNode::Fail(_) => self.terminal(id, flow, scope),
+            GraphNode::Seq(_) => self.seq(id, flow, scope),
+            GraphNode::Choice(_) => self.choice(id, flow, scope),
+            GraphNode::Par(_) => self.par(id, flow, scope),
+            GraphNode::Loop(_) => self.loop_(id, flow, scope),
+            GraphNode::Map(_) => self.map(id, flow, scope),
+        };
+        self.out.falls[id as usize] = Some(effects.falls_through);
+        effects
+    }
+
+    /// Every group: the incoming state, refined by definitions, must fit the declared state.
+    pub(crate) fn check_group_state(
+        &mut self,
+        id: NodeId,
+        declared: &PayloadType,
+        flow: &Flow,
+        scope: &Scope<'g>,
+    ) {
+        let fits = refined(scope.state, &flow.defined, &mut Vec::new()).is_subtype_of(declared);
+        if !fits {
+            self.diags.emit(
+                DiagnosticCode::SchemaSafety,
+                "incoming state is not a subtype of the group's declared state",
+                self.at(id, &[Step::Field("state")]),
+                [self.name(id)],
+            );
+        }
+    }
+
+    /// Builds the legal assignments of a check, reporting the ceiling at `path`.
+    pub(crate) fn assignments(
+        &mut self,
+        roots: &[Pred<'g>],
+        path: Path,
+    ) -> Result<Assignments<'g>, Ceiling> {
+        let result = Assignments::build(self.index, &self.facts, roots);
+        if result.is_err() {
+            self.diags.emit(
+                DiagnosticCode::CeilingExceeded,
+                ASSIGNMENT_CEILING,
+                path,
+                [],
+            );
+        }
+        result
+    }
+}
+
+/// The state type as seen at a program point: optional fields with a definition become
+/// required, and defined paths take their refined types.
+pub(crate) fn refined(
+    ty: &PayloadType,
+    defined: &BTreeMap<SPath, Ty>,
+    prefix: &mut Vec<trellis_graph::FieldName>,
+) -> PayloadType {
+    let Some(fields) = ty.fields() else {
+        return ty.clone();
+    };
+    let mut out = BTreeMap::new();
+    for (name, field) in fields {
+        prefix.push(name.clone());
+        let here = crate::flow::spath(prefix.clone());
+        let definition = here.as_ref().and_then(|p| defined.get(p));
+        let base: &PayloadType = definition.map_or(&field.ty, |t| t);
+        let inner = refined(base, defined, prefix);
+        out.insert(
+            name.clone(),
+            RecordField {
+                ty: inner,
+                required: field.required || definition.is_some(),
+            },
+        );
+        prefix.pop();
+    }
+    PayloadType::Record { fields: out }
+}
+
+/// Whether a run fills a missing required field of this type with an empty value.
+fn fillable(ty: &PayloadType) -> bool {
+    match ty {
+        PayloadType::String | PayloadType::Null | PayloadType::Array { .. } => true,
+        PayloadType::Record { fields } => fields.values().all(|f| !f.required || fillable(&f.ty)),
+        _ => false,
+    }
+}
+
+/// The initial input as a run's first state sees it. A run starts by filling missing required
+/// string/null/array/record fields of the root state with empty values, and the reference
+/// product admits its own templates only under this reading: required root-state fields that a run
+/// fills (absent or optional in the input) become present, recursively through records.
+pub(crate) fn fill_root_state(input: &PayloadType, state: &PayloadType) -> PayloadType {
+    let (Some(given), Some(wanted)) = (input.fields(), state.fields()) else {
+        return input.clone();
+    };
+    let mut fields = given.clone();
+    for (name, want) in wanted {
+        let filled_here = want.required && fillable(&want.ty);
+        match fields.get_mut(name) {
+            Some(have) if have.required || filled_here => {
+                have.ty = fill_root_state(&have.ty, &want.ty);
+                have.required = true;
+            }
+            Some(_) => {}
+            None if filled_here => {
+                fields.insert(name.clone(), want.clone());
+            }
+            None => {}
+        }
+    }
+    PayloadType::Record { fields }
+}

@@ -1,0 +1,261 @@
+//! Pars (§6.7): join validation, independent branches, write checks, completion scenarios,
+//! the join correlation, and the scenario merge with its parallel definition effect.
+
+use std::collections::BTreeSet;
+
+use trellis_graph::{DiagnosticCode, GraphNode, Join};
+
+use super::promote::Rule;
+use super::{Analyzer, Scope};
+use crate::assign::Correlation;
+use crate::diag::Step;
+use crate::flow::{Effects, Flow};
+use crate::guards;
+use crate::merge::{Scenarios, keep_promoted, merge_par, parallel_effect};
+use crate::nodeset::NodeId;
+use crate::predicate::{Pred, and, at_least, guard, never, not, or};
+
+impl<'g> Analyzer<'_, 'g> {
+    pub(crate) fn par(&mut self, id: NodeId, flow: &Flow, scope: &Scope<'g>) -> Effects<'g> {
+        let GraphNode::Par(par) = self.index.node(id) else {
+            return Effects::empty(flow);
+        };
+        let canon = self.canon(id);
+        self.check_group_state(id, &par.state, flow, scope);
+        let n = par.branches.len();
+        let mut conservative = false;
+        let required = match &par.join {
+            Join::All => n,
+            Join::Any | Join::First { .. } => 1,
+            Join::Quorum { count } => {
+                if count.get() > n as u64 {
+                    self.diags.emit(
+                        DiagnosticCode::InvalidGraphShape,
+                        "parallel quorum exceeds branch count",
+                        self.at(id, &[Step::Field("join"), Step::Field("count")]),
+                        [&par.name],
+                    );
+                    conservative = true;
+                    n
+                } else {
+                    count.get() as usize
+                }
+            }
+        };
+        let mut when_valid = false;
+        if let Join::First { when } = &par.join {
+            let mut descendants = Vec::new();
+            self.index.descendants(id, &mut descendants);
+            let inside: BTreeSet<NodeId> = descendants.into_iter().collect();
+            let available = |n: NodeId| flow.available.contains(n) || inside.contains(&n);
+            when_valid = guards::validate(
+                self.index,
+                when,
+                &available,
+                &self.at(id, &[Step::Field("join"), Step::Field("when")]),
+                DiagnosticCode::InvalidGraphShape,
+                self.diags,
+            );
+            for selector in when.selectors() {
+                self.out.control_references.push((id, &selector.name));
+            }
+        }
+        let branch_scope = Scope {
+            state: &par.state,
+            map: scope.map.clone(),
+            presence: (required == n).then(|| scope.presence.clone()).flatten(),
+        };
+        let children = self.index.entry(id).children.clone();
+        let branches: Vec<Effects<'g>> = children
+            .iter()
+            .map(|child| self.analyze(*child, flow, &branch_scope))
+            .collect();
+        self.branch_write_checks(id, &children, &branches);
+        let completions: Vec<Pred<'g>> = branches.iter().map(|e| e.completion.clone()).collect();
+        let join_path = self.at(id, &[Step::Field("join")]);
+        let (completion, scenarios, falls_through) = match &par.join {
+            Join::First { when } => {
+                let satisfiers: Vec<Pred<'g>> = branches
+                    .iter()
+                    .zip(&completions)
+                    .map(|(branch, done)| {
+                        let usable = when_valid
+                            && when.selectors().iter().all(|s| {
+                                self.index.lookup(s.name.as_str()).is_some_and(|n| {
+                                    flow.available.contains(n) || branch.definite_nodes.contains(n)
+                                })
+                            });
+                        if usable {
+                            and(vec![done.clone(), guard(when)])
+                        } else {
+                            never()
+                        }
+                    })
+                    .collect();
+                let satisfaction = or(satisfiers.clone());
+                let all_complete = and(completions.clone());
+                let settlement = or(vec![satisfaction.clone(), all_complete.clone()]);
+                let mut roots = satisfiers.clone();
+                roots.push(settlement.clone());
+                let outcome = self.assignments(&roots, join_path).ok().map(|space| {
+                    let mut sets = BTreeSet::new();
+                    let mut settles = false;
+                    let mut scratch = Vec::new();
+                    for a in 0..space.len() {
+                        let values = space.root_values(a, &mut scratch);
+                        settles |= values[n];
+                        if values[..n].iter().any(|v| *v) {
+                            sets.insert(values[..n].to_vec());
+                        }
+                    }
+                    (sets, settles)
+                });
+                self.facts.correlations.insert(
+                    canon,
+                    Correlation {
+                        positive: satisfaction.clone(),
+                        negative: and(vec![not(satisfaction.clone()), all_complete.clone()]),
+                        parts: vec![satisfaction, all_complete],
+                    },
+                );
+                match outcome {
+                    Some((sets, settles)) => (settlement, Some(sets), settles),
+                    None => (settlement, None, true),
+                }
+            }
+            _ => {
+                let reached = at_least(required, completions.clone());
+                let outcome = if conservative {
+                    None
+                } else {
+                    self.assignments(&completions, join_path).ok().map(|space| {
+                        let mut sets = BTreeSet::new();
+                        let mut scratch = Vec::new();
+                        for a in 0..space.len() {
+                            let values = space.root_values(a, &mut scratch);
+                            if values.iter().filter(|v| **v).count() >= required {
+                                sets.insert(values);
+                            }
+                        }
+                        sets
+                    })
+                };
+                if !conservative {
+                    self.facts.correlations.insert(
+                        canon,
+                        Correlation {
+                            positive: reached.clone(),
+                            negative: not(reached.clone()),
+                            parts: completions.clone(),
+                        },
+                    );
+                }
+                let falls = outcome.as_ref().is_none_or(|sets| !sets.is_empty());
+                (reached, outcome, falls)
+            }
+        };
+        let mut effects = match &scenarios {
+            Some(sets) => merge_par(
+                flow,
+                &branches,
+                &Scenarios {
+                    sets: sets.iter().cloned().collect(),
+                    required,
+                },
+            ),
+            None => {
+                let mut conservative = Effects::empty(flow);
+                for branch in &branches {
+                    conservative.exit_failed.union_with(&branch.exit_failed);
+                    for (path, types) in &branch.possible_writes {
+                        for ty in types {
+                            crate::flow::record_possible(
+                                &mut conservative.possible_writes,
+                                path,
+                                ty,
+                            );
+                        }
+                    }
+                }
+                conservative
+            }
+        };
+        effects
+            .conditional
+            .entry(canon)
+            .or_default()
+            .union_with(&effects.definite_nodes.clone());
+        effects.definite_nodes.insert(canon);
+        effects.exit_failed.insert(canon);
+        effects.falls_through = falls_through;
+        effects.completion = completion;
+        let rule = if matches!(par.join, Join::All) {
+            Rule::Definite
+        } else {
+            Rule::EveryAlternative
+        };
+        self.promote(
+            id,
+            &par.promoted_state_paths,
+            &par.state,
+            rule,
+            &effects,
+            scope,
+        );
+        keep_promoted(&mut effects, &par.promoted_state_paths);
+        if let Some(effect) = parallel_effect(canon, flow, &effects.definite_writes) {
+            effects.parallel.push(effect);
+        }
+        effects
+    }
+
+    /// Promotion type compatibility across branches, and overlapping writes under join all.
+    fn branch_write_checks(&mut self, id: NodeId, children: &[NodeId], branches: &[Effects<'g>]) {
+        let GraphNode::Par(par) = self.index.node(id) else {
+            return;
+        };
+        for (i, path) in par.promoted_state_paths.iter().enumerate() {
+            let typed: Vec<(usize, &crate::flow::Ty)> = branches
+                .iter()
+                .enumerate()
+                .flat_map(|(b, e)| {
+                    e.possible_writes
+                        .iter()
+                        .filter(|(p, _)| ***p == *path)
+                        .flat_map(move |(_, types)| types.iter().map(move |t| (b, t)))
+                })
+                .collect();
+            for (x, (bx, tx)) in typed.iter().enumerate() {
+                for (by, ty) in &typed[x + 1..] {
+                    if bx != by && !tx.is_subtype_of(ty) && !ty.is_subtype_of(tx) {
+                        self.diags.emit(
+                            DiagnosticCode::SchemaSafety,
+                            "parallel promotion has incompatible branch value types",
+                            self.at(id, &[Step::Field("promotedStatePaths"), Step::Index(i)]),
+                            [&par.name],
+                        );
+                    }
+                }
+            }
+        }
+        if !matches!(par.join, Join::All) {
+            return;
+        }
+        for i in 0..branches.len() {
+            for j in i + 1..branches.len() {
+                for a in branches[i].possible_writes.keys() {
+                    for b in branches[j].possible_writes.keys() {
+                        if a.overlaps(b) {
+                            self.diags.emit(
+                                DiagnosticCode::WriteConflict,
+                                "parallel all branches have overlapping writes",
+                                self.at(id, &[Step::Field("branches")]),
+                                [self.name(children[i]), self.name(children[j])],
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The legal-control-assignment engine (§6.4): expands a check's guards with join correlations
+//! and map presence, builds scalar and aggregate dimensions, enumerates and filters them.
+
+mod dims;
+pub(crate) mod program;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+use trellis_graph::ControlSource;
+
+use crate::domain::{is_correlation_key, key_of};
+use crate::guards::selector_occurrences;
+use crate::index::Index;
+use crate::nodeset::NodeId;
+use crate::predicate::{Pred, guards_of};
+use program::{Layout, Program};
+
+/// Most assignments (and dimension candidates) one finite check may produce.
+pub(crate) const ASSIGNMENT_LIMIT: usize = 65_536;
+
+/// The check's space exceeded the ceiling; callers treat the outcome as unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ceiling;
+
+/// A par's join correlation: when its `joined`/`raced` fact takes the positive label
+/// (`reached`/`satisfied`) the `positive` predicate holds, for the negative label `negative`.
+#[derive(Debug)]
+pub(crate) struct Correlation<'g> {
+    pub(crate) positive: Pred<'g>,
+    pub(crate) negative: Pred<'g>,
+    /// The predicates whose guards the correlation reads (branch completions and the like).
+    pub(crate) parts: Vec<Pred<'g>>,
+}
+
+/// When a node inside a map body executes for one item.
+#[derive(Debug)]
+pub(crate) struct Presence<'g> {
+    pub(crate) owner: NodeId,
+    pub(crate) pred: Pred<'g>,
+}
+
+/// Control facts the dataflow walk records for later checks.
+#[derive(Debug, Default)]
+pub(crate) struct ControlFacts<'g> {
+    pub(crate) correlations: HashMap<NodeId, Correlation<'g>>,
+    pub(crate) presence: HashMap<NodeId, Presence<'g>>,
+}
+
+/// Everything the expansion step learned about a check's keys.
+pub(crate) struct Expansion<'g> {
+    pub(crate) layout: Layout<'g>,
+    /// Per key position: whether it is aggregated over its map scope.
+    pub(crate) aggregate: Vec<bool>,
+    /// Pars whose correlation the check reads, in discovery order.
+    pub(crate) remembered: Vec<NodeId>,
+    /// Nodes whose presence predicate was appended.
+    pub(crate) present: Vec<NodeId>,
+    /// Keys read by each predicate (by address), with the `k_of_map` flag.
+    pred_keys: HashMap<*const (), Vec<(usize, bool)>>,
+}
+
+impl<'g> Expansion<'g> {
+    fn owner(&self, index: &Index, pos: usize) -> Option<NodeId> {
+        index.entry(self.layout.keys[pos].key.node).map_owner
+    }
+
+    /// Adds the keys of a predicate; `k_of_map` keys with a map owner become aggregate.
+    fn add_pred(&mut self, index: &Index<'g>, pred: &Pred<'g>) -> (Vec<usize>, bool) {
+        let ptr = Rc::as_ptr(pred) as *const ();
+        if let Some(keys) = self.pred_keys.get(&ptr) {
+            return (keys.iter().map(|k| k.0).collect(), false);
+        }
+        let mut guards = Vec::new();
+        guards_of(pred, &mut guards);
+        let mut keys = Vec::new();
+        let mut changed = false;
+        for guard in guards {
+            let mut uses = Vec::new();
+            selector_occurrences(guard, &mut uses);
+            for (sel, in_k_of_map) in uses {
+                let Some(key) = key_of(index, sel) else {
+                    continue;
+                };
+                let before = self.layout.keys.len();
+                let Some(pos) = self.layout.add(index, key) else {
+                    continue;
+                };
+                if pos == before {
+                    self.aggregate.push(false);
+                    changed = true;
+                }
+                if in_k_of_map && index.entry(key.node).map_owner.is_some() && !self.aggregate[pos]
+                {
+                    self.aggregate[pos] = true;
+                    changed = true;
+                }
+                keys.push((pos, in_k_of_map));
+            }
+        }
+        let positions = keys.iter().map(|k| k.0).collect();
+        self.pred_keys.insert(ptr, keys);
+        (positions, changed)
+    }
+
+    /// Marks the keys of `pred` owned by map `scope` as aggregate; reports a change.
+    fn aggregate_within(&mut self, index: &Index<'g>, pred: &Pred<'g>, scope: NodeId) -> bool {
+        let (keys, mut changed) = self.add_pred(index, pred);
+        for pos in keys {
+            if !self.aggregate[pos] && self.owner(index, pos) == Some(scope) {
+                self.aggregate[pos] = true;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Step 1: the check's keys, closed under correlations and presence predicates.
+    pub(crate) fn expand(index: &Index<'g>, facts: &ControlFacts<'g>, roots: &[Pred<'g>]) -> Self {
+        let mut this = Expansion {
+            layout: Layout::default(),
+            aggregate: Vec::new(),
+            remembered: Vec::new(),
+            present: Vec::new(),
+            pred_keys: HashMap::new(),
+        };
+        for root in roots {
+            this.add_pred(index, root);
+        }
+        let mut remembered = BTreeSet::new();
+        let mut present = BTreeSet::new();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            let mut pos = 0;
+            while pos < this.layout.keys.len() {
+                let key = this.layout.keys[pos].key;
+                let scope = this.aggregate[pos]
+                    .then(|| this.owner(index, pos))
+                    .flatten();
+                if is_correlation_key(index, &key)
+                    && let Some(correlation) = facts.correlations.get(&key.node)
+                {
+                    if remembered.insert(key.node) {
+                        this.remembered.push(key.node);
+                        changed = true;
+                    }
+                    for part in &correlation.parts {
+                        changed |= match scope {
+                            Some(s) => this.aggregate_within(index, part, s),
+                            None => this.add_pred(index, part).1,
+                        };
+                    }
+                }
+                if let Some(s) = scope
+                    && let Some(presence) = facts.presence.get(&key.node)
+                    && presence.owner == s
+                {
+                    if present.insert(key.node) {
+                        this.present.push(key.node);
+                        changed = true;
+                    }
+                    changed |= this.aggregate_within(index, &presence.pred, s);
+                }
+                pos += 1;
+            }
+        }
+        this
+    }
+
+    /// Key positions read by a predicate already added.
+    pub(crate) fn keys_of(&self, pred: &Pred<'g>) -> Vec<usize> {
+        self.pred_keys
+            .get(&(Rc::as_ptr(pred) as *const ()))
+            .map(|keys| keys.iter().map(|k| k.0).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The legal assignments of one check, with the compiled predicates to evaluate on them.
+pub(crate) struct Assignments<'g> {
+    layout: Layout<'g>,
+    program: Program,
+    roots: Vec<usize>,
+    data: Vec<u32>,
+    count: usize,
+    /// Key positions per node, for failure classification.
+    node_keys: BTreeMap<NodeId, Vec<usize>>,
+}
+
+impl<'g> Assignments<'g> {
+    /// Builds the legal assignments for `roots` (steps 1–7 of §6.4).
+    pub(crate) fn build(
+        index: &Index<'g>,
+        facts: &ControlFacts<'g>,
+        roots: &[Pred<'g>],
+    ) -> Result<Self, Ceiling> {
+        let expansion = Expansion::expand(index, facts, roots);
+        let mut program = Program::default();
+        let root_ops = roots
+            .iter()
+            .map(|r| program.compile(r, &expansion.layout, index))
+            .collect();
+        let mut filters = Vec::new();
+        for par in &expansion.remembered {
+            if let Some(c) = facts.correlations.get(par) {
+                let positive = program.compile(&c.positive, &expansion.layout, index);
+                let negative = program.compile(&c.negative, &expansion.layout, index);
+                filters.push((*par, positive, negative));
+            }
+        }
+        let mut presence_ops = BTreeMap::new();
+        for node in &expansion.present {
+            if let Some(p) = facts.presence.get(node) {
+                presence_ops.insert(*node, program.compile(&p.pred, &expansion.layout, index));
+            }
+        }
+        let dims = dims::DimBuilder {
+            index,
+            facts,
+            expansion: &expansion,
+            program: &program,
+            filters: &filters,
+            presence_ops: &presence_ops,
+        }
+        .build()?;
+        let (data, count) = dims::enumerate(index, &expansion, &program, &filters, &dims)?;
+        let mut node_keys: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+        for (pos, slot) in expansion.layout.keys.iter().enumerate() {
+            node_keys.entry(slot.key.node).or_default().push(pos);
+        }
+        Ok(Self {
+            layout: expansion.layout,
+            program,
+            roots: root_ops,
+            data,
+            count,
+            node_keys,
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    pub(crate) fn assignment(&self, i: usize) -> &[u32] {
+        let stride = self.layout.stride;
+        &self.data[i * stride..(i + 1) * stride]
+    }
+
+    /// The value of every root predicate on assignment `i`.
+    pub(crate) fn root_values(&self, i: usize, scratch: &mut Vec<bool>) -> Vec<bool> {
+        self.program
+            .evaluate(&self.layout, self.assignment(i), scratch);
+        self.roots.iter().map(|op| scratch[*op]).collect()
+    }
+
+    /// Whether some root-value vector is realised; used for satisfiability checks.
+    pub(crate) fn any(&self, mut test: impl FnMut(&[bool]) -> bool) -> bool {
+        let mut scratch = Vec::new();
+        (0..self.count).any(|i| test(&self.root_values(i, &mut scratch)))
+    }
+
+    /// For every executable or par the assignment mentions through a signal, error or
+    /// correlation key: whether assignment `i` shows it failing (§6.8 refinement).
+    pub(crate) fn failures(&self, index: &Index<'g>, i: usize) -> Vec<(NodeId, bool)> {
+        let assignment = self.assignment(i);
+        let mut out = Vec::new();
+        for (node, keys) in &self.node_keys {
+            let mut mentioned = false;
+            let mut failed = false;
+            let mut signals_present = false;
+            let mut signal_total = 0u64;
+            for pos in keys {
+                let slot = &self.layout.keys[*pos];
+                let present = assignment[slot.offset] != 0;
+                let counts = &assignment[slot.offset + 1..slot.offset + 1 + slot.width()];
+                match slot.key.source {
+                    ControlSource::Error => {
+                        mentioned = true;
+                        failed |= present && counts.iter().any(|c| *c > 0);
+                    }
+                    ControlSource::Signal => {
+                        mentioned = true;
+                        if present {
+                            signals_present = true;
+                            signal_total += counts.iter().map(|c| u64::from(*c)).sum::<u64>();
+                        }
+                    }
+                    ControlSource::Group if is_correlation_key(index, &slot.key) => {
+                        mentioned = true;
+                        let negative = ["quorum_unreachable", "no_satisfier"]
+                            .iter()
+                            .filter_map(|l| slot.label_index(l))
+                            .any(|l| present && counts[l] > 0);
+                        failed |= negative;
+                    }
+                    ControlSource::Group => {}
+                }
+            }
+            failed |= signals_present && signal_total == 0;
+            if mentioned {
+                out.push((*node, failed));
+            }
+        }
+        out
+    }
+}

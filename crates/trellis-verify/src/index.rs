@@ -1,0 +1,298 @@
+//! Pass 2–3: indexes every node occurrence in authored pre-order with its path, depth and map
+//! owner, and checks duplicate names, depth, attempts and the global node and guard ceilings.
+
+use std::collections::{BTreeMap, HashMap};
+
+use trellis_graph::limits::ceilings;
+use trellis_graph::{DiagnosticCode, GraphNode, Guard, Join, NodeName, PathSegment};
+
+use crate::diag::{Diags, Path, Step, extend};
+use crate::nodeset::NodeId;
+
+/// How an occurrence hangs below its parent; used to materialize paths on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    Root,
+    SeqChild(usize),
+    ChoiceBranch(usize),
+    Otherwise,
+    ParBranch(usize),
+    Body,
+}
+
+/// One authored node occurrence.
+#[derive(Debug)]
+pub(crate) struct Entry<'g> {
+    pub(crate) node: &'g GraphNode,
+    pub(crate) parent: Option<NodeId>,
+    pub(crate) via: Via,
+    /// The id of the first occurrence of this name; every name-based lookup lands there.
+    pub(crate) canon: NodeId,
+    /// The canonical id of the innermost enclosing `map` (for a map: the one around it).
+    pub(crate) map_owner: Option<NodeId>,
+    pub(crate) children: Vec<NodeId>,
+}
+
+/// The node index plus the facts the index pass collects for later passes.
+#[derive(Debug)]
+pub(crate) struct Index<'g> {
+    pub(crate) entries: Vec<Entry<'g>>,
+    by_name: HashMap<&'g str, NodeId>,
+    /// Executable → write-binding source names (self-reads excluded), in authored order.
+    pub(crate) write_references: Vec<(NodeId, &'g NodeName)>,
+    /// Loop occurrences in pre-order (the termination ranking).
+    pub(crate) loops: Vec<NodeId>,
+}
+
+impl<'g> Index<'g> {
+    /// Indexes `root`, reporting the index-time and global-limit diagnostics.
+    pub(crate) fn build(root: &'g GraphNode, diags: &mut Diags) -> Self {
+        let mut index = Index {
+            entries: Vec::new(),
+            by_name: HashMap::new(),
+            write_references: Vec::new(),
+            loops: Vec::new(),
+        };
+        let mut guard_total: u64 = 0;
+        index.visit(root, None, Via::Root, 1, None, diags, &mut guard_total);
+        if index.entries.len() as u64 > ceilings::GRAPH_NODES {
+            diags.emit(
+                DiagnosticCode::CeilingExceeded,
+                "graph node count exceeds 4096",
+                vec![PathSegment::field("root")],
+                [],
+            );
+        }
+        if guard_total > ceilings::GUARD_NODES {
+            diags.emit(
+                DiagnosticCode::CeilingExceeded,
+                "graph guard-node count exceeds 4096",
+                vec![PathSegment::field("root")],
+                [],
+            );
+        }
+        index
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn visit(
+        &mut self,
+        node: &'g GraphNode,
+        parent: Option<NodeId>,
+        via: Via,
+        depth: usize,
+        map_owner: Option<NodeId>,
+        diags: &mut Diags,
+        guard_total: &mut u64,
+    ) -> NodeId {
+        let id = self.entries.len() as NodeId;
+        let name = node.name();
+        let canon = match self.by_name.get(name.as_str()) {
+            Some(first) => *first,
+            None => {
+                self.by_name.insert(name.as_str(), id);
+                id
+            }
+        };
+        self.entries.push(Entry {
+            node,
+            parent,
+            via,
+            canon,
+            map_owner,
+            children: Vec::new(),
+        });
+        if canon != id {
+            diags.emit(
+                DiagnosticCode::InvalidGraphShape,
+                format!("duplicate node name {name}"),
+                self.occurrence_path(id),
+                [name],
+            );
+        }
+        if depth > ceilings::GRAPH_DEPTH {
+            diags.emit(
+                DiagnosticCode::CeilingExceeded,
+                "graph depth exceeds 64",
+                self.path(id),
+                [name],
+            );
+        }
+        self.index_own_facts(id, node, diags, guard_total);
+        let inner_owner = if matches!(node, GraphNode::Map(_)) {
+            Some(canon)
+        } else {
+            map_owner
+        };
+        let children: Vec<(Via, &'g GraphNode)> = match node {
+            GraphNode::Seq(seq) => seq
+                .children
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (Via::SeqChild(i), c))
+                .collect(),
+            GraphNode::Choice(choice) => {
+                let mut list: Vec<(Via, &'g GraphNode)> = choice
+                    .branches
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| (Via::ChoiceBranch(i), &b.node))
+                    .collect();
+                if let Some(otherwise) = choice.otherwise.as_deref() {
+                    list.push((Via::Otherwise, otherwise));
+                }
+                list
+            }
+            GraphNode::Par(par) => par
+                .branches
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (Via::ParBranch(i), b))
+                .collect(),
+            GraphNode::Loop(l) => vec![(Via::Body, &*l.body)],
+            GraphNode::Map(m) => vec![(Via::Body, &*m.body)],
+            _ => Vec::new(),
+        };
+        for (child_via, child) in children {
+            let child_id = self.visit(
+                child,
+                Some(id),
+                child_via,
+                depth + 1,
+                inner_owner,
+                diags,
+                guard_total,
+            );
+            self.entries[id as usize].children.push(child_id);
+        }
+        id
+    }
+
+    /// Attempts, write references, guard sizes and loops of one occurrence.
+    fn index_own_facts(
+        &mut self,
+        id: NodeId,
+        node: &'g GraphNode,
+        diags: &mut Diags,
+        guard_total: &mut u64,
+    ) {
+        if let Some(exec) = node.executable() {
+            if exec.attempts.get() > ceilings::ATTEMPTS {
+                diags.emit(
+                    DiagnosticCode::CeilingExceeded,
+                    "attempts exceeds full-v1 limit 100",
+                    extend(&self.path(id), &[Step::Field("attempts")]),
+                    [&exec.name],
+                );
+            }
+            for write in &exec.write_bindings {
+                if write.value.node != exec.name {
+                    self.write_references.push((id, &write.value.node));
+                }
+            }
+        }
+        let mut guards: Vec<(&'g Guard, Vec<Step>)> = Vec::new();
+        match node {
+            GraphNode::Choice(choice) => {
+                for (i, branch) in choice.branches.iter().enumerate() {
+                    let steps = vec![Step::Field("branches"), Step::Index(i), Step::Field("when")];
+                    guards.push((&branch.when, steps));
+                }
+            }
+            GraphNode::Loop(l) => {
+                self.loops.push(id);
+                if let Some(until) = &l.until {
+                    guards.push((until, vec![Step::Field("until")]));
+                }
+            }
+            GraphNode::Par(par) => {
+                if let Join::First { when } = &par.join {
+                    guards.push((when, vec![Step::Field("join"), Step::Field("when")]));
+                }
+            }
+            _ => {}
+        }
+        for (guard, steps) in guards {
+            let count = guard.node_count();
+            *guard_total = guard_total.saturating_add(count);
+            if count > ceilings::GUARD_NODES {
+                diags.emit(
+                    DiagnosticCode::CeilingExceeded,
+                    "guard contains more than 4096 nodes",
+                    extend(&self.path(id), &steps),
+                    [],
+                );
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn entry(&self, id: NodeId) -> &Entry<'g> {
+        &self.entries[id as usize]
+    }
+
+    pub(crate) fn node(&self, id: NodeId) -> &'g GraphNode {
+        self.entries[id as usize].node
+    }
+
+    pub(crate) fn name(&self, id: NodeId) -> &'g NodeName {
+        self.entries[id as usize].node.name()
+    }
+
+    /// The canonical id of a name, if any node carries it.
+    pub(crate) fn lookup(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The path diagnostics about this node's name use: its first occurrence's path.
+    pub(crate) fn path(&self, id: NodeId) -> Path {
+        self.occurrence_path(self.entries[id as usize].canon)
+    }
+
+    /// The path of exactly this occurrence.
+    pub(crate) fn occurrence_path(&self, id: NodeId) -> Path {
+        let mut chain = Vec::new();
+        let mut current = Some(id);
+        while let Some(at) = current {
+            chain.push(at);
+            current = self.entries[at as usize].parent;
+        }
+        let mut path = Vec::new();
+        for at in chain.into_iter().rev() {
+            let entry = &self.entries[at as usize];
+            let steps: &[Step] = &match entry.via {
+                Via::Root => vec![Step::Field("root")],
+                Via::SeqChild(i) => vec![Step::Field("children"), Step::Index(i)],
+                Via::ChoiceBranch(i) => {
+                    vec![Step::Field("branches"), Step::Index(i), Step::Field("node")]
+                }
+                Via::Otherwise => vec![Step::Field("otherwise")],
+                Via::ParBranch(i) => vec![Step::Field("branches"), Step::Index(i)],
+                Via::Body => vec![Step::Field("body")],
+            };
+            path = extend(&path, steps);
+            path.push(PathSegment::node(entry.node.name()));
+        }
+        path
+    }
+
+    /// `attemptsPerNode`: the authored attempts of every executable, keyed by name.
+    pub(crate) fn attempts_per_node(&self) -> BTreeMap<NodeName, trellis_graph::PositiveInteger> {
+        self.entries
+            .iter()
+            .filter_map(|e| e.node.executable())
+            .map(|exec| (exec.name.clone(), exec.attempts))
+            .collect()
+    }
+
+    /// The canonical ids of every descendant of `id` (excluding itself).
+    pub(crate) fn descendants(&self, id: NodeId, out: &mut Vec<NodeId>) {
+        for child in &self.entries[id as usize].children {
+            out.push(self.entries[*child as usize].canon);
+            self.descendants(*child, out);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Completion and presence predicates over control assignments, shared as a DAG of guards.
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use trellis_graph::Guard;
+
+/// A shared predicate; sub-predicates are reused by reference, never copied.
+pub(crate) type Pred<'g> = Rc<PredNode<'g>>;
+
+/// A boolean formula whose atoms are authored guards.
+#[derive(Debug)]
+pub(crate) enum PredNode<'g> {
+    Always,
+    Never,
+    Guard(&'g Guard),
+    Not(Pred<'g>),
+    And(Vec<Pred<'g>>),
+    Or(Vec<Pred<'g>>),
+    /// At least `k` of the operands hold.
+    AtLeast(usize, Vec<Pred<'g>>),
+}
+
+pub(crate) fn always<'g>() -> Pred<'g> {
+    Rc::new(PredNode::Always)
+}
+
+pub(crate) fn never<'g>() -> Pred<'g> {
+    Rc::new(PredNode::Never)
+}
+
+pub(crate) fn guard(g: &Guard) -> Pred<'_> {
+    Rc::new(PredNode::Guard(g))
+}
+
+pub(crate) fn not(p: Pred<'_>) -> Pred<'_> {
+    match &*p {
+        PredNode::Always => never(),
+        PredNode::Never => always(),
+        _ => Rc::new(PredNode::Not(p)),
+    }
+}
+
+/// Conjunction. Constant-true operands are dropped; constant-false ones are kept so the
+/// guards of the other operands still count towards the assignment space (as upstream).
+pub(crate) fn and(parts: Vec<Pred<'_>>) -> Pred<'_> {
+    let mut kept: Vec<Pred> = parts
+        .into_iter()
+        .filter(|p| !matches!(**p, PredNode::Always))
+        .collect();
+    match kept.len() {
+        0 => always(),
+        1 => kept.pop().unwrap_or_else(always),
+        _ => Rc::new(PredNode::And(kept)),
+    }
+}
+
+/// Disjunction; constant-false operands are dropped.
+pub(crate) fn or(parts: Vec<Pred<'_>>) -> Pred<'_> {
+    let mut kept: Vec<Pred> = parts
+        .into_iter()
+        .filter(|p| !matches!(**p, PredNode::Never))
+        .collect();
+    match kept.len() {
+        0 => never(),
+        1 => kept.pop().unwrap_or_else(never),
+        _ => Rc::new(PredNode::Or(kept)),
+    }
+}
+
+pub(crate) fn at_least(k: usize, parts: Vec<Pred<'_>>) -> Pred<'_> {
+    if k == 0 {
+        return always();
+    }
+    Rc::new(PredNode::AtLeast(k, parts))
+}
+
+/// Every guard atom of a predicate DAG, each shared sub-predicate visited once.
+pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
+    let mut seen = HashSet::new();
+    let mut stack = vec![pred.clone()];
+    while let Some(p) = stack.pop() {
+        if !seen.insert(Rc::as_ptr(&p)) {
+            continue;
+        }
+        match &*p {
+            PredNode::Always | PredNode::Never => {}
+            PredNode::Guard(g) => out.push(g),
+            PredNode::Not(inner) => stack.push(inner.clone()),
+            PredNode::And(parts) | PredNode::Or(parts) | PredNode::AtLeast(_, parts) => {
+                stack.extend(parts.iter().rev().cloned())
+            }
+        }
+    }
+}
