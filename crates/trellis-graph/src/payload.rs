@@ -163,12 +163,15 @@ impl PayloadType {
         check(self, value, &mut String::from("$"))
     }
 
-    /// The empty value of a required slot, used to fill root state: `""`, `null`, or a record
-    /// of the empty values of its required fields. Other kinds have no empty value.
+    /// The empty value of a required slot, used to fill root state: `""`, `null`, `[]`, or a
+    /// record of the empty values of its required fields. Other kinds have no empty value.
+    /// Arrays are included because exported templates declare required lists (software-change's
+    /// `continueItems`) that the input never carries.
     pub fn empty_value(&self) -> Option<Value> {
         match self {
             Self::String => Some(Value::String(String::new())),
             Self::Null => Some(Value::Null),
+            Self::Array { .. } => Some(Value::Array(Vec::new())),
             Self::Record { fields } => {
                 let mut map = serde_json::Map::new();
                 for (name, field) in fields {
@@ -385,6 +388,21 @@ mod tests {
             t.check_value(&json!({"a":[],"v":"z"})).unwrap_err().0,
             "$.v contains unknown enum label z"
         );
+    }
+
+    #[test]
+    fn empty_values_cover_strings_nulls_arrays_and_required_record_fields() {
+        let t = ty(json!({"kind":"record","fields":{
+            "s":{"type":{"kind":"string"},"required":true},
+            "n":{"type":{"kind":"null"},"required":true},
+            "l":{"type":{"kind":"array","items":{"kind":"integer"}},"required":true},
+            "r":{"type":{"kind":"record","fields":{"x":{"type":{"kind":"string"},"required":true}}},"required":true},
+            "o":{"type":{"kind":"string"},"required":false}}}));
+        assert_eq!(
+            t.empty_value(),
+            Some(json!({"s":"","n":null,"l":[],"r":{"x":""}}))
+        );
+        assert_eq!(ty(json!({"kind":"integer"})).empty_value(), None);
     }
 
     #[test]
