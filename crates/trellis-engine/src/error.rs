@@ -38,8 +38,6 @@ pub enum ReplayError {
     UnexpectedDispatch(ExecutionId),
     #[error("execution {0:?} was voided although the reducer did not ask for it")]
     UnexpectedVoid(ExecutionId),
-    #[error("execution {0:?} is not known to the reducer")]
-    UnknownExecution(ExecutionId),
     #[error("execution {0:?} changed state in a way the ledger does not allow")]
     InvalidTransition(ExecutionId),
     #[error(

@@ -265,7 +265,7 @@ impl Reducer {
         let seen = self
             .seen
             .get_mut(&id)
-            .ok_or(ReplayError::UnknownExecution(id))?;
+            .ok_or_else(|| machine::invariant("ended execution never dispatched"))?;
         if seen.ended.is_some() {
             return Err(ReplayError::InvalidTransition(id));
         }
