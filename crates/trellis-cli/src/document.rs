@@ -10,17 +10,27 @@ use crate::context::read_text_file;
 
 /// A graph document, classified.
 pub enum Document {
-    GraphSpec { path: PathBuf, value: Value },
-    Gap { path: PathBuf },
+    GraphSpec {
+        path: PathBuf,
+        value: Value,
+    },
+    Gap {
+        path: PathBuf,
+    },
     /// The file is not JSON (or too large, or nested too deeply).
-    Unparseable { path: PathBuf, error: String },
+    Unparseable {
+        path: PathBuf,
+        error: String,
+    },
 }
 
 /// Reads and classifies `path`. Missing files are errors; bad JSON is `Unparseable`.
 pub fn classify(path: &Path) -> anyhow::Result<Document> {
     if path.is_dir() {
         if path.join("workflow.json").is_file() {
-            return Ok(Document::Gap { path: path.to_path_buf() });
+            return Ok(Document::Gap {
+                path: path.to_path_buf(),
+            });
         }
         anyhow::bail!(
             "{} is a directory without workflow.json; pass a graph file or a GaP workflow directory",
@@ -33,9 +43,9 @@ pub fn classify(path: &Path) -> anyhow::Result<Document> {
             path: path.to_path_buf(),
             error: error.to_string(),
         }),
-        Ok(value) if trellis_gap::is_gap_document(&value) => {
-            Ok(Document::Gap { path: path.to_path_buf() })
-        }
+        Ok(value) if trellis_gap::is_gap_document(&value) => Ok(Document::Gap {
+            path: path.to_path_buf(),
+        }),
         Ok(value) => Ok(Document::GraphSpec {
             path: path.to_path_buf(),
             value,

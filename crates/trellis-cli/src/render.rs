@@ -50,7 +50,11 @@ pub fn diagnostic_block(diagnostic: &GraphDiagnostic) -> String {
         breadcrumb(&diagnostic.path)
     );
     if !diagnostic.related_nodes.is_empty() {
-        let names: Vec<&str> = diagnostic.related_nodes.iter().map(|n| n.as_str()).collect();
+        let names: Vec<&str> = diagnostic
+            .related_nodes
+            .iter()
+            .map(|n| n.as_str())
+            .collect();
         out.push_str(&format!("  nodes {}\n", names.join(", ")));
     }
     out
@@ -92,7 +96,7 @@ fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -106,10 +110,14 @@ mod tests {
     use trellis_graph::{FieldName, NodeName};
 
     fn field(n: &str) -> PathSegment {
-        PathSegment::Field { name: FieldName::new(n).unwrap() }
+        PathSegment::Field {
+            name: FieldName::new(n).unwrap(),
+        }
     }
     fn node(n: &str) -> PathSegment {
-        PathSegment::Node { name: NodeName::new(n).unwrap() }
+        PathSegment::Node {
+            name: NodeName::new(n).unwrap(),
+        }
     }
     fn index(i: u32) -> PathSegment {
         PathSegment::Index { index: i }
@@ -118,12 +126,32 @@ mod tests {
     #[test]
     fn breadcrumbs_name_nodes_and_keep_inner_fields() {
         let path = vec![
-            field("root"), node("run"), field("children"), index(0), node("change_loop"),
-            field("body"), node("reviews"), field("children"), index(1), node("review_result"),
-            field("branches"), index(1), field("when"),
+            field("root"),
+            node("run"),
+            field("children"),
+            index(0),
+            node("change_loop"),
+            field("body"),
+            node("reviews"),
+            field("children"),
+            index(1),
+            node("review_result"),
+            field("branches"),
+            index(1),
+            field("when"),
         ];
-        assert_eq!(breadcrumb(&path), "run › change_loop › reviews › review_result › branches[1] › when");
-        let branch_node = vec![field("root"), node("run"), field("branches"), index(0), field("node"), node("done")];
+        assert_eq!(
+            breadcrumb(&path),
+            "run › change_loop › reviews › review_result › branches[1] › when"
+        );
+        let branch_node = vec![
+            field("root"),
+            node("run"),
+            field("branches"),
+            index(0),
+            field("node"),
+            node("done"),
+        ];
         assert_eq!(breadcrumb(&branch_node), "run › done");
         assert_eq!(breadcrumb(&[field("root")]), "root");
         assert_eq!(breadcrumb(&[field("profile")]), "profile");

@@ -38,10 +38,22 @@ impl RunObserver for LedgerObserver<'_> {
     fn on_event(&self, event: &GapEvent) {
         (self.forward)(event);
         let recorded = match event {
-            GapEvent::Log { node_id, stream, line } => RunEvent::Log {
+            GapEvent::Log {
+                node_id,
+                stream,
+                line,
+            } => RunEvent::Log {
                 execution: None,
-                stream: if stream == "stderr" { LogStream::Error } else { LogStream::Output },
-                level: if stream == "stderr" { LogLevel::Error } else { LogLevel::Info },
+                stream: if stream == "stderr" {
+                    LogStream::Error
+                } else {
+                    LogStream::Output
+                },
+                level: if stream == "stderr" {
+                    LogLevel::Error
+                } else {
+                    LogLevel::Info
+                },
                 message: match node_id {
                     Some(node) => format!("[{node}] {line}"),
                     None => line.clone(),
@@ -105,7 +117,9 @@ pub fn run_gap(
     let LeaseAttempt::Acquired(lease) = Lease::try_acquire(&lease_path)
         .map_err(|e| RuntimeError::io("cannot take the run lease", e))?
     else {
-        return Err(RuntimeError::Invalid("a fresh run id is already leased".into()));
+        return Err(RuntimeError::Invalid(
+            "a fresh run id is already leased".into(),
+        ));
     };
     let inputs = Value::Object(run.options.inputs.clone());
     let submission = json!({
@@ -118,7 +132,13 @@ pub fn run_gap(
         .submission_key
         .clone()
         .unwrap_or_else(|| format!("gap-{}", run_id.as_str()));
-    let new_run = NewRun::new(run_id.clone(), key, run.title.clone(), RunKind::Gap, submission);
+    let new_run = NewRun::new(
+        run_id.clone(),
+        key,
+        run.title.clone(),
+        RunKind::Gap,
+        submission,
+    );
     let (record, admission) = store.create_or_get(new_run)?;
     if admission == Admission::Existing {
         return Err(RuntimeError::Invalid(format!(
@@ -126,7 +146,11 @@ pub fn run_gap(
             record.run_id.as_str()
         )));
     }
-    let _ = lease.describe(&format!("gap run {} pid {}", run_id.as_str(), std::process::id()));
+    let _ = lease.describe(&format!(
+        "gap run {} pid {}",
+        run_id.as_str(),
+        std::process::id()
+    ));
     store.append(&run_id, &[RunEvent::RunStarted {}, controller_attached()])?;
 
     let (sender, queue) = mpsc::channel();

@@ -9,7 +9,8 @@ use trellis_agents::binding::is_env_name;
 use trellis_agents::{
     AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope,
 };
-use trellis_graph::{GraphNode, GraphSpec, NodeName};
+use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerRef};
+use trellis_verify::builtin::{BuiltinKind, builtin_kind};
 
 /// The agent CLI a plan drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,8 +170,8 @@ pub enum PlanError {
 }
 
 /// True for the built-in git and comment delivery workers.
-pub fn is_delivery_worker(worker: &str) -> bool {
-    worker.starts_with("builtin.git-delivery.") || worker.starts_with("builtin.comment-delivery.")
+pub fn is_delivery_worker(worker: &WorkerRef) -> bool {
+    builtin_kind(worker) == Some(BuiltinKind::Delivery)
 }
 
 fn executables(graph: &GraphSpec) -> Vec<&GraphNode> {
@@ -233,11 +234,10 @@ impl RuntimePlan {
             idle_timeout_ms: u.idle_timeout_ms,
         });
         for node in executables(graph) {
-            let worker = node
+            let delivery = node
                 .executable()
-                .map(|e| e.worker.as_str())
-                .unwrap_or_default();
-            let binding = if is_delivery_worker(worker) {
+                .is_some_and(|e| is_delivery_worker(&e.worker));
+            let binding = if delivery {
                 default_delivery()
             } else {
                 agent.clone()
@@ -267,7 +267,7 @@ impl RuntimePlan {
                 .get(name)
                 .ok_or_else(|| PlanError::MissingBinding(name.clone()))?;
             check_binding(name, binding)?;
-            let delivery = is_delivery_worker(exec.worker.as_str());
+            let delivery = is_delivery_worker(&exec.worker);
             match binding {
                 Binding::Agent(_) if delivery => {
                     return Err(PlanError::AgentOnDeliveryWorker(name.clone()));
@@ -372,7 +372,7 @@ mod tests {
             &json!({"profile":"openengine.graph.full/v1","initialInput":{"kind":"null"},
                 "policy":{"policy":"p@1","default":"deny"},
                 "root":{"kind":"seq","name":"root","state":{"kind":"null"},"promotedStatePaths":[],
-                  "children":[step("plain", "builtin.command@1", None),
+                  "children":[step("plain", "command.plain@1", None),
                               step("agent", "builtin.agent.worker@1", Some("Do it.")),
                               {"kind":"succeed","name":"done","output":{"kind":"null"},"bindings":[]}]}}),
             &Default::default(),

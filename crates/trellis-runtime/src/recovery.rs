@@ -41,7 +41,13 @@ pub fn reconcile(
     // Holding the lease, nobody else can be appending for this run.
     let finalized = finalize(store, run_id, TerminalReason::RuntimeLost);
     drop(lease);
-    finalized.map(|done| if done { Liveness::FinalizedLost } else { Liveness::Finished })
+    finalized.map(|done| {
+        if done {
+            Liveness::FinalizedLost
+        } else {
+            Liveness::Finished
+        }
+    })
 }
 
 /// Why Trellis ends a run on its own.
@@ -92,7 +98,13 @@ pub fn finalize(
         if snapshot.head.is_finished() {
             return Ok(false);
         }
-        let active: Vec<u64> = snapshot.head.progress.active_executions.keys().copied().collect();
+        let active: Vec<u64> = snapshot
+            .head
+            .progress
+            .active_executions
+            .keys()
+            .copied()
+            .collect();
         let mut events: Vec<RunEvent> = active
             .iter()
             .map(|&execution| RunEvent::NodeCompleted {

@@ -107,7 +107,10 @@ pub fn describe(snapshot: &RunSnapshot) -> String {
         progress.executions_started
     ));
     if progress.token_usage.input_tokens + progress.token_usage.output_tokens > 0 {
-        out.push_str(&format!("  tokens   {}\n", human_tokens(&progress.token_usage)));
+        out.push_str(&format!(
+            "  tokens   {}\n",
+            human_tokens(&progress.token_usage)
+        ));
     }
     if let Some(previous) = &head.predecessor {
         out.push_str(&format!("  resumes  {}\n", previous.as_str()));

@@ -64,7 +64,9 @@ fn emit_unparseable(as_json: bool, path: &Path, error: &str) {
 
 fn validate_gap(args: &ValidateArgs, path: &Path) -> anyhow::Result<u8> {
     if args.input.is_some() || args.registry.is_some() {
-        bail!("--input and --registry apply to GraphSpec graphs; GaP workflows take `trellis run --inputs`");
+        bail!(
+            "--input and --registry apply to GraphSpec graphs; GaP workflows take `trellis run --inputs`"
+        );
     }
     let introspector = PythonIntrospector::new(PythonConfig::from_env());
     let options = ValidateOptions {
@@ -76,9 +78,15 @@ fn validate_gap(args: &ValidateArgs, path: &Path) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         match &report {
-            ValidationReport::Verified { .. } => println!("✓ GaP workflow {} is valid", path.display()),
-            ValidationReport::Rejected { .. } => println!("✗ GaP workflow {} is rejected", path.display()),
-            ValidationReport::Unparseable { .. } => println!("✗ GaP workflow {} does not load", path.display()),
+            ValidationReport::Verified { .. } => {
+                println!("✓ GaP workflow {} is valid", path.display())
+            }
+            ValidationReport::Rejected { .. } => {
+                println!("✗ GaP workflow {} is rejected", path.display())
+            }
+            ValidationReport::Unparseable { .. } => {
+                println!("✗ GaP workflow {} does not load", path.display())
+            }
         }
         print!("{}", report.render());
     }
@@ -110,9 +118,16 @@ fn validate_graph(args: &ValidateArgs, path: &Path, value: &Value) -> anyhow::Re
         Verification::Internal(message) => bail!("internal verifier error: {message}"),
         Verification::Rejected(diagnostics) => {
             if args.json {
-                println!("{}", json!({"status": "rejected", "diagnostics": diagnostics}));
+                println!(
+                    "{}",
+                    json!({"status": "rejected", "diagnostics": diagnostics})
+                );
             } else {
-                println!("✗ {} rejected: {} diagnostic(s)\n", path.display(), diagnostics.len());
+                println!(
+                    "✗ {} rejected: {} diagnostic(s)\n",
+                    path.display(),
+                    diagnostics.len()
+                );
                 for d in &diagnostics {
                     println!("{}", diagnostic_block(d));
                 }
@@ -124,7 +139,10 @@ fn validate_graph(args: &ValidateArgs, path: &Path, value: &Value) -> anyhow::Re
                 None => None,
                 Some(file) => {
                     let input = read_json_file(file, "input")?;
-                    spec.initial_input.check_value(&input).err().map(|e| e.to_string())
+                    spec.initial_input
+                        .check_value(&input)
+                        .err()
+                        .map(|e| e.to_string())
                 }
             };
             report_verified(args, path, &spec, &verified, input_error.as_deref());
@@ -149,7 +167,9 @@ fn report_verified(
             "diagnostics": [],
         });
         if let Some(error) = input_error {
-            out["inputError"] = json!(format!("initial input does not match initialInput: {error}"));
+            out["inputError"] = json!(format!(
+                "initial input does not match initialInput: {error}"
+            ));
         }
         println!("{out}");
         return;
@@ -170,9 +190,16 @@ fn report_verified(
     );
     let termination = match &bounds.termination {
         trellis_graph::TerminationWitness::Acyclic { .. } => "acyclic".to_owned(),
-        trellis_graph::TerminationWitness::Bounded { ranking, max_iterations } => {
+        trellis_graph::TerminationWitness::Bounded {
+            ranking,
+            max_iterations,
+        } => {
             let loops: Vec<String> = ranking.iter().map(|p| p.dotted()).collect();
-            format!("bounded loops ({}), at most {} loop entries", loops.join(", "), max_iterations.get())
+            format!(
+                "bounded loops ({}), at most {} loop entries",
+                loops.join(", "),
+                max_iterations.get()
+            )
         }
     };
     println!("  termination  {termination}");
