@@ -193,6 +193,7 @@ pub(crate) fn apply_event(
                     started_at: cursor,
                     started_at_ms: recorded_at_ms,
                     token_usage: None,
+                    process_group: None,
                     state: ExecutionState::Active {},
                 },
             )?;
@@ -244,6 +245,21 @@ pub(crate) fn apply_event(
                 return reject(format!("log names unknown execution {execution}"));
             }
             count_auxiliary(progress)?;
+        }
+        RunEvent::WorkerProcess {
+            execution,
+            process_group,
+        } => {
+            if !progress.active_executions.contains_key(execution) {
+                return reject(format!(
+                    "worker process names inactive execution {execution}"
+                ));
+            }
+            count_auxiliary(progress)?;
+            let group = *process_group;
+            executions.modify(*execution, &mut |snapshot| {
+                snapshot.process_group = Some(group);
+            })?;
         }
         RunEvent::TokenUsage { execution, usage } => {
             if usage

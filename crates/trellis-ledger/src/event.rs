@@ -63,6 +63,9 @@ pub enum RunEvent {
         message: String,
         timestamp_ms: u64,
     },
+    /// The worker process of an active execution started, in its own process group; lets a
+    /// later command kill the group if the controller dies.
+    WorkerProcess { execution: u64, process_group: u32 },
     /// Tokens (and cost, when known) one execution consumed since its previous report.
     TokenUsage { execution: u64, usage: TokenCounts },
     /// Someone asked the run to stop (`→ stopping`); no new dispatches after this.
@@ -208,6 +211,7 @@ impl RunEvent {
             Self::NodeCompleted { .. } => "node_completed",
             Self::ExecutionVoided { .. } => "execution_voided",
             Self::Log { .. } => "log",
+            Self::WorkerProcess { .. } => "worker_process",
             Self::TokenUsage { .. } => "token_usage",
             Self::ForceStopRequested {} => "force_stop_requested",
             Self::Terminal { .. } => "terminal",

@@ -287,6 +287,7 @@ impl StatusTracker {
             }
             RunEvent::ControllerAttached { .. }
             | RunEvent::TokenUsage { .. }
+            | RunEvent::WorkerProcess { .. }
             | RunEvent::GapEvent { .. } => {}
         }
         Some(WatchEvent {

@@ -120,6 +120,9 @@ pub struct ExecutionSnapshot {
     /// The cursor of its `node_started` event.
     pub started_at: Cursor,
     pub started_at_ms: u64,
+    /// The process group of its worker, once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_group: Option<u32>,
     /// Tokens this execution reported, when it reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_usage: Option<TokenCounts>,

@@ -30,6 +30,14 @@ fn inherited_lease(fd: i32, path: PathBuf) -> Result<Lease, RuntimeError> {
             "lease descriptor {fd} was not inherited; controllers are started by `trellis run`"
         )));
     }
+    // Workers must not inherit the lease: it has to die with this process.
+    // SAFETY: fcntl(F_SETFD) only changes the descriptor's close-on-exec flag.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(RuntimeError::io(
+            "cannot protect the lease descriptor",
+            std::io::Error::last_os_error(),
+        ));
+    }
     // SAFETY: the descriptor is open (checked above) and owned by nothing else in this process.
     let file = unsafe { File::from_raw_fd(fd) };
     Ok(Lease::from_inherited(file, path))

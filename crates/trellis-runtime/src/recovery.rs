@@ -135,9 +135,38 @@ pub fn finalize(
             },
         });
         match store.append_at(run_id, snapshot.head.cursor, &events) {
-            Ok(_) => return Ok(true),
+            Ok(_) => {
+                if reason == TerminalReason::RuntimeLost && same_boot(&snapshot) {
+                    // Workers of a dead controller must not keep changing the workspace.
+                    for id in &active {
+                        if let Some(group) =
+                            snapshot.executions.get(id).and_then(|e| e.process_group)
+                        {
+                            trellis_agents::process::signal_group(group, libc::SIGKILL);
+                        }
+                    }
+                }
+                return Ok(true);
+            }
             Err(LedgerError::StaleCursor { .. }) => continue,
             Err(other) => return Err(other.into()),
         }
     }
+}
+
+/// True when the run's controller ran on this machine since its last boot, so recorded process
+/// groups still name its workers.
+fn same_boot(snapshot: &trellis_ledger::RunSnapshot) -> bool {
+    let Some(controller) = &snapshot.head.progress.controller else {
+        return false;
+    };
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    controller.boot_id.is_some()
+        && controller.boot_id == boot
+        && host.as_deref() == Some(controller.host.as_str())
 }

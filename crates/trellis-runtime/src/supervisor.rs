@@ -514,11 +514,16 @@ impl Supervisor {
                 continue;
             }
             events.push(match event {
-                HarnessEvent::Started { process_group } => log_event(
-                    Some(execution),
-                    LogStream::System,
-                    format!("worker started (process group {process_group})"),
-                ),
+                HarnessEvent::Started { process_group } => {
+                    // Only an active execution may record its process.
+                    if !self.active.contains_key(&execution) {
+                        continue;
+                    }
+                    RunEvent::WorkerProcess {
+                        execution,
+                        process_group,
+                    }
+                }
                 HarnessEvent::Log { stream, message } => {
                     let stream = match stream {
                         AgentStream::Output => LogStream::Output,
