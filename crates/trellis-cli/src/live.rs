@@ -167,7 +167,8 @@ impl<'a> LiveView<'a> {
             let indent = "  ".repeat(row.depth);
             if row.executable {
                 let state = states.get(&row.name);
-                let mut line = format!("{indent}{:<28} {}", row.name, describe(state, now));
+                let label = format!("{indent}{}", row.name);
+                let mut line = format!("{label:<36} {}", describe(state, now));
                 let still_running = state.is_some_and(|s| !s.running.is_empty());
                 if let (true, Some(warning)) = (still_running, self.warnings.get(&row.name)) {
                     line.push_str(&format!("  ⚠ {warning}"));
