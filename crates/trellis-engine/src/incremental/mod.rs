@@ -7,6 +7,7 @@ mod facts;
 mod leaf;
 mod machine;
 mod plan;
+mod sequential;
 mod value;
 
 use std::collections::{HashMap, HashSet};

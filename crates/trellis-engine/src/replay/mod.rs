@@ -334,10 +334,10 @@ fn validate(shape: &Shape, history: &History) -> Result<(), ReplayError> {
         if known_instance != record.node_instance || known_occurrence != &record.occurrence {
             return Err(ReplayError::NodeInstanceMismatch(id));
         }
-        if let ExecutionState::Settled { outcome, .. } = &record.state {
-            if !outcome_fits(outcome, verifier) {
-                return Err(ReplayError::OutcomeKindMismatch(id));
-            }
+        if let ExecutionState::Settled { outcome, .. } = &record.state
+            && !outcome_fits(outcome, verifier)
+        {
+            return Err(ReplayError::OutcomeKindMismatch(id));
         }
     }
     Ok(())

@@ -350,7 +350,7 @@ impl Run {
             .executions
             .iter()
             .filter(|r| r.state == ExecutionState::Active)
-            .map(|r| label(&r.occurrence.node.to_string(), &r.occurrence.map_indices))
+            .map(|r| label(r.occurrence.node.as_str(), &r.occurrence.map_indices))
             .collect()
     }
 }
