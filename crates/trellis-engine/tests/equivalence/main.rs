@@ -168,7 +168,7 @@ fn random_input(graph: &GraphSpec, seed: u64) -> Value {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn random_graphs_reduce_identically(graph_seed in arbitrary::<u64>(), run_seed in arbitrary::<u64>()) {
@@ -382,7 +382,7 @@ fn corrupt(history: &mut trellis_engine::History, graph: &GraphSpec, rng: &mut R
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn corrupted_histories_are_refused_alike_and_never_panic(
