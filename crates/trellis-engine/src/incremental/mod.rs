@@ -7,6 +7,7 @@ mod facts;
 mod leaf;
 mod machine;
 mod plan;
+mod sequential;
 mod value;
 
 use std::collections::{HashMap, HashSet};
@@ -74,6 +75,14 @@ impl Reducer {
     /// Rebuilds the reducer for an existing history by applying its changes in ledger order.
     pub fn from_history(graph: &GraphSpec, initial_input: &Value, history: &History) -> Self {
         let mut reducer = Self::new(graph, initial_input);
+        // The history lists executions in dispatch order; anything else is refused up front.
+        let mut previous = 0;
+        for record in &history.executions {
+            if record.dispatched_at <= previous && reducer.poisoned.is_none() {
+                reducer.poisoned = Some(ReplayError::NotInDispatchOrder(record.execution));
+            }
+            previous = record.dispatched_at;
+        }
         // (position, record index, change: 0 dispatch, 1 end)
         let mut changes = Vec::new();
         for (index, record) in history.executions.iter().enumerate() {

@@ -82,11 +82,11 @@ impl<'g> Replay<'g, '_> {
                 Status::Continue(done) => ready = done,
                 other => return Ok(other),
             }
-            if let Some(until) = &node.until {
-                if local.facts.holds(until, self.shape, &at.indices) {
-                    label = "converged";
-                    break;
-                }
+            if let Some(until) = &node.until
+                && local.facts.holds(until, self.shape, &at.indices)
+            {
+                label = "converged";
+                break;
             }
         }
         self.promote(

@@ -22,6 +22,11 @@ use context::Context;
 pub(crate) use exec::channel_label;
 
 /// Reduces `history` from scratch: the reference semantics.
+///
+/// A par or map resolves at the first ledger position at which, with the history cut there,
+/// its join is decided; the reference finds it by trying each settlement inside the group in
+/// turn, so its cost grows with the history times those positions. It is meant for tests and
+/// audits; the runtime uses [`crate::Reducer`] (or [`crate::Reducer::from_history`]).
 pub fn reduce(
     graph: &GraphSpec,
     initial_input: &Value,
@@ -334,10 +339,10 @@ fn validate(shape: &Shape, history: &History) -> Result<(), ReplayError> {
         if known_instance != record.node_instance || known_occurrence != &record.occurrence {
             return Err(ReplayError::NodeInstanceMismatch(id));
         }
-        if let ExecutionState::Settled { outcome, .. } = &record.state {
-            if !outcome_fits(outcome, verifier) {
-                return Err(ReplayError::OutcomeKindMismatch(id));
-            }
+        if let ExecutionState::Settled { outcome, .. } = &record.state
+            && !outcome_fits(outcome, verifier)
+        {
+            return Err(ReplayError::OutcomeKindMismatch(id));
         }
     }
     Ok(())

@@ -208,7 +208,7 @@ impl Run {
         }
     }
 
-    fn next_position(&mut self) -> u64 {
+    pub fn next_position(&mut self) -> u64 {
         self.position += 1;
         self.position
     }
@@ -234,7 +234,8 @@ impl Run {
     }
 
     fn record(&mut self, record: ExecutionRecord) {
-        self.reducer.apply(&record).expect("incremental apply");
+        // A refused change poisons the reducer; the next decision compares the errors.
+        let _ = self.reducer.apply(&record);
         self.history.executions.push(record);
     }
 
@@ -242,22 +243,49 @@ impl Run {
     pub fn start(&mut self) -> Vec<Dispatch> {
         let requested = self.decide().dispatches;
         for dispatch in &requested {
-            let position = self.next_position();
-            self.record(ExecutionRecord {
-                execution: dispatch.execution,
-                node_instance: dispatch.node_instance,
-                occurrence: dispatch.occurrence.clone(),
-                attempt: dispatch.attempt,
-                input: dispatch.input.clone(),
-                dispatched_at: position,
-                state: ExecutionState::Active,
-            });
+            self.record_dispatch(dispatch);
             self.decide();
         }
         requested
     }
 
+    /// Records one dispatch at the next ledger position.
+    pub fn record_dispatch(&mut self, dispatch: &Dispatch) {
+        let position = self.next_position();
+        self.record(ExecutionRecord {
+            execution: dispatch.execution,
+            node_instance: dispatch.node_instance,
+            occurrence: dispatch.occurrence.clone(),
+            attempt: dispatch.attempt,
+            input: dispatch.input.clone(),
+            dispatched_at: position,
+            state: ExecutionState::Active,
+        });
+    }
+
+    /// Leaves `gap` unused ledger positions (other events of the run).
+    pub fn skip_positions(&mut self, gap: u64) {
+        self.position += gap;
+    }
+
+    pub fn void_execution(&mut self, void: &Void) -> Reduction {
+        let at = self.next_position();
+        self.update(
+            void.execution,
+            ExecutionState::Voided {
+                at,
+                reason: void.reason,
+            },
+        )
+    }
+
     fn update(&mut self, execution: ExecutionId, state: ExecutionState) -> Reduction {
+        self.change_state(execution, state);
+        self.decide()
+    }
+
+    /// Moves a recorded execution to `state` without deciding.
+    pub fn change_state(&mut self, execution: ExecutionId, state: ExecutionState) {
         let index = self
             .history
             .executions
@@ -266,8 +294,7 @@ impl Run {
             .expect("known execution");
         self.history.executions[index].state = state;
         let record = self.history.executions[index].clone();
-        self.reducer.apply(&record).expect("incremental apply");
-        self.decide()
+        let _ = self.reducer.apply(&record);
     }
 
     pub fn settle_execution(
@@ -304,14 +331,7 @@ impl Run {
     pub fn void_requested(&mut self) -> Vec<Void> {
         let voids = self.decide().voids;
         for void in &voids {
-            let at = self.next_position();
-            self.update(
-                void.execution,
-                ExecutionState::Voided {
-                    at,
-                    reason: void.reason,
-                },
-            );
+            self.void_execution(void);
         }
         voids
     }
@@ -330,7 +350,7 @@ impl Run {
             .executions
             .iter()
             .filter(|r| r.state == ExecutionState::Active)
-            .map(|r| label(&r.occurrence.node.to_string(), &r.occurrence.map_indices))
+            .map(|r| label(r.occurrence.node.as_str(), &r.occurrence.map_indices))
             .collect()
     }
 }
