@@ -9,6 +9,7 @@ pub mod binding;
 pub mod contract;
 pub mod exec;
 pub mod harness;
+pub mod lane;
 pub mod process;
 pub mod redact;
 
@@ -19,4 +20,5 @@ pub use harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
     TokenUsage,
 };
+pub use lane::{AgentLane, HarnessKind, Provider, UnsupportedLane, detect_installed_cli};
 pub use redact::{Redactor, SecretEnv};

@@ -43,7 +43,10 @@ impl Template {
         match (push, self.push_variant) {
             (false, _) => Ok(self.document),
             (true, Some(variant)) => Ok(variant),
-            (true, None) => Err(format!("template {} has no push delivery variant", self.name)),
+            (true, None) => Err(format!(
+                "template {} has no push delivery variant",
+                self.name
+            )),
         }
     }
 
