@@ -175,7 +175,7 @@ fn plan_session(
         (None, None) if scope == SessionScope::NodeInstance => {
             let dir = format!(
                 "{}.{}",
-                sanitize(&request.node.to_string()),
+                sanitize(request.node.as_str()),
                 request.node_instance
             );
             let home = harness
