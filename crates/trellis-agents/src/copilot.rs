@@ -218,10 +218,13 @@ fn session_usage(stats: &Value) -> TokenUsage {
         .flat_map(|m| m.values())
     {
         let usage = metrics.get("usage").unwrap_or(&Value::Null);
+        let cache_read = count(usage, "cacheReadTokens");
         total.add(&TokenUsage {
-            input_tokens: count(usage, "inputTokens"),
+            // Observed: inputTokens includes the cache reads (OpenAI's convention); Trellis
+            // keeps them apart.
+            input_tokens: count(usage, "inputTokens").saturating_sub(cache_read),
             output_tokens: count(usage, "outputTokens"),
-            cache_read_tokens: count(usage, "cacheReadTokens"),
+            cache_read_tokens: cache_read,
             cache_write_tokens: count(usage, "cacheWriteTokens"),
             cost_usd: None,
         });
@@ -262,7 +265,7 @@ mod tests {
         assert_eq!(
             session_usage(&stats),
             TokenUsage {
-                input_tokens: 310,
+                input_tokens: 303,
                 output_tokens: 55,
                 cache_read_tokens: 7,
                 cache_write_tokens: 1,
