@@ -1,11 +1,8 @@
-//! The agent harness: one turn loop shared by the Claude, Codex and Copilot adapters — sessions,
-//! the lane's environment, reply checking with up to two corrections, one retry after a
-//! provider failure, usage accounting and the mapping of every ending to an outcome.
+//! The agent harness shared by the Claude, Codex and Copilot adapters: lane credentials,
+//! sessions and homes, the child environment, then the turn loop (`turns`).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{FailureReason, WorkerErrorCode, WorkerOutcome};
 
@@ -16,19 +13,14 @@ use crate::codex::CodexCli;
 use crate::copilot::CopilotCli;
 use crate::forward::LogForwarder;
 use crate::harness::{
-    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
-    TokenUsage,
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, TokenUsage,
 };
 use crate::lane::{AgentLane, HarnessKind, find_program};
-use crate::process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
-use crate::prompt::{CONTINUE_PROMPT, PromptInput, render_correction, render_prompt};
-use crate::protocol::{CliProtocol, Launch, Turn, TurnObserver, merge_env, usage_increment};
-use crate::reply::{ReplyVerdict, judge_reply};
+use crate::prompt::{PromptInput, render_prompt};
+use crate::protocol::{CliProtocol, Launch, merge_env};
 use crate::schema::reply_schema;
 use crate::session::{Checkout, SessionKey, SessionRecord, SessionStore};
-
-/// Most correction turns after a rejected reply; the next rejection settles `malformed`.
-pub const MAX_CORRECTIONS: u32 = 2;
+use crate::turns::{SessionState, TurnLoop};
 
 /// How an agent harness finds its CLI and keeps long-lived sessions.
 #[derive(Debug, Clone, Default)]
@@ -106,6 +98,16 @@ impl Harness for AgentHarness {
 struct Settled {
     outcome: WorkerOutcome,
     usage: TokenUsage,
+}
+
+impl Settled {
+    /// An execution that ended before any CLI ran.
+    fn before_start(outcome: WorkerOutcome) -> Self {
+        Self {
+            outcome,
+            usage: TokenUsage::default(),
+        }
+    }
 }
 
 fn failure(code: WorkerErrorCode) -> WorkerOutcome {
@@ -218,7 +220,6 @@ async fn run(
     forwarder: &mut LogForwarder,
     cancel: &CancellationToken,
 ) -> Settled {
-    let mut usage = TokenUsage::default();
     let protocol = harness.protocol.as_ref();
     let Binding::Agent(binding) = &request.binding else {
         forwarder.system(format!(
@@ -226,10 +227,7 @@ async fn run(
             harness.name(),
             request.binding.kind_name()
         ));
-        return Settled {
-            outcome: failure(WorkerErrorCode::Crash),
-            usage,
-        };
+        return Settled::before_start(failure(WorkerErrorCode::Crash));
     };
     let access = match resolve_access(harness.lane.provider, binding, request) {
         Ok(access) => access,
@@ -243,17 +241,14 @@ async fn run(
             } else {
                 failure(WorkerErrorCode::Crash)
             };
-            return Settled { outcome, usage };
+            return Settled::before_start(outcome);
         }
     };
     let session = match plan_session(harness, request, binding.session_scope) {
         Ok(plan) => plan,
         Err(message) => {
             forwarder.system(message);
-            return Settled {
-                outcome: failure(WorkerErrorCode::Crash),
-                usage,
-            };
+            return Settled::before_start(failure(WorkerErrorCode::Crash));
         }
     };
     let schema = reply_schema(&request.contract, protocol.dialect());
@@ -273,10 +268,7 @@ async fn run(
         Ok(found) => found,
         Err(message) => {
             forwarder.system(message);
-            return Settled {
-                outcome: failure(WorkerErrorCode::Crash),
-                usage,
-            };
+            return Settled::before_start(failure(WorkerErrorCode::Crash));
         }
     };
 
@@ -287,205 +279,41 @@ async fn run(
         input: &request.input,
         contract: &request.contract,
     });
-    let mut session_id = session.resume.as_ref().map(|r| r.id.clone());
-    let mut reported_total = session
-        .resume
-        .as_ref()
-        .map(|r| r.reported_total)
-        .unwrap_or_default();
-    let mut prompt = first_prompt.clone();
-    let mut corrections = 0;
-    let mut retried_provider_failure = false;
-    let started = Instant::now();
-    let mut index = 0;
-    let outcome = loop {
-        let remaining = request
-            .deadline
-            .map(|deadline| deadline.saturating_sub(started.elapsed()));
-        if remaining == Some(Duration::ZERO) {
-            forwarder.system("deadline (timeoutMs) passed; agent stopped".into());
-            break failure(WorkerErrorCode::Timeout);
-        }
-        let turn = Turn {
-            index,
-            prompt: &prompt,
-            resume: session_id.as_deref(),
-        };
-        index += 1;
-        let invocation = match protocol.invocation(&launch, &turn) {
-            Ok(invocation) => invocation,
-            Err(message) => {
-                forwarder.system(message);
-                break failure(WorkerErrorCode::Crash);
-            }
-        };
-        let spec = ProcessSpec {
-            program: program.clone(),
-            args: invocation.args,
-            cwd: request.workspace.clone(),
-            env: merge_env([env_base.clone(), Vec::new(), invocation.env]),
-            stdin: turn.prompt.as_bytes().to_vec(),
-        };
-        let limits = ProcessLimits {
-            deadline: remaining,
-            idle: request.idle_timeout,
-            ..ProcessLimits::default()
-        };
-        let report = {
-            let mut observer = TurnObserver {
-                forwarder: &mut *forwarder,
-                protocol,
-            };
-            run_process(&spec, &limits, cancel, &mut observer).await
-        };
-        let (code, signal) = match report.end {
-            ProcessEnd::Exited { code, signal } => (code, signal),
-            ProcessEnd::DeadlineExceeded => {
-                forwarder.system("deadline (timeoutMs) passed; agent stopped".into());
-                break failure(WorkerErrorCode::Timeout);
-            }
-            ProcessEnd::IdleExceeded => {
-                forwarder.system("idle limit (idleTimeoutMs) passed; agent stopped".into());
-                break failure(WorkerErrorCode::Timeout);
-            }
-            ProcessEnd::Cancelled => {
-                forwarder.system("execution cancelled; agent stopped".into());
-                break failure(WorkerErrorCode::Refusal);
-            }
-            ProcessEnd::SpawnFailed(message) => {
-                forwarder.system(message);
-                break failure(WorkerErrorCode::Crash);
-            }
-        };
-        if report.stdout_truncated {
-            forwarder.system(format!(
-                "{} printed more than {} bytes; agent output abandoned",
-                harness.name(),
-                limits.max_stdout_bytes
-            ));
-            break failure(WorkerErrorCode::Crash);
-        }
-        let transcript = protocol.transcript(&launch, &turn, &report.stdout);
-        if let Some(seen) = &transcript.session_id {
-            match &session_id {
-                Some(known) if known != seen => {
-                    forwarder.system(format!(
-                        "{} answered in session {seen} instead of {known}; the session is lost",
-                        harness.name()
-                    ));
-                    break failure(WorkerErrorCode::Crash);
-                }
-                _ => session_id = Some(seen.clone()),
-            }
-        }
-        if let Some(other) = &transcript.conflicting_session {
-            forwarder.system(format!(
-                "{} switched to session {other} mid-turn; the session is lost",
-                harness.name()
-            ));
-            break failure(WorkerErrorCode::Crash);
-        }
-        if let Some(reported) = transcript.usage {
-            let increment = if protocol.usage_is_cumulative() {
-                let increment = usage_increment(&reported, &reported_total);
-                reported_total = reported;
-                increment
-            } else {
-                reported
-            };
-            usage.add(&increment);
-            forwarder.event(HarnessEvent::Usage(increment));
-        }
-        if let Some(error) = &transcript.provider_error {
-            forwarder.emit(
-                LogStream::Error,
-                &format!("{} provider failure: {error}", protocol.label()),
-            );
-            if retried_provider_failure {
-                forwarder.system("second provider failure; settled crash".into());
-                break failure(WorkerErrorCode::Crash);
-            }
-            retried_provider_failure = true;
-            forwarder.system("retrying once after the provider failure".into());
-            prompt = if session_id.is_some() {
-                CONTINUE_PROMPT.to_owned()
-            } else {
-                first_prompt.clone()
-            };
-            continue;
-        }
-        if let Some(ending) = abnormal_ending(code, signal, transcript.events) {
-            forwarder.system(format!("{} {ending}; settled crash", harness.name()));
-            break failure(WorkerErrorCode::Crash);
-        }
-        let Some(reply) = transcript.reply else {
-            forwarder.system(format!(
-                "{} finished without a final reply; settled crash",
-                harness.name()
-            ));
-            break failure(WorkerErrorCode::Crash);
-        };
-        match judge_reply(&request.contract, protocol.dialect(), reply) {
-            ReplyVerdict::Accepted(outcome) => break outcome,
-            ReplyVerdict::Refused(reason) => {
-                forwarder.system(format!("the agent refused the task: {reason}"));
-                break failure(WorkerErrorCode::Refusal);
-            }
-            ReplyVerdict::Rejected(reason) if corrections >= MAX_CORRECTIONS => {
-                forwarder.system(format!(
-                    "reply rejected after {MAX_CORRECTIONS} corrections: {reason}; settled malformed"
-                ));
-                break WorkerOutcome::Error {
-                    code: WorkerErrorCode::Malformed,
-                    reason: FailureReason::MalformedResult,
-                };
-            }
-            ReplyVerdict::Rejected(reason) if session_id.is_none() => {
-                forwarder.system(format!(
-                    "reply rejected ({reason}) but {} reported no session to correct it in; \
-                     settled crash",
-                    harness.name()
-                ));
-                break failure(WorkerErrorCode::Crash);
-            }
-            ReplyVerdict::Rejected(reason) => {
-                corrections += 1;
-                forwarder.system(format!(
-                    "reply rejected: {reason}; asking for correction {corrections} of {MAX_CORRECTIONS}"
-                ));
-                prompt = render_correction(&request.contract, &reason);
-            }
-        }
+    let mut state = SessionState::continuing(
+        session.resume.as_ref().map(|r| r.id.clone()),
+        session
+            .resume
+            .as_ref()
+            .map(|r| r.reported_total)
+            .unwrap_or_default(),
+    );
+    let turns = TurnLoop {
+        protocol,
+        launch: &launch,
+        program: &program,
+        env: &env_base,
+        first_prompt,
     };
+    let outcome = turns.run(&mut state, forwarder, cancel).await;
 
-    if session.scope == SessionScope::NodeInstance {
-        match (&outcome, &session_id) {
-            (WorkerOutcome::Error { .. }, Some(_)) => harness.sessions.invalidate(session.key),
-            (WorkerOutcome::Error { .. }, None) => {}
-            (_, Some(id)) => harness.sessions.keep(
+    // A node-instance session carries over only from a successful execution.
+    if let (SessionScope::NodeInstance, Some(id)) = (session.scope, &state.session_id) {
+        if matches!(outcome, WorkerOutcome::Error { .. }) {
+            harness.sessions.invalidate(session.key);
+        } else {
+            harness.sessions.keep(
                 session.key,
                 SessionRecord {
                     id: id.clone(),
                     home: session.private_home.then(|| session.home.clone()),
-                    reported_total,
+                    reported_total: state.reported_total,
                 },
-            ),
-            (_, None) => {}
+            );
         }
     }
-    Settled { outcome, usage }
-}
-
-/// Describes an exit that cannot carry a usable reply, or `None` for a clean exit.
-fn abnormal_ending(code: Option<i32>, signal: Option<i32>, events: usize) -> Option<String> {
-    match (code, signal) {
-        (Some(0), _) => None,
-        (_, Some(signal)) => Some(format!("was killed by signal {signal}")),
-        (Some(code), None) if events == 0 => Some(format!(
-            "exited with code {code} before printing any event (startup failure)"
-        )),
-        (Some(code), None) => Some(format!("exited with code {code}")),
-        (None, None) => Some("ended without an exit status".to_owned()),
+    Settled {
+        outcome,
+        usage: state.usage,
     }
 }
 

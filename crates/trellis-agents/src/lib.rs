@@ -26,8 +26,9 @@ pub mod redact;
 pub mod reply;
 pub mod schema;
 pub mod session;
+mod turns;
 
-pub use agent::{AgentHarness, AgentOptions, MAX_CORRECTIONS, agent_harness};
+pub use agent::{AgentHarness, AgentOptions, agent_harness};
 pub use binding::{AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope};
 pub use contract::NodeContract;
 pub use exec::ExecHarness;
@@ -38,3 +39,4 @@ pub use harness::{
 pub use lane::{AgentLane, HarnessKind, Provider, UnsupportedLane, detect_installed_cli};
 pub use redact::{Redactor, SecretEnv};
 pub use schema::SchemaDialect;
+pub use turns::MAX_CORRECTIONS;
