@@ -103,6 +103,15 @@ pub struct UnsupportedLane {
     pub provider: &'static str,
 }
 
+/// Why no lane could be chosen for a plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaneChoiceError {
+    #[error("the plan names no harness and none of claude, codex, copilot is on PATH")]
+    NoCliInstalled,
+    #[error(transparent)]
+    Unsupported(#[from] UnsupportedLane),
+}
+
 impl AgentLane {
     /// A lane the adapters can drive (see [`HarnessKind::supports`]).
     pub fn new(harness: HarnessKind, provider: Provider) -> Result<Self, UnsupportedLane> {
@@ -114,6 +123,20 @@ impl AgentLane {
                 provider: provider.as_str(),
             })
         }
+    }
+
+    /// The lane a plan asks for: its harness, else the first CLI installed on `path_env`; its
+    /// provider, else the harness's default.
+    pub fn choose(
+        harness: Option<HarnessKind>,
+        provider: Option<Provider>,
+        path_env: &OsStr,
+    ) -> Result<Self, LaneChoiceError> {
+        let harness = harness
+            .or_else(|| detect_installed_cli(path_env))
+            .ok_or(LaneChoiceError::NoCliInstalled)?;
+        let provider = provider.unwrap_or_else(|| harness.default_provider());
+        Ok(Self::new(harness, provider)?)
     }
 
     /// The CLI with its default provider.
@@ -188,5 +211,25 @@ mod tests {
         assert_eq!(detect_installed_cli(&path), Some(HarnessKind::Codex));
         make(first.path(), "claude", 0o755);
         assert_eq!(detect_installed_cli(&path), Some(HarnessKind::Claude));
+        assert_eq!(
+            AgentLane::choose(None, None, &path),
+            Ok(AgentLane::native(HarnessKind::Claude))
+        );
+        assert_eq!(
+            AgentLane::choose(
+                Some(HarnessKind::Codex),
+                Some(Provider::Gateway),
+                "".as_ref()
+            ),
+            AgentLane::new(HarnessKind::Codex, Provider::Gateway).map_err(Into::into)
+        );
+        assert_eq!(
+            AgentLane::choose(None, None, "".as_ref()),
+            Err(LaneChoiceError::NoCliInstalled)
+        );
+        assert!(matches!(
+            AgentLane::choose(Some(HarnessKind::Claude), Some(Provider::Github), &path),
+            Err(LaneChoiceError::Unsupported(_))
+        ));
     }
 }

@@ -36,7 +36,9 @@ pub use harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
     TokenUsage,
 };
-pub use lane::{AgentLane, HarnessKind, Provider, UnsupportedLane, detect_installed_cli};
+pub use lane::{
+    AgentLane, HarnessKind, LaneChoiceError, Provider, UnsupportedLane, detect_installed_cli,
+};
 pub use redact::{Redactor, SecretEnv};
 pub use schema::SchemaDialect;
 pub use turns::MAX_CORRECTIONS;
