@@ -175,7 +175,13 @@ fn parse_stdout(stdout: &[u8]) -> Transcript {
         let failed = event.get("is_error") == Some(&Value::Bool(true))
             || text(&event, "subtype") != "success";
         if failed {
-            transcript.provider_error = Some(result_error(&event));
+            let error = result_error(&event);
+            // Observed when `--resume` names a session this home does not hold.
+            if error.contains("No conversation found") {
+                transcript.session_lost = Some(error);
+            } else {
+                transcript.provider_error = Some(error);
+            }
             continue;
         }
         transcript.reply = match event.get("structured_output") {
@@ -272,6 +278,14 @@ mod tests {
             Some("API Error: 400 nope")
         );
         assert_eq!(failed.reply, None);
+        let lost = parse(
+            br#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["No conversation found with session ID: s9"],"session_id":"s9"}"#,
+        );
+        assert_eq!(lost.provider_error, None);
+        assert_eq!(
+            lost.session_lost.as_deref(),
+            Some("No conversation found with session ID: s9")
+        );
         let text_only = parse(
             br#"{"type":"result","subtype":"success","is_error":false,"result":"not json","structured_output":null,"session_id":"s2"}"#,
         );

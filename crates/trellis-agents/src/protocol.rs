@@ -74,6 +74,8 @@ pub(crate) struct Transcript {
     pub usage: Option<TokenUsage>,
     /// A failure the CLI reported from the provider.
     pub provider_error: Option<String>,
+    /// The CLI could not find the session it was asked to resume; why.
+    pub session_lost: Option<String>,
 }
 
 impl Transcript {

@@ -158,6 +158,10 @@ impl TurnLoop<'_> {
                 _ => state.session_id = Some(seen.clone()),
             }
         }
+        if let Some(why) = &transcript.session_lost {
+            forwarder.system(format!("{name} lost the session: {why}; settled crash"));
+            return Next::Settle(failure(WorkerErrorCode::Crash));
+        }
         if let Some(other) = &transcript.conflicting_session {
             forwarder.system(format!(
                 "{name} switched to session {other} mid-turn; the session is lost"

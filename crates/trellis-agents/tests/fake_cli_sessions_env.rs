@@ -267,6 +267,29 @@ async fn node_instance_sessions_carry_over_until_an_execution_fails() {
 }
 
 #[tokio::test]
+async fn a_session_claude_no_longer_holds_is_a_crash_without_retry() {
+    let fake = Fake::new(HarnessKind::Claude);
+    fake.turns(&["reply", "lost", "reply"]);
+    let harness = fake.harness();
+    let scoped = |execution: u64| {
+        let mut request = fake.request(execution);
+        set_binding(&mut request, |b| {
+            b.session_scope = SessionScope::NodeInstance
+        });
+        request
+    };
+    run(&harness, scoped(1)).await;
+    let (result, events) = run(&harness, scoped(2)).await;
+    assert_eq!(result.outcome.error_code(), Some(WorkerErrorCode::Crash));
+    assert!(has_log(
+        &events,
+        LogStream::System,
+        "claude lost the session: No conversation found with session ID: sess-1"
+    ));
+    assert_eq!(fake.invocations(), 2, "a lost session is not retried");
+}
+
+#[tokio::test]
 async fn execution_scope_starts_a_fresh_session_every_time() {
     for kind in ALL {
         let fake = Fake::new(kind);

@@ -18,6 +18,9 @@ case "$mode" in
   bad) result false '"{\"response\":{\"wrong\":true}}"' '{"response":{"wrong":true}}' ;;
   refuse) result false '""' '{"refusal":"no access to the repository"}' ;;
   fail) result true '"API Error: 529 overloaded (scripted)"' null; exit 1 ;;
+  lost)
+    emit '{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"errors":["No conversation found with session ID: '"$session"'"],"session_id":"'"$session"'"}'
+    exit 1 ;;
   crash) kill -9 $$ ;;
   hang) exec sleep 30 ;;
   echoenv)
