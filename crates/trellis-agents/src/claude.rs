@@ -6,7 +6,9 @@ use serde_json::Value;
 use crate::access::LaneAccess;
 use crate::harness::{LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
-use crate::protocol::{CliProtocol, Invocation, Launch, Transcript, Turn, count, excerpt, text};
+use crate::protocol::{
+    CliProtocol, Invocation, Launch, Transcript, Turn, TurnParser, count, excerpt, text,
+};
 use crate::reply::RawReply;
 use crate::schema::SchemaDialect;
 
@@ -153,36 +155,41 @@ impl CliProtocol for ClaudeCli {
         }
     }
 
-    fn transcript(&self, _launch: &Launch<'_>, _turn: &Turn<'_>, stdout: &[u8]) -> Transcript {
-        parse_stdout(stdout)
+    fn parser(&self) -> Box<dyn TurnParser> {
+        Box::new(ClaudeTurn::default())
     }
 }
 
 /// The facts of one `claude --print` run: the constant session id, and from the `result`
 /// event the reply (`structured_output`, else `result` text), usage and any failure.
-fn parse_stdout(stdout: &[u8]) -> Transcript {
-    let mut transcript = Transcript::default();
-    for event in crate::protocol::json_lines(stdout) {
+#[derive(Default)]
+struct ClaudeTurn {
+    transcript: Transcript,
+}
+
+impl TurnParser for ClaudeTurn {
+    fn event(&mut self, event: &Value) {
+        let transcript = &mut self.transcript;
         transcript.events += 1;
         if let Some(id) = event.get("session_id").and_then(Value::as_str) {
             transcript.note_session(id);
         }
-        if text(&event, "type") != "result" {
-            continue;
+        if text(event, "type") != "result" {
+            return;
         }
-        transcript.usage = Some(result_usage(&event));
+        transcript.usage = Some(result_usage(event));
         // An API error still reports `subtype: success`; `is_error` is what tells.
         let failed = event.get("is_error") == Some(&Value::Bool(true))
-            || text(&event, "subtype") != "success";
+            || text(event, "subtype") != "success";
         if failed {
-            let error = result_error(&event);
+            let error = result_error(event);
             // Observed when `--resume` names a session this home does not hold.
             if error.contains("No conversation found") {
                 transcript.session_lost = Some(error);
             } else {
                 transcript.provider_error = Some(error);
             }
-            continue;
+            return;
         }
         transcript.reply = match event.get("structured_output") {
             Some(value) if !value.is_null() => Some(RawReply::Json(value.clone())),
@@ -193,7 +200,10 @@ fn parse_stdout(stdout: &[u8]) -> Transcript {
             },
         };
     }
-    transcript
+
+    fn finish(self: Box<Self>) -> Transcript {
+        self.transcript
+    }
 }
 
 /// Text blocks verbatim, tool calls and tool results as short excerpts, one line per event.
@@ -293,7 +303,7 @@ mod tests {
     }
 
     fn parse(stdout: &[u8]) -> Transcript {
-        parse_stdout(stdout)
+        crate::protocol::parse_all(ClaudeCli.parser(), stdout)
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::access::{LaneAccess, base_value};
 use crate::harness::{LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
 use crate::protocol::{
-    CliProtocol, Invocation, Launch, Transcript, Turn, count, excerpt, json_lines, text,
+    CliProtocol, Invocation, Launch, Transcript, Turn, TurnParser, count, excerpt, text,
     toml_string,
 };
 use crate::reply::RawReply;
@@ -181,8 +181,8 @@ impl CliProtocol for CodexCli {
         }
     }
 
-    fn transcript(&self, _launch: &Launch<'_>, _turn: &Turn<'_>, stdout: &[u8]) -> Transcript {
-        parse_stdout(stdout)
+    fn parser(&self) -> Box<dyn TurnParser> {
+        Box::new(CodexTurn::default())
     }
 }
 
@@ -236,27 +236,31 @@ fn item_summary(item: &Value) -> Option<(LogStream, String)> {
 
 /// The facts of one `codex exec` run. An `error` event alone is not fatal (Codex reports
 /// reconnect attempts that way); `turn.failed`, or an error without a completed turn, is.
-fn parse_stdout(stdout: &[u8]) -> Transcript {
-    let mut transcript = Transcript::default();
-    let mut completed = false;
-    let mut failure: Option<String> = None;
-    let mut last_error: Option<String> = None;
-    for event in json_lines(stdout) {
-        transcript.events += 1;
-        match text(&event, "type") {
-            "thread.started" => transcript.note_session(text(&event, "thread_id")),
+#[derive(Default)]
+struct CodexTurn {
+    transcript: Transcript,
+    completed: bool,
+    failure: Option<String>,
+    last_error: Option<String>,
+}
+
+impl TurnParser for CodexTurn {
+    fn event(&mut self, event: &Value) {
+        self.transcript.events += 1;
+        match text(event, "type") {
+            "thread.started" => self.transcript.note_session(text(event, "thread_id")),
             "item.completed" => {
                 let item = event.get("item").unwrap_or(&Value::Null);
                 if text(item, "type") == "agent_message" {
-                    transcript.reply = Some(RawReply::Text(text(item, "text").to_owned()));
+                    self.transcript.reply = Some(RawReply::Text(text(item, "text").to_owned()));
                 }
             }
             "turn.completed" => {
-                completed = true;
+                self.completed = true;
                 let usage = event.get("usage").unwrap_or(&Value::Null);
                 let input = count(usage, "input_tokens");
                 let cached = count(usage, "cached_input_tokens");
-                transcript.usage = Some(TokenUsage {
+                self.transcript.usage = Some(TokenUsage {
                     // OpenAI counts cached tokens inside input_tokens; Trellis keeps them apart.
                     input_tokens: input.saturating_sub(cached),
                     output_tokens: count(usage, "output_tokens"),
@@ -270,25 +274,36 @@ fn parse_stdout(stdout: &[u8]) -> Transcript {
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .unwrap_or("turn failed");
-                failure = Some(message.to_owned());
+                self.failure = Some(message.to_owned());
             }
-            "error" => last_error = Some(text(&event, "message").to_owned()),
+            "error" => self.last_error = Some(text(event, "message").to_owned()),
             _ => {}
         }
     }
-    transcript.provider_error = failure.or(if completed { None } else { last_error });
-    if transcript.provider_error.is_some() {
-        transcript.reply = None;
-    } else if !completed {
-        // A reply without a completed turn is not final.
-        transcript.reply = None;
+
+    fn finish(self: Box<Self>) -> Transcript {
+        let CodexTurn {
+            mut transcript,
+            completed,
+            failure,
+            last_error,
+        } = *self;
+        transcript.provider_error = failure.or(if completed { None } else { last_error });
+        // Only a completed, successful turn has a final reply.
+        if transcript.provider_error.is_some() || !completed {
+            transcript.reply = None;
+        }
+        transcript
     }
-    transcript
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_stdout(stdout: &[u8]) -> Transcript {
+        crate::protocol::parse_all(CodexCli.parser(), stdout)
+    }
 
     #[test]
     fn the_last_agent_message_of_a_completed_turn_is_the_reply() {

@@ -14,7 +14,7 @@ use crate::access::{LaneAccess, base_value};
 use crate::harness::{LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
 use crate::protocol::{
-    CliProtocol, Invocation, Launch, Transcript, Turn, count, excerpt, json_lines, text,
+    CliProtocol, Invocation, Launch, Transcript, Turn, TurnParser, count, excerpt, text,
 };
 use crate::reply::RawReply;
 use crate::schema::SchemaDialect;
@@ -162,50 +162,64 @@ impl CliProtocol for CopilotCli {
         }
     }
 
-    fn transcript(&self, launch: &Launch<'_>, turn: &Turn<'_>, stdout: &[u8]) -> Transcript {
-        let mut transcript = parse_stdout(stdout);
-        let file = usage_file(launch, turn);
-        if let Ok(bytes) = std::fs::read(&file) {
+    fn parser(&self) -> Box<dyn TurnParser> {
+        Box::new(CopilotTurn::default())
+    }
+
+    fn complete(&self, launch: &Launch<'_>, turn: &Turn<'_>, transcript: &mut Transcript) {
+        if let Ok(bytes) = std::fs::read(usage_file(launch, turn)) {
             transcript.usage = serde_json::from_slice::<Value>(&bytes)
                 .ok()
                 .map(|stats| session_usage(&stats));
         }
-        transcript
     }
 }
 
 /// The facts of one prompt-mode run: the last non-empty assistant message, the session id of
 /// the `result` event, and `session.error` as a provider failure.
-fn parse_stdout(stdout: &[u8]) -> Transcript {
-    let mut transcript = Transcript::default();
-    let mut finished = false;
-    let mut failure: Option<String> = None;
-    for event in json_lines(stdout) {
-        transcript.events += 1;
+#[derive(Default)]
+struct CopilotTurn {
+    transcript: Transcript,
+    finished: bool,
+    failure: Option<String>,
+}
+
+impl TurnParser for CopilotTurn {
+    fn event(&mut self, event: &Value) {
+        self.transcript.events += 1;
         let data = event.get("data").unwrap_or(&Value::Null);
-        match text(&event, "type") {
+        match text(event, "type") {
             "assistant.message" => {
                 let content = text(data, "content");
                 if !content.trim().is_empty() {
-                    transcript.reply = Some(RawReply::Text(content.to_owned()));
+                    self.transcript.reply = Some(RawReply::Text(content.to_owned()));
                 }
             }
-            "session.error" => failure = Some(text(data, "message").to_owned()),
+            "session.error" => self.failure = Some(text(data, "message").to_owned()),
             "result" => {
-                finished = true;
-                transcript.note_session(text(&event, "sessionId"));
-                if failure.is_none() && count(&event, "exitCode") != 0 {
-                    failure = Some(format!("exit code {}", count(&event, "exitCode")));
+                self.finished = true;
+                self.transcript.note_session(text(event, "sessionId"));
+                let exit_code = count(event, "exitCode");
+                if self.failure.is_none() && exit_code != 0 {
+                    self.failure = Some(format!("exit code {exit_code}"));
                 }
             }
             _ => {}
         }
     }
-    if failure.is_some() || !finished {
-        transcript.reply = None;
+
+    fn finish(self: Box<Self>) -> Transcript {
+        let CopilotTurn {
+            mut transcript,
+            finished,
+            failure,
+        } = *self;
+        if failure.is_some() || !finished {
+            transcript.reply = None;
+        }
+        transcript.provider_error = failure;
+        transcript
     }
-    transcript.provider_error = failure;
-    transcript
 }
 
 /// Sums the per-model usage of a `--usage-output-file` report.
@@ -236,6 +250,10 @@ fn session_usage(stats: &Value) -> TokenUsage {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn parse_stdout(stdout: &[u8]) -> Transcript {
+        crate::protocol::parse_all(CopilotCli.parser(), stdout)
+    }
 
     #[test]
     fn replies_sessions_and_failures_come_from_the_events() {

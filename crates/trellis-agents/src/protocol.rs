@@ -12,9 +12,12 @@ use crate::binding::AgentBinding;
 use crate::forward::{LogForwarder, truncate};
 use crate::harness::{ExecutionRequest, LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
-use crate::process::{ProcessObserver, Stream};
+use crate::process::{LINE_CUT_MARKER, ProcessObserver, Stream};
 use crate::reply::RawReply;
 use crate::schema::SchemaDialect;
+
+/// Longest stdout event read whole; the rest of a longer line is dropped.
+pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
 
 /// Longest excerpt of tool input or output shown in a progress line.
 pub(crate) const EXCERPT_BYTES: usize = 300;
@@ -109,10 +112,30 @@ pub(crate) trait CliProtocol: Send + Sync {
     fn invocation(&self, launch: &Launch<'_>, turn: &Turn<'_>) -> Result<Invocation, String>;
     /// A one-line summary of one stdout event, if it is worth showing.
     fn summarize(&self, event: &Value) -> Option<(LogStream, String)>;
-    fn transcript(&self, launch: &Launch<'_>, turn: &Turn<'_>, stdout: &[u8]) -> Transcript;
+    /// A fresh reader of one turn's events.
+    fn parser(&self) -> Box<dyn TurnParser>;
+    /// Adds what the CLI left outside its event stream (files) to a finished turn.
+    fn complete(&self, _launch: &Launch<'_>, _turn: &Turn<'_>, _transcript: &mut Transcript) {}
+}
+
+/// Reads one turn's stdout events as they arrive.
+pub(crate) trait TurnParser: Send {
+    fn event(&mut self, event: &Value);
+    /// The facts of the finished turn.
+    fn finish(self: Box<Self>) -> Transcript;
+}
+
+/// Feeds every JSON line of `stdout` to `parser` (for tests of the parsers).
+#[cfg(test)]
+pub(crate) fn parse_all(mut parser: Box<dyn TurnParser>, stdout: &[u8]) -> Transcript {
+    for event in json_lines(stdout) {
+        parser.event(&event);
+    }
+    parser.finish()
 }
 
 /// Parses each non-empty stdout line that is a JSON object.
+#[cfg(test)]
 pub(crate) fn json_lines(stdout: &[u8]) -> impl Iterator<Item = Value> + '_ {
     stdout
         .split(|&b| b == b'\n')
@@ -154,10 +177,12 @@ pub(crate) fn merge_env(layers: [Vec<(String, String)>; 3]) -> Vec<(String, Stri
     env.into_iter().collect()
 }
 
-/// Forwards a running turn: stdout events as summaries, stderr as errors, silence warnings.
+/// Forwards a running turn — stdout events as summaries, stderr as errors, silence
+/// warnings — and feeds every event to the turn's parser.
 pub(crate) struct TurnObserver<'a> {
     pub forwarder: &'a mut LogForwarder,
     pub protocol: &'a dyn CliProtocol,
+    pub parser: Box<dyn TurnParser>,
 }
 
 impl ProcessObserver for TurnObserver<'_> {
@@ -178,8 +203,15 @@ impl ProcessObserver for TurnObserver<'_> {
                 if let Some((stream, message)) = self.protocol.summarize(&event) {
                     self.forwarder.emit(stream, &message);
                 }
+                self.parser.event(&event);
             }
-            // Plain text (or an event longer than the line cap) is shown as it is.
+            _ if line.starts_with('{') && line.ends_with(LINE_CUT_MARKER) => {
+                self.forwarder.system(format!(
+                    "an event longer than {} bytes was skipped",
+                    MAX_EVENT_BYTES
+                ));
+            }
+            // Plain text is shown as it is.
             _ => self.forwarder.emit(LogStream::Output, line),
         }
     }

@@ -12,7 +12,8 @@ use crate::harness::{HarnessEvent, LogStream, TokenUsage};
 use crate::process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
 use crate::prompt::{CONTINUE_PROMPT, render_correction};
 use crate::protocol::{
-    CliProtocol, Launch, Transcript, Turn, TurnObserver, merge_env, usage_increment,
+    CliProtocol, Launch, MAX_EVENT_BYTES, Transcript, Turn, TurnObserver, merge_env,
+    usage_increment,
 };
 use crate::reply::{ReplyVerdict, judge_reply};
 
@@ -105,31 +106,26 @@ impl TurnLoop<'_> {
                 env: merge_env([self.env.to_vec(), Vec::new(), invocation.env]),
                 stdin: turn.prompt.as_bytes().to_vec(),
             };
+            // Events are parsed as they arrive, so a long session's output is never held whole.
             let limits = ProcessLimits {
                 deadline: remaining,
                 idle: request.idle_timeout,
+                capture_stdout: false,
+                max_line_bytes: MAX_EVENT_BYTES,
                 ..ProcessLimits::default()
             };
-            let report = {
-                let mut observer = TurnObserver {
-                    forwarder: &mut *forwarder,
-                    protocol: self.protocol,
-                };
-                run_process(&spec, &limits, cancel, &mut observer).await
+            let mut observer = TurnObserver {
+                forwarder: &mut *forwarder,
+                protocol: self.protocol,
+                parser: self.protocol.parser(),
             };
+            let report = run_process(&spec, &limits, cancel, &mut observer).await;
+            let mut transcript = observer.parser.finish();
             let (code, signal) = match report.end {
                 ProcessEnd::Exited { code, signal } => (code, signal),
                 other => return stopped(other, forwarder),
             };
-            if report.stdout_truncated {
-                forwarder.system(format!(
-                    "{} printed more than {} bytes; agent output abandoned",
-                    self.name(),
-                    limits.max_stdout_bytes
-                ));
-                return failure(WorkerErrorCode::Crash);
-            }
-            let transcript = self.protocol.transcript(self.launch, &turn, &report.stdout);
+            self.protocol.complete(self.launch, &turn, &mut transcript);
             match self.assess(state, transcript, code, signal, forwarder) {
                 Next::Turn(next) => prompt = next,
                 Next::Settle(outcome) => return outcome,

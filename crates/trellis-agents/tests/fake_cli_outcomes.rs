@@ -438,3 +438,23 @@ async fn verifiers_get_read_only_tooling_and_return_the_triple() {
         );
     }
 }
+
+#[tokio::test]
+async fn long_sessions_are_streamed_and_over_long_events_skipped() {
+    let fake = Fake::new(HarnessKind::Claude);
+    fake.turns(&["flood"]);
+    let (result, events) = run(&fake.harness(), fake.request(1)).await;
+    assert_eq!(
+        result.outcome,
+        verified_count(3),
+        "{:?}",
+        logs(&events).len()
+    );
+    assert!(has_log(
+        &events,
+        LogStream::System,
+        "an event longer than 1048576 bytes was skipped"
+    ));
+    // Each forwarded line stays bounded however long the event was.
+    assert!(logs(&events).iter().all(|(_, m)| m.len() <= 4200));
+}

@@ -18,6 +18,15 @@ case "$mode" in
   bad) result false '"{\"response\":{\"wrong\":true}}"' '{"response":{"wrong":true}}' ;;
   refuse) result false '""' '{"refusal":"no access to the repository"}' ;;
   fail) result true '"API Error: 529 overloaded (scripted)"' null; exit 1 ;;
+  flood)
+    # Ten ~900 KiB events (more than 8 MiB in all), one 2 MiB event, then the reply.
+    big=$(head -c 921600 /dev/zero | tr '\0' 'a')
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+      emit '{"type":"assistant","message":{"content":[{"type":"text","text":"'"$big"'"}]},"session_id":"'"$session"'"}'
+    done
+    huge=$(head -c 2097152 /dev/zero | tr '\0' 'b')
+    emit '{"type":"user","message":{"content":[{"type":"tool_result","content":"'"$huge"'"}]},"session_id":"'"$session"'"}'
+    result false '""' "$reply" ;;
   lost)
     emit '{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"errors":["No conversation found with session ID: '"$session"'"],"session_id":"'"$session"'"}'
     exit 1 ;;
