@@ -332,3 +332,78 @@ async fn codex_running_totals_are_charged_as_increments() {
     assert_eq!(result.usage.cache_read_tokens, 60);
     assert_eq!(result.usage.output_tokens, 30);
 }
+
+#[tokio::test]
+async fn openrouter_and_bedrock_lanes_hand_their_credentials_over() {
+    let cases = [
+        (HarnessKind::Claude, Provider::Openrouter),
+        (HarnessKind::Codex, Provider::Openrouter),
+        (HarnessKind::Claude, Provider::Bedrock),
+        (HarnessKind::Codex, Provider::Bedrock),
+    ];
+    for (kind, provider) in cases {
+        let fake = Fake::new(kind);
+        fake.turns(&["reply"]);
+        let mut request = fake.request(1);
+        let names: &[&str] = match provider {
+            Provider::Openrouter => &["OPENROUTER_API_KEY"],
+            _ => &["AWS_BEARER_TOKEN_BEDROCK", "AWS_REGION"],
+        };
+        set_binding(&mut request, |b| {
+            b.connections = BTreeMap::from([(
+                provider.as_str().to_owned(),
+                names.iter().map(|n| n.to_string()).collect(),
+            )]);
+        });
+        request.environment = trellis_agents::SecretEnv::new(
+            names
+                .iter()
+                .map(|n| (n.to_string(), format!("value-of-{n}")))
+                .collect(),
+        );
+        let (result, events) = run(&fake.harness_on(provider), request).await;
+        assert!(
+            matches!(result.outcome, WorkerOutcome::Verified { .. }),
+            "{kind:?} {provider:?}: {events:?}"
+        );
+        let env = fake.env(1);
+        let argv = fake.argv(1).join(" ");
+        // A private home, never the user's.
+        assert!(
+            env["HOME"].ends_with("scratch-1/home"),
+            "{kind:?} {provider:?}"
+        );
+        match (kind, provider) {
+            (HarnessKind::Claude, Provider::Openrouter) => {
+                assert_eq!(env["ANTHROPIC_BASE_URL"], "https://openrouter.ai/api");
+                assert_eq!(env["ANTHROPIC_AUTH_TOKEN"], "value-of-OPENROUTER_API_KEY");
+                assert_eq!(env["ANTHROPIC_API_KEY"], "");
+            }
+            (HarnessKind::Codex, Provider::Openrouter) => {
+                assert!(argv.contains(r#"model_provider="openrouter""#), "{argv}");
+                assert!(argv.contains(
+                    r#"model_providers.openrouter.base_url="https://openrouter.ai/api/v1""#
+                ));
+                assert!(
+                    argv.contains(r#"model_providers.openrouter.env_key="OPENROUTER_API_KEY""#)
+                );
+                assert_eq!(env["OPENROUTER_API_KEY"], "value-of-OPENROUTER_API_KEY");
+            }
+            (HarnessKind::Claude, _) => {
+                assert_eq!(env["CLAUDE_CODE_USE_BEDROCK"], "1");
+                assert_eq!(env["AWS_REGION"], "value-of-AWS_REGION");
+            }
+            _ => {
+                assert!(
+                    argv.contains(r#"model_provider="amazon-bedrock""#),
+                    "{argv}"
+                );
+                assert_eq!(
+                    env["AWS_BEARER_TOKEN_BEDROCK"],
+                    "value-of-AWS_BEARER_TOKEN_BEDROCK"
+                );
+            }
+        }
+        assert!(!argv.contains("value-of-"), "{argv}");
+    }
+}
