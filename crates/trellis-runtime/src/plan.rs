@@ -9,58 +9,9 @@ use trellis_agents::binding::is_env_name;
 use trellis_agents::{
     AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope,
 };
+pub use trellis_agents::{HarnessKind, Provider};
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerRef};
 use trellis_verify::builtin::{BuiltinKind, builtin_kind};
-
-/// The agent CLI a plan drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HarnessKind {
-    Claude,
-    Codex,
-    Copilot,
-}
-
-impl HarnessKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claude => "claude",
-            Self::Codex => "codex",
-            Self::Copilot => "copilot",
-        }
-    }
-
-    /// The provider lanes each CLI supports.
-    pub fn accepts(self, provider: Provider) -> bool {
-        use Provider::*;
-        match self {
-            Self::Claude => matches!(provider, Anthropic | Openrouter | Bedrock | Gateway),
-            Self::Codex => matches!(provider, Openai | Openrouter | Bedrock | Gateway),
-            Self::Copilot => matches!(provider, Github),
-        }
-    }
-
-    /// The CLI's natural provider when a plan does not name one.
-    pub fn default_provider(self) -> Provider {
-        match self {
-            Self::Claude => Provider::Anthropic,
-            Self::Codex => Provider::Openai,
-            Self::Copilot => Provider::Github,
-        }
-    }
-}
-
-/// Where an agent CLI sends its model traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provider {
-    Anthropic,
-    Openai,
-    Openrouter,
-    Bedrock,
-    Gateway,
-    Github,
-}
 
 /// Recorded and reported; the host decides what it means.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
