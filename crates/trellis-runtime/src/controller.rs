@@ -76,9 +76,10 @@ pub fn run_controller(
         Some(previous) => ReuseIndex::from_predecessor(&store.snapshot(previous)?),
         None => ReuseIndex::empty(),
     };
+    let agent = agent_factory(&plan)?;
     let harnesses = Harnesses {
         command: Arc::new(ExecHarness),
-        agent: agent_factory(&plan)?,
+        agent: agent.clone(),
         delivery: Arc::new(GitDelivery::new(
             admitted.submission.source.as_ref().map(|s| s.revision()),
         )),
@@ -122,6 +123,9 @@ pub fn run_controller(
         });
         Supervisor::new(context)?.run().await
     });
+    if let Some(agent) = &agent {
+        agent.close_run(run_id.as_str());
+    }
     let _ = std::fs::remove_dir_all(&scratch);
     drop(workspace_lease);
     drop(controller_lease);

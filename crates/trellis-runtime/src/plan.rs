@@ -135,6 +135,14 @@ fn executables(graph: &GraphSpec) -> Vec<&GraphNode> {
     found
 }
 
+fn is_delivery_node(graph: &GraphSpec, name: &NodeName) -> bool {
+    executables(graph).into_iter().any(|n| {
+        n.name() == name
+            && n.executable()
+                .is_some_and(|e| is_delivery_worker(&e.worker))
+    })
+}
+
 fn default_delivery() -> Binding {
     Binding::GitDelivery(DeliveryBinding {
         connections: BTreeMap::from([("github".to_owned(), vec!["GH_TOKEN".to_owned()])]),
@@ -167,13 +175,17 @@ impl RuntimePlan {
             for node in executables(graph) {
                 nodes.insert(node.name().clone(), binding.clone());
             }
-            return Ok(Self {
+            let mut plan = Self {
                 harness: None,
                 provider: None,
                 size: u.size,
                 nodes,
                 budget: u.budget,
-            });
+            };
+            // Delivery workers are Trellis's own: they keep git delivery under a command plan.
+            plan.nodes.retain(|name, _| !is_delivery_node(graph, name));
+            plan.fill_delivery_defaults(graph);
+            return Ok(plan);
         }
         let u: UniformAgentPlan = serde_json::from_value(value.clone())
             .map_err(|e| PlanError::Malformed(e.to_string()))?;
@@ -248,6 +260,16 @@ impl RuntimePlan {
             return Err(PlanError::UnexpectedBinding(extra.clone()));
         }
         Ok(())
+    }
+
+    /// Gives every built-in delivery node without a binding the default git delivery binding,
+    /// as templates own their delivery step (an exact plan may leave it out).
+    pub fn fill_delivery_defaults(&mut self, graph: &GraphSpec) {
+        for node in executables(graph) {
+            if is_delivery_node(graph, node.name()) && !self.nodes.contains_key(node.name()) {
+                self.nodes.insert(node.name().clone(), default_delivery());
+            }
+        }
     }
 
     /// Every environment variable name any binding asks for, sorted and unique.

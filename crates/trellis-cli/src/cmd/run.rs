@@ -164,13 +164,14 @@ fn verify_and_input(
 }
 
 fn load_plan(args: &RunArgs, spec: &GraphSpec) -> anyhow::Result<RuntimePlan> {
-    let plan = if let Some(file) = &args.runtime_config {
+    let mut plan = if let Some(file) = &args.runtime_config {
         RuntimePlan::from_json(&read_json_file(file, "runtime config")?)?
     } else if let Some(file) = &args.uniform_runtime_config {
         RuntimePlan::uniform(&read_json_file(file, "uniform runtime config")?, spec)?
     } else {
         lanes::default_plan(spec)?
     };
+    plan.fill_delivery_defaults(spec);
     plan.admit(spec)?;
     Ok(plan)
 }
