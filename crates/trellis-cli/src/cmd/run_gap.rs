@@ -146,6 +146,10 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
     let forward = move |event: &RunEvent| {
         let mut out = std::io::stdout().lock();
         let line = if machine {
+            // The result object is printed last on its own, not twice.
+            if matches!(event, RunEvent::RunFinished { .. }) {
+                return;
+            }
             serde_json::to_string(event).ok()
         } else {
             progress_line(event)
