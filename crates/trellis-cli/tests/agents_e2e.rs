@@ -168,9 +168,16 @@ impl Lab {
     }
 
     fn lane(&self, cli: Cli) -> String {
+        self.lane_with(cli, json!(null))
+    }
+
+    fn lane_with(&self, cli: Cli, budget: Value) -> String {
         let path = self.home.with_file_name("lane.json");
-        let lane = json!({"harness": cli.name(), "provider": "gateway", "model": cli.model(),
+        let mut lane = json!({"harness": cli.name(), "provider": "gateway", "model": cli.model(),
                           "connections": {"gateway": ["GATEWAY_BASE_URL", "GATEWAY_API_KEY"]}});
+        if !budget.is_null() {
+            lane["budget"] = budget;
+        }
         std::fs::write(&path, lane.to_string()).unwrap();
         path.to_string_lossy().into_owned()
     }
@@ -215,6 +222,19 @@ fn check_run(lab: &Lab, server: &ModelServer, output: &Output) -> Value {
         server.refused()
     );
     status
+}
+
+/// The gateway key (a connection value) is in no ledger byte, log line or status.
+fn assert_no_canary(lab: &Lab, server: &ModelServer, run: &str) {
+    let mut seen = std::fs::read(lab.home.join("ledger.sqlite3")).unwrap();
+    seen.extend(std::fs::read(lab.home.join("ledger.sqlite3-wal")).unwrap_or_default());
+    seen.extend(lab.trellis(&["logs", run], server).stdout);
+    seen.extend(lab.trellis(&["status", run, "--json"], server).stdout);
+    seen.extend(lab.trellis(&["status", run], server).stdout);
+    assert!(
+        !seen.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+        "the gateway key leaked"
+    );
 }
 
 async fn single_worker(cli: Cli) {
@@ -375,4 +395,58 @@ async fn claude_runs_software_change_with_one_repair_round() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_runs_software_change_with_one_repair_round() {
     software_change(Cli::Codex).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_its_token_budget_ends_budget_exhausted() {
+    let cli = Cli::Claude;
+    let Some(clis) = AgentClis::for_tests("budget_exhaustion_e2e") else {
+        return;
+    };
+    let script = Script::new(vec![session(
+        cli,
+        "worker",
+        Edit::Create("greeting.txt", "hi\n"),
+        cli.reply(Value::Null),
+    )]);
+    let server = ModelServer::start(script).await.unwrap();
+    let lab = Lab::new(&clis);
+    let lane = lab.lane_with(cli, json!({"inputTokens": 100}));
+    let out = tokio::task::block_in_place(|| {
+        lab.trellis(
+            &[
+                "run",
+                "--template",
+                "software-change",
+                "--task",
+                "Say hi",
+                "--uniform-runtime-config",
+                &lane,
+                "--json",
+            ],
+            &server,
+        )
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let run = run_id(&out);
+    let status: Value =
+        serde_json::from_slice(&lab.trellis(&["status", &run, "--json"], &server).stdout).unwrap();
+    assert_eq!(
+        status["status"]["terminalResult"]["reason"], "budget_exhausted",
+        "{status}"
+    );
+    assert!(status["tokenUsage"]["inputTokens"].as_u64().unwrap() > 100);
+    // The reviewers never ran: the budget stopped the run after the worker.
+    assert!(
+        server
+            .model_requests()
+            .iter()
+            .all(|r| r.user_text.contains("graph node `worker`"))
+    );
+    assert_no_canary(&lab, &server, &run);
 }
