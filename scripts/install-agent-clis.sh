@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Install the pinned Claude Code and Codex CLIs into a repo-local npm prefix.
+# Install the pinned Claude Code, Codex and GitHub Copilot CLIs into a repo-local npm prefix.
 #
 # Usage: scripts/install-agent-clis.sh [PREFIX]
 #   PREFIX defaults to $TRELLIS_AGENT_CLI_PREFIX, else <repo>/.tools/npm.
-# Idempotent: when both pinned versions are already installed under PREFIX it
+# Idempotent: when all pinned versions are already installed under PREFIX it
 # does nothing but print where the binaries are. Needs node + npm and access to
 # the npm registry; nothing else is downloaded.
 set -euo pipefail
 
 CLAUDE_CODE_VERSION="2.1.328"
 CODEX_VERSION="0.169.0"
+COPILOT_VERSION="1.0.102"
+# `copilot --version` must not look for (or download) a newer release.
+export COPILOT_AUTO_UPDATE=false
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${1:-${TRELLIS_AGENT_CLI_PREFIX:-$repo_root/.tools/npm}}"
@@ -42,6 +45,8 @@ is_current "@anthropic-ai/claude-code" "$CLAUDE_CODE_VERSION" claude \
   || wanted+=("@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION")
 is_current "@openai/codex" "$CODEX_VERSION" codex \
   || wanted+=("@openai/codex@$CODEX_VERSION")
+is_current "@github/copilot" "$COPILOT_VERSION" copilot \
+  || wanted+=("@github/copilot@$COPILOT_VERSION")
 
 if ((${#wanted[@]} > 0)); then
   mkdir -p "$prefix"
@@ -57,7 +62,7 @@ else
   echo "install-agent-clis: pinned versions already present in $prefix" >&2
 fi
 
-for bin in claude codex; do
+for bin in claude codex copilot; do
   if ! version="$("$prefix/bin/$bin" --version 2>&1)"; then
     echo "install-agent-clis: $prefix/bin/$bin does not run: $version" >&2
     exit 1
@@ -66,3 +71,4 @@ done
 
 echo "claude=$prefix/bin/claude ($("$prefix/bin/claude" --version 2>&1 | head -n1))"
 echo "codex=$prefix/bin/codex ($("$prefix/bin/codex" --version 2>&1 | head -n1))"
+echo "copilot=$prefix/bin/copilot ($("$prefix/bin/copilot" --version 2>&1 | head -n1))"

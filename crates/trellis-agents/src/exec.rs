@@ -2,21 +2,18 @@
 //! one JSON reply from stdout. Exit 75 is a refusal, any other non-zero exit a crash.
 
 use std::path::{Component, Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
 
 use crate::binding::{Binding, CommandBinding};
+use crate::forward::LogForwarder;
+pub use crate::forward::human_duration;
 use crate::harness::{
-    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
-    TokenUsage,
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, TokenUsage,
 };
-use crate::process::{
-    ProcessEnd, ProcessLimits, ProcessObserver, ProcessSpec, Stream, run_process,
-};
-use crate::redact::Redactor;
+use crate::process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
 
 /// Exit code a command uses to refuse the work (BSD `EX_TEMPFAIL`).
 pub const REFUSAL_EXIT_CODE: i32 = 75;
@@ -37,61 +34,6 @@ impl Harness for ExecHarness {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, ExecutionResult> {
         Box::pin(run_command(request, events, cancel))
-    }
-}
-
-/// Forwards process activity to the event sink as redacted log lines.
-pub(crate) struct LogForwarder {
-    pub events: EventSink,
-    pub redactor: Redactor,
-    pub node: String,
-    pub forward_stdout: bool,
-}
-
-impl LogForwarder {
-    pub fn system(&self, message: String) {
-        let message = self.redactor.apply(&message);
-        let _ = self.events.try_send(HarnessEvent::Log {
-            stream: LogStream::System,
-            message,
-        });
-    }
-}
-
-impl ProcessObserver for LogForwarder {
-    fn started(&mut self, pid: u32) {
-        let _ = self
-            .events
-            .try_send(HarnessEvent::Started { process_group: pid });
-    }
-
-    fn line(&mut self, stream: Stream, line: &str) {
-        let stream = match stream {
-            Stream::Stdout if !self.forward_stdout => return,
-            Stream::Stdout => LogStream::Output,
-            Stream::Stderr => LogStream::Error,
-        };
-        let message = self.redactor.apply(line);
-        // A full queue drops lines rather than stalling the worker; the count is bounded anyway.
-        let _ = self.events.try_send(HarnessEvent::Log { stream, message });
-    }
-
-    fn silent(&mut self, quiet_for: Duration) {
-        self.system(format!(
-            "no output for {} from node {}",
-            human_duration(quiet_for),
-            self.node
-        ));
-    }
-}
-
-/// `90s` → `1m30s`, `300s` → `5m`.
-pub fn human_duration(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    match (secs / 60, secs % 60) {
-        (0, s) => format!("{s}s"),
-        (m, 0) => format!("{m}m"),
-        (m, s) => format!("{m}m{s}s"),
     }
 }
 
@@ -137,12 +79,11 @@ async fn run_command(
     events: EventSink,
     cancel: CancellationToken,
 ) -> ExecutionResult {
-    let mut forwarder = LogForwarder {
+    let mut forwarder = LogForwarder::new(
         events,
-        redactor: request.environment.redactor(),
-        node: request.node.to_string(),
-        forward_stdout: false,
-    };
+        request.environment.redactor(),
+        request.node.to_string(),
+    );
     let settle = |code: WorkerErrorCode| ExecutionResult {
         outcome: WorkerOutcome::failure(code),
         usage: TokenUsage::default(),
@@ -251,12 +192,5 @@ mod tests {
         );
         assert!(working_directory(ws, Some("../x")).is_err());
         assert!(working_directory(ws, Some("/etc")).is_err());
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(human_duration(Duration::from_secs(300)), "5m");
-        assert_eq!(human_duration(Duration::from_secs(90)), "1m30s");
-        assert_eq!(human_duration(Duration::from_secs(7)), "7s");
     }
 }

@@ -118,4 +118,8 @@ pub trait Harness: Send + Sync {
         events: EventSink,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, ExecutionResult>;
+
+    /// Forgets everything kept for `run_id` (agent sessions reused across executions). The
+    /// controller calls it when a run ends.
+    fn close_run(&self, _run_id: &str) {}
 }

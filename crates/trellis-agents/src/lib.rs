@@ -4,14 +4,31 @@
 //! A harness turns one [`ExecutionRequest`] into one settled [`ExecutionResult`], streaming
 //! redacted log lines and token usage as [`HarnessEvent`]s. Every reply is checked mechanically
 //! against the node's declared contract before it may reach the graph.
+//!
+//! The runtime picks the harness of a plan's agent lane with [`agent_harness`] (or
+//! [`AgentHarness::new`]); command bindings use [`ExecHarness`].
 
+pub mod access;
+pub mod agent;
 pub mod binding;
+mod claude;
+mod codex;
 pub mod contract;
+mod copilot;
 pub mod exec;
+pub mod forward;
 pub mod harness;
+pub mod lane;
 pub mod process;
+pub mod prompt;
+mod protocol;
 pub mod redact;
+pub mod reply;
+pub mod schema;
+pub mod session;
+mod turns;
 
+pub use agent::{AgentHarness, AgentOptions, agent_harness};
 pub use binding::{AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope};
 pub use contract::NodeContract;
 pub use exec::ExecHarness;
@@ -19,4 +36,9 @@ pub use harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
     TokenUsage,
 };
+pub use lane::{
+    AgentLane, HarnessKind, LaneChoiceError, Provider, UnsupportedLane, detect_installed_cli,
+};
 pub use redact::{Redactor, SecretEnv};
+pub use schema::SchemaDialect;
+pub use turns::MAX_CORRECTIONS;

@@ -33,9 +33,12 @@ pub struct ProcessSpec {
 pub struct ProcessLimits {
     pub deadline: Option<Duration>,
     pub idle: Option<Duration>,
+    /// Whether stdout is kept for the report (else it only reaches the observer).
+    pub capture_stdout: bool,
     /// Most stdout bytes kept; more marks the capture truncated.
     pub max_stdout_bytes: usize,
-    /// Longest line delivered to the observer; longer lines are cut.
+    /// Longest line delivered to the observer; the rest of a longer line is dropped and the
+    /// delivered part marked cut.
     pub max_line_bytes: usize,
     /// Time between SIGTERM and SIGKILL when stopping the group.
     pub kill_grace: Duration,
@@ -46,6 +49,7 @@ impl Default for ProcessLimits {
         Self {
             deadline: None,
             idle: None,
+            capture_stdout: true,
             max_stdout_bytes: 8 * 1024 * 1024,
             max_line_bytes: 16 * 1024,
             kill_grace: Duration::from_secs(2),
@@ -115,56 +119,84 @@ fn build_command(spec: &ProcessSpec) -> Command {
     command
 }
 
-/// Forwards lines; a line longer than `cap` bytes is forwarded in `cap`-sized pieces so a
-/// worker that never prints a newline cannot exhaust memory.
+/// One line from a pipe; `cut` when the line was longer than the cap and its rest dropped.
+type PipeLine = (Stream, Vec<u8>, bool);
+
+/// Forwards lines; of a line longer than `cap` bytes only the first `cap` bytes are forwarded
+/// (marked cut), so a worker that never prints a newline cannot exhaust memory.
 async fn pump_lines<R: AsyncRead + Unpin>(
     reader: R,
     stream: Stream,
     cap: usize,
-    tx: mpsc::Sender<(Stream, Vec<u8>)>,
+    tx: mpsc::Sender<PipeLine>,
 ) {
+    let cap = cap.max(1);
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
+    // Inside the dropped rest of an over-long line.
+    let mut skipping = false;
     loop {
-        let (consumed, complete) = match reader.fill_buf().await {
+        let buf = match reader.fill_buf().await {
             Ok([]) | Err(_) => break,
-            Ok(buf) => {
-                let room = cap.saturating_sub(line.len()).max(1);
-                match buf.iter().take(room).position(|&b| b == b'\n') {
-                    Some(i) => {
-                        line.extend_from_slice(&buf[..=i]);
-                        (i + 1, true)
-                    }
-                    None => {
-                        let n = buf.len().min(room);
-                        line.extend_from_slice(&buf[..n]);
-                        (n, line.len() >= cap)
+            Ok(buf) => buf,
+        };
+        let newline = buf.iter().position(|&b| b == b'\n');
+        if skipping {
+            let consumed = newline.map_or(buf.len(), |i| i + 1);
+            skipping = newline.is_none();
+            reader.consume(consumed);
+            continue;
+        }
+        let room = cap - line.len();
+        match newline {
+            Some(i) if i < room => {
+                line.extend_from_slice(&buf[..=i]);
+                reader.consume(i + 1);
+                if tx
+                    .send((stream, std::mem::take(&mut line), false))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            _ => {
+                let n = buf.len().min(room);
+                line.extend_from_slice(&buf[..n]);
+                reader.consume(n);
+                if line.len() >= cap {
+                    skipping = true;
+                    if tx
+                        .send((stream, std::mem::take(&mut line), true))
+                        .await
+                        .is_err()
+                    {
+                        return;
                     }
                 }
             }
-        };
-        reader.consume(consumed);
-        if complete && tx.send((stream, std::mem::take(&mut line))).await.is_err() {
-            return;
         }
     }
     if !line.is_empty() {
-        let _ = tx.send((stream, line)).await;
+        let _ = tx.send((stream, line, false)).await;
     }
 }
 
-fn trim_line(bytes: &[u8], max: usize) -> String {
+fn trim_line(bytes: &[u8], max: usize, cut: bool) -> String {
     let text = String::from_utf8_lossy(bytes);
     let text = text.trim_end_matches(['\n', '\r']);
-    if text.len() <= max {
+    if text.len() <= max && !cut {
         return text.to_owned();
     }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
-    format!("{}… [line truncated]", &text[..cut])
+    format!("{}{LINE_CUT_MARKER}", &text[..end])
 }
+
+/// Appended to a line delivered cut.
+pub const LINE_CUT_MARKER: &str = "… [line truncated]";
 
 /// Runs the process to its end, streaming lines to `observer`.
 pub async fn run_process(
@@ -194,13 +226,18 @@ pub async fn run_process(
         });
     }
     let (tx, mut rx) = mpsc::channel(256);
+    // A line's cap includes its newline.
+    let line_cap = limits.max_line_bytes.saturating_add(1);
     if let Some(out) = child.stdout.take() {
-        let cap = limits.max_stdout_bytes.saturating_add(1);
+        let cap = if limits.capture_stdout {
+            limits.max_stdout_bytes.saturating_add(1)
+        } else {
+            line_cap
+        };
         tokio::spawn(pump_lines(out, Stream::Stdout, cap, tx.clone()));
     }
     if let Some(err) = child.stderr.take() {
-        let cap = limits.max_line_bytes.saturating_mul(4);
-        tokio::spawn(pump_lines(err, Stream::Stderr, cap, tx.clone()));
+        tokio::spawn(pump_lines(err, Stream::Stderr, line_cap, tx.clone()));
     }
     drop(tx);
 
@@ -218,11 +255,11 @@ pub async fn run_process(
         let idle_kill = limits.idle.map(|i| last_output + i);
         tokio::select! {
             status = child.wait() => break status.ok(),
-            Some((stream, bytes)) = rx.recv() => {
+            Some((stream, bytes, cut)) = rx.recv() => {
                 last_output = Instant::now();
                 warned_silence = false;
-                record_line(&mut stdout, &mut truncated, limits, stream, &bytes);
-                observer.line(stream, &trim_line(&bytes, limits.max_line_bytes));
+                record_line(&mut stdout, &mut truncated, limits, stream, &bytes, cut);
+                observer.line(stream, &trim_line(&bytes, limits.max_line_bytes, cut));
             }
             _ = cancel.cancelled(), if forced_end.is_none() => {
                 forced_end = Some(ProcessEnd::Cancelled);
@@ -246,9 +283,10 @@ pub async fn run_process(
     // Background children may still hold the pipes; the group goes with its leader.
     signal_group(pgid, libc::SIGKILL);
     let drain_until = Instant::now() + Duration::from_secs(2);
-    while let Ok(Some((stream, bytes))) = tokio::time::timeout_at(drain_until, rx.recv()).await {
-        record_line(&mut stdout, &mut truncated, limits, stream, &bytes);
-        observer.line(stream, &trim_line(&bytes, limits.max_line_bytes));
+    while let Ok(Some((stream, bytes, cut))) = tokio::time::timeout_at(drain_until, rx.recv()).await
+    {
+        record_line(&mut stdout, &mut truncated, limits, stream, &bytes, cut);
+        observer.line(stream, &trim_line(&bytes, limits.max_line_bytes, cut));
     }
     let end = forced_end.unwrap_or_else(|| {
         use std::os::unix::process::ExitStatusExt;
@@ -270,11 +308,12 @@ fn record_line(
     limits: &ProcessLimits,
     stream: Stream,
     bytes: &[u8],
+    cut: bool,
 ) {
-    if stream != Stream::Stdout {
+    if stream != Stream::Stdout || !limits.capture_stdout {
         return;
     }
-    if stdout.len() + bytes.len() > limits.max_stdout_bytes {
+    if cut || stdout.len() + bytes.len() > limits.max_stdout_bytes {
         *truncated = true;
     } else {
         stdout.extend_from_slice(bytes);
@@ -294,5 +333,36 @@ async fn stop_group(
             signal_group(pgid, libc::SIGKILL);
             child.wait().await.ok()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines_of(input: &'static [u8], cap: usize) -> Vec<(String, bool)> {
+        let (tx, mut rx) = mpsc::channel(16);
+        pump_lines(input, Stream::Stdout, cap, tx).await;
+        let mut out = Vec::new();
+        while let Some((_, bytes, cut)) = rx.recv().await {
+            out.push((String::from_utf8(bytes).unwrap(), cut));
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn over_long_lines_are_cut_and_their_rest_dropped() {
+        let lines = lines_of(b"short\n0123456789abcdef\nnext\ntail", 8).await;
+        assert_eq!(
+            lines,
+            [
+                ("short\n".to_owned(), false),
+                ("01234567".to_owned(), true),
+                ("next\n".to_owned(), false),
+                ("tail".to_owned(), false),
+            ]
+        );
+        assert_eq!(trim_line(b"01234567", 4, true), "0123… [line truncated]");
+        assert_eq!(trim_line(b"0123\n", 4, false), "0123");
     }
 }

@@ -1,6 +1,10 @@
 //! The `trellis` binary: validate, run, observe and control typed workflow graphs.
 
 mod cmd;
+mod context;
+mod document;
+mod live;
+mod render;
 
 use std::process::ExitCode;
 
@@ -24,18 +28,57 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print a JSON Schema of a document Trellis reads (for editors).
-    Schema(cmd::schema::SchemaArgs),
+    /// Check a graph (GraphSpec or GaP) and report every problem, or its identity and bounds.
+    Validate(cmd::validate::ValidateArgs),
+    /// Start a run of a graph or template and follow it (Ctrl-C only detaches).
+    Run(Box<cmd::run::RunArgs>),
+    /// Show one run: phase, active executions, result, token usage, lineage.
+    Status(cmd::observe::StatusArgs),
+    /// List runs, newest first.
+    List(cmd::observe::ListArgs),
+    /// Stream a run's status changes as NDJSON: replays, then follows until it ends.
+    Watch(cmd::observe::FollowArgs),
+    /// Stream a run's log lines as NDJSON: replays, then follows until it ends.
+    Logs(cmd::observe::FollowArgs),
+    /// Stop a run now: its workers are killed and it ends `force_stopped`.
+    ForceStop(cmd::control::ForceStopArgs),
+    /// Continue a failed run in a successor that reuses every settled outcome.
+    Resume(cmd::control::ResumeArgs),
     /// List or show the built-in graph templates.
     #[command(subcommand)]
     Template(cmd::template::TemplateCommand),
+    /// Print a JSON Schema of a document Trellis reads (for editors).
+    Schema(cmd::schema::SchemaArgs),
+    /// The detached controller of one run (started by `trellis run`).
+    #[command(name = "__controller", hide = true)]
+    Controller { run: String },
+}
+
+fn with_context(
+    command: impl FnOnce(&context::Context) -> anyhow::Result<u8>,
+) -> anyhow::Result<u8> {
+    command(&context::Context::open()?)
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes away (`| head`).
+    // SAFETY: restoring the default disposition of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let outcome = match &cli.command {
-        Command::Schema(args) => cmd::schema::run(args),
+        Command::Validate(args) => cmd::validate::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Status(args) => with_context(|ctx| cmd::observe::status(ctx, args)),
+        Command::List(args) => with_context(|ctx| cmd::observe::list(ctx, args)),
+        Command::Watch(args) => with_context(|ctx| cmd::observe::watch(ctx, args)),
+        Command::Logs(args) => with_context(|ctx| cmd::observe::logs(ctx, args)),
+        Command::ForceStop(args) => with_context(|ctx| cmd::control::force_stop(ctx, args)),
+        Command::Resume(args) => with_context(|ctx| cmd::control::resume(ctx, args)),
         Command::Template(command) => cmd::template::run(command),
+        Command::Schema(args) => cmd::schema::run(args),
+        Command::Controller { run } => cmd::control::controller(run),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

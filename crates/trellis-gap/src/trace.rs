@@ -77,10 +77,15 @@ impl TraceState {
     }
 }
 
+/// How often `dag_trace.json` is rewritten while nodes finish; rewriting after every node
+/// would make long traced runs quadratic in the trace size.
+const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Writes one run's trace directory.
 pub(crate) struct TraceWriter {
     dir: PathBuf,
     state: Mutex<TraceState>,
+    last_flush: Mutex<Option<Instant>>,
 }
 
 impl TraceWriter {
@@ -90,6 +95,7 @@ impl TraceWriter {
         Ok(TraceWriter {
             dir: dir.to_path_buf(),
             state: Mutex::new(TraceState::default()),
+            last_flush: Mutex::new(None),
         })
     }
 
@@ -336,6 +342,22 @@ impl TraceWriter {
             None,
             json!({"seq": seq, "tool": tool}),
         );
+    }
+
+    /// Rewrites `dag_trace.json` unless it was rewritten less than a flush interval ago; the
+    /// run's final flush is unconditional, so nothing is lost.
+    pub(crate) fn flush_if_due(&self) {
+        let due = {
+            let mut last = self.last_flush.lock().unwrap_or_else(|p| p.into_inner());
+            let due = last.is_none_or(|at| at.elapsed() >= FLUSH_INTERVAL);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if due {
+            self.flush();
+        }
     }
 
     /// Rewrites `dag_trace.json` (write to a temporary file, then rename).

@@ -390,6 +390,21 @@ mod tests {
     }
 
     #[test]
+    fn empty_values_cover_strings_nulls_arrays_and_required_record_fields() {
+        let t = ty(json!({"kind":"record","fields":{
+            "s":{"type":{"kind":"string"},"required":true},
+            "n":{"type":{"kind":"null"},"required":true},
+            "l":{"type":{"kind":"array","items":{"kind":"integer"}},"required":true},
+            "r":{"type":{"kind":"record","fields":{"x":{"type":{"kind":"string"},"required":true}}},"required":true},
+            "o":{"type":{"kind":"string"},"required":false}}}));
+        assert_eq!(
+            t.empty_value(),
+            Some(json!({"s":"","n":null,"l":[],"r":{"x":""}}))
+        );
+        assert_eq!(ty(json!({"kind":"integer"})).empty_value(), None);
+    }
+
+    #[test]
     fn required_leaves_stop_at_records_without_required_fields() {
         let t = ty(json!({"kind":"record","fields":{
             "a":{"type":{"kind":"record","fields":{"b":{"type":{"kind":"string"},"required":true}}},"required":true},

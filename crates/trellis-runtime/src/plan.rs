@@ -9,57 +9,9 @@ use trellis_agents::binding::is_env_name;
 use trellis_agents::{
     AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope,
 };
-use trellis_graph::{GraphNode, GraphSpec, NodeName};
-
-/// The agent CLI a plan drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HarnessKind {
-    Claude,
-    Codex,
-    Copilot,
-}
-
-impl HarnessKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claude => "claude",
-            Self::Codex => "codex",
-            Self::Copilot => "copilot",
-        }
-    }
-
-    /// The provider lanes each CLI supports.
-    pub fn accepts(self, provider: Provider) -> bool {
-        use Provider::*;
-        match self {
-            Self::Claude => matches!(provider, Anthropic | Openrouter | Bedrock | Gateway),
-            Self::Codex => matches!(provider, Openai | Openrouter | Bedrock | Gateway),
-            Self::Copilot => matches!(provider, Github),
-        }
-    }
-
-    /// The CLI's natural provider when a plan does not name one.
-    pub fn default_provider(self) -> Provider {
-        match self {
-            Self::Claude => Provider::Anthropic,
-            Self::Codex => Provider::Openai,
-            Self::Copilot => Provider::Github,
-        }
-    }
-}
-
-/// Where an agent CLI sends its model traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provider {
-    Anthropic,
-    Openai,
-    Openrouter,
-    Bedrock,
-    Gateway,
-    Github,
-}
+pub use trellis_agents::{HarnessKind, Provider};
+use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerRef};
+use trellis_verify::builtin::{BuiltinKind, builtin_kind};
 
 /// Recorded and reported; the host decides what it means.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,8 +121,8 @@ pub enum PlanError {
 }
 
 /// True for the built-in git and comment delivery workers.
-pub fn is_delivery_worker(worker: &str) -> bool {
-    worker.starts_with("builtin.git-delivery.") || worker.starts_with("builtin.comment-delivery.")
+pub fn is_delivery_worker(worker: &WorkerRef) -> bool {
+    builtin_kind(worker) == Some(BuiltinKind::Delivery)
 }
 
 fn executables(graph: &GraphSpec) -> Vec<&GraphNode> {
@@ -181,6 +133,14 @@ fn executables(graph: &GraphSpec) -> Vec<&GraphNode> {
         }
     });
     found
+}
+
+fn is_delivery_node(graph: &GraphSpec, name: &NodeName) -> bool {
+    executables(graph).into_iter().any(|n| {
+        n.name() == name
+            && n.executable()
+                .is_some_and(|e| is_delivery_worker(&e.worker))
+    })
 }
 
 fn default_delivery() -> Binding {
@@ -215,13 +175,17 @@ impl RuntimePlan {
             for node in executables(graph) {
                 nodes.insert(node.name().clone(), binding.clone());
             }
-            return Ok(Self {
+            let mut plan = Self {
                 harness: None,
                 provider: None,
                 size: u.size,
                 nodes,
                 budget: u.budget,
-            });
+            };
+            // Delivery workers are Trellis's own: they keep git delivery under a command plan.
+            plan.nodes.retain(|name, _| !is_delivery_node(graph, name));
+            plan.fill_delivery_defaults(graph);
+            return Ok(plan);
         }
         let u: UniformAgentPlan = serde_json::from_value(value.clone())
             .map_err(|e| PlanError::Malformed(e.to_string()))?;
@@ -233,11 +197,10 @@ impl RuntimePlan {
             idle_timeout_ms: u.idle_timeout_ms,
         });
         for node in executables(graph) {
-            let worker = node
+            let delivery = node
                 .executable()
-                .map(|e| e.worker.as_str())
-                .unwrap_or_default();
-            let binding = if is_delivery_worker(worker) {
+                .is_some_and(|e| is_delivery_worker(&e.worker));
+            let binding = if delivery {
                 default_delivery()
             } else {
                 agent.clone()
@@ -267,7 +230,7 @@ impl RuntimePlan {
                 .get(name)
                 .ok_or_else(|| PlanError::MissingBinding(name.clone()))?;
             check_binding(name, binding)?;
-            let delivery = is_delivery_worker(exec.worker.as_str());
+            let delivery = is_delivery_worker(&exec.worker);
             match binding {
                 Binding::Agent(_) if delivery => {
                     return Err(PlanError::AgentOnDeliveryWorker(name.clone()));
@@ -297,6 +260,16 @@ impl RuntimePlan {
             return Err(PlanError::UnexpectedBinding(extra.clone()));
         }
         Ok(())
+    }
+
+    /// Gives every built-in delivery node without a binding the default git delivery binding,
+    /// as templates own their delivery step (an exact plan may leave it out).
+    pub fn fill_delivery_defaults(&mut self, graph: &GraphSpec) {
+        for node in executables(graph) {
+            if is_delivery_node(graph, node.name()) && !self.nodes.contains_key(node.name()) {
+                self.nodes.insert(node.name().clone(), default_delivery());
+            }
+        }
     }
 
     /// Every environment variable name any binding asks for, sorted and unique.
@@ -372,7 +345,7 @@ mod tests {
             &json!({"profile":"openengine.graph.full/v1","initialInput":{"kind":"null"},
                 "policy":{"policy":"p@1","default":"deny"},
                 "root":{"kind":"seq","name":"root","state":{"kind":"null"},"promotedStatePaths":[],
-                  "children":[step("plain", "builtin.command@1", None),
+                  "children":[step("plain", "command.plain@1", None),
                               step("agent", "builtin.agent.worker@1", Some("Do it.")),
                               {"kind":"succeed","name":"done","output":{"kind":"null"},"bindings":[]}]}}),
             &Default::default(),

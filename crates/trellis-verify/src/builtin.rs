@@ -27,7 +27,13 @@ pub enum BuiltinKind {
     /// A deterministic delivery worker (git push/PR/merge, comment posting) with a fixed
     /// contract.
     Delivery,
+    /// A Trellis command worker (`command.<name>@N`): contract-polymorphic like an agent, run by
+    /// whatever command the runtime plan binds, and needing no instructions.
+    Command,
 }
+
+/// The name prefix of command worker references (`command.tests@1`).
+pub const COMMAND_WORKER_PREFIX: &str = "command.";
 
 /// One built-in worker reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +85,9 @@ pub const BUILTIN_WORKERS: &[BuiltinWorker] = &[
 
 /// The kind of a built-in worker reference, or `None` for any other reference.
 pub fn builtin_kind(worker: &WorkerRef) -> Option<BuiltinKind> {
+    if worker.name().starts_with(COMMAND_WORKER_PREFIX) {
+        return Some(BuiltinKind::Command);
+    }
     BUILTIN_WORKERS
         .iter()
         .find(|b| b.worker == worker.as_str())
@@ -276,7 +285,7 @@ impl BuiltinRegistry {
                         exec.name
                     ),
                 ),
-                BuiltinKind::Agent => {}
+                BuiltinKind::Agent | BuiltinKind::Command => {}
                 BuiltinKind::Delivery => {
                     if exec.instructions.is_some() {
                         shape(

@@ -1,4 +1,11 @@
 //! One module per `trellis` subcommand.
 
+pub mod control;
+pub mod follow;
+pub mod lanes;
+pub mod observe;
+pub mod run;
+pub mod run_gap;
 pub mod schema;
 pub mod template;
+pub mod validate;

@@ -89,7 +89,7 @@ impl Executor<'_> {
         })();
         self.report_outcome(full_id, started, &outcome, true);
         if let Some(trace) = trace {
-            trace.flush();
+            trace.flush_if_due();
         }
         outcome
     }

@@ -1,0 +1,296 @@
+//! The turn loop of one agent execution: run the CLI, read what it printed, then settle, ask
+//! for a correction, or retry once after a provider failure.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use trellis_graph::{FailureReason, WorkerErrorCode, WorkerOutcome};
+
+use crate::forward::LogForwarder;
+use crate::harness::{HarnessEvent, LogStream, TokenUsage};
+use crate::process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
+use crate::prompt::{CONTINUE_PROMPT, render_correction};
+use crate::protocol::{
+    CliProtocol, Launch, MAX_EVENT_BYTES, Transcript, Turn, TurnObserver, merge_env,
+    usage_increment,
+};
+use crate::reply::{ReplyVerdict, judge_reply};
+
+/// Most correction turns after a rejected reply; the next rejection settles `malformed`.
+pub const MAX_CORRECTIONS: u32 = 2;
+
+/// How to run the CLI for every turn of one execution.
+pub(crate) struct TurnLoop<'a> {
+    pub protocol: &'a dyn CliProtocol,
+    pub launch: &'a Launch<'a>,
+    pub program: &'a str,
+    /// The environment shared by every turn (lane variables are added per turn).
+    pub env: &'a [(String, String)],
+    pub first_prompt: String,
+}
+
+/// What the loop learned about the provider session, and the usage it spent.
+#[derive(Debug, Default)]
+pub(crate) struct SessionState {
+    pub session_id: Option<String>,
+    /// The CLI's last running usage total (CLIs that report cumulatively).
+    pub reported_total: TokenUsage,
+    /// This execution's usage.
+    pub usage: TokenUsage,
+    corrections: u32,
+    retried_provider_failure: bool,
+}
+
+impl SessionState {
+    pub fn continuing(session_id: Option<String>, reported_total: TokenUsage) -> Self {
+        Self {
+            session_id,
+            reported_total,
+            ..Self::default()
+        }
+    }
+}
+
+/// What happens after a turn.
+enum Next {
+    Turn(String),
+    Settle(WorkerOutcome),
+}
+
+fn failure(code: WorkerErrorCode) -> WorkerOutcome {
+    WorkerOutcome::failure(code)
+}
+
+impl TurnLoop<'_> {
+    fn name(&self) -> &'static str {
+        self.protocol.kind().as_str()
+    }
+
+    /// Runs turns until the execution settles.
+    pub async fn run(
+        &self,
+        state: &mut SessionState,
+        forwarder: &mut LogForwarder,
+        cancel: &CancellationToken,
+    ) -> WorkerOutcome {
+        let request = self.launch.request;
+        let started = Instant::now();
+        let mut prompt = self.first_prompt.clone();
+        let mut index = 0;
+        loop {
+            let remaining = request
+                .deadline
+                .map(|deadline| deadline.saturating_sub(started.elapsed()));
+            if remaining == Some(Duration::ZERO) {
+                forwarder.system("deadline (timeoutMs) passed; agent stopped".into());
+                return failure(WorkerErrorCode::Timeout);
+            }
+            let turn = Turn {
+                index,
+                prompt: &prompt,
+                resume: state.session_id.as_deref(),
+            };
+            index += 1;
+            let invocation = match self.protocol.invocation(self.launch, &turn) {
+                Ok(invocation) => invocation,
+                Err(message) => {
+                    forwarder.system(message);
+                    return failure(WorkerErrorCode::Crash);
+                }
+            };
+            let spec = ProcessSpec {
+                program: self.program.to_owned(),
+                args: invocation.args,
+                cwd: request.workspace.clone(),
+                env: merge_env([self.env.to_vec(), Vec::new(), invocation.env]),
+                stdin: turn.prompt.as_bytes().to_vec(),
+            };
+            // Events are parsed as they arrive, so a long session's output is never held whole.
+            let limits = ProcessLimits {
+                deadline: remaining,
+                idle: request.idle_timeout,
+                capture_stdout: false,
+                max_line_bytes: MAX_EVENT_BYTES,
+                ..ProcessLimits::default()
+            };
+            let mut observer = TurnObserver {
+                forwarder: &mut *forwarder,
+                protocol: self.protocol,
+                parser: self.protocol.parser(),
+            };
+            let report = run_process(&spec, &limits, cancel, &mut observer).await;
+            let mut transcript = observer.parser.finish();
+            let (code, signal) = match report.end {
+                ProcessEnd::Exited { code, signal } => (code, signal),
+                other => return stopped(other, forwarder),
+            };
+            self.protocol.complete(self.launch, &turn, &mut transcript);
+            match self.assess(state, transcript, code, signal, forwarder) {
+                Next::Turn(next) => prompt = next,
+                Next::Settle(outcome) => return outcome,
+            }
+        }
+    }
+
+    /// Decides what a finished turn means.
+    fn assess(
+        &self,
+        state: &mut SessionState,
+        transcript: Transcript,
+        code: Option<i32>,
+        signal: Option<i32>,
+        forwarder: &mut LogForwarder,
+    ) -> Next {
+        let name = self.name();
+        if let Some(seen) = &transcript.session_id {
+            match &state.session_id {
+                Some(known) if known != seen => {
+                    forwarder.system(format!(
+                        "{name} answered in session {seen} instead of {known}; the session is lost"
+                    ));
+                    return Next::Settle(failure(WorkerErrorCode::Crash));
+                }
+                _ => state.session_id = Some(seen.clone()),
+            }
+        }
+        if let Some(why) = &transcript.session_lost {
+            forwarder.system(format!("{name} lost the session: {why}; settled crash"));
+            return Next::Settle(failure(WorkerErrorCode::Crash));
+        }
+        if let Some(other) = &transcript.conflicting_session {
+            forwarder.system(format!(
+                "{name} switched to session {other} mid-turn; the session is lost"
+            ));
+            return Next::Settle(failure(WorkerErrorCode::Crash));
+        }
+        if let Some(reported) = transcript.usage {
+            let increment = if self.protocol.usage_is_cumulative() {
+                let increment = usage_increment(&reported, &state.reported_total);
+                state.reported_total = reported;
+                increment
+            } else {
+                reported
+            };
+            state.usage.add(&increment);
+            forwarder.event(HarnessEvent::Usage(increment));
+        }
+        if let Some(error) = &transcript.provider_error {
+            forwarder.emit(
+                LogStream::Error,
+                &format!("{} provider failure: {error}", self.protocol.label()),
+            );
+            if state.retried_provider_failure {
+                forwarder.system("second provider failure; settled crash".into());
+                return Next::Settle(failure(WorkerErrorCode::Crash));
+            }
+            state.retried_provider_failure = true;
+            forwarder.system("retrying once after the provider failure".into());
+            return Next::Turn(if state.session_id.is_some() {
+                CONTINUE_PROMPT.to_owned()
+            } else {
+                self.first_prompt.clone()
+            });
+        }
+        if let Some(ending) = abnormal_ending(code, signal, transcript.events) {
+            forwarder.system(format!("{name} {ending}; settled crash"));
+            return Next::Settle(failure(WorkerErrorCode::Crash));
+        }
+        let Some(reply) = transcript.reply else {
+            forwarder.system(format!(
+                "{name} finished without a final reply; settled crash"
+            ));
+            return Next::Settle(failure(WorkerErrorCode::Crash));
+        };
+        let contract = &self.launch.request.contract;
+        match judge_reply(contract, self.protocol.dialect(), reply) {
+            ReplyVerdict::Accepted(outcome) => Next::Settle(outcome),
+            ReplyVerdict::Refused(reason) => {
+                forwarder.system(format!("the agent refused the task: {reason}"));
+                Next::Settle(failure(WorkerErrorCode::Refusal))
+            }
+            ReplyVerdict::Rejected(reason) if state.corrections >= MAX_CORRECTIONS => {
+                forwarder.system(format!(
+                    "reply rejected after {MAX_CORRECTIONS} corrections: {reason}; settled malformed"
+                ));
+                Next::Settle(WorkerOutcome::Error {
+                    code: WorkerErrorCode::Malformed,
+                    reason: FailureReason::MalformedResult,
+                })
+            }
+            ReplyVerdict::Rejected(reason) if state.session_id.is_none() => {
+                forwarder.system(format!(
+                    "reply rejected ({reason}) but {name} reported no session to correct it in; \
+                     settled crash"
+                ));
+                Next::Settle(failure(WorkerErrorCode::Crash))
+            }
+            ReplyVerdict::Rejected(reason) => {
+                state.corrections += 1;
+                forwarder.system(format!(
+                    "reply rejected: {reason}; asking for correction {} of {MAX_CORRECTIONS}",
+                    state.corrections
+                ));
+                Next::Turn(render_correction(contract, &reason))
+            }
+        }
+    }
+}
+
+/// The outcome of a process Trellis stopped (or could not start).
+fn stopped(end: ProcessEnd, forwarder: &LogForwarder) -> WorkerOutcome {
+    let (note, code) = match end {
+        ProcessEnd::DeadlineExceeded => (
+            "deadline (timeoutMs) passed; agent stopped".to_owned(),
+            WorkerErrorCode::Timeout,
+        ),
+        ProcessEnd::IdleExceeded => (
+            "idle limit (idleTimeoutMs) passed; agent stopped".to_owned(),
+            WorkerErrorCode::Timeout,
+        ),
+        ProcessEnd::Cancelled => (
+            "execution cancelled; agent stopped".to_owned(),
+            WorkerErrorCode::Refusal,
+        ),
+        ProcessEnd::SpawnFailed(message) => (message, WorkerErrorCode::Crash),
+        ProcessEnd::Exited { .. } => ("agent exited".to_owned(), WorkerErrorCode::Crash),
+    };
+    forwarder.system(note);
+    failure(code)
+}
+
+/// Describes an exit that cannot carry a usable reply, or `None` for a clean exit.
+fn abnormal_ending(code: Option<i32>, signal: Option<i32>, events: usize) -> Option<String> {
+    match (code, signal) {
+        (Some(0), _) => None,
+        (_, Some(signal)) => Some(format!("was killed by signal {signal}")),
+        (Some(code), None) if events == 0 => Some(format!(
+            "exited with code {code} before printing any event (startup failure)"
+        )),
+        (Some(code), None) => Some(format!("exited with code {code}")),
+        (None, None) => Some("ended without an exit status".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exits_are_described_for_the_log() {
+        assert_eq!(abnormal_ending(Some(0), None, 0), None);
+        assert_eq!(
+            abnormal_ending(None, Some(9), 3).as_deref(),
+            Some("was killed by signal 9")
+        );
+        assert!(
+            abnormal_ending(Some(2), None, 0)
+                .unwrap()
+                .contains("startup failure")
+        );
+        assert_eq!(
+            abnormal_ending(Some(1), None, 4).as_deref(),
+            Some("exited with code 1")
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! `trellis run` for GaP workflows: validate, then execute in this process while the run is
+//! recorded in the ledger; NDJSON progress and a final result object with `--json`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail};
+use clap::Args;
+use trellis_gap::{
+    ExecuteOptions, Issue, RunEvent, ToolRegistry, ValidateOptions, load_command_manifest,
+    load_workflow, read_inputs_file, render_issues, validate,
+};
+use trellis_runtime::gap_runner::{GapRun, run_gap};
+
+use crate::cmd::run::{RunArgs, machine_output};
+use crate::context::Context;
+
+#[derive(Debug, Args)]
+pub struct GapArgs {
+    /// GaP: top-level inputs (a JSON object file).
+    #[arg(long, value_name = "FILE")]
+    pub inputs: Option<PathBuf>,
+    /// GaP: write dag_trace.json and node_data/ here as the run goes.
+    #[arg(long, value_name = "DIR")]
+    pub trace_dir: Option<PathBuf>,
+    /// GaP: most ready nodes run at once per super-step.
+    #[arg(long, value_name = "N")]
+    pub max_workers: Option<usize>,
+    /// GaP: register the command tools of this manifest (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub tool_manifest: Vec<PathBuf>,
+    /// GaP: register a Python function as a tool, `NAME=MODULE.py:FUNCTION` (repeatable).
+    #[arg(long, value_name = "SPEC")]
+    pub python_tool: Vec<String>,
+    /// GaP: register the built-in `stub.*` test tools.
+    #[arg(long)]
+    pub stub_tools: bool,
+}
+
+fn tool_registry(args: &GapArgs, workflow_dir: &Path) -> anyhow::Result<ToolRegistry> {
+    let mut registry = if args.stub_tools {
+        ToolRegistry::with_builtin_stubs()
+    } else {
+        ToolRegistry::new()
+    };
+    let beside = workflow_dir.join("tools.json");
+    let manifests = args
+        .tool_manifest
+        .iter()
+        .cloned()
+        .chain(beside.is_file().then_some(beside));
+    for manifest in manifests {
+        load_command_manifest(&mut registry, &manifest)
+            .map_err(|e| anyhow!("tool manifest {}: {e}", manifest.display()))?;
+    }
+    for spec in &args.python_tool {
+        let (name, target) = spec
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--python-tool {spec:?}: expected NAME=MODULE.py:FUNCTION"))?;
+        let (module, function) = target
+            .rsplit_once(':')
+            .ok_or_else(|| anyhow!("--python-tool {spec:?}: expected NAME=MODULE.py:FUNCTION"))?;
+        registry
+            .register_python(name, PathBuf::from(module), function)
+            .map_err(|e| anyhow!("--python-tool {spec:?}: {e}"))?;
+    }
+    Ok(registry)
+}
+
+fn progress_line(event: &RunEvent) -> Option<String> {
+    Some(match event {
+        RunEvent::NodeStarted { node_id, visit, .. } if *visit > 0 => {
+            format!("▶ {node_id} (visit {})", visit + 1)
+        }
+        RunEvent::NodeStarted { node_id, .. } => format!("▶ {node_id}"),
+        RunEvent::NodeFinished {
+            node_id,
+            duration_ms,
+        } => format!("✓ {node_id} ({duration_ms:.0} ms)"),
+        RunEvent::NodeFailed { node_id, error, .. } => format!("✗ {node_id}: {error}"),
+        RunEvent::NodeCancelled { node_id } => format!("– {node_id} cancelled"),
+        RunEvent::SubgraphEntered { subgraph, .. } => format!("┌ subgraph {subgraph}"),
+        RunEvent::SubgraphExited {
+            subgraph,
+            exit_value,
+            ..
+        } => format!("└ subgraph {subgraph} → {exit_value}"),
+        RunEvent::ValidationWarning { issue } => format!("warning: {}", issue.message),
+        RunEvent::Log { node_id, line, .. } => {
+            format!("  {} {line}", node_id.as_deref().unwrap_or("·"))
+        }
+        RunEvent::RecoveryCall {
+            tool,
+            error: Some(e),
+            ..
+        } => format!("  recovery {tool} raised: {e}"),
+        _ => return None,
+    })
+}
+
+pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
+    if args.runtime_config.is_some()
+        || args.uniform_runtime_config.is_some()
+        || args.input.is_some()
+    {
+        bail!(
+            "GaP workflows take --inputs FILE and run their own tools and scripts; runtime plans and --input are for GraphSpec graphs"
+        );
+    }
+    let workflow = load_workflow(path).map_err(|e| anyhow!("{e}"))?;
+    let registry = tool_registry(&args.gap, &workflow.workflow_dir)?;
+    let issues: Vec<Issue> = validate(
+        &workflow,
+        &ValidateOptions {
+            tool_registry: Some(&registry),
+            ..ValidateOptions::default()
+        },
+    );
+    if issues.iter().any(Issue::is_error) {
+        eprint!(
+            "✗ workflow {} is rejected\n{}",
+            path.display(),
+            render_issues(&issues)
+        );
+        return Ok(1);
+    }
+    let mut options = ExecuteOptions {
+        trace_dir: args.gap.trace_dir.clone(),
+        tool_registry: Arc::new(registry),
+        ..ExecuteOptions::default()
+    };
+    if let Some(file) = &args.gap.inputs {
+        options.inputs = read_inputs_file(file).map_err(|e| anyhow!("{e}"))?;
+    }
+    if let Some(n) = args.gap.max_workers {
+        options.max_workers = n.max(1);
+    }
+    let machine = machine_output(args.json);
+    let ctx = Context::open()?;
+    let title = args.title.clone().unwrap_or_else(|| {
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "gap".into())
+    });
+    let forward = move |event: &RunEvent| {
+        let mut out = std::io::stdout().lock();
+        let line = if machine {
+            // The result object is printed last on its own, not twice.
+            if matches!(event, RunEvent::RunFinished { .. }) {
+                return;
+            }
+            serde_json::to_string(event).ok()
+        } else {
+            progress_line(event)
+        };
+        if let Some(line) = line {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    };
+    let run = GapRun {
+        workflow,
+        workflow_path: path.to_path_buf(),
+        title,
+        submission_key: args.submission_key.clone(),
+        options,
+    };
+    let (run_id, result) = run_gap(ctx.store.clone(), &ctx.home, run, &forward)?;
+    if machine {
+        println!("{}", serde_json::to_string(&result)?);
+    } else if result.is_success() {
+        println!(
+            "✓ run {} succeeded at {}",
+            run_id.as_str(),
+            result.end_node.as_deref().unwrap_or("?")
+        );
+        println!("  outputs {}", serde_json::to_string(&result.outputs)?);
+    } else {
+        println!(
+            "✗ run {} failed: {}",
+            run_id.as_str(),
+            result.error.as_deref().unwrap_or("no end node reached")
+        );
+        if let Some(traceback) = &result.traceback {
+            println!("{traceback}");
+        }
+    }
+    Ok(if result.is_success() { 0 } else { 1 })
+}

@@ -1,0 +1,92 @@
+//! The closed set of ledger errors, each with a stable code; messages never carry secret values.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in the ledger.
+///
+/// Messages name runs, cursors and rule violations but never echo submitted payloads, log
+/// text or SQL, so an error can be printed or logged without leaking anything.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LedgerError {
+    #[error("run {run_id} was not found")]
+    RunNotFound { run_id: String },
+    #[error("submission key already identifies a different admitted run")]
+    SubmissionConflict,
+    #[error("run id {run_id} is already used by a different submission")]
+    RunIdConflict { run_id: String },
+    #[error("invalid run submission: {reason}")]
+    InvalidRun { reason: String },
+    #[error("event {index} of the batch was rejected: {reason}")]
+    InvalidEvent { index: usize, reason: String },
+    #[error("invalid cursor: expected an opaque cursor previously returned by the ledger")]
+    InvalidCursor,
+    #[error("cursor {cursor} is ahead of run {run_id}, which is at {latest}")]
+    CursorAhead {
+        run_id: String,
+        cursor: String,
+        latest: String,
+    },
+    #[error("run {run_id} moved on: expected it at {expected}, found it at {actual}")]
+    StaleCursor {
+        run_id: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("the ledger is busy: another process held its write lock past the busy timeout")]
+    Busy,
+    #[error("the ledger database is corrupt: {detail}")]
+    Corrupt { detail: String },
+    #[error("the file is not a Trellis ledger: {detail}")]
+    NotALedger { detail: String },
+    #[error(
+        "the ledger schema version {found} is newer than this build supports ({supported}); upgrade trellis"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+    #[error("the state directory is unusable: {detail}")]
+    StateDirectory { detail: String },
+    #[error("storage failure (SQLite extended code {code})")]
+    Storage { code: i32 },
+    #[error("internal ledger failure: {detail}")]
+    Internal { detail: String },
+}
+
+impl LedgerError {
+    /// A stable, machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::RunNotFound { .. } => "run.not_found",
+            Self::SubmissionConflict => "submission.conflict",
+            Self::RunIdConflict { .. } => "run.id_conflict",
+            Self::InvalidRun { .. } => "run.invalid",
+            Self::InvalidEvent { .. } => "event.invalid",
+            Self::InvalidCursor => "cursor.invalid",
+            Self::CursorAhead { .. } => "cursor.ahead",
+            Self::StaleCursor { .. } => "cursor.stale",
+            Self::Busy => "ledger.busy",
+            Self::Corrupt { .. } => "ledger.corrupt",
+            Self::NotALedger { .. } => "ledger.not_a_ledger",
+            Self::SchemaTooNew { .. } => "ledger.schema_too_new",
+            Self::StateDirectory { .. } => "ledger.state_directory",
+            Self::Storage { .. } => "ledger.storage",
+            Self::Internal { .. } => "ledger.internal",
+        }
+    }
+
+    pub(crate) fn run_not_found(run_id: &impl std::fmt::Display) -> Self {
+        Self::RunNotFound {
+            run_id: run_id.to_string(),
+        }
+    }
+
+    pub(crate) fn invalid_run(reason: impl Into<String>) -> Self {
+        Self::InvalidRun {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(detail: impl Into<String>) -> Self {
+        Self::Corrupt {
+            detail: detail.into(),
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The closed set of run events, the only way a run's state changes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use trellis_graph::{NodeName, WorkerOutcome};
+
+use crate::cursor::Cursor;
+use crate::ids::RunId;
+use crate::logtext::sanitize_log_message;
+
+/// One durable fact about a run. Stored as JSON tagged by a snake_case `kind`, with camelCase
+/// fields; unknown kinds and fields are rejected when stored events are read back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum RunEvent {
+    /// The controller began driving the run (`admitted → running`).
+    RunStarted {},
+    /// A controller process took ownership of the run; lets observers tell whether it is alive.
+    ControllerAttached {
+        pid: u32,
+        /// When the controller process started, so a reused pid is not mistaken for it.
+        started_at_ms: u64,
+        host: String,
+        /// The host's boot identity (Linux `boot_id`), when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        boot_id: Option<String>,
+    },
+    /// A dispatch: recorded before the worker starts.
+    NodeStarted {
+        execution: u64,
+        node_instance: u64,
+        node: NodeName,
+        map_indices: Vec<u32>,
+        attempt: u32,
+        input: Value,
+        worker: String,
+    },
+    /// A settled outcome: recorded before the next reduction.
+    NodeCompleted {
+        execution: u64,
+        outcome: WorkerOutcome,
+        /// Set when a resumed run reused a predecessor's settled outcome instead of running.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reused_from: Option<ReusedOutcome>,
+        /// Set when Trellis settled the execution itself (the worker never reported), so a
+        /// resumed run knows to run it again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settled_by: Option<SettledBy>,
+    },
+    /// An active execution whose result no longer matters.
+    ExecutionVoided { execution: u64, reason: VoidReason },
+    /// A sanitized log line of the run or of one execution.
+    Log {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        execution: Option<u64>,
+        stream: LogStream,
+        level: LogLevel,
+        message: String,
+        timestamp_ms: u64,
+    },
+    /// The worker process of an active execution started, in its own process group; lets a
+    /// later command kill the group if the controller dies.
+    WorkerProcess { execution: u64, process_group: u32 },
+    /// Tokens (and cost, when known) one execution consumed since its previous report.
+    TokenUsage { execution: u64, usage: TokenCounts },
+    /// Someone asked the run to stop (`→ stopping`); no new dispatches after this.
+    ForceStopRequested {},
+    /// The run's result; nothing may follow it.
+    Terminal { result: TerminalResult },
+    /// A progress event of a GaP workflow run, kept as recorded.
+    GapEvent { payload: Value },
+}
+
+/// Where a reused outcome came from: an execution of a predecessor run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReusedOutcome {
+    pub run_id: RunId,
+    pub execution: u64,
+}
+
+/// Why Trellis, not the worker, settled an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettledBy {
+    /// The controller died while the execution was active.
+    RuntimeLost,
+    /// A force-stop cancelled it.
+    ForceStop,
+    /// The run's budget was exhausted and it was cancelled.
+    BudgetExhausted,
+}
+
+/// Why an active execution was voided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VoidReason {
+    /// A parallel join completed without it.
+    ParallelJoin,
+    /// Its map reached a terminal state without it.
+    MapTerminal,
+}
+
+/// Which stream a log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogStream {
+    /// A worker's ordinary output.
+    Output,
+    /// A worker's error stream.
+    Error,
+    /// A note by Trellis itself.
+    System,
+}
+
+impl LogStream {
+    /// The level a line of this stream gets unless the caller knows better.
+    pub fn default_level(self) -> LogLevel {
+        match self {
+            Self::Output => LogLevel::Info,
+            Self::Error => LogLevel::Error,
+            Self::System => LogLevel::Debug,
+        }
+    }
+}
+
+/// Severity of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+/// Token counts (and cost in US dollars, when the provider reports it).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenCounts {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl TokenCounts {
+    /// Adds `other`, saturating counts; the cost is known once any report carried one.
+    pub fn add(&mut self, other: &TokenCounts) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        if let Some(cost) = other.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TerminalResult {
+    Succeeded {
+        output: Value,
+    },
+    /// `reason` is a label such as `worker_failed`, `force_stopped` or `runtime_lost`.
+    Failed {
+        reason: String,
+    },
+}
+
+/// A stored event with its position and the wall-clock time the ledger recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredEvent {
+    pub cursor: Cursor,
+    pub recorded_at_ms: u64,
+    pub event: RunEvent,
+}
+
+/// Which events a read returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventFilter {
+    #[default]
+    All,
+    /// Everything but `log` events: what `watch` follows.
+    ExceptLogs,
+    /// Only `log` events: what `logs` follows.
+    LogsOnly,
+}
+
+impl RunEvent {
+    /// The `kind` tag of this event.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::RunStarted {} => "run_started",
+            Self::ControllerAttached { .. } => "controller_attached",
+            Self::NodeStarted { .. } => "node_started",
+            Self::NodeCompleted { .. } => "node_completed",
+            Self::ExecutionVoided { .. } => "execution_voided",
+            Self::Log { .. } => "log",
+            Self::WorkerProcess { .. } => "worker_process",
+            Self::TokenUsage { .. } => "token_usage",
+            Self::ForceStopRequested {} => "force_stop_requested",
+            Self::Terminal { .. } => "terminal",
+            Self::GapEvent { .. } => "gap_event",
+        }
+    }
+
+    /// The execution this event is about, if any.
+    pub fn execution(&self) -> Option<u64> {
+        match self {
+            Self::NodeStarted { execution, .. }
+            | Self::NodeCompleted { execution, .. }
+            | Self::ExecutionVoided { execution, .. }
+            | Self::TokenUsage { execution, .. } => Some(*execution),
+            Self::Log { execution, .. } => *execution,
+            _ => None,
+        }
+    }
+
+    pub fn is_log(&self) -> bool {
+        matches!(self, Self::Log { .. })
+    }
+
+    /// Whether `filter` selects this event.
+    pub fn matches(&self, filter: EventFilter) -> bool {
+        match filter {
+            EventFilter::All => true,
+            EventFilter::ExceptLogs => !self.is_log(),
+            EventFilter::LogsOnly => self.is_log(),
+        }
+    }
+
+    /// A log event whose level follows its stream and whose message is already sanitized.
+    pub fn log(
+        execution: Option<u64>,
+        stream: LogStream,
+        message: &str,
+        timestamp_ms: u64,
+    ) -> Self {
+        Self::Log {
+            execution,
+            stream,
+            level: stream.default_level(),
+            message: sanitize_log_message(message),
+            timestamp_ms,
+        }
+    }
+
+    /// The form the ledger stores: log messages sanitized, everything else unchanged.
+    pub fn normalized(&self) -> Self {
+        match self {
+            Self::Log {
+                execution,
+                stream,
+                level,
+                message,
+                timestamp_ms,
+            } => Self::Log {
+                execution: *execution,
+                stream: *stream,
+                level: *level,
+                message: sanitize_log_message(message),
+                timestamp_ms: *timestamp_ms,
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn events_serialize_with_snake_case_kinds_and_camel_case_fields() {
+        let started = RunEvent::NodeStarted {
+            execution: 3,
+            node_instance: 2,
+            node: NodeName::new("review").unwrap(),
+            map_indices: vec![0, 4],
+            attempt: 1,
+            input: json!({"task": "x"}),
+            worker: "builtin.agent.worker@1".to_owned(),
+        };
+        let value = serde_json::to_value(&started).unwrap();
+        assert_eq!(
+            value,
+            json!({"kind": "node_started", "execution": 3, "nodeInstance": 2, "node": "review",
+                   "mapIndices": [0, 4], "attempt": 1, "input": {"task": "x"},
+                   "worker": "builtin.agent.worker@1"})
+        );
+        assert_eq!(serde_json::from_value::<RunEvent>(value).unwrap(), started);
+        assert_eq!(
+            serde_json::to_value(RunEvent::RunStarted {}).unwrap(),
+            json!({"kind": "run_started"})
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_and_fields_are_rejected() {
+        for bad in [
+            json!({"kind": "run_started", "extra": 1}),
+            json!({"kind": "force_stop_requested", "why": "x"}),
+            json!({"kind": "node_exploded"}),
+            json!({"kind": "execution_voided", "execution": 1, "reason": "parallel_join", "x": 0}),
+            json!({"kind": "terminal", "result": {"status": "failed", "reason": "x", "y": 1}}),
+            json!({"kind": "token_usage", "execution": 1, "usage": {"inputTokens": 1}}),
+        ] {
+            assert!(
+                serde_json::from_value::<RunEvent>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn completed_events_carry_typed_outcomes() {
+        let value = json!({"kind": "node_completed", "execution": 9,
+            "outcome": {"status": "error", "code": "crash", "reason": "declared_failure"},
+            "reusedFrom": {"runId": "run-0", "execution": 4}});
+        let event: RunEvent = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&event).unwrap(), value);
+        let inconsistent = json!({"kind": "node_completed", "execution": 9,
+            "outcome": {"status": "error", "code": "crash", "reason": "policy_denied"}});
+        assert!(serde_json::from_value::<RunEvent>(inconsistent).is_err());
+    }
+
+    #[test]
+    fn log_constructor_derives_level_and_sanitizes() {
+        let RunEvent::Log { level, message, .. } =
+            RunEvent::log(None, LogStream::Error, "bad\u{1b}[0m", 5)
+        else {
+            panic!("not a log event");
+        };
+        assert_eq!(level, LogLevel::Error);
+        assert_eq!(message, "bad\\u{1b}[0m");
+    }
+}

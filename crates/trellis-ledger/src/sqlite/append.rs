@@ -1,0 +1,205 @@
+//! Appending events: validate against the stored progress, then write event rows, touched
+//! execution rows and the new progress in one IMMEDIATE transaction.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::apply::{ExecutionTable, apply_event};
+use crate::cursor::Cursor;
+use crate::error::LedgerError;
+use crate::event::RunEvent;
+use crate::ids::RunId;
+use crate::limits::{MAX_EVENT_JSON_BYTES, MAX_EVENTS_PER_APPEND};
+use crate::snapshot::ExecutionSnapshot;
+use crate::sqlite::runs::{load_run, to_i64};
+use crate::sqlite::storage_error;
+use crate::store::now_ms;
+
+/// Execution rows of one run, read on demand and written back once at the end of a batch.
+/// Only executions the batch touches are read, so an append costs the same however many
+/// executions the run already has.
+struct SqlExecutions<'t> {
+    tx: &'t Transaction<'t>,
+    run: i64,
+    touched: BTreeMap<u64, ExecutionSnapshot>,
+}
+
+impl SqlExecutions<'_> {
+    fn load(&self, execution: u64) -> Result<Option<ExecutionSnapshot>, LedgerError> {
+        let mut statement = self
+            .tx
+            .prepare_cached(
+                "SELECT snapshot_json FROM run_executions WHERE run = ?1 AND execution = ?2",
+            )
+            .map_err(storage_error)?;
+        let text: Option<String> = statement
+            .query_row(params![self.run, to_i64(execution)?], |row| row.get(0))
+            .optional()
+            .map_err(storage_error)?;
+        text.map(|text| {
+            serde_json::from_str(&text).map_err(|_| {
+                LedgerError::corrupt(format!("stored execution {execution} is invalid"))
+            })
+        })
+        .transpose()
+    }
+
+    fn flush(self) -> Result<(), LedgerError> {
+        let mut statement = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO run_executions (run, execution, snapshot_json) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (run, execution) DO UPDATE SET snapshot_json = excluded.snapshot_json",
+            )
+            .map_err(storage_error)?;
+        for (execution, snapshot) in &self.touched {
+            let text = serde_json::to_string(snapshot).map_err(|_| LedgerError::Internal {
+                detail: "an execution snapshot is not serializable".to_owned(),
+            })?;
+            statement
+                .execute(params![self.run, to_i64(*execution)?, text])
+                .map_err(storage_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionTable for SqlExecutions<'_> {
+    fn contains(&mut self, execution: u64) -> Result<bool, LedgerError> {
+        if self.touched.contains_key(&execution) {
+            return Ok(true);
+        }
+        let mut statement = self
+            .tx
+            .prepare_cached("SELECT 1 FROM run_executions WHERE run = ?1 AND execution = ?2")
+            .map_err(storage_error)?;
+        statement
+            .exists(params![self.run, to_i64(execution)?])
+            .map_err(storage_error)
+    }
+
+    fn insert(&mut self, execution: u64, snapshot: ExecutionSnapshot) -> Result<(), LedgerError> {
+        self.touched.insert(execution, snapshot);
+        Ok(())
+    }
+
+    fn modify(
+        &mut self,
+        execution: u64,
+        change: &mut dyn FnMut(&mut ExecutionSnapshot),
+    ) -> Result<(), LedgerError> {
+        if !self.touched.contains_key(&execution) {
+            let loaded = self.load(execution)?.ok_or_else(|| {
+                LedgerError::corrupt(format!("execution {execution} has no stored row"))
+            })?;
+            self.touched.insert(execution, loaded);
+        }
+        if let Some(snapshot) = self.touched.get_mut(&execution) {
+            change(snapshot);
+        }
+        Ok(())
+    }
+}
+
+/// Appends `events` to `run_id`, optionally only if the run is still at `expected`.
+pub(super) fn append(
+    conn: &mut Connection,
+    run_id: &RunId,
+    expected: Option<Cursor>,
+    events: &[RunEvent],
+) -> Result<Cursor, LedgerError> {
+    if events.len() > MAX_EVENTS_PER_APPEND {
+        return Err(LedgerError::InvalidEvent {
+            index: MAX_EVENTS_PER_APPEND,
+            reason: format!("one append carries at most {MAX_EVENTS_PER_APPEND} events"),
+        });
+    }
+    let mut prepared = Vec::with_capacity(events.len());
+    for (index, event) in events.iter().enumerate() {
+        let event = event.normalized();
+        let text = serde_json::to_string(&event).map_err(|_| LedgerError::InvalidEvent {
+            index,
+            reason: "the event is not serializable".to_owned(),
+        })?;
+        if text.len() > MAX_EVENT_JSON_BYTES {
+            return Err(LedgerError::InvalidEvent {
+                index,
+                reason: format!("an event is at most {MAX_EVENT_JSON_BYTES} bytes of JSON"),
+            });
+        }
+        prepared.push((event, text));
+    }
+
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(storage_error)?;
+    let raw = load_run(&tx, run_id)?;
+    let kind = raw.kind()?;
+    let mut cursor = raw.cursor()?;
+    if let Some(expected) = expected
+        && expected != cursor
+    {
+        return Err(LedgerError::StaleCursor {
+            run_id: run_id.to_string(),
+            expected: expected.to_string(),
+            actual: cursor.to_string(),
+        });
+    }
+    if prepared.is_empty() {
+        return Ok(cursor);
+    }
+    let mut progress = raw.progress()?;
+    let recorded_at_ms = now_ms();
+    let mut executions = SqlExecutions {
+        tx: &tx,
+        run: raw.id,
+        touched: BTreeMap::new(),
+    };
+    {
+        let mut insert_event = tx
+            .prepare_cached(
+                "INSERT INTO run_events (run, sequence, is_log, recorded_at_ms, event_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(storage_error)?;
+        for (index, (event, text)) in prepared.iter().enumerate() {
+            cursor = cursor.next()?;
+            apply_event(
+                &mut progress,
+                kind,
+                &mut executions,
+                cursor,
+                recorded_at_ms,
+                event,
+            )
+            .map_err(|e| e.at_index(index))?;
+            insert_event
+                .execute(params![
+                    raw.id,
+                    to_i64(cursor.sequence())?,
+                    event.is_log(),
+                    to_i64(recorded_at_ms)?,
+                    text,
+                ])
+                .map_err(storage_error)?;
+        }
+    }
+    executions.flush()?;
+    let progress_json = serde_json::to_string(&progress).map_err(|_| LedgerError::Internal {
+        detail: "run progress is not serializable".to_owned(),
+    })?;
+    let sequence = to_i64(cursor.sequence())?;
+    tx.prepare_cached("UPDATE runs SET cursor = ?1, phase = ?2, progress_json = ?3 WHERE id = ?4")
+        .and_then(|mut update| {
+            update.execute(params![
+                sequence,
+                progress.phase.as_str(),
+                progress_json,
+                raw.id
+            ])
+        })
+        .map_err(storage_error)?;
+    tx.commit().map_err(storage_error)?;
+    Ok(cursor)
+}

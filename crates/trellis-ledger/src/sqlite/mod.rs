@@ -1,0 +1,245 @@
+//! The SQLite ledger: one WAL database for every run, shared safely by many processes.
+
+mod append;
+pub mod paths;
+mod runs;
+pub mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::cursor::Cursor;
+use crate::error::LedgerError;
+use crate::event::{EventFilter, RunEvent, StoredEvent};
+use crate::ids::RunId;
+use crate::snapshot::{RunHead, RunSnapshot};
+use crate::store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+
+/// How hard a commit works to survive power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous = FULL`: every commit is on disk before `append` returns. The default,
+    /// because a dispatch must be durable before its worker starts.
+    Full,
+    /// `synchronous = NORMAL`: commits survive a process crash but the last few may be lost
+    /// on power failure. Faster; for tests and throwaway state.
+    Normal,
+}
+
+/// Tuning for [`SqliteStore::open_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// How long a write waits for another process's write lock before failing with `Busy`.
+    pub busy_timeout: Duration,
+    pub durability: Durability,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(5),
+            durability: Durability::Full,
+        }
+    }
+}
+
+/// A ledger in one SQLite file (or in memory). Cheap to share across threads; each process
+/// opens its own store on the same file.
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the ledger at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens the ledger under the state home (`$TRELLIS_HOME/ledger.sqlite3`, see
+    /// [`paths::state_home`]).
+    pub fn open_default() -> Result<Self, LedgerError> {
+        Self::open(paths::default_ledger_path()?)
+    }
+
+    /// Opens (creating if needed) the ledger at `path`.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, LedgerError> {
+        let path = path.as_ref();
+        paths::prepare_ledger_file(path)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(storage_error)?;
+        Self::configure(conn, options, Some(path.to_path_buf()))
+    }
+
+    /// A private in-memory ledger, for tests.
+    pub fn open_in_memory() -> Result<Self, LedgerError> {
+        let conn = Connection::open_in_memory().map_err(storage_error)?;
+        Self::configure(conn, SqliteOptions::default(), None)
+    }
+
+    fn configure(
+        mut conn: Connection,
+        options: SqliteOptions,
+        path: Option<PathBuf>,
+    ) -> Result<Self, LedgerError> {
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(storage_error)?;
+        let synchronous = match options.durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(storage_error)?;
+        conn.pragma_update(None, "synchronous", synchronous)
+            .map_err(storage_error)?;
+        if path.is_some() {
+            let mode: String = conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+                .map_err(storage_error)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(LedgerError::Internal {
+                    detail: format!("the ledger could not switch to WAL mode (got {mode})"),
+                });
+            }
+        }
+        schema::migrate(&mut conn)?;
+        conn.set_prepared_statement_cache_capacity(32);
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    /// The database file, unless the store is in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Whether the database file or its write-ahead log holds `needle` anywhere, including
+    /// free pages. A stronger check than [`RunStore::run_contains_bytes`] for canary tests.
+    pub fn file_contains(&self, needle: &[u8]) -> Result<bool, LedgerError> {
+        let Some(path) = &self.path else {
+            return Ok(false);
+        };
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        for file in [path.clone(), PathBuf::from(wal)] {
+            match std::fs::read(&file) {
+                Ok(bytes) if runs::contains(&bytes, needle) => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(LedgerError::StateDirectory {
+                        detail: format!("cannot read the ledger file: {e}"),
+                    });
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves no open transaction (they roll back on drop),
+        // so the connection is still usable.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl RunStore for SqliteStore {
+    fn create_or_get(&self, run: NewRun) -> Result<(RunRecord, Admission), LedgerError> {
+        runs::create_or_get(&mut self.lock(), run)
+    }
+
+    fn find_by_key(&self, submission_key: &str) -> Result<Option<RunRecord>, LedgerError> {
+        runs::find_by_key(&self.lock(), submission_key)
+    }
+
+    fn record(&self, run_id: &RunId) -> Result<RunRecord, LedgerError> {
+        runs::record(&self.lock(), run_id)
+    }
+
+    fn head(&self, run_id: &RunId) -> Result<RunHead, LedgerError> {
+        runs::head(&self.lock(), run_id)
+    }
+
+    fn snapshot(&self, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
+        runs::snapshot(&mut self.lock(), run_id)
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunHead>, LedgerError> {
+        runs::list_runs(&self.lock(), filter)
+    }
+
+    fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
+        append::append(&mut self.lock(), run_id, None, events)
+    }
+
+    fn append_at(
+        &self,
+        run_id: &RunId,
+        expected: Cursor,
+        events: &[RunEvent],
+    ) -> Result<Cursor, LedgerError> {
+        append::append(&mut self.lock(), run_id, Some(expected), events)
+    }
+
+    fn events_after(
+        &self,
+        run_id: &RunId,
+        after: Cursor,
+        limit: usize,
+        filter: EventFilter,
+    ) -> Result<Vec<StoredEvent>, LedgerError> {
+        runs::events_after(&mut self.lock(), run_id, after, limit, filter)
+    }
+
+    fn latest_cursor(&self, run_id: &RunId) -> Result<Cursor, LedgerError> {
+        runs::latest_cursor(&self.lock(), run_id)
+    }
+
+    fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
+        runs::run_contains_bytes(&mut self.lock(), run_id, needle)
+    }
+}
+
+/// Maps an SQLite failure to a ledger error without its message, which may quote SQL or data.
+pub(crate) fn storage_error(error: rusqlite::Error) -> LedgerError {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _) => match failure.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => LedgerError::Busy,
+            ErrorCode::DatabaseCorrupt => {
+                LedgerError::corrupt("SQLite reported a malformed database")
+            }
+            ErrorCode::NotADatabase => LedgerError::NotALedger {
+                detail: "the file is not an SQLite database".to_owned(),
+            },
+            _ => LedgerError::Storage {
+                code: failure.extended_code,
+            },
+        },
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::InvalidColumnType(..) => {
+            LedgerError::corrupt("a stored value has an unexpected type")
+        }
+        rusqlite::Error::QueryReturnedNoRows => LedgerError::Internal {
+            detail: "a row the ledger expected is missing".to_owned(),
+        },
+        _ => LedgerError::Internal {
+            detail: "unexpected SQLite interface failure".to_owned(),
+        },
+    }
+}

@@ -1,0 +1,427 @@
+//! Run admission and every read query of the SQLite ledger.
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use serde_json::Value;
+
+use crate::cursor::Cursor;
+use crate::error::LedgerError;
+use crate::event::{EventFilter, RunEvent, StoredEvent};
+use crate::ids::{Phase, RunId, RunKind};
+use crate::limits::MAX_EVENTS_PER_PAGE;
+use crate::snapshot::{ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
+use crate::sqlite::storage_error;
+use crate::store::{Admission, NewRun, RunFilter, RunRecord, cursor_ahead};
+
+/// Columns of a run row, in the order [`RawRun::from_row`] reads them.
+const RUN_COLUMNS: &str = "id, run_id, submission_key, submission_digest, kind, title, \
+     graph_identity, predecessor, successor, created_at_ms, cursor, progress_json";
+
+/// A run row as stored, before its values are checked.
+pub(super) struct RawRun {
+    pub(super) id: i64,
+    run_id: String,
+    submission_key: String,
+    submission_digest: String,
+    kind: String,
+    title: String,
+    graph_identity: Option<String>,
+    predecessor: Option<String>,
+    successor: Option<String>,
+    created_at_ms: i64,
+    pub(super) cursor: i64,
+    pub(super) progress_json: String,
+}
+
+impl RawRun {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            run_id: row.get(1)?,
+            submission_key: row.get(2)?,
+            submission_digest: row.get(3)?,
+            kind: row.get(4)?,
+            title: row.get(5)?,
+            graph_identity: row.get(6)?,
+            predecessor: row.get(7)?,
+            successor: row.get(8)?,
+            created_at_ms: row.get(9)?,
+            cursor: row.get(10)?,
+            progress_json: row.get(11)?,
+        })
+    }
+
+    pub(super) fn kind(&self) -> Result<RunKind, LedgerError> {
+        RunKind::parse(&self.kind)
+            .ok_or_else(|| LedgerError::corrupt("a stored run kind is unknown"))
+    }
+
+    pub(super) fn cursor(&self) -> Result<Cursor, LedgerError> {
+        Cursor::at(to_u64(self.cursor)?)
+    }
+
+    pub(super) fn progress(&self) -> Result<RunProgress, LedgerError> {
+        serde_json::from_str(&self.progress_json).map_err(|_| {
+            LedgerError::corrupt(format!("stored progress of run {} is invalid", self.run_id))
+        })
+    }
+
+    /// The admission record, given the stored submission text.
+    fn record(&self, submission_json: Option<&str>) -> Result<RunRecord, LedgerError> {
+        let run_id = stored_run_id(&self.run_id)?;
+        let submission = match submission_json {
+            Some(text) => serde_json::from_str(text).map_err(|_| {
+                LedgerError::corrupt(format!("stored submission of run {run_id} is invalid"))
+            })?,
+            None => Value::Null,
+        };
+        Ok(RunRecord {
+            submission_key: self.submission_key.clone(),
+            submission_digest: self.submission_digest.clone(),
+            title: self.title.clone(),
+            kind: self.kind()?,
+            graph_identity: self.graph_identity.clone(),
+            submission,
+            predecessor: self.predecessor.as_deref().map(stored_run_id).transpose()?,
+            successor: self.successor.as_deref().map(stored_run_id).transpose()?,
+            created_at_ms: to_u64(self.created_at_ms)?,
+            run_id,
+        })
+    }
+
+    pub(super) fn head(&self) -> Result<RunHead, LedgerError> {
+        Ok(RunHead::new(
+            &self.record(None)?,
+            self.cursor()?,
+            self.progress()?,
+        ))
+    }
+}
+
+fn stored_run_id(text: &str) -> Result<RunId, LedgerError> {
+    RunId::new(text).map_err(|_| LedgerError::corrupt("a stored run id is invalid"))
+}
+
+pub(super) fn to_u64(value: i64) -> Result<u64, LedgerError> {
+    u64::try_from(value).map_err(|_| LedgerError::corrupt("a stored counter is negative"))
+}
+
+pub(super) fn to_i64(value: u64) -> Result<i64, LedgerError> {
+    i64::try_from(value).map_err(|_| LedgerError::Internal {
+        detail: "a counter exceeds the storable range".to_owned(),
+    })
+}
+
+/// The run row with `run_id`, or `RunNotFound`.
+pub(super) fn load_run(conn: &Connection, run_id: &RunId) -> Result<RawRun, LedgerError> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
+    let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
+    statement
+        .query_row([run_id.as_str()], RawRun::from_row)
+        .optional()
+        .map_err(storage_error)?
+        .ok_or_else(|| LedgerError::run_not_found(run_id))
+}
+
+fn load_record_where(
+    conn: &Connection,
+    column: &str,
+    value: &str,
+) -> Result<Option<RunRecord>, LedgerError> {
+    let sql = format!("SELECT {RUN_COLUMNS}, submission_json FROM runs WHERE {column} = ?1");
+    let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
+    let found = statement
+        .query_row([value], |row| {
+            Ok((RawRun::from_row(row)?, row.get::<_, String>(12)?))
+        })
+        .optional()
+        .map_err(storage_error)?;
+    found
+        .map(|(raw, submission)| raw.record(Some(&submission)))
+        .transpose()
+}
+
+pub(super) fn create_or_get(
+    conn: &mut Connection,
+    run: NewRun,
+) -> Result<(RunRecord, Admission), LedgerError> {
+    let submission_json = run.validate()?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(storage_error)?;
+    if let Some(existing) = load_record_where(&tx, "submission_key", &run.submission_key)? {
+        return if existing.submission_digest == run.submission_digest {
+            Ok((existing, Admission::Existing))
+        } else {
+            Err(LedgerError::SubmissionConflict)
+        };
+    }
+    let id_taken: Option<i64> = tx
+        .query_row(
+            "SELECT id FROM runs WHERE run_id = ?1",
+            [run.run_id.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(storage_error)?;
+    if id_taken.is_some() {
+        return Err(LedgerError::RunIdConflict {
+            run_id: run.run_id.to_string(),
+        });
+    }
+    if let Some(predecessor) = &run.predecessor {
+        check_predecessor(&tx, predecessor)?;
+    }
+    let progress =
+        serde_json::to_string(&RunProgress::admitted()).map_err(|_| LedgerError::Internal {
+            detail: "run progress is not serializable".to_owned(),
+        })?;
+    tx.execute(
+        "INSERT INTO runs (run_id, submission_key, submission_digest, kind, title, graph_identity,
+             predecessor, successor, created_at_ms, submission_json, cursor, phase, progress_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, 0, ?10, ?11)",
+        params![
+            run.run_id.as_str(),
+            run.submission_key,
+            run.submission_digest,
+            run.kind.as_str(),
+            run.title,
+            run.graph_identity,
+            run.predecessor.as_ref().map(RunId::as_str),
+            to_i64(run.created_at_ms)?,
+            submission_json,
+            Phase::Admitted.as_str(),
+            progress,
+        ],
+    )
+    .map_err(storage_error)?;
+    if let Some(predecessor) = &run.predecessor {
+        tx.execute(
+            "UPDATE runs SET successor = ?1 WHERE run_id = ?2",
+            [run.run_id.as_str(), predecessor.as_str()],
+        )
+        .map_err(storage_error)?;
+    }
+    tx.commit().map_err(storage_error)?;
+    let record = RunRecord {
+        run_id: run.run_id,
+        submission_key: run.submission_key,
+        submission_digest: run.submission_digest,
+        title: run.title,
+        kind: run.kind,
+        graph_identity: run.graph_identity,
+        submission: run.submission,
+        predecessor: run.predecessor,
+        successor: None,
+        created_at_ms: run.created_at_ms,
+    };
+    Ok((record, Admission::Created))
+}
+
+/// A resumed run's predecessor must exist, be finished, and not be resumed already.
+fn check_predecessor(conn: &Connection, predecessor: &RunId) -> Result<(), LedgerError> {
+    let found: Option<(String, Option<String>)> = conn
+        .query_row(
+            "SELECT phase, successor FROM runs WHERE run_id = ?1",
+            [predecessor.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .map_err(storage_error)?;
+    let (phase, successor) = found.ok_or_else(|| LedgerError::run_not_found(predecessor))?;
+    if phase != Phase::Finished.as_str() {
+        return Err(LedgerError::invalid_run(format!(
+            "predecessor {predecessor} is not finished"
+        )));
+    }
+    if let Some(successor) = successor {
+        return Err(LedgerError::invalid_run(format!(
+            "predecessor {predecessor} was already resumed by {successor}"
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn find_by_key(
+    conn: &Connection,
+    submission_key: &str,
+) -> Result<Option<RunRecord>, LedgerError> {
+    load_record_where(conn, "submission_key", submission_key)
+}
+
+pub(super) fn record(conn: &Connection, run_id: &RunId) -> Result<RunRecord, LedgerError> {
+    load_record_where(conn, "run_id", run_id.as_str())?
+        .ok_or_else(|| LedgerError::run_not_found(run_id))
+}
+
+pub(super) fn head(conn: &Connection, run_id: &RunId) -> Result<RunHead, LedgerError> {
+    load_run(conn, run_id)?.head()
+}
+
+pub(super) fn latest_cursor(conn: &Connection, run_id: &RunId) -> Result<Cursor, LedgerError> {
+    let mut statement = conn
+        .prepare_cached("SELECT cursor FROM runs WHERE run_id = ?1")
+        .map_err(storage_error)?;
+    let cursor: i64 = statement
+        .query_row([run_id.as_str()], |row| row.get(0))
+        .optional()
+        .map_err(storage_error)?
+        .ok_or_else(|| LedgerError::run_not_found(run_id))?;
+    Cursor::at(to_u64(cursor)?)
+}
+
+pub(super) fn snapshot(conn: &mut Connection, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
+    let tx = conn.transaction().map_err(storage_error)?;
+    let raw = load_run(&tx, run_id)?;
+    let head = raw.head()?;
+    let mut executions = std::collections::BTreeMap::new();
+    {
+        let mut statement = tx
+            .prepare_cached(
+                "SELECT execution, snapshot_json FROM run_executions WHERE run = ?1 ORDER BY execution",
+            )
+            .map_err(storage_error)?;
+        let rows = statement
+            .query_map([raw.id], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            })
+            .map_err(storage_error)?;
+        for row in rows {
+            let (execution, text) = row.map_err(storage_error)?;
+            let snapshot: ExecutionSnapshot = serde_json::from_str(&text).map_err(|_| {
+                LedgerError::corrupt(format!(
+                    "stored execution {execution} of run {run_id} is invalid"
+                ))
+            })?;
+            executions.insert(to_u64(execution)?, snapshot);
+        }
+    }
+    tx.commit().map_err(storage_error)?;
+    Ok(RunSnapshot { head, executions })
+}
+
+pub(super) fn list_runs(
+    conn: &Connection,
+    filter: &RunFilter,
+) -> Result<Vec<RunHead>, LedgerError> {
+    if let Some(after) = &filter.after_run {
+        load_run(conn, after)?;
+    }
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs
+         WHERE (?1 IS NULL OR phase = ?1) AND (?2 IS NULL OR kind = ?2)
+           AND (?3 IS NULL OR (created_at_ms, run_id) <
+                (SELECT created_at_ms, run_id FROM runs WHERE run_id = ?3))
+         ORDER BY created_at_ms DESC, run_id DESC LIMIT ?4"
+    );
+    let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
+    let limit = to_i64(u64::try_from(filter.effective_limit()).unwrap_or(0))?;
+    let rows = statement
+        .query_map(
+            params![
+                filter.phase.map(Phase::as_str),
+                filter.kind.map(RunKind::as_str),
+                filter.after_run.as_ref().map(RunId::as_str),
+                limit,
+            ],
+            RawRun::from_row,
+        )
+        .map_err(storage_error)?;
+    let mut heads = Vec::new();
+    for row in rows {
+        heads.push(row.map_err(storage_error)?.head()?);
+    }
+    Ok(heads)
+}
+
+pub(super) fn events_after(
+    conn: &mut Connection,
+    run_id: &RunId,
+    after: Cursor,
+    limit: usize,
+    filter: EventFilter,
+) -> Result<Vec<StoredEvent>, LedgerError> {
+    let tx = conn.transaction().map_err(storage_error)?;
+    let raw = load_run(&tx, run_id)?;
+    let latest = raw.cursor()?;
+    if after > latest {
+        return Err(cursor_ahead(run_id, after, latest));
+    }
+    let stream = match filter {
+        EventFilter::All => "",
+        EventFilter::ExceptLogs => "AND is_log = 0",
+        EventFilter::LogsOnly => "AND is_log = 1",
+    };
+    let sql = format!(
+        "SELECT sequence, recorded_at_ms, event_json FROM run_events
+         WHERE run = ?1 {stream} AND sequence > ?2 ORDER BY sequence LIMIT ?3"
+    );
+    let limit = to_i64(u64::try_from(limit.min(MAX_EVENTS_PER_PAGE)).unwrap_or(0))?;
+    let mut events = Vec::new();
+    {
+        let mut statement = tx.prepare_cached(&sql).map_err(storage_error)?;
+        let rows = statement
+            .query_map(params![raw.id, to_i64(after.sequence())?, limit], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(storage_error)?;
+        for row in rows {
+            let (sequence, recorded_at_ms, text) = row.map_err(storage_error)?;
+            let event: RunEvent = serde_json::from_str(&text).map_err(|_| {
+                LedgerError::corrupt(format!(
+                    "stored event {sequence} of run {run_id} is invalid"
+                ))
+            })?;
+            events.push(StoredEvent {
+                cursor: Cursor::at(to_u64(sequence)?)?,
+                recorded_at_ms: to_u64(recorded_at_ms)?,
+                event,
+            });
+        }
+    }
+    tx.commit().map_err(storage_error)?;
+    Ok(events)
+}
+
+pub(super) fn run_contains_bytes(
+    conn: &mut Connection,
+    run_id: &RunId,
+    needle: &[u8],
+) -> Result<bool, LedgerError> {
+    let tx = conn.transaction().map_err(storage_error)?;
+    let raw = load_run(&tx, run_id)?;
+    let queries = [
+        "SELECT * FROM runs WHERE id = ?1",
+        "SELECT * FROM run_events WHERE run = ?1",
+        "SELECT * FROM run_executions WHERE run = ?1",
+    ];
+    for sql in queries {
+        let mut statement = tx.prepare(sql).map_err(storage_error)?;
+        let columns = statement.column_count();
+        let mut rows = statement.query([raw.id]).map_err(storage_error)?;
+        while let Some(row) = rows.next().map_err(storage_error)? {
+            for column in 0..columns {
+                let bytes: &[u8] = match row.get_ref(column).map_err(storage_error)? {
+                    ValueRef::Text(bytes) | ValueRef::Blob(bytes) => bytes,
+                    _ => continue,
+                };
+                if contains(bytes, needle) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Whether `needle` occurs in `haystack` (an empty needle always does).
+pub(super) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty()
+        || haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
+}

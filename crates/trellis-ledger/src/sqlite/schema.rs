@@ -1,0 +1,124 @@
+//! Versioned schema migrations, tracked in SQLite's `user_version` and applied in order.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::LedgerError;
+use crate::sqlite::storage_error;
+
+/// Marks a database file as a Trellis ledger (`PRAGMA application_id`, ASCII "TRLS").
+pub const APPLICATION_ID: i64 = 0x5452_4c53;
+
+/// One schema step: applying it to version `version - 1` yields `version`.
+pub struct Migration {
+    pub version: i64,
+    pub sql: &'static str,
+}
+
+/// Every schema step, oldest first. Never edit a released step; append a new one.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    sql: "
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE,
+            submission_key TEXT NOT NULL UNIQUE,
+            submission_digest TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('graphspec', 'gap')),
+            title TEXT NOT NULL,
+            graph_identity TEXT,
+            predecessor TEXT REFERENCES runs (run_id),
+            successor TEXT REFERENCES runs (run_id),
+            created_at_ms INTEGER NOT NULL,
+            submission_json TEXT NOT NULL,
+            cursor INTEGER NOT NULL,
+            phase TEXT NOT NULL
+                CHECK (phase IN ('admitted', 'running', 'stopping', 'finished')),
+            progress_json TEXT NOT NULL
+        ) STRICT;
+        CREATE INDEX runs_newest_first ON runs (created_at_ms DESC, run_id DESC);
+        CREATE TABLE run_events (
+            run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            sequence INTEGER NOT NULL,
+            is_log INTEGER NOT NULL CHECK (is_log IN (0, 1)),
+            recorded_at_ms INTEGER NOT NULL,
+            event_json TEXT NOT NULL,
+            PRIMARY KEY (run, sequence)
+        ) STRICT;
+        CREATE INDEX run_events_by_stream ON run_events (run, is_log, sequence);
+        CREATE TABLE run_executions (
+            run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            execution INTEGER NOT NULL,
+            snapshot_json TEXT NOT NULL,
+            PRIMARY KEY (run, execution)
+        ) STRICT;
+    ",
+}];
+
+/// The schema version this build writes.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Brings the database to the latest version, refusing files that are newer or foreign.
+pub fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
+    migrate_with(conn, MIGRATIONS)
+}
+
+/// `migrate` over an explicit step list (tests use short lists to check ordering).
+pub fn migrate_with(conn: &mut Connection, steps: &[Migration]) -> Result<(), LedgerError> {
+    let supported = steps.last().map_or(0, |m| m.version);
+    // Cheap check first, without the write lock: most opens find an up-to-date file.
+    if check_version(conn, supported)? == supported {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(storage_error)?;
+    // Another process may have migrated while we waited for the lock.
+    let current = check_version(&tx, supported)?;
+    if current == 0 {
+        tx.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(storage_error)?;
+    }
+    for step in steps.iter().filter(|m| m.version > current) {
+        tx.execute_batch(step.sql).map_err(storage_error)?;
+        tx.pragma_update(None, "user_version", step.version)
+            .map_err(storage_error)?;
+    }
+    tx.commit().map_err(storage_error)
+}
+
+/// The file's schema version, after checking it belongs to Trellis and is not too new.
+fn check_version(conn: &Connection, supported: i64) -> Result<i64, LedgerError> {
+    let application: i64 = conn
+        .pragma_query_value(None, "application_id", |row| row.get(0))
+        .map_err(storage_error)?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(storage_error)?;
+    if application != 0 && application != APPLICATION_ID {
+        return Err(LedgerError::NotALedger {
+            detail: "the database belongs to another application".to_owned(),
+        });
+    }
+    if application == 0 {
+        let objects: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+            .map_err(storage_error)?;
+        if objects > 0 || version != 0 {
+            return Err(LedgerError::NotALedger {
+                detail: "the database already holds tables of another application".to_owned(),
+            });
+        }
+    }
+    if version > supported {
+        return Err(LedgerError::SchemaTooNew {
+            found: version,
+            supported,
+        });
+    }
+    if version < 0 {
+        return Err(LedgerError::corrupt("negative schema version"));
+    }
+    Ok(version)
+}

@@ -1,0 +1,254 @@
+//! Starting a GraphSpec run: take the workspace lease, admit the run in the ledger (idempotent
+//! on the submission key), and spawn its detached controller holding both leases.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use trellis_ledger::{Admission, NewRun, RunId, RunKind, RunStore};
+
+use crate::error::RuntimeError;
+use crate::home::{Lease, LeaseAttempt, TrellisHome, lease_note};
+use crate::submission::Submission;
+
+/// The file descriptors a controller inherits its leases on.
+pub const CONTROLLER_LEASE_FD: i32 = 3;
+pub const WORKSPACE_LEASE_FD: i32 = 4;
+/// The hidden subcommand that turns the binary into a run controller.
+pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
+/// How long a new controller has to attach to its run.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Environment variables a controller keeps besides the plan's connection names.
+const CONTROLLER_ENV: [&str; 8] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "TRELLIS_HOME",
+    "TRELLIS_PYTHON",
+];
+
+/// A run to start.
+pub struct LaunchRequest {
+    pub submission: Submission,
+    pub title: String,
+    pub submission_key: String,
+    pub identity: String,
+    pub predecessor: Option<RunId>,
+    /// The binary to run as controller (normally the current executable).
+    pub controller_exe: PathBuf,
+}
+
+/// Whether the submission created a run or matched an existing one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launched {
+    Started(RunId),
+    Existing(RunId),
+}
+
+impl Launched {
+    pub fn run_id(&self) -> &RunId {
+        match self {
+            Self::Started(id) | Self::Existing(id) => id,
+        }
+    }
+}
+
+/// The environment handed to a controller: a few basics plus the named connection variables
+/// (values come from this process's environment and never touch disk).
+pub fn controller_env(connection_names: &[String]) -> Vec<(String, String)> {
+    CONTROLLER_ENV
+        .iter()
+        .map(|s| s.to_string())
+        .chain(connection_names.iter().cloned())
+        .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
+        .collect()
+}
+
+fn existing_run(
+    store: &dyn RunStore,
+    request: &LaunchRequest,
+) -> Result<Option<RunId>, RuntimeError> {
+    let Some(record) = store.find_by_key(&request.submission_key)? else {
+        return Ok(None);
+    };
+    // Same key: the ledger decides whether it is the same submission (or a conflict).
+    let probe = new_run(request, record.run_id.clone());
+    let (record, _) = store.create_or_get(probe)?;
+    Ok(Some(record.run_id))
+}
+
+fn new_run(request: &LaunchRequest, run_id: RunId) -> NewRun {
+    let mut run = NewRun::new(
+        run_id,
+        request.submission_key.clone(),
+        request.title.clone(),
+        RunKind::Graphspec,
+        request.submission.to_value(),
+    )
+    .with_graph_identity(request.identity.clone());
+    if let Some(predecessor) = &request.predecessor {
+        run = run.with_predecessor(predecessor.clone());
+    }
+    run
+}
+
+/// Admits the run and starts its controller; an identical earlier submission returns that run.
+pub fn launch(
+    home: &TrellisHome,
+    store: &dyn RunStore,
+    request: &LaunchRequest,
+    env: &[(String, String)],
+) -> Result<Launched, RuntimeError> {
+    if let Some(run_id) = existing_run(store, request)? {
+        return Ok(Launched::Existing(run_id));
+    }
+    let workspace = &request.submission.workspace;
+    let workspace_lease = match acquire(&home.workspace_lease_path(workspace))? {
+        Some(lease) => lease,
+        None => {
+            // A concurrent identical submission may hold it; give it a moment to admit.
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                if let Some(run_id) = existing_run(store, request)? {
+                    return Ok(Launched::Existing(run_id));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let holder = lease_note(&home.workspace_lease_path(workspace))
+                .map(|note| format!(" ({note})"))
+                .unwrap_or_default();
+            return Err(RuntimeError::WorkspaceBusy {
+                workspace: workspace.clone(),
+                holder,
+            });
+        }
+    };
+    let run_id = RunId::generate();
+    let lease_path = home
+        .controller_lease_path(run_id.as_str())
+        .map_err(|e| RuntimeError::io("cannot create the run directory", e))?;
+    let controller_lease = acquire(&lease_path)?
+        .ok_or_else(|| RuntimeError::Invalid("a fresh run id is already leased".into()))?;
+    let (record, admission) = store.create_or_get(new_run(request, run_id.clone()))?;
+    if admission == Admission::Existing {
+        let _ = std::fs::remove_dir_all(lease_path.parent().unwrap_or(Path::new("")));
+        return Ok(Launched::Existing(record.run_id));
+    }
+    let _ = workspace_lease.describe(&format!("run {}", run_id.as_str()));
+    let _ = controller_lease.describe(&format!("controller of run {}", run_id.as_str()));
+    let log = home
+        .controller_log_path(run_id.as_str())
+        .and_then(File::create)
+        .map_err(|e| RuntimeError::io("cannot create the controller log", e))?;
+    spawn_controller(
+        request,
+        &run_id,
+        env,
+        &controller_lease,
+        &workspace_lease,
+        log,
+    )?;
+    drop(controller_lease);
+    drop(workspace_lease);
+    wait_until_attached(store, &run_id, home)?;
+    Ok(Launched::Started(run_id))
+}
+
+fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {
+    match Lease::try_acquire(path).map_err(|e| RuntimeError::io("cannot take a lease", e))? {
+        LeaseAttempt::Acquired(lease) => Ok(Some(lease)),
+        LeaseAttempt::HeldElsewhere => Ok(None),
+    }
+}
+
+fn spawn_controller(
+    request: &LaunchRequest,
+    run_id: &RunId,
+    env: &[(String, String)],
+    controller_lease: &Lease,
+    workspace_lease: &Lease,
+    log: File,
+) -> Result<(), RuntimeError> {
+    let controller_fd = controller_lease.file().as_raw_fd();
+    let workspace_fd = workspace_lease.file().as_raw_fd();
+    let stderr = log
+        .try_clone()
+        .map_err(|e| RuntimeError::io("cannot open the controller log", e))?;
+    let mut command = Command::new(&request.controller_exe);
+    command
+        .arg(CONTROLLER_SUBCOMMAND)
+        .arg(run_id.as_str())
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&request.submission.workspace)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(stderr);
+    // SAFETY: only async-signal-safe calls between fork and exec: setsid and dup2.
+    unsafe {
+        command.pre_exec(move || {
+            // A new session: the terminal's Ctrl-C never reaches the controller.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for (from, to) in [
+                (controller_fd, CONTROLLER_LEASE_FD),
+                (workspace_fd, WORKSPACE_LEASE_FD),
+            ] {
+                if libc::dup2(from, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|e| {
+        RuntimeError::ControllerStart(format!(
+            "cannot start {}: {e}",
+            request.controller_exe.display()
+        ))
+    })?;
+    Ok(())
+}
+
+fn wait_until_attached(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    home: &TrellisHome,
+) -> Result<(), RuntimeError> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let head = store.head(run_id)?;
+        if head.progress.controller.is_some() || head.is_finished() {
+            return Ok(());
+        }
+        // The lease is free only if the controller already died.
+        let lease_path = home
+            .controller_lease_path(run_id.as_str())
+            .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
+        if let Some(lease) = acquire(&lease_path)? {
+            drop(lease);
+            let log = home
+                .controller_log_path(run_id.as_str())
+                .ok()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            return Err(RuntimeError::ControllerStart(format!(
+                "the controller exited before attaching: {}",
+                log.trim().lines().last().unwrap_or("no output")
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(RuntimeError::ControllerStart(
+                "the controller did not attach within 10 seconds".into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

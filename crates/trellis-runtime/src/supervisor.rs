@@ -1,0 +1,575 @@
+//! The supervisor loop a controller runs: reduce, record dispatches before starting workers,
+//! record outcomes before reducing again, void losers, honour force-stop and budgets.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{
+    Binding, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream as AgentStream,
+    NodeContract, SecretEnv, TokenUsage,
+};
+use trellis_engine::{
+    Dispatch, ExecutionId, ExecutionRecord, ExecutionState as EngineState, History, NodeInstanceId,
+    Occurrence, Reducer, Reduction, TerminalResult as EngineTerminal, VoidReason as EngineVoid,
+};
+use trellis_graph::{GraphNode, GraphSpec, NodeName};
+use trellis_ledger::{
+    ExecutionState, LogLevel, LogStream, RunEvent, RunId, RunSnapshot, RunStore, TerminalResult,
+    TokenCounts, VoidReason,
+};
+
+use crate::error::RuntimeError;
+use crate::plan::{Budget, RuntimePlan};
+use crate::recovery::{TerminalReason, finalize};
+use crate::reuse::ReuseIndex;
+
+/// How often the loop re-reads the ledger for a force-stop request when nothing else happens.
+const STOP_POLL: Duration = Duration::from_millis(200);
+
+/// Which harness runs each binding kind.
+#[derive(Clone)]
+pub struct Harnesses {
+    pub command: Arc<dyn Harness>,
+    pub agent: Option<Arc<dyn Harness>>,
+    pub delivery: Arc<dyn Harness>,
+}
+
+impl Harnesses {
+    fn for_binding(&self, binding: &Binding) -> Option<Arc<dyn Harness>> {
+        match binding {
+            Binding::Command(_) => Some(self.command.clone()),
+            Binding::Agent(_) => self.agent.clone(),
+            Binding::GitDelivery(_) => Some(self.delivery.clone()),
+        }
+    }
+}
+
+/// Static facts about one executable node.
+struct NodeFacts {
+    contract: NodeContract,
+    instructions: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+/// Everything the supervisor needs to drive one run.
+pub struct RunContext {
+    pub store: Arc<dyn RunStore>,
+    pub run_id: RunId,
+    pub graph: GraphSpec,
+    pub input: Value,
+    pub plan: RuntimePlan,
+    pub harnesses: Harnesses,
+    pub workspace: PathBuf,
+    pub scratch: PathBuf,
+    pub secrets: SecretEnv,
+    pub base_env: Vec<(String, String)>,
+    pub reuse: ReuseIndex,
+    /// Notified when the process is asked to stop (SIGTERM): re-check the ledger at once.
+    pub wake: Arc<tokio::sync::Notify>,
+}
+
+struct Active {
+    cancel: CancellationToken,
+}
+
+/// Drives a run to its terminal state.
+pub struct Supervisor {
+    ctx: RunContext,
+    nodes: HashMap<NodeName, NodeFacts>,
+    reducer: Reducer,
+    records: BTreeMap<u64, ExecutionRecord>,
+    active: HashMap<u64, Active>,
+    tasks: JoinSet<(u64, ExecutionResult)>,
+    events_tx: mpsc::Sender<(u64, HarnessEvent)>,
+    events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
+    usage: TokenCounts,
+}
+
+fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
+    let mut facts = HashMap::new();
+    graph.root.walk(&mut |node: &GraphNode| {
+        if let (Some(exec), Some(contract)) = (node.executable(), NodeContract::of(node)) {
+            facts.insert(
+                exec.name.clone(),
+                NodeFacts {
+                    contract,
+                    instructions: exec.instructions.as_ref().map(|i| i.as_str().to_owned()),
+                    timeout_ms: exec.timeout_ms.map(|t| t.get()),
+                },
+            );
+        }
+    });
+    facts
+}
+
+/// Converts the ledger's executions into the reducer's history.
+pub fn history_of(snapshot: &RunSnapshot) -> History {
+    let executions = snapshot
+        .executions
+        .iter()
+        .map(|(&id, e)| ExecutionRecord {
+            execution: ExecutionId(id),
+            node_instance: NodeInstanceId(e.node_instance),
+            occurrence: Occurrence {
+                node: e.node.clone(),
+                map_indices: e.map_indices.clone(),
+            },
+            attempt: e.attempt,
+            input: e.input.clone(),
+            dispatched_at: e.started_at.sequence(),
+            state: match &e.state {
+                ExecutionState::Active {} => EngineState::Active,
+                ExecutionState::Completed { at, outcome, .. } => EngineState::Settled {
+                    at: at.sequence(),
+                    outcome: (**outcome).clone(),
+                },
+                ExecutionState::Voided { at, reason, .. } => EngineState::Voided {
+                    at: at.sequence(),
+                    reason: match reason {
+                        VoidReason::ParallelJoin => EngineVoid::ParallelJoin,
+                        VoidReason::MapTerminal => EngineVoid::MapTerminal,
+                    },
+                },
+            },
+        })
+        .collect();
+    History { executions }
+}
+
+fn log_event(execution: Option<u64>, stream: LogStream, message: String) -> RunEvent {
+    RunEvent::Log {
+        execution,
+        stream,
+        level: stream.default_level(),
+        message,
+        timestamp_ms: trellis_ledger::store::now_ms(),
+    }
+}
+
+fn counts(usage: &TokenUsage) -> TokenCounts {
+    TokenCounts {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        cost_usd: usage.cost_usd,
+    }
+}
+
+fn over_budget(budget: &Budget, usage: &TokenCounts) -> bool {
+    budget
+        .input_tokens
+        .is_some_and(|max| usage.input_tokens > max)
+        || budget
+            .output_tokens
+            .is_some_and(|max| usage.output_tokens > max)
+        || budget
+            .cost_usd
+            .is_some_and(|max| usage.cost_usd.unwrap_or(0.0) > max)
+}
+
+impl Supervisor {
+    /// Prepares the loop from the run's recorded state.
+    pub fn new(ctx: RunContext) -> Result<Self, RuntimeError> {
+        let snapshot = ctx.store.snapshot(&ctx.run_id)?;
+        let reducer = Reducer::from_history(&ctx.graph, &ctx.input, &history_of(&snapshot));
+        let records = history_of(&snapshot)
+            .executions
+            .into_iter()
+            .map(|r| (r.execution.0, r))
+            .collect();
+        let (events_tx, events_rx) = mpsc::channel(4096);
+        Ok(Self {
+            nodes: node_facts(&ctx.graph),
+            usage: snapshot.head.progress.token_usage,
+            ctx,
+            reducer,
+            records,
+            active: HashMap::new(),
+            tasks: JoinSet::new(),
+            events_tx,
+            events_rx,
+        })
+    }
+
+    fn append(&self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
+        Ok(self.ctx.store.append(&self.ctx.run_id, events)?.sequence())
+    }
+
+    /// Runs until the run is terminal.
+    pub async fn run(mut self) -> Result<(), RuntimeError> {
+        let head = self.ctx.store.head(&self.ctx.run_id)?;
+        if head.is_finished() {
+            return Ok(());
+        }
+        if !head.progress.active_executions.is_empty() {
+            // Executions left active by a controller that died cannot be trusted or re-attached.
+            finalize(
+                self.ctx.store.as_ref(),
+                &self.ctx.run_id,
+                TerminalReason::RuntimeLost,
+            )?;
+            return Ok(());
+        }
+        loop {
+            if let Some(reason) = self.stop_reason()? {
+                return self.stop(reason).await;
+            }
+            let reduction = self.reducer.decide().map_err(|e| {
+                RuntimeError::Invalid(format!("the run's history does not replay: {e}"))
+            })?;
+            if !reduction.voids.is_empty() {
+                self.void(&reduction)?;
+                continue;
+            }
+            if let Some(terminal) = reduction.terminal {
+                return self.finish(terminal).await;
+            }
+            if !reduction.dispatches.is_empty() {
+                // A force-stop recorded meanwhile makes the ledger refuse new dispatches.
+                if let Err(error) = self.dispatch(reduction.dispatches) {
+                    if self.stop_reason()?.is_some() {
+                        continue;
+                    }
+                    return Err(error);
+                }
+                continue;
+            }
+            if self.active.is_empty() {
+                return Err(RuntimeError::Invalid(
+                    "the reducer neither dispatched nor finished while nothing runs".into(),
+                ));
+            }
+            self.wait_for_progress().await?;
+        }
+    }
+
+    /// A force-stop request in the ledger, or an exhausted budget.
+    fn stop_reason(&self) -> Result<Option<TerminalReason>, RuntimeError> {
+        let head = self.ctx.store.head(&self.ctx.run_id)?;
+        if head.progress.force_stop_requested {
+            return Ok(Some(TerminalReason::ForceStopped));
+        }
+        let exhausted = self
+            .ctx
+            .plan
+            .budget
+            .is_some_and(|b| over_budget(&b, &self.usage));
+        Ok(exhausted.then_some(TerminalReason::BudgetExhausted))
+    }
+
+    /// Cancels everything running, waits for the workers to go, and ends the run.
+    async fn stop(mut self, reason: TerminalReason) -> Result<(), RuntimeError> {
+        for active in self.active.values() {
+            active.cancel.cancel();
+        }
+        while self.tasks.join_next().await.is_some() {}
+        self.flush_events()?;
+        finalize(self.ctx.store.as_ref(), &self.ctx.run_id, reason)?;
+        Ok(())
+    }
+
+    async fn finish(mut self, terminal: EngineTerminal) -> Result<(), RuntimeError> {
+        // A verified graph settles everything before its terminal; anything still running
+        // here is cancelled and voided rather than left behind.
+        if !self.active.is_empty() {
+            let stray: Vec<u64> = self.active.keys().copied().collect();
+            for active in self.active.values() {
+                active.cancel.cancel();
+            }
+            let events: Vec<RunEvent> = stray
+                .iter()
+                .map(|&execution| RunEvent::ExecutionVoided {
+                    execution,
+                    reason: VoidReason::MapTerminal,
+                })
+                .collect();
+            self.append(&events)?;
+            while self.tasks.join_next().await.is_some() {}
+        }
+        self.flush_events()?;
+        let result = match terminal {
+            EngineTerminal::Succeeded { output } => TerminalResult::Succeeded { output },
+            EngineTerminal::Failed { reason } => TerminalResult::Failed { reason },
+        };
+        self.append(&[RunEvent::Terminal { result }])?;
+        Ok(())
+    }
+
+    fn void(&mut self, reduction: &Reduction) -> Result<(), RuntimeError> {
+        let events: Vec<RunEvent> = reduction
+            .voids
+            .iter()
+            .map(|v| RunEvent::ExecutionVoided {
+                execution: v.execution.0,
+                reason: match v.reason {
+                    EngineVoid::ParallelJoin => VoidReason::ParallelJoin,
+                    EngineVoid::MapTerminal => VoidReason::MapTerminal,
+                },
+            })
+            .collect();
+        let last = self.append(&events)?;
+        let first = last + 1 - events.len() as u64;
+        for (i, v) in reduction.voids.iter().enumerate() {
+            if let Some(active) = self.active.remove(&v.execution.0) {
+                active.cancel.cancel();
+            }
+            self.update(
+                v.execution.0,
+                EngineState::Voided {
+                    at: first + i as u64,
+                    reason: v.reason,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, execution: u64, state: EngineState) -> Result<(), RuntimeError> {
+        let record = self.records.get_mut(&execution).ok_or_else(|| {
+            RuntimeError::Invalid(format!(
+                "execution {execution} is unknown to the supervisor"
+            ))
+        })?;
+        record.state = state;
+        let record = record.clone();
+        self.reducer.apply(&record).map_err(|e| {
+            RuntimeError::Invalid(format!("reducer rejected execution {execution}: {e}"))
+        })
+    }
+
+    /// Records the dispatches (before anything starts), then reuses or starts each.
+    fn dispatch(&mut self, dispatches: Vec<Dispatch>) -> Result<(), RuntimeError> {
+        let events: Vec<RunEvent> = dispatches
+            .iter()
+            .map(|d| RunEvent::NodeStarted {
+                execution: d.execution.0,
+                node_instance: d.node_instance.0,
+                node: d.occurrence.node.clone(),
+                map_indices: d.occurrence.map_indices.clone(),
+                attempt: d.attempt,
+                input: d.input.clone(),
+                worker: d.worker.to_string(),
+            })
+            .collect();
+        let last = self.append(&events)?;
+        let first = last + 1 - events.len() as u64;
+        for (i, d) in dispatches.iter().enumerate() {
+            let record = ExecutionRecord {
+                execution: d.execution,
+                node_instance: d.node_instance,
+                occurrence: d.occurrence.clone(),
+                attempt: d.attempt,
+                input: d.input.clone(),
+                dispatched_at: first + i as u64,
+                state: EngineState::Active,
+            };
+            self.records.insert(d.execution.0, record.clone());
+            self.reducer
+                .apply(&record)
+                .map_err(|e| RuntimeError::Invalid(format!("reducer rejected a dispatch: {e}")))?;
+        }
+        for d in dispatches {
+            if let Some(reused) = self.ctx.reuse.take(&d) {
+                let at = self.append(&[RunEvent::NodeCompleted {
+                    execution: d.execution.0,
+                    outcome: reused.outcome.clone(),
+                    reused_from: Some(reused.source.clone()),
+                    settled_by: None,
+                }])?;
+                self.update(
+                    d.execution.0,
+                    EngineState::Settled {
+                        at,
+                        outcome: reused.outcome,
+                    },
+                )?;
+            } else {
+                self.start(d)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, d: Dispatch) -> Result<(), RuntimeError> {
+        let execution = d.execution.0;
+        let node = d.occurrence.node.clone();
+        let facts = self.nodes.get(&node);
+        let binding = self.ctx.plan.nodes.get(&node).cloned();
+        let (Some(facts), Some(binding)) = (facts, binding) else {
+            return self.settle_now(execution, format!("node {node} has no binding or contract"));
+        };
+        let Some(harness) = self.ctx.harnesses.for_binding(&binding) else {
+            return self.settle_now(
+                execution,
+                format!("no harness is available for node {node}"),
+            );
+        };
+        let scratch = self.ctx.scratch.join(execution.to_string());
+        if let Err(e) = std::fs::create_dir_all(&scratch) {
+            return self.settle_now(execution, format!("cannot create scratch space: {e}"));
+        }
+        let request = ExecutionRequest {
+            run_id: self.ctx.run_id.as_str().to_owned(),
+            node,
+            execution,
+            node_instance: d.node_instance.0,
+            attempt: d.attempt,
+            input: d.input,
+            instructions: facts.instructions.clone(),
+            contract: facts.contract.clone(),
+            idle_timeout: binding.idle_timeout_ms().map(Duration::from_millis),
+            binding,
+            workspace: self.ctx.workspace.clone(),
+            scratch: scratch.clone(),
+            deadline: facts.timeout_ms.map(Duration::from_millis),
+            environment: self.ctx.secrets.clone(),
+            base_env: self.ctx.base_env.clone(),
+        };
+        let cancel = CancellationToken::new();
+        self.active.insert(
+            execution,
+            Active {
+                cancel: cancel.clone(),
+            },
+        );
+        let shared = self.events_tx.clone();
+        self.tasks.spawn(async move {
+            let (tx, mut rx) = mpsc::channel(1024);
+            let run = harness.execute(request, tx, cancel);
+            tokio::pin!(run);
+            let result = loop {
+                tokio::select! {
+                    result = &mut run => break result,
+                    Some(event) = rx.recv() => { let _ = shared.send((execution, event)).await; }
+                }
+            };
+            // Everything the worker said reaches the shared queue before its outcome does.
+            while let Some(event) = rx.recv().await {
+                let _ = shared.send((execution, event)).await;
+            }
+            let _ = std::fs::remove_dir_all(&scratch);
+            (execution, result)
+        });
+        Ok(())
+    }
+
+    /// Settles an execution that could not even start as a `crash`, with the reason logged.
+    fn settle_now(&mut self, execution: u64, why: String) -> Result<(), RuntimeError> {
+        let outcome = trellis_graph::WorkerOutcome::failure(trellis_graph::WorkerErrorCode::Crash);
+        let at = self.append(&[
+            log_event(Some(execution), LogStream::System, why),
+            RunEvent::NodeCompleted {
+                execution,
+                outcome: outcome.clone(),
+                reused_from: None,
+                settled_by: None,
+            },
+        ])?;
+        self.update(execution, EngineState::Settled { at, outcome })
+    }
+
+    /// Waits for an outcome, harness events, a stop signal, or the poll interval.
+    async fn wait_for_progress(&mut self) -> Result<(), RuntimeError> {
+        tokio::select! {
+            Some(joined) = self.tasks.join_next() => {
+                self.flush_events()?;
+                match joined {
+                    Ok((execution, result)) => self.complete(execution, result)?,
+                    Err(e) => return Err(RuntimeError::Invalid(format!("a worker task failed: {e}"))),
+                }
+            }
+            Some((execution, event)) = self.events_rx.recv() => {
+                let mut batch = vec![(execution, event)];
+                while let Ok(more) = self.events_rx.try_recv() {
+                    batch.push(more);
+                }
+                self.record_events(batch)?;
+            }
+            _ = self.ctx.wake.notified() => {}
+            _ = tokio::time::sleep(STOP_POLL) => {}
+        }
+        Ok(())
+    }
+
+    fn flush_events(&mut self) -> Result<(), RuntimeError> {
+        let mut batch = Vec::new();
+        while let Ok(event) = self.events_rx.try_recv() {
+            batch.push(event);
+        }
+        self.record_events(batch)
+    }
+
+    fn record_events(&mut self, batch: Vec<(u64, HarnessEvent)>) -> Result<(), RuntimeError> {
+        let mut events = Vec::with_capacity(batch.len());
+        for (execution, event) in batch {
+            // Events of voided or finished executions still go to the log while it is known.
+            if !self.records.contains_key(&execution) {
+                continue;
+            }
+            events.push(match event {
+                HarnessEvent::Started { process_group } => {
+                    // Only an active execution may record its process.
+                    if !self.active.contains_key(&execution) {
+                        continue;
+                    }
+                    RunEvent::WorkerProcess {
+                        execution,
+                        process_group,
+                    }
+                }
+                HarnessEvent::Log { stream, message } => {
+                    let stream = match stream {
+                        AgentStream::Output => LogStream::Output,
+                        AgentStream::Error => LogStream::Error,
+                        AgentStream::System => LogStream::System,
+                    };
+                    let mut event = log_event(Some(execution), stream, message);
+                    if let RunEvent::Log { level, message, .. } = &mut event
+                        && message.starts_with("no output for ")
+                    {
+                        *level = LogLevel::Warn;
+                    }
+                    event
+                }
+                HarnessEvent::Usage(usage) => {
+                    self.usage.add(&counts(&usage));
+                    RunEvent::TokenUsage {
+                        execution,
+                        usage: counts(&usage),
+                    }
+                }
+            });
+        }
+        if !events.is_empty() {
+            self.append(&events)?;
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, execution: u64, result: ExecutionResult) -> Result<(), RuntimeError> {
+        // Voided executions were already recorded; their late results are ignored.
+        if self.active.remove(&execution).is_none() {
+            return Ok(());
+        }
+        let at = self.append(&[RunEvent::NodeCompleted {
+            execution,
+            outcome: result.outcome.clone(),
+            reused_from: None,
+            settled_by: None,
+        }])?;
+        self.update(
+            execution,
+            EngineState::Settled {
+                at,
+                outcome: result.outcome,
+            },
+        )
+    }
+}

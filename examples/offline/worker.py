@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""A stand-in for a coding agent: reads the node input from stdin and edits the workspace.
+
+It writes greeting.txt; after a rejection it applies the reviewers' feedback (it fixes the
+punctuation the reviewers asked for). Trellis runs it through the exec harness.
+"""
+import json
+import sys
+import time
+
+request = json.load(sys.stdin)
+task = request["input"]["task"]
+feedback = request["input"].get("acceptanceFeedback", "") + request["input"].get("codeFeedback", "")
+print(f"working on: {task}", file=sys.stderr)
+time.sleep(1.0)  # long enough to watch the live view
+text = "Hello, world" if not feedback else "Hello, world!"
+with open("greeting.txt", "w") as handle:
+    handle.write(text + "\n")
+print(f"wrote greeting.txt ({'repaired after review' if feedback else 'first attempt'})", file=sys.stderr)
+print(json.dumps({"output": None}))
