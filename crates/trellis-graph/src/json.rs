@@ -2,6 +2,7 @@
 //! small object-reading toolkit every wire type is parsed with.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -16,35 +17,68 @@ pub enum JsonStep {
 }
 
 /// A location inside a JSON document, rendered as `$.root.children[0].worker`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JsonPath(Vec<JsonStep>);
+///
+/// Stored as a shared parent chain: the parser derives a path for every value it visits, and
+/// extending a shared chain is O(1) where copying a step vector was O(depth).
+#[derive(Clone, Default)]
+pub struct JsonPath(Option<Arc<PathLink>>);
+
+struct PathLink {
+    parent: JsonPath,
+    step: JsonStep,
+}
 
 impl JsonPath {
     pub fn root() -> Self {
-        Self(Vec::new())
+        Self(None)
     }
 
     pub fn key(&self, key: &str) -> Self {
-        let mut steps = self.0.clone();
-        steps.push(JsonStep::Key(key.to_owned()));
-        Self(steps)
+        self.push(JsonStep::Key(key.to_owned()))
     }
 
     pub fn index(&self, index: usize) -> Self {
-        let mut steps = self.0.clone();
-        steps.push(JsonStep::Index(index));
-        Self(steps)
+        self.push(JsonStep::Index(index))
     }
 
-    pub fn steps(&self) -> &[JsonStep] {
-        &self.0
+    fn push(&self, step: JsonStep) -> Self {
+        Self(Some(Arc::new(PathLink {
+            parent: self.clone(),
+            step,
+        })))
+    }
+
+    /// The steps from the document root.
+    pub fn steps(&self) -> Vec<JsonStep> {
+        let mut steps = Vec::new();
+        let mut at = &self.0;
+        while let Some(link) = at {
+            steps.push(link.step.clone());
+            at = &link.parent.0;
+        }
+        steps.reverse();
+        steps
+    }
+}
+
+impl PartialEq for JsonPath {
+    fn eq(&self, other: &Self) -> bool {
+        self.steps() == other.steps()
+    }
+}
+
+impl Eq for JsonPath {}
+
+impl fmt::Debug for JsonPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("JsonPath").field(&self.steps()).finish()
     }
 }
 
 impl fmt::Display for JsonPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("$")?;
-        for step in &self.0 {
+        for step in &self.steps() {
             match step {
                 JsonStep::Key(key) if is_plain_key(key) => write!(f, ".{key}")?,
                 JsonStep::Key(key) => write!(f, "[{}]", Value::String(key.clone()))?,
