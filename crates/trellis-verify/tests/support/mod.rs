@@ -1,4 +1,6 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod build;
 pub mod mixed;
+pub mod reference_canonical;
