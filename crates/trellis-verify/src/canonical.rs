@@ -78,31 +78,56 @@ impl Writer {
         self.out.extend_from_slice(text.as_bytes());
     }
 
-    fn number(&mut self, n: u64) {
-        self.raw(&n.to_string());
+    fn number(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.out.extend_from_slice(&digits[at..]);
     }
 
     /// serde_json's escaping: `\"`, `\\`, short escapes, `\u00xx` for other controls,
     /// everything else raw.
     fn string(&mut self, s: &str) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         self.out.push(b'"');
-        for c in s.chars() {
-            match c {
-                '"' => self.raw("\\\""),
-                '\\' => self.raw("\\\\"),
-                '\u{8}' => self.raw("\\b"),
-                '\u{c}' => self.raw("\\f"),
-                '\n' => self.raw("\\n"),
-                '\r' => self.raw("\\r"),
-                '\t' => self.raw("\\t"),
-                c if (c as u32) < 0x20 => self.raw(&format!("\\u{:04x}", c as u32)),
-                c => {
-                    let mut buf = [0u8; 4];
-                    self.out
-                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                }
+        let bytes = s.as_bytes();
+        let mut run = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            let short: &[u8] = match b {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0x00..=0x1f => b"",
+                _ => continue,
+            };
+            self.out.extend_from_slice(&bytes[run..i]);
+            if short.is_empty() {
+                let code = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ];
+                self.out.extend_from_slice(&code);
+            } else {
+                self.out.extend_from_slice(short);
             }
+            run = i + 1;
         }
+        self.out.extend_from_slice(&bytes[run..]);
         self.out.push(b'"');
     }
 

@@ -33,7 +33,10 @@ impl Hasher for Fnv {
     }
 }
 
-type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+/// A hash map keyed by small ids, names or addresses, hashed with FNV-1a.
+pub(crate) type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+/// A hash set hashed with FNV-1a.
+pub(crate) type FnvSet<K> = std::collections::HashSet<K, BuildHasherDefault<Fnv>>;
 
 /// How an occurrence hangs below its parent; used to materialize paths on demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

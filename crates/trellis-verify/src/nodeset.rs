@@ -3,71 +3,113 @@
 /// Dense index of a node occurrence in the graph's pre-order (see `index`).
 pub(crate) type NodeId = u32;
 
-/// A set of node ids backed by a bit vector sized for the whole graph.
+/// A set of node ids stored as sorted `(word, bits)` pairs without empty words: node ids are
+/// pre-order positions, so the sets a subtree produces are clustered and stay small, while
+/// whole-graph sets degrade gracefully to a dense bit vector. Copies are proportional to the
+/// population, not to the graph size (a fixed-size bit set made the walk quadratic).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub(crate) struct NodeSet {
-    words: Vec<u64>,
+    words: Vec<(u32, u64)>,
 }
 
 impl NodeSet {
-    /// An empty set able to hold ids below `capacity` (it grows if needed).
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
-        Self {
-            words: vec![0; capacity.div_ceil(64)],
-        }
+    /// An empty set; `capacity` is a hint only.
+    pub(crate) fn with_capacity(_capacity: usize) -> Self {
+        Self::default()
+    }
+
+    fn locate(&self, word: u32) -> Result<usize, usize> {
+        self.words.binary_search_by_key(&word, |(w, _)| *w)
     }
 
     pub(crate) fn insert(&mut self, id: NodeId) {
-        let (word, bit) = (id as usize / 64, id % 64);
-        if word >= self.words.len() {
-            self.words.resize(word + 1, 0);
+        let (word, bit) = (id / 64, 1u64 << (id % 64));
+        match self.locate(word) {
+            Ok(at) => self.words[at].1 |= bit,
+            Err(at) => self.words.insert(at, (word, bit)),
         }
-        self.words[word] |= 1 << bit;
     }
 
     pub(crate) fn remove(&mut self, id: NodeId) {
-        let (word, bit) = (id as usize / 64, id % 64);
-        if let Some(w) = self.words.get_mut(word) {
-            *w &= !(1 << bit);
+        let (word, bit) = (id / 64, 1u64 << (id % 64));
+        if let Ok(at) = self.locate(word) {
+            self.words[at].1 &= !bit;
+            if self.words[at].1 == 0 {
+                self.words.remove(at);
+            }
         }
     }
 
     pub(crate) fn contains(&self, id: NodeId) -> bool {
-        let (word, bit) = (id as usize / 64, id % 64);
-        self.words.get(word).is_some_and(|w| w & (1 << bit) != 0)
+        let (word, bit) = (id / 64, 1u64 << (id % 64));
+        self.locate(word)
+            .is_ok_and(|at| self.words[at].1 & bit != 0)
     }
 
     pub(crate) fn union_with(&mut self, other: &NodeSet) {
-        if other.words.len() > self.words.len() {
-            self.words.resize(other.words.len(), 0);
+        if other.words.is_empty() {
+            return;
         }
-        for (mine, theirs) in self.words.iter_mut().zip(&other.words) {
-            *mine |= theirs;
+        if self.words.is_empty() {
+            self.words = other.words.clone();
+            return;
         }
+        let mut merged = Vec::with_capacity(self.words.len() + other.words.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.words.len() && j < other.words.len() {
+            let (a, b) = (self.words[i], other.words[j]);
+            match a.0.cmp(&b.0) {
+                std::cmp::Ordering::Less => {
+                    merged.push(a);
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    merged.push(b);
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    merged.push((a.0, a.1 | b.1));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        merged.extend_from_slice(&self.words[i..]);
+        merged.extend_from_slice(&other.words[j..]);
+        self.words = merged;
     }
 
     pub(crate) fn intersect_with(&mut self, other: &NodeSet) {
-        for (i, mine) in self.words.iter_mut().enumerate() {
-            *mine &= other.words.get(i).copied().unwrap_or(0);
-        }
+        let mut j = 0;
+        self.words.retain_mut(|(word, bits)| {
+            while j < other.words.len() && other.words[j].0 < *word {
+                j += 1;
+            }
+            if j < other.words.len() && other.words[j].0 == *word {
+                *bits &= other.words[j].1;
+                *bits != 0
+            } else {
+                false
+            }
+        });
     }
 
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.words.iter().all(|w| *w == 0)
+        self.words.is_empty()
     }
 
     /// Members in ascending order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, word)| {
-            let mut rest = *word;
+        self.words.iter().flat_map(|(word, bits)| {
+            let mut rest = *bits;
             std::iter::from_fn(move || {
                 if rest == 0 {
                     return None;
                 }
                 let bit = rest.trailing_zeros();
                 rest &= rest - 1;
-                Some(i as NodeId * 64 + bit)
+                Some(word * 64 + bit)
             })
         })
     }
@@ -92,6 +134,9 @@ mod tests {
         let mut i = a.clone();
         i.intersect_with(&b);
         assert_eq!(i.iter().collect::<Vec<_>>(), vec![3]);
+        let mut i2 = b.clone();
+        i2.intersect_with(&a);
+        assert_eq!(i2.iter().collect::<Vec<_>>(), vec![3]);
         u.remove(3);
         u.remove(7);
         assert_eq!(u.iter().collect::<Vec<_>>(), vec![130]);

@@ -1,6 +1,5 @@
 //! Completion and presence predicates over control assignments, shared as a DAG of guards.
 
-use std::collections::HashSet;
 use std::rc::Rc;
 
 use trellis_graph::Guard;
@@ -81,7 +80,7 @@ pub(crate) fn at_least(k: usize, parts: Vec<Pred<'_>>) -> Pred<'_> {
 
 /// Every guard atom of a predicate DAG, each shared sub-predicate visited once.
 pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
-    let mut seen = HashSet::new();
+    let mut seen = crate::index::FnvSet::default();
     let mut stack = vec![pred.clone()];
     while let Some(p) = stack.pop() {
         if !seen.insert(Rc::as_ptr(&p)) {

@@ -7,7 +7,7 @@ mod groups;
 mod par;
 mod promote;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use trellis_graph::{DiagnosticCode, GraphNode, NodeName, PayloadType, RecordField};
@@ -43,7 +43,7 @@ pub(crate) struct Analysis<'g> {
     /// Per occurrence: whether normal continuation is possible (`None`: never analysed).
     pub(crate) falls: Vec<Option<bool>>,
     /// Per analysed choice occurrence: reachability of its branches, then its otherwise.
-    pub(crate) alternatives: HashMap<NodeId, Vec<bool>>,
+    pub(crate) alternatives: crate::index::FnvMap<NodeId, Vec<bool>>,
     /// Choice and par-first → guard selector names.
     pub(crate) control_references: Vec<(NodeId, &'g NodeName)>,
 }

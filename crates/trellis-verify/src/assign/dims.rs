@@ -1,7 +1,7 @@
 //! Dimensions of a check (scalar per-node outcomes and per-scope map aggregates) and their
 //! enumeration with conflict skipping and the correlation filter (§6.4 steps 2–7).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use trellis_graph::{ControlSource, GraphNode};
 
@@ -13,11 +13,53 @@ use crate::index::Index;
 use crate::nodeset::NodeId;
 use crate::predicate::PredNode;
 
-/// A partial assignment: present keys (by layout position, ascending) with their counts.
-pub(crate) type Partial = Vec<(usize, Vec<u32>)>;
+/// A partial assignment, flat: for each present key (ascending layout position) the key
+/// followed by its label counts (as many as the key's domain has labels). One allocation per
+/// partial keeps dimension building cheap.
+pub(crate) type Partial = Vec<u32>;
 
 /// A correlation filter: the par, the ops of its positive and negative predicates.
 pub(crate) type Filter = (NodeId, usize, usize);
+
+/// The `(key, counts)` entries of a partial.
+pub(crate) fn entries<'p>(
+    layout: &'p Layout<'_>,
+    partial: &'p [u32],
+) -> impl Iterator<Item = (usize, &'p [u32])> + 'p {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let key = *partial.get(at)? as usize;
+        let width = layout.keys.get(key)?.width();
+        let counts = partial.get(at + 1..at + 1 + width)?;
+        at += 1 + width;
+        Some((key, counts))
+    })
+}
+
+fn push_entry(out: &mut Partial, key: usize, counts: &[u32]) {
+    out.push(key as u32);
+    out.extend_from_slice(counts);
+}
+
+/// Merges two partials over disjoint keys, keeping keys ascending.
+fn merge(layout: &Layout, a: &[u32], b: &[u32]) -> Partial {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let mut left = entries(layout, a).peekable();
+    let mut right = entries(layout, b).peekable();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (Some(x), Some(y)) => x.0 <= y.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        if let Some((key, counts)) = next {
+            push_entry(&mut out, key, counts);
+        }
+    }
+    out
+}
 
 fn capped_product(a: usize, b: usize) -> Result<usize, Ceiling> {
     a.checked_mul(b)
@@ -26,105 +68,96 @@ fn capped_product(a: usize, b: usize) -> Result<usize, Ceiling> {
 }
 
 /// Per-execution outcomes of one node over `keys` (§6.4 step 4): the joint signal/error
-/// outcomes times one candidate per label of each group key.
+/// outcomes times one candidate per label of each group key. Every key is present; a slot is
+/// `None` when nothing is counted and `Some(label)` for one count of that label.
 fn node_options(layout: &Layout, keys: &[usize]) -> Result<Vec<Partial>, Ceiling> {
-    let of = |source: ControlSource| -> Vec<usize> {
-        keys.iter()
-            .copied()
-            .filter(|k| layout.keys[*k].key.source == source)
-            .collect()
-    };
-    let (signals, errors, groups) = (
-        of(ControlSource::Signal),
-        of(ControlSource::Error),
-        of(ControlSource::Group),
-    );
-    let mut options: Vec<Partial> = vec![Vec::new()];
+    let mut keys = keys.to_vec();
+    keys.sort_unstable();
+    let source = |i: usize| layout.keys[keys[i]].key.source;
+    let slots = keys.len();
+    let signals: Vec<usize> = (0..slots)
+        .filter(|i| source(*i) == ControlSource::Signal)
+        .collect();
+    let errors: Vec<usize> = (0..slots)
+        .filter(|i| source(*i) == ControlSource::Error)
+        .collect();
+    let mut outcomes: Vec<Vec<Option<usize>>> = vec![vec![None; slots]];
     if !signals.is_empty() || !errors.is_empty() {
-        let empty = |k: usize| (k, vec![0; layout.keys[k].width()]);
-        let one = |k: usize, label: usize| {
-            let mut counts = vec![0; layout.keys[k].width()];
-            counts[label] = 1;
-            (k, counts)
-        };
-        let mut successes: Vec<Partial> = vec![errors.iter().map(|k| empty(*k)).collect()];
-        for k in &signals {
-            let width = layout.keys[*k].width();
-            capped_product(successes.len(), width)?;
-            successes = successes
+        for &i in &signals {
+            let width = layout.keys[keys[i]].width();
+            capped_product(outcomes.len(), width)?;
+            outcomes = outcomes
                 .iter()
                 .flat_map(|base| {
                     (0..width).map(move |label| {
                         let mut next = base.clone();
-                        next.push(one(*k, label));
+                        next[i] = Some(label);
                         next
                     })
                 })
                 .collect();
         }
-        let mut joint: Vec<Partial> = successes;
         for label in ERROR_LABELS {
-            let mut outcome: Partial = signals.iter().map(|k| empty(*k)).collect();
-            for k in &errors {
-                match layout.keys[*k].label_index(label) {
-                    Some(l) => outcome.push(one(*k, l)),
-                    None => outcome.push(empty(*k)),
-                }
+            let mut outcome = vec![None; slots];
+            for &i in &errors {
+                outcome[i] = layout.keys[keys[i]].label_index(label);
             }
-            joint.push(outcome);
+            outcomes.push(outcome);
         }
-        for outcome in &mut joint {
-            outcome.sort();
-        }
-        joint.dedup();
-        if joint.len() > ASSIGNMENT_LIMIT {
+        // Adjacent identical outcomes collapse (only-signal reads see one "no signal").
+        outcomes.dedup();
+        if outcomes.len() > ASSIGNMENT_LIMIT {
             return Err(Ceiling);
         }
-        options = joint;
     }
-    for k in groups {
-        let width = layout.keys[k].width();
-        capped_product(options.len(), width)?;
-        options = options
+    for i in (0..slots).filter(|i| source(*i) == ControlSource::Group) {
+        let width = layout.keys[keys[i]].width();
+        capped_product(outcomes.len(), width)?;
+        outcomes = outcomes
             .iter()
             .flat_map(|base| {
                 (0..width).map(move |label| {
                     let mut next = base.clone();
-                    let mut counts = vec![0; width];
-                    counts[label] = 1;
-                    next.push((k, counts));
-                    next.sort();
+                    next[i] = Some(label);
                     next
                 })
             })
             .collect();
     }
-    Ok(options)
+    Ok(outcomes
+        .iter()
+        .map(|outcome| {
+            let mut partial = Vec::new();
+            for (i, slot) in outcome.iter().enumerate() {
+                let key = keys[i];
+                partial.push(key as u32);
+                let start = partial.len();
+                partial.resize(start + layout.keys[key].width(), 0);
+                if let Some(label) = slot {
+                    partial[start + label] = 1;
+                }
+            }
+            partial
+        })
+        .collect())
 }
 
 /// The product of several option lists, merged into single partials.
-fn product(lists: &[Vec<Partial>]) -> Result<Vec<Partial>, Ceiling> {
+fn product(layout: &Layout, lists: &[Vec<Partial>]) -> Result<Vec<Partial>, Ceiling> {
     let mut out: Vec<Partial> = vec![Vec::new()];
     for list in lists {
         capped_product(out.len(), list.len())?;
         out = out
             .iter()
-            .flat_map(|base| {
-                list.iter().map(move |option| {
-                    let mut next = base.clone();
-                    next.extend(option.iter().cloned());
-                    next.sort();
-                    next
-                })
-            })
+            .flat_map(|base| list.iter().map(move |option| merge(layout, base, option)))
             .collect();
     }
     Ok(out)
 }
 
-fn write(layout: &Layout, assignment: &mut [u32], partial: &Partial) {
-    for (k, counts) in partial {
-        let offset = layout.keys[*k].offset;
+fn write(layout: &Layout, assignment: &mut [u32], partial: &[u32]) {
+    for (k, counts) in entries(layout, partial) {
+        let offset = layout.keys[k].offset;
         assignment[offset] = 1;
         assignment[offset + 1..offset + 1 + counts.len()].copy_from_slice(counts);
     }
@@ -255,11 +288,11 @@ impl DimBuilder<'_, '_> {
             .values()
             .map(|keys| node_options(layout, keys))
             .collect::<Result<Vec<_>, _>>()?;
-        let shared_assignments = product(&shared_lists)?;
+        let shared_assignments = product(layout, &shared_lists)?;
 
         // Components: union-find over the scope's nodes.
         let members: Vec<NodeId> = nodes.keys().copied().collect();
-        let position: HashMap<NodeId, usize> =
+        let position: crate::index::FnvMap<NodeId, usize> =
             members.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         let mut parent: Vec<usize> = (0..members.len()).collect();
         fn find(parent: &mut [usize], mut i: usize) -> usize {
@@ -344,7 +377,7 @@ impl DimBuilder<'_, '_> {
                 let mut item: Partial = Vec::new();
                 for option in picked.iter().copied().flatten() {
                     write(layout, &mut scratch, option);
-                    item.extend(option.iter().cloned());
+                    item = merge(layout, &item, option);
                 }
                 self.program.evaluate(layout, &scratch, &mut values);
                 let ran = |n: &NodeId| {
@@ -364,9 +397,9 @@ impl DimBuilder<'_, '_> {
                     .all(|f| self.correlation_holds(f, &scratch, &values));
                 // An item that counted nothing (every node silent or successful without a
                 // counted label) adds nothing to the aggregate and is dropped.
-                let counted = item.iter().any(|(_, counts)| counts.iter().any(|c| *c > 0));
+                let counted =
+                    entries(layout, &item).any(|(_, counts)| counts.iter().any(|c| *c > 0));
                 if presence_ok && correlation_ok && counted {
-                    item.sort();
                     outcomes.insert(item);
                 }
             }
@@ -420,10 +453,11 @@ impl DimBuilder<'_, '_> {
         // Depth-first over (outcome index, remaining capacity), accumulating sums.
         let mut stack = vec![(0usize, max_items, zero)];
         while let Some((next, capacity, sums)) = stack.pop() {
-            let mut candidate: Partial = sums.iter().map(|(k, c)| (*k, c.clone())).collect();
-            candidate.extend(shared.iter().cloned());
-            candidate.sort();
-            candidates.push(candidate);
+            let mut summed: Partial = Vec::new();
+            for (k, counts) in &sums {
+                push_entry(&mut summed, *k, counts);
+            }
+            candidates.push(merge(layout, &summed, shared));
             if candidates.len() > ASSIGNMENT_LIMIT {
                 return Err(Ceiling);
             }
@@ -432,8 +466,8 @@ impl DimBuilder<'_, '_> {
             }
             for (i, item) in items.iter().enumerate().skip(next) {
                 let mut more = sums.clone();
-                for (k, counts) in item {
-                    if let Some(total) = more.get_mut(k) {
+                for (k, counts) in entries(layout, item) {
+                    if let Some(total) = more.get_mut(&k) {
                         for (t, c) in total.iter_mut().zip(counts) {
                             *t = t.saturating_add(*c);
                         }

@@ -1,7 +1,7 @@
 //! Enumeration of a check's dimensions (§6.4 steps 6–7): the product with conflicting
 //! combinations skipped, the ceiling count, and the correlation filter.
 
-use super::dims::{Filter, Partial};
+use super::dims::{Filter, Partial, entries};
 use super::program::{Layout, Program};
 use super::{ASSIGNMENT_LIMIT, Ceiling, Expansion};
 use crate::domain::is_correlation_key;
@@ -56,8 +56,8 @@ pub(crate) fn may_conflict(layout: &Layout, dims: &[Vec<Partial>]) -> bool {
     for dim in dims {
         let mut mine = vec![false; layout.keys.len()];
         for candidate in dim {
-            for (k, _) in candidate {
-                mine[*k] = true;
+            for (k, _) in entries(layout, candidate) {
+                mine[k] = true;
             }
         }
         for (k, used) in mine.iter().enumerate() {
@@ -128,21 +128,21 @@ pub(crate) fn enumerate(
         if steps > STEP_BUDGET {
             return Err(Ceiling);
         }
-        let conflict = candidate.iter().any(|(k, counts)| {
-            owner[*k] != usize::MAX && {
-                let offset = layout.keys[*k].offset;
+        let conflict = entries(layout, candidate).any(|(k, counts)| {
+            owner[k] != usize::MAX && {
+                let offset = layout.keys[k].offset;
                 assignment[offset] != 1
-                    || assignment[offset + 1..offset + 1 + counts.len()] != **counts
+                    || assignment[offset + 1..offset + 1 + counts.len()] != *counts
             }
         });
         if conflict {
             continue;
         }
-        for (k, counts) in candidate {
-            if owner[*k] == usize::MAX {
-                owner[*k] = level;
-                written[level].push(*k);
-                let offset = layout.keys[*k].offset;
+        for (k, counts) in entries(layout, candidate) {
+            if owner[k] == usize::MAX {
+                owner[k] = level;
+                written[level].push(k);
+                let offset = layout.keys[k].offset;
                 assignment[offset] = 1;
                 assignment[offset + 1..offset + 1 + counts.len()].copy_from_slice(counts);
             }

@@ -5,7 +5,9 @@ mod dims;
 mod enumerate;
 pub(crate) mod program;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::index::FnvMap;
 use std::rc::Rc;
 
 use trellis_graph::ControlSource;
@@ -44,8 +46,8 @@ pub(crate) struct Presence<'g> {
 /// Control facts the dataflow walk records for later checks.
 #[derive(Debug, Default)]
 pub(crate) struct ControlFacts<'g> {
-    pub(crate) correlations: HashMap<NodeId, Correlation<'g>>,
-    pub(crate) presence: HashMap<NodeId, Presence<'g>>,
+    pub(crate) correlations: FnvMap<NodeId, Correlation<'g>>,
+    pub(crate) presence: FnvMap<NodeId, Presence<'g>>,
 }
 
 /// Everything the expansion step learned about a check's keys.
@@ -58,7 +60,7 @@ pub(crate) struct Expansion<'g> {
     /// Nodes whose presence predicate was appended.
     pub(crate) present: Vec<NodeId>,
     /// Keys read by each predicate (by address), with the `k_of_map` flag.
-    pred_keys: HashMap<*const (), Vec<(usize, bool)>>,
+    pred_keys: FnvMap<*const (), Vec<(usize, bool)>>,
 }
 
 impl<'g> Expansion<'g> {
@@ -123,7 +125,7 @@ impl<'g> Expansion<'g> {
             aggregate: Vec::new(),
             remembered: Vec::new(),
             present: Vec::new(),
-            pred_keys: HashMap::new(),
+            pred_keys: FnvMap::default(),
         };
         for root in roots {
             this.add_pred(index, root);

@@ -1,7 +1,7 @@
 //! Compiled form of a check's predicates: a flat key layout for assignments and a predicate
 //! program evaluated once per assignment (shared sub-predicates evaluated once).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use trellis_graph::{ControlSelector, EnumSet, Guard};
@@ -96,7 +96,7 @@ pub(crate) struct Program {
     ops: Vec<Op>,
     /// Compiled ops by predicate address; the predicates outlive the program (they are owned
     /// by the check's roots and the analyzer's control facts), so addresses stay unique.
-    memo: HashMap<*const (), usize>,
+    memo: crate::index::FnvMap<*const (), usize>,
 }
 
 /// A label test against one key: present and some listed label counted.
