@@ -78,6 +78,15 @@ pub(crate) fn at_least(k: usize, parts: Vec<Pred<'_>>) -> Pred<'_> {
     Rc::new(PredNode::AtLeast(k, parts))
 }
 
+/// The value of a constant predicate (`Always`/`Never`), `None` when it reads guards.
+pub(crate) fn constant(pred: &Pred<'_>) -> Option<bool> {
+    match **pred {
+        PredNode::Always => Some(true),
+        PredNode::Never => Some(false),
+        _ => None,
+    }
+}
+
 /// Every guard atom of a predicate DAG, each shared sub-predicate visited once.
 pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
     let mut seen = crate::index::FnvSet::default();

@@ -131,8 +131,10 @@ impl<'g> Analyzer<'_, 'g> {
             let inner = self.analyze(child, &tracker.flow, &child_scope);
             // Branch restriction: an alternative whose completion contradicts its residual
             // cannot continue after the choice.
+            // An unconstrained completion adds nothing to a reachable residual.
             let continues = inner.falls_through
                 && (control.is_none()
+                    || crate::predicate::constant(&inner.completion) == Some(true)
                     || self
                         .satisfiable(
                             &[residual.clone(), inner.completion.clone()],

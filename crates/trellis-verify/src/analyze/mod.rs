@@ -49,6 +49,9 @@ pub(crate) struct Analysis<'g> {
 }
 
 pub(crate) struct Analyzer<'a, 'g> {
+    /// Results of single-root satisfiability checks, keyed by predicate address (the entry
+    /// keeps the predicate alive so the address cannot be reused).
+    pub(crate) single_checks: crate::index::FnvMap<*const (), (Pred<'g>, Option<bool>)>,
     pub(crate) index: &'a Index<'g>,
     pub(crate) initial_input: &'g PayloadType,
     pub(crate) diags: &'a mut Diags,
@@ -65,6 +68,7 @@ pub(crate) fn run<'g>(
     diags: &mut Diags,
 ) -> Analysis<'g> {
     let mut analyzer = Analyzer {
+        single_checks: crate::index::FnvMap::default(),
         index,
         initial_input,
         diags,
@@ -162,7 +166,36 @@ impl<'a, 'g> Analyzer<'a, 'g> {
         at: At,
         test: &dyn Fn(&[bool]) -> bool,
     ) -> Option<bool> {
-        let result = Assignments::satisfiable(self.index, &self.facts, roots, test);
+        // Constant roots read no guards: one empty assignment decides them.
+        if let Some(values) = roots
+            .iter()
+            .map(crate::predicate::constant)
+            .collect::<Option<Vec<bool>>>()
+        {
+            return Some(test(&values));
+        }
+        // A single root already checked (a sequence wrapping one non-trivial child) has the
+        // same space and answer; the ceiling is reported again at this check's path.
+        let single = (roots.len() == 1).then(|| Rc::as_ptr(&roots[0]) as *const ());
+        let cached = single.and_then(|ptr| self.single_checks.get(&ptr).map(|(_, r)| *r));
+        let result = match cached {
+            Some(Some(value)) => Ok(test(&[value])),
+            Some(None) => Err(crate::assign::Ceiling),
+            None => {
+                let result = if single.is_some() {
+                    Assignments::satisfiable(self.index, &self.facts, roots, &|v| v[0])
+                } else {
+                    Assignments::satisfiable(self.index, &self.facts, roots, test)
+                };
+                if let Some(ptr) = single {
+                    self.single_checks
+                        .insert(ptr, (roots[0].clone(), result.ok()));
+                    result.map(|value| test(&[value]))
+                } else {
+                    result
+                }
+            }
+        };
         if result.is_err() {
             self.diags.emit(
                 DiagnosticCode::CeilingExceeded,

@@ -268,6 +268,21 @@ impl<'g> Assignments<'g> {
         facts: &ControlFacts<'g>,
         roots: &[Pred<'g>],
     ) -> Result<Self, Ceiling> {
+        if let Some(values) = roots
+            .iter()
+            .map(crate::predicate::constant)
+            .collect::<Option<Vec<bool>>>()
+        {
+            // Constant roots: the single empty assignment.
+            return Ok(Self {
+                layout: Layout::default(),
+                roots: roots.len(),
+                data: Vec::new(),
+                root_bits: values,
+                count: 1,
+                node_keys: BTreeMap::new(),
+            });
+        }
         let prepared = Prepared::new(index, facts, roots)?;
         let mut data = Vec::new();
         let mut root_bits = Vec::new();
