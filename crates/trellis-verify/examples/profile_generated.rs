@@ -6,7 +6,29 @@
 #[path = "../tests/support/mixed.rs"]
 mod mixed;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+/// Counts allocations so phases can be compared by allocation count as well as time.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarding the caller's layout to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the pointer came from `alloc` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -33,11 +55,16 @@ fn main() {
         if phase != "all" && phase != label {
             return;
         }
+        let allocations = ALLOCATIONS.load(Ordering::Relaxed);
         let start = Instant::now();
         for _ in 0..rounds {
             f();
         }
-        println!("{label:>8}: {:?} per round", start.elapsed() / rounds);
+        let per_round = (ALLOCATIONS.load(Ordering::Relaxed) - allocations) / u64::from(rounds);
+        println!(
+            "{label:>8}: {:?} per round, {per_round} allocations",
+            start.elapsed() / rounds
+        );
     };
     time("parse", &|| {
         std::hint::black_box(trellis_graph::GraphSpec::from_json_str(&text).ok());

@@ -89,6 +89,10 @@ pub(crate) fn constant(pred: &Pred<'_>) -> Option<bool> {
 
 /// Every guard atom of a predicate DAG, each shared sub-predicate visited once.
 pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
+    if let PredNode::Guard(g) = &**pred {
+        out.push(g);
+        return;
+    }
     let mut seen = crate::index::FnvSet::default();
     let mut stack = vec![pred.clone()];
     while let Some(p) = stack.pop() {

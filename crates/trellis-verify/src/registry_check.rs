@@ -1,9 +1,11 @@
 //! The registry compatibility check (§7.3): every executable's worker must resolve to a valid
 //! descriptor whose contract fits the node's declaration.
 
+use std::collections::BTreeMap;
+
 use trellis_graph::{
-    DiagnosticCode, GraphDiagnostic, GraphNode, GraphSpec, NodeName, PathSegment, Severity,
-    WorkerRegistry,
+    DiagnosticCode, GraphDiagnostic, GraphNode, GraphSpec, NodeName, PathSegment, RegistryError,
+    Severity, WorkerDescriptor, WorkerRef, WorkerRegistry,
 };
 
 use crate::diag::Diags;
@@ -95,6 +97,8 @@ pub(crate) fn check_indexed(
     registry: &dyn WorkerRegistry,
 ) -> Vec<WorkerIssue> {
     let mut issues = Vec::new();
+    let mut resolved: BTreeMap<&WorkerRef, Result<WorkerDescriptor, RegistryError>> =
+        BTreeMap::new();
     for id in 0..index.len() as u32 {
         let node = index.node(id);
         let Some(exec) = node.executable() else {
@@ -108,8 +112,13 @@ pub(crate) fn check_indexed(
                 message,
             })
         };
-        let descriptor = match registry.resolve(&exec.worker) {
-            Ok(d) => d,
+        // Registries resolve exact references deterministically, so each reference is
+        // resolved once and every occurrence is checked against the same answer.
+        let resolved = resolved
+            .entry(&exec.worker)
+            .or_insert_with(|| registry.resolve(&exec.worker));
+        let descriptor = match resolved {
+            Ok(d) => &*d,
             Err(e) => {
                 issue(WorkerIssueKind::Registry, e.to_string());
                 continue;

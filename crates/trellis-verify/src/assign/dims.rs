@@ -74,67 +74,58 @@ fn node_options(layout: &Layout, keys: &[usize]) -> Result<Vec<Partial>, Ceiling
     let mut keys = keys.to_vec();
     keys.sort_unstable();
     let source = |i: usize| layout.keys[keys[i]].key.source;
-    let slots = keys.len();
-    let signals: Vec<usize> = (0..slots)
-        .filter(|i| source(*i) == ControlSource::Signal)
-        .collect();
-    let errors: Vec<usize> = (0..slots)
-        .filter(|i| source(*i) == ControlSource::Error)
-        .collect();
-    let mut outcomes: Vec<Vec<Option<usize>>> = vec![vec![None; slots]];
-    if !signals.is_empty() || !errors.is_empty() {
-        for &i in &signals {
-            let width = layout.keys[keys[i]].width();
-            capped_product(outcomes.len(), width)?;
-            outcomes = outcomes
-                .iter()
-                .flat_map(|base| {
-                    (0..width).map(move |label| {
-                        let mut next = base.clone();
-                        next[i] = Some(label);
-                        next
-                    })
-                })
-                .collect();
+    let slots = keys.len().max(1);
+    // Outcomes are rows of `slots` entries: `NONE` when nothing is counted, else the label.
+    const NONE: usize = usize::MAX;
+    let mut rows: Vec<usize> = vec![NONE; slots];
+    let expand = |rows: &mut Vec<usize>, slot: usize, width: usize| -> Result<(), Ceiling> {
+        let count = rows.len() / slots;
+        capped_product(count, width)?;
+        let mut next = Vec::with_capacity(count * width * slots);
+        for row in rows.chunks(slots) {
+            for label in 0..width {
+                let start = next.len();
+                next.extend_from_slice(row);
+                next[start + slot] = label;
+            }
+        }
+        *rows = next;
+        Ok(())
+    };
+    let has_joint = (0..keys.len()).any(|i| source(i) != ControlSource::Group);
+    if has_joint {
+        for i in (0..keys.len()).filter(|i| source(*i) == ControlSource::Signal) {
+            expand(&mut rows, i, layout.keys[keys[i]].width())?;
         }
         for label in ERROR_LABELS {
-            let mut outcome = vec![None; slots];
-            for &i in &errors {
-                outcome[i] = layout.keys[keys[i]].label_index(label);
+            let start = rows.len();
+            rows.resize(start + slots, NONE);
+            for i in (0..keys.len()).filter(|i| source(*i) == ControlSource::Error) {
+                rows[start + i] = layout.keys[keys[i]].label_index(label).unwrap_or(NONE);
             }
-            outcomes.push(outcome);
+            // Adjacent identical outcomes collapse (only-signal reads see one "no signal").
+            if start >= slots && rows[start - slots..start] == rows[start..] {
+                rows.truncate(start);
+            }
         }
-        // Adjacent identical outcomes collapse (only-signal reads see one "no signal").
-        outcomes.dedup();
-        if outcomes.len() > ASSIGNMENT_LIMIT {
+        if rows.len() / slots > ASSIGNMENT_LIMIT {
             return Err(Ceiling);
         }
     }
-    for i in (0..slots).filter(|i| source(*i) == ControlSource::Group) {
-        let width = layout.keys[keys[i]].width();
-        capped_product(outcomes.len(), width)?;
-        outcomes = outcomes
-            .iter()
-            .flat_map(|base| {
-                (0..width).map(move |label| {
-                    let mut next = base.clone();
-                    next[i] = Some(label);
-                    next
-                })
-            })
-            .collect();
+    for i in (0..keys.len()).filter(|i| source(*i) == ControlSource::Group) {
+        expand(&mut rows, i, layout.keys[keys[i]].width())?;
     }
-    Ok(outcomes
-        .iter()
-        .map(|outcome| {
-            let mut partial = Vec::new();
-            for (i, slot) in outcome.iter().enumerate() {
-                let key = keys[i];
-                partial.push(key as u32);
+    let width_total: usize = keys.iter().map(|k| 1 + layout.keys[*k].width()).sum();
+    Ok(rows
+        .chunks(slots)
+        .map(|row| {
+            let mut partial = Vec::with_capacity(width_total);
+            for (i, key) in keys.iter().enumerate() {
+                partial.push(*key as u32);
                 let start = partial.len();
-                partial.resize(start + layout.keys[key].width(), 0);
-                if let Some(label) = slot {
-                    partial[start + label] = 1;
+                partial.resize(start + layout.keys[*key].width(), 0);
+                if row[i] != NONE {
+                    partial[start + row[i]] = 1;
                 }
             }
             partial
