@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use trellis_graph::GraphSpec;
 use trellis_graph::conformance::locate;
-use trellis_verify::{Verification, verify_builtin, verify_owned};
+use trellis_verify::{Verification, verify, verify_builtin, verify_owned};
 
 fn verified(v: &Verification) -> bool {
     matches!(v, Verification::Verified(_))
@@ -46,6 +46,32 @@ fn templates(c: &mut Criterion) {
     group.finish();
 }
 
+/// The same graphs split into their two halves: parsing alone, and verification of an
+/// already parsed graph (compile and identity included).
+fn generated_phases(c: &mut Criterion) {
+    let registry = mixed::bench_registry();
+    let mut parse = c.benchmark_group("generated-parse");
+    for size in [512, 1024, 2048, 4096] {
+        let text = serde_json::to_string(&mixed::mixed_graph(size).to_value()).unwrap_or_default();
+        parse.bench_with_input(BenchmarkId::from_parameter(size), &text, |b, text| {
+            b.iter(|| GraphSpec::from_json_str(black_box(text)).ok())
+        });
+    }
+    parse.finish();
+    let mut check = c.benchmark_group("generated-verify");
+    for size in [512, 1024, 2048, 4096] {
+        let spec = mixed::mixed_graph(size);
+        check.bench_with_input(BenchmarkId::from_parameter(size), &spec, |b, spec| {
+            b.iter(|| {
+                let verdict = verify(black_box(spec), &registry);
+                assert!(verified(&verdict));
+                verdict
+            })
+        });
+    }
+    check.finish();
+}
+
 fn generated(c: &mut Criterion) {
     let registry = mixed::bench_registry();
     let mut group = c.benchmark_group("generated");
@@ -64,5 +90,5 @@ fn generated(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, templates, generated);
+criterion_group!(benches, templates, generated, generated_phases);
 criterion_main!(benches);
