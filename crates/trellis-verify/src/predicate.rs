@@ -87,6 +87,18 @@ pub(crate) fn constant(pred: &Pred<'_>) -> Option<bool> {
     }
 }
 
+/// Whether a predicate is false on every assignment by its structure alone (a conjunction
+/// with a `Never` operand, and the like). `false` means "not known", not "satisfiable".
+pub(crate) fn never_holds(pred: &Pred<'_>) -> bool {
+    match &**pred {
+        PredNode::Never => true,
+        PredNode::Always | PredNode::Guard(_) | PredNode::Not(_) => false,
+        PredNode::And(parts) => parts.iter().any(never_holds),
+        PredNode::Or(parts) => parts.iter().all(never_holds),
+        PredNode::AtLeast(k, parts) => parts.iter().filter(|p| !never_holds(p)).count() < *k,
+    }
+}
+
 /// Every guard atom of a predicate DAG, each shared sub-predicate visited once.
 pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
     if let PredNode::Guard(g) = &**pred {

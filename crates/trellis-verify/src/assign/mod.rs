@@ -16,7 +16,7 @@ use crate::domain::{is_correlation_key, key_of};
 use crate::guards::selector_occurrences;
 use crate::index::Index;
 use crate::nodeset::NodeId;
-use crate::predicate::{Pred, guards_of};
+use crate::predicate::{Pred, guards_of, never_holds};
 use program::{Layout, Program};
 
 /// Most assignments (and dimension candidates) one finite check may produce.
@@ -309,7 +309,9 @@ impl<'g> Assignments<'g> {
 
     /// Whether some legal assignment satisfies `test` on the root values. Stops at the first
     /// witness when the space's size is known without enumerating it (no dimensions share a
-    /// key); the ceiling is still reported exactly.
+    /// key); the ceiling is still reported exactly. `test` must be monotone (turning a root
+    /// value from false to true never turns the answer from true to false), which lets roots
+    /// that can never hold decide the answer without enumerating.
     pub(crate) fn satisfiable(
         index: &Index<'g>,
         facts: &ControlFacts<'g>,
@@ -326,6 +328,12 @@ impl<'g> Assignments<'g> {
                 .filter(|n| *n <= ASSIGNMENT_LIMIT);
             if size.is_none() {
                 return Err(Ceiling);
+            }
+        }
+        if exact {
+            let optimistic: Vec<bool> = roots.iter().map(|r| !never_holds(r)).collect();
+            if !test(&optimistic) {
+                return Ok(false);
             }
         }
         let mut found = false;
