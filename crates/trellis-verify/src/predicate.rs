@@ -121,3 +121,42 @@ pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_guard() -> Guard {
+        serde_json::from_value::<serde_json::Value>(serde_json::json!({
+            "kind": "in", "value": {"name": "n", "source": "error", "field": null},
+            "labels": ["timeout"]}))
+        .ok()
+        .and_then(|v| Guard::parse(&v, &trellis_graph::json::JsonPath::root()).ok())
+        .unwrap()
+    }
+
+    #[test]
+    fn conjunctions_keep_false_operands_but_disjunctions_absorb_true_ones() {
+        let g = sample_guard();
+        let with_never = and(vec![guard(&g), never()]);
+        assert!(
+            matches!(*with_never, PredNode::And(_)),
+            "guards still count for the space"
+        );
+        assert!(never_holds(&with_never));
+        assert_eq!(constant(&or(vec![guard(&g), always()])), Some(true));
+        assert_eq!(constant(&and(vec![always(), always()])), Some(true));
+        assert!(!never_holds(&guard(&g)));
+        assert!(never_holds(&at_least(2, vec![guard(&g), never()])));
+    }
+
+    #[test]
+    fn guard_collection_visits_shared_parts_once() {
+        let g = sample_guard();
+        let shared = guard(&g);
+        let both = and(vec![shared.clone(), not(shared)]);
+        let mut out = Vec::new();
+        guards_of(&both, &mut out);
+        assert_eq!(out.len(), 1);
+    }
+}
