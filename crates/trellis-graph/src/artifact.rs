@@ -1,10 +1,10 @@
 //! ArtifactRef: a content-addressed receipt for a produced artifact; never bytes, paths or URLs.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::ident::{NodeName, PositiveInteger, StableRef, WorkerRef};
-use crate::json::{JsonPath, Obj, ParseError, invalid_type, parse_strict, unknown_variant};
+use crate::json::{JsonPath, Obj, ParseError, invalid_type, unknown_variant};
 use crate::limits::{MAX_ARTIFACT_VALUE_CHARS, MAX_SAFE_INTEGER};
 
 /// How widely an artifact may be shared, ranked from least to most restricted.
@@ -84,10 +84,6 @@ fn safe_u64(value: &Value, at: &JsonPath) -> Result<u64, ParseError> {
 }
 
 impl ArtifactRef {
-    pub fn from_json_str(text: &str) -> Result<Self, ParseError> {
-        Self::parse(&parse_strict(text)?, &JsonPath::root())
-    }
-
     pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
@@ -152,9 +148,4 @@ impl ArtifactRef {
     }
 }
 
-impl<'de> Deserialize<'de> for ArtifactRef {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        Self::parse(&value, &JsonPath::root()).map_err(serde::de::Error::custom)
-    }
-}
+crate::json::wire_entry_points!(ArtifactRef);

@@ -224,6 +224,27 @@ impl<'de> Visitor<'de> for StrictValue {
     }
 }
 
+/// Gives a wire type with an inherent `parse(&Value, &JsonPath)` its two entry points:
+/// `from_json_str` (strict text parsing) and serde's `Deserialize` (errors keep their wording).
+macro_rules! wire_entry_points {
+    ($($ty:ty),* $(,)?) => {$(
+        impl $ty {
+            /// Parses JSON text strictly (size, nesting and duplicate-key checks included).
+            pub fn from_json_str(text: &str) -> Result<Self, $crate::json::ParseError> {
+                Self::parse(&$crate::json::parse_strict(text)?, &$crate::json::JsonPath::root())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let value = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
+                Self::parse(&value, &$crate::json::JsonPath::root()).map_err(serde::de::Error::custom)
+            }
+        }
+    )*};
+}
+pub(crate) use wire_entry_points;
+
 /// How serde names an unexpected JSON value in `invalid type` messages.
 pub fn describe(value: &Value) -> String {
     match value {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::ident::WorkerRef;
-use crate::json::{JsonPath, Obj, ParseError, array_of, parse_strict};
+use crate::json::{JsonPath, Obj, ParseError, array_of};
 use crate::worker::WorkerDescriptor;
 
 /// Why a worker reference did not resolve.
@@ -43,10 +43,6 @@ impl StaticRegistry {
 
     pub fn mark_version_unavailable(&mut self, requested: WorkerRef) {
         self.version_unavailable.insert(requested);
-    }
-
-    pub fn from_json_str(text: &str) -> Result<Self, ParseError> {
-        Self::parse(&parse_strict(text)?, &JsonPath::root())
     }
 
     /// Parses a registry file. An `about` string is allowed for documentation.
@@ -100,3 +96,5 @@ impl WorkerRegistry for StaticRegistry {
             .ok_or_else(|| RegistryError::NotFound(worker.clone()))
     }
 }
+
+crate::json::wire_entry_points!(StaticRegistry);

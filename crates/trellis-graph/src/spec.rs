@@ -3,11 +3,11 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ident::{FieldName, FieldPath, NodeName, PolicyRef, PositiveInteger, non_empty_vec};
-use crate::json::{JsonPath, Obj, ParseError, parse_strict, tagged, unknown_variant};
+use crate::json::{JsonPath, Obj, ParseError, tagged, unknown_variant};
 use crate::node::GraphNode;
 use crate::payload::PayloadType;
 use crate::selector::variant;
@@ -86,11 +86,6 @@ pub struct GraphSpec {
 const SPEC_FIELDS: [&str; 4] = ["profile", "initialInput", "policy", "root"];
 
 impl GraphSpec {
-    /// Parses JSON text strictly (size, nesting and duplicate-key checks included).
-    pub fn from_json_str(text: &str) -> Result<Self, ParseError> {
-        Self::parse(&parse_strict(text)?, &JsonPath::root())
-    }
-
     pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "GraphSpec", &SPEC_FIELDS)?;
         Self::parse_fields(&obj)
@@ -225,10 +220,6 @@ pub struct CompiledGraphIr {
 }
 
 impl CompiledGraphIr {
-    pub fn from_json_str(text: &str) -> Result<Self, ParseError> {
-        Self::parse(&parse_strict(text)?, &JsonPath::root())
-    }
-
     pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
@@ -261,17 +252,7 @@ impl CompiledGraphIr {
     }
 }
 
-macro_rules! deserialize_via_parse {
-    ($($ty:ty),*) => {$(
-        impl<'de> Deserialize<'de> for $ty {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let value = Value::deserialize(d)?;
-                Self::parse(&value, &JsonPath::root()).map_err(serde::de::Error::custom)
-            }
-        }
-    )*};
-}
-deserialize_via_parse!(GraphSpec, CompiledGraphIr, GraphNode);
+crate::json::wire_entry_points!(GraphSpec, CompiledGraphIr, GraphNode);
 
 /// How bad a diagnostic is; the verifier only emits `error`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

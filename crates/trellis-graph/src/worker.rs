@@ -3,14 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::artifact::{ArtifactRef, RedactionClass};
 use crate::ident::{EnumLabel, EnumSet, FieldName, PolicyRef, StableRef, WorkerRef};
-use crate::json::{
-    JsonPath, Obj, ParseError, array_of, invalid_type, parse_strict, unknown_variant,
-};
+use crate::json::{JsonPath, Obj, ParseError, array_of, invalid_type, unknown_variant};
 use crate::node::parse_signals;
 use crate::payload::PayloadType;
 use crate::spec::GraphProfile;
@@ -128,11 +126,6 @@ fn has_duplicates<T: Ord>(items: &[T]) -> bool {
 }
 
 impl WorkerDescriptor {
-    /// Parses and validates a descriptor from JSON text.
-    pub fn from_json_str(text: &str) -> Result<Self, ParseError> {
-        Self::parse(&parse_strict(text)?, &JsonPath::root())
-    }
-
     /// Parses and validates (`validate` failures are reported as parse errors at `at`).
     pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
         let descriptor = Self::parse_unvalidated(value, at)?;
@@ -343,12 +336,7 @@ impl WorkerDescriptor {
     }
 }
 
-impl<'de> Deserialize<'de> for WorkerDescriptor {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        Self::parse(&value, &JsonPath::root()).map_err(serde::de::Error::custom)
-    }
-}
+crate::json::wire_entry_points!(WorkerDescriptor);
 
 /// The canonical request and result payload types of the legacy ship worker.
 fn legacy_payload_types() -> &'static (PayloadType, PayloadType) {
@@ -446,10 +434,6 @@ impl WorkerOutcome {
         }
     }
 
-    pub fn from_json_str(text: &str) -> Result<Self, ParseError> {
-        Self::parse(&parse_strict(text)?, &JsonPath::root())
-    }
-
     pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
         let obj = crate::json::tagged(value, at, "WorkerOutcome")?;
         let artifacts = |obj: &Obj| {
@@ -511,9 +495,4 @@ impl WorkerOutcome {
     }
 }
 
-impl<'de> Deserialize<'de> for WorkerOutcome {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        Self::parse(&value, &JsonPath::root()).map_err(serde::de::Error::custom)
-    }
-}
+crate::json::wire_entry_points!(WorkerOutcome);

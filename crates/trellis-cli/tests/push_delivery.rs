@@ -1,0 +1,113 @@
+//! `trellis run --template software-change --push` against a local bare repository, with the
+//! offline example workers standing in for the agents: after a repair round the accepted change
+//! is committed on the run branch `trellis/<run>` and pushed to `origin`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/offline")
+}
+
+fn trellis(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .args(args)
+        .current_dir(dir)
+        .env("TRELLIS_HOME", home)
+        .output()
+        .expect("trellis runs")
+}
+
+#[test]
+fn an_accepted_change_is_pushed_on_the_run_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = dir.path().join("origin.git");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("offline")).unwrap();
+    for file in ["worker.py", "review.py", "plan.json"] {
+        std::fs::copy(examples().join(file), work.join("offline").join(file)).unwrap();
+    }
+    git(
+        dir.path(),
+        &["init", "-q", "--bare", origin.to_str().unwrap()],
+    );
+    git(&work, &["init", "-q", "-b", "main"]);
+    std::fs::write(work.join(".gitignore"), "offline/\n").unwrap();
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "-q", "-m", "init"]);
+    git(
+        &work,
+        &["remote", "add", "origin", origin.to_str().unwrap()],
+    );
+    git(&work, &["push", "-q", "origin", "main"]);
+
+    let home = dir.path().join("home");
+    let out = trellis(
+        &work,
+        &home,
+        &[
+            "run",
+            "--template",
+            "software-change",
+            "--push",
+            "--task",
+            "Write a friendly greeting to greeting.txt",
+            "--runtime-config",
+            "offline/plan.json",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let receipt: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    let run = receipt["runId"].as_str().unwrap();
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let output = &last["status"]["terminalResult"]["output"];
+    let branch = output["headBranch"].as_str().unwrap().to_owned();
+    assert!(
+        branch.starts_with("trellis/")
+            && run
+                .replace('-', "")
+                .starts_with(&branch["trellis/".len()..]),
+        "{branch} for {run}"
+    );
+
+    let pushed = git(&origin, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_eq!(Value::String(pushed), output["headRevision"]);
+    assert_eq!(
+        git(&origin, &["show", &format!("{branch}:greeting.txt")]),
+        "Hello, world!"
+    );
+    assert_eq!(
+        git(&origin, &["log", "-1", "--format=%s", &branch]),
+        "Write a friendly greeting to greeting.txt"
+    );
+    // main is untouched on the remote.
+    assert_eq!(git(&origin, &["rev-list", "--count", "main"]), "1");
+}
