@@ -1,0 +1,262 @@
+//! Graph semantics through the real binary with command workers: a `timeoutMs` deadline routed
+//! by the graph's timeout guard, and one graph combining a first-join race, a loop that
+//! converges in round 3 and a map over 50 items.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::graph::*;
+use support::{Sandbox, uniform_worker_plan};
+
+/// `slowWork` (deadline 1.5 s) never answers; a timeout and any other error end the run with
+/// different reasons, so the terminal shows which guard routed it.
+fn timeout_graph() -> Value {
+    let state = record(&[("value", integer(), true)]);
+    graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![
+                with_timeout(step("slowWork", null(), null(), &[], &[]), 1_500),
+                choice(
+                    "routeSlow",
+                    &state,
+                    vec![
+                        (
+                            error_in("slowWork", &["timeout"]),
+                            fail("slowTimedOut", "slow_work_timed_out"),
+                        ),
+                        (
+                            error_in("slowWork", &["crash", "malformed", "refusal"]),
+                            fail("slowFailed", "worker_failed"),
+                        ),
+                    ],
+                    Some(succeed("done", null(), &[])),
+                ),
+            ],
+            &[],
+        ),
+    )
+}
+
+#[test]
+fn a_worker_past_its_deadline_is_routed_by_the_timeout_guard() {
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &timeout_graph(),
+        &json!({"value": 0}),
+        &uniform_worker_plan(&[]),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = sandbox.trellis(&args);
+    assert_eq!(run.code, Some(1), "a failed run exits 1: {run:?}");
+    let lines = run.ndjson();
+    assert_eq!(
+        lines.last().expect("events")["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "slow_work_timed_out"})
+    );
+    let run_id = lines[0]["runId"].as_str().expect("receipt");
+    let logs = sandbox.trellis(&["logs", run_id]).success().ndjson();
+    assert!(
+        logs.iter().any(|l| l["record"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("deadline (timeoutMs) passed"))),
+        "the deadline is logged: {logs:?}"
+    );
+    assert_eq!(sandbox.invocations(), ["slowWork"]);
+    assert!(
+        sandbox.processes().is_empty(),
+        "the slow worker was stopped"
+    );
+}
+
+fn item_type() -> Value {
+    record(&[("value", integer(), true)])
+}
+
+fn composite_state() -> Value {
+    record(&[
+        ("items", array(item_type()), true),
+        ("round", integer(), true),
+        ("note", string(), false),
+        ("squares", array(integer()), false),
+    ])
+}
+
+/// A race: `raceCheck` accepts at once and writes `note` (then `raceNoted` runs); `slowRival`
+/// never finishes and is voided once the first-join is satisfied.
+fn race(state: &Value) -> Value {
+    let checked = seq(
+        "checked",
+        state,
+        vec![
+            verifier(
+                "raceCheck",
+                null(),
+                record(&[("note", string(), true)]),
+                &[],
+                &[("note", "note")],
+            ),
+            unless_failed(
+                "raceCheck",
+                state,
+                step("noopRaceNoted", null(), null(), &[], &[]),
+            ),
+        ],
+        &["note"],
+    );
+    par(
+        "race",
+        state,
+        vec![checked, step("slowRival", null(), null(), &[], &[])],
+        json!({"kind": "first", "when": signal_in("raceCheck", "verdict", &["accepted"])}),
+        &["note"],
+    )
+}
+
+/// A loop: each round `bump` adds one to `round`, then `checkRound` accepts once it is 3.
+fn refine(state: &Value) -> Value {
+    let round = record(&[("round", integer(), true)]);
+    let body = seq(
+        "roundBody",
+        state,
+        vec![
+            step(
+                "bump",
+                round.clone(),
+                round.clone(),
+                &[("round", state_path(&["round"]))],
+                &[("round", "round")],
+            ),
+            unless_failed(
+                "bump",
+                state,
+                verifier(
+                    "checkRound",
+                    round.clone(),
+                    round,
+                    &[("round", state_path(&["round"]))],
+                    &[],
+                ),
+            ),
+        ],
+        &["round"],
+    );
+    repeat(
+        "refine",
+        state,
+        body,
+        5,
+        signal_in("checkRound", "verdict", &["accepted"]),
+        &["round"],
+    )
+}
+
+/// A map: `square` squares each item's value (then `noopSquared` runs); the results are
+/// promoted as `squares`.
+fn fan_out(state: &Value) -> Value {
+    let body = seq(
+        "item",
+        state,
+        vec![
+            step(
+                "square",
+                item_type(),
+                record(&[("result", integer(), true)]),
+                &[("value", item_path(&["value"]))],
+                &[("squares", "result")],
+            ),
+            unless_failed(
+                "square",
+                state,
+                step("noopSquared", null(), null(), &[], &[]),
+            ),
+        ],
+        &["squares"],
+    );
+    map(
+        "fanOut",
+        state,
+        body,
+        state_path(&["items"]),
+        64,
+        &["squares"],
+    )
+}
+
+fn composite_graph() -> Value {
+    let state = composite_state();
+    let output = record(&[
+        ("note", string(), true),
+        ("round", integer(), true),
+        ("squares", array(integer()), true),
+    ]);
+    let finish = succeed(
+        "done",
+        output,
+        &[
+            ("note", state_path(&["note"])),
+            ("round", state_path(&["round"])),
+            ("squares", state_path(&["squares"])),
+        ],
+    );
+    let after_loop = choice(
+        "afterLoop",
+        &state,
+        vec![(
+            group_in("refine", "terminated", &["converged"]),
+            seq("mapStage", &state, vec![fan_out(&state), finish], &[]),
+        )],
+        Some(fail("notConverged", "not_converged")),
+    );
+    let after_race = choice(
+        "afterRace",
+        &state,
+        vec![(
+            group_in("race", "raced", &["satisfied"]),
+            seq("loopStage", &state, vec![refine(&state), after_loop], &[]),
+        )],
+        Some(fail("raceLost", "race_lost")),
+    );
+    graph(
+        state.clone(),
+        seq("root", &state, vec![race(&state), after_race], &[]),
+    )
+}
+
+#[test]
+fn a_race_a_converging_loop_and_a_map_of_fifty_produce_the_expected_output() {
+    let sandbox = Sandbox::new();
+    let items: Vec<Value> = (1..=50).map(|value| json!({"value": value})).collect();
+    let input = json!({"items": items, "round": 0});
+    let args = sandbox.run_args(&composite_graph(), &input, &uniform_worker_plan(&[]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let lines = sandbox.trellis(&args).success().ndjson();
+
+    let squares: Vec<i64> = (1..=50).map(|v| v * v).collect();
+    assert_eq!(
+        lines.last().expect("events")["status"]["terminalResult"],
+        json!({"status": "succeeded", "output": {"note": "fast", "round": 3, "squares": squares}})
+    );
+    let voided = lines
+        .iter()
+        .filter(|l| l["event"] == "execution_voided")
+        .count();
+    assert_eq!(voided, 1, "the race's loser is voided");
+
+    assert_eq!(sandbox.invocation_count("raceCheck"), 1);
+    assert!(sandbox.invocation_count("slowRival") <= 1);
+    assert_eq!(
+        sandbox.invocation_count("bump"),
+        3,
+        "the loop converges in round 3"
+    );
+    assert_eq!(sandbox.invocation_count("checkRound"), 3);
+    assert_eq!(sandbox.invocation_count("square"), 50);
+    assert_eq!(sandbox.invocation_count("noopSquared"), 50);
+    assert!(
+        sandbox.processes().is_empty(),
+        "the voided rival was stopped"
+    );
+}
