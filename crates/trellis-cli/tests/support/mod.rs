@@ -337,14 +337,18 @@ pub fn send_signal(pid: u32, signal: i32) {
 
 /// The pid of the controller process of `run`, found by its command line.
 pub fn controller_pid(run: &str) -> Option<u32> {
-    live_pids().into_iter().find(|&pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+    live_pids()
+        .into_iter()
+        .find(|&pid| is_controller_of(pid, run))
+}
+
+/// Whether `pid` is a live `trellis __controller RUN` process.
+pub fn is_controller_of(pid: u32, run: &str) -> bool {
+    process_alive(pid)
+        && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
             let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            args.len() >= 3
-                && args.get(1) == Some(&b"__controller".as_slice())
-                && args.get(2) == Some(&run.as_bytes())
+            args.get(1) == Some(&b"__controller".as_slice()) && args.get(2) == Some(&run.as_bytes())
         })
-    })
 }
 
 fn live_pids() -> Vec<u32> {

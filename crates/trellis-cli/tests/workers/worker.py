@@ -5,7 +5,8 @@ Every invocation first appends the node name to `invocations.log` in its working
 (the run's workspace), so tests can count how often each node really ran. Then, by the
 prefix of the node name:
 
-  chain<N>  output {"v": (v * 31 + N) % 1000003}, after WORKER_DELAY_MS milliseconds
+  chain<N>  output {"v": (sum of the input's fields * 31 + N) % 1000003}, after
+            WORKER_DELAY_MS milliseconds
   double    output {"result": value * 2}
   bump      output {"round": round + 1}
   check     verifier: verdict "accepted" once round >= 3, else "rejected"
@@ -55,7 +56,8 @@ def main():
     if node.startswith("chain"):
         time.sleep(int(os.environ.get("WORKER_DELAY_MS", "0")) / 1000.0)
         step = int(node[len("chain"):])
-        reply({"output": {"v": (given["v"] * 31 + step) % 1000003}})
+        total = sum(given.values())
+        reply({"output": {"v": (total * 31 + step) % 1000003}})
     elif node.startswith("double"):
         reply({"output": {"result": given["value"] * 2}})
     elif node.startswith("bump"):
