@@ -338,3 +338,58 @@ fn resume_reruns_only_the_node_that_had_not_settled() {
     assert_eq!(again.code, Some(1), "a run is resumed once: {again:?}");
     assert!(again.stderr.contains("already resumed"), "{again:?}");
 }
+
+#[test]
+fn detecting_a_killed_controller_kills_its_workers_whole_process_group() {
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &blocking_graph(),
+        &json!({"value": 1}),
+        &uniform_worker_plan(&[]),
+    );
+    let run_id = sandbox.start_detached(&args);
+    let (worker, grandchild) = worker_pids(&sandbox, "blockWork");
+    let controller = controller_pid(&run_id).expect("the controller runs");
+    send_signal(controller, libc::SIGKILL);
+    wait_until("the controller to die", STATE_TIMEOUT, || {
+        (!process_alive(controller)).then_some(())
+    });
+
+    assert_eq!(
+        sandbox.status(&run_id)["status"]["terminalResult"]["reason"],
+        "runtime_lost"
+    );
+    // The worker dies with its parent; the grandchild only when the loss is detected.
+    wait_until(
+        "the worker and its grandchild to die",
+        STATE_TIMEOUT,
+        || (!process_alive(worker) && !process_alive(grandchild)).then_some(()),
+    );
+}
+
+#[test]
+fn a_foreground_run_whose_controller_is_killed_ends_runtime_lost_and_exits_1() {
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &blocking_graph(),
+        &json!({"value": 1}),
+        &uniform_worker_plan(&[]),
+    );
+    let follower = sandbox.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    worker_pids(&sandbox, "blockWork");
+    let run_id = wait_until("the run to be listed", STATE_TIMEOUT, || {
+        let listed = sandbox.trellis(&["list", "--json"]).success().json();
+        listed["runs"][0]["runId"].as_str().map(str::to_owned)
+    });
+    let controller = controller_pid(&run_id).expect("the controller runs");
+    send_signal(controller, libc::SIGKILL);
+
+    let output = support::finish(follower, support::COMMAND_TIMEOUT, &args);
+    assert_eq!(output.code, Some(1), "{output:#?}");
+    let lines = output.ndjson();
+    assert_eq!(lines[0], json!({"runId": run_id}));
+    assert_eq!(
+        lines.last().expect("events")["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "runtime_lost"})
+    );
+}
