@@ -393,3 +393,28 @@ fn a_foreground_run_whose_controller_is_killed_ends_runtime_lost_and_exits_1() {
         json!({"status": "failed", "reason": "runtime_lost"})
     );
 }
+
+#[test]
+fn an_observer_whose_reader_goes_away_exits_quietly() {
+    use std::io::BufRead;
+
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &blocking_graph(),
+        &json!({"value": 1}),
+        &uniform_worker_plan(&[]),
+    );
+    let run_id = sandbox.start_detached(&args);
+    let (logs, stdout) = sandbox.spawn_reading(&["logs", &run_id]);
+    let mut first = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("a log line");
+    assert!(first.contains("blockWork attempt 1 starting"), "{first}");
+    // The reader is gone; stopping the run makes `logs` write (and fail to) again.
+    sandbox.trellis(&["force-stop", &run_id]).success();
+
+    let output = support::finish(logs, support::COMMAND_TIMEOUT, &["logs"]);
+    assert_eq!(output.code, Some(0), "{output:#?}");
+    assert!(output.stderr.is_empty(), "{output:#?}");
+}

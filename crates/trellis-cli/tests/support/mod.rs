@@ -7,7 +7,7 @@ pub mod graph;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -180,6 +180,20 @@ impl Sandbox {
             stdout,
             stderr,
         }
+    }
+
+    /// Starts `trellis ARGS` in the background and hands its stdout to the caller to read
+    /// (or close); stderr is still collected by [`finish`].
+    pub fn spawn_reading(&self, args: &[&str]) -> (Running, ChildStdout) {
+        let mut child = self.command(args).spawn().expect("start trellis");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = drain(child.stderr.take().expect("stderr"));
+        let running = Running {
+            child,
+            stdout: std::thread::spawn(String::new),
+            stderr,
+        };
+        (running, stdout)
     }
 
     /// Writes `value` as `NAME` in the workspace and returns its path as a string.
