@@ -276,3 +276,48 @@ fn a_locked_ledger_is_reported_busy_and_nothing_is_written() {
     assert_one_line_error(&output, &["ledger is busy"]);
     assert_no_run(&sandbox);
 }
+
+#[test]
+fn a_ledger_with_damaged_pages_is_reported_corrupt_and_left_alone() {
+    let sandbox = Sandbox::new();
+    let args = [
+        "run".to_owned(),
+        sandbox.write_json("graph.json", &doubling_graph()),
+        "--input".to_owned(),
+        sandbox.write_json("input.json", &json!({"value": 1})),
+        "--uniform-runtime-config".to_owned(),
+        sandbox.write_json("plan.json", &uniform_worker_plan(&[])),
+        "--json".to_owned(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run_id = sandbox.trellis(&args).success().ndjson()[0]["runId"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+    let ledger = sandbox.home.join("ledger.sqlite3");
+    let checkpoint = Command::new(python())
+        .args([
+            "-c",
+            "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')",
+        ])
+        .arg(&ledger)
+        .status()
+        .expect("checkpoint");
+    assert!(checkpoint.success());
+    // Keep the first page (header and schema), damage every table and index page.
+    let mut bytes = std::fs::read(&ledger).expect("ledger");
+    assert!(bytes.len() > 4096, "the ledger has more than one page");
+    bytes[4096..].fill(0x5a);
+    std::fs::write(&ledger, &bytes).expect("damage");
+
+    for args in [&["status", &run_id][..], &["list"][..], &args[..]] {
+        let output = sandbox.trellis(args);
+        assert_one_line_error(&output, &["ledger", "corrupt"]);
+    }
+    assert_eq!(std::fs::read(&ledger).expect("ledger"), bytes, "untouched");
+    assert_eq!(
+        sandbox.invocations(),
+        ["double"],
+        "only the first run's worker ran"
+    );
+}
