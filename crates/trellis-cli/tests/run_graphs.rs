@@ -71,6 +71,69 @@ fn a_worker_past_its_deadline_is_routed_by_the_timeout_guard() {
     );
 }
 
+/// `node` routed by error label: each label ends the run with its own reason.
+fn error_routing_graph(node: &str) -> Value {
+    let state = record(&[("value", integer(), true)]);
+    let branches = ["timeout", "crash", "malformed", "refusal"]
+        .into_iter()
+        .map(|label| {
+            (
+                error_in(node, &[label]),
+                fail(&format!("{label}Ended"), &format!("ended_{label}")),
+            )
+        })
+        .collect();
+    graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![
+                step(node, null(), null(), &[], &[]),
+                choice(
+                    "routeErrors",
+                    &state,
+                    branches,
+                    Some(succeed("done", null(), &[])),
+                ),
+            ],
+            &[],
+        ),
+    )
+}
+
+#[test]
+fn exit_75_is_a_refusal_other_exits_a_crash_and_a_bad_reply_malformed() {
+    for (node, reason) in [
+        ("refuseWork", "ended_refusal"),
+        ("crashWork", "ended_crash"),
+        ("garbleWork", "ended_malformed"),
+        ("noopWork", ""),
+    ] {
+        let sandbox = Sandbox::new();
+        let args = sandbox.run_args(
+            &error_routing_graph(node),
+            &json!({"value": 0}),
+            &uniform_worker_plan(&[]),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = sandbox.trellis(&args);
+        let result = run.ndjson().last().expect("events")["status"]["terminalResult"].clone();
+        if reason.is_empty() {
+            assert_eq!(run.code, Some(0), "{run:?}");
+            assert_eq!(result, json!({"status": "succeeded", "output": null}));
+        } else {
+            assert_eq!(run.code, Some(1), "{run:?}");
+            assert_eq!(
+                result,
+                json!({"status": "failed", "reason": reason}),
+                "{node}"
+            );
+        }
+        assert_eq!(sandbox.invocations(), [node]);
+    }
+}
+
 fn item_type() -> Value {
     record(&[("value", integer(), true)])
 }

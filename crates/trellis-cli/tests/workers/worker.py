@@ -16,6 +16,9 @@ prefix of the node name:
   block     starts a grandchild, records both pids in pids-<node>.json, then sleeps
   slow      sleeps far longer than any test waits
   noop      output null
+  refuse    exits 75 (a refusal)
+  crash     exits 3 (a crash)
+  garble    prints a reply that is not JSON
 """
 
 import json
@@ -90,6 +93,12 @@ def main():
         time.sleep(600)
     elif node.startswith("noop"):
         reply({"output": None})
+    elif node.startswith("refuse"):
+        sys.exit(75)
+    elif node.startswith("crash"):
+        sys.exit(3)
+    elif node.startswith("garble"):
+        sys.stdout.write("this is not JSON\n")
     else:
         print("no behaviour for node %s" % node, file=sys.stderr)
         sys.exit(3)
