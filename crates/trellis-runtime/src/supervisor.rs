@@ -411,8 +411,11 @@ impl Supervisor {
                 format!("no harness is available for node {node}"),
             );
         };
+        // Only agent harnesses keep files there (homes, schema files); commands and delivery
+        // use none, and a directory per execution costs a wide map more than the ledger does.
         let scratch = self.ctx.scratch.join(execution.to_string());
-        if let Err(e) = std::fs::create_dir_all(&scratch) {
+        let uses_scratch = matches!(binding, Binding::Agent(_));
+        if uses_scratch && let Err(e) = std::fs::create_dir_all(&scratch) {
             return self.settle_now(execution, format!("cannot create scratch space: {e}"));
         }
         let request = ExecutionRequest {
@@ -454,7 +457,9 @@ impl Supervisor {
             while let Some(event) = rx.recv().await {
                 let _ = shared.send((execution, event)).await;
             }
-            let _ = std::fs::remove_dir_all(&scratch);
+            if uses_scratch {
+                let _ = std::fs::remove_dir_all(&scratch);
+            }
             (execution, result)
         });
         Ok(())
