@@ -291,8 +291,10 @@ impl Supervisor {
                 })
                 .collect();
             self.append(&events)?;
-            while self.tasks.join_next().await.is_some() {}
         }
+        // Executions voided earlier (join losers) were only cancelled; their workers may still
+        // be stopping. The run is not finished until every worker group is gone.
+        while self.tasks.join_next().await.is_some() {}
         self.flush_events()?;
         let result = match terminal {
             EngineTerminal::Succeeded { output } => TerminalResult::Succeeded { output },
