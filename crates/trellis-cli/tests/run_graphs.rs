@@ -6,7 +6,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::graph::*;
-use support::{Sandbox, uniform_worker_plan};
+use support::{Sandbox, process_alive, uniform_worker_plan};
 
 /// `slowWork` (deadline 1.5 s) never answers; a timeout and any other error end the run with
 /// different reasons, so the terminal shows which guard routed it.
@@ -322,4 +322,66 @@ fn a_race_a_converging_loop_and_a_map_of_fifty_produce_the_expected_output() {
         sandbox.processes().is_empty(),
         "the voided rival was stopped"
     );
+}
+
+/// A race whose loser ignores SIGTERM (and so does its grandchild), followed at once by the
+/// end of the run.
+fn stubborn_race_graph() -> Value {
+    let state = composite_state();
+    let checked = seq(
+        "checked",
+        &state,
+        vec![
+            verifier(
+                "raceCheck",
+                null(),
+                record(&[("note", string(), true)]),
+                &[],
+                &[("note", "note")],
+            ),
+            unless_failed(
+                "raceCheck",
+                &state,
+                step("noopRaceNoted", null(), null(), &[], &[]),
+            ),
+        ],
+        &["note"],
+    );
+    let race = par(
+        "race",
+        &state,
+        vec![checked, step("stubbornRival", null(), null(), &[], &[])],
+        json!({"kind": "first", "when": signal_in("raceCheck", "verdict", &["accepted"])}),
+        &["note"],
+    );
+    let output = record(&[("note", string(), true)]);
+    let after = choice(
+        "afterRace",
+        &state,
+        vec![(
+            group_in("race", "raced", &["satisfied"]),
+            succeed("done", output, &[("note", state_path(&["note"]))]),
+        )],
+        Some(fail("raceLost", "race_lost")),
+    );
+    graph(state.clone(), seq("root", &state, vec![race, after], &[]))
+}
+
+#[test]
+fn a_voided_worker_that_ignores_sigterm_is_killed_before_the_controller_exits() {
+    let sandbox = Sandbox::new();
+    // The race must not finish before the rival has started and recorded its pids.
+    std::fs::write(sandbox.workspace.join("hold-raceCheck"), b"").expect("hold");
+    let input = json!({"items": [], "round": 0});
+    let args = sandbox.run_args(&stubborn_race_graph(), &input, &uniform_worker_plan(&[]));
+    let run_id = sandbox.start_detached(&args);
+    let (worker, grandchild) = sandbox.worker_pids("stubbornRival");
+    std::fs::remove_file(sandbox.workspace.join("hold-raceCheck")).expect("release");
+
+    assert_eq!(
+        sandbox.wait_finished(&run_id),
+        json!({"status": "succeeded", "output": {"note": "fast"}})
+    );
+    sandbox.wait_no_processes();
+    assert!(!process_alive(worker) && !process_alive(grandchild));
 }

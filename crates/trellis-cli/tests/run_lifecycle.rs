@@ -104,18 +104,6 @@ fn blocking_graph() -> Value {
     )
 }
 
-/// The pids `block*` workers record: the worker itself and the grandchild it started.
-fn worker_pids(sandbox: &Sandbox, node: &str) -> (u32, u32) {
-    let path = sandbox.workspace.join(format!("pids-{node}.json"));
-    let pids: Value = wait_until("the worker to record its pids", STATE_TIMEOUT, || {
-        std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-    });
-    let pid = |key: &str| pids[key].as_u64().expect("pid") as u32;
-    (pid("worker"), pid("grandchild"))
-}
-
 #[test]
 fn force_stop_ends_a_detached_run_and_kills_the_workers_process_group() {
     let sandbox = Sandbox::new();
@@ -125,7 +113,7 @@ fn force_stop_ends_a_detached_run_and_kills_the_workers_process_group() {
         &uniform_worker_plan(&[]),
     );
     let run_id = sandbox.start_detached(&args);
-    let (worker, grandchild) = worker_pids(&sandbox, "blockWork");
+    let (worker, grandchild) = sandbox.worker_pids("blockWork");
     assert!(process_alive(worker) && process_alive(grandchild));
 
     let status = sandbox.status(&run_id);
@@ -348,7 +336,7 @@ fn detecting_a_killed_controller_kills_its_workers_whole_process_group() {
         &uniform_worker_plan(&[]),
     );
     let run_id = sandbox.start_detached(&args);
-    let (worker, grandchild) = worker_pids(&sandbox, "blockWork");
+    let (worker, grandchild) = sandbox.worker_pids("blockWork");
     let controller = controller_pid(&run_id).expect("the controller runs");
     send_signal(controller, libc::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
@@ -376,7 +364,7 @@ fn a_foreground_run_whose_controller_is_killed_ends_runtime_lost_and_exits_1() {
         &uniform_worker_plan(&[]),
     );
     let follower = sandbox.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    worker_pids(&sandbox, "blockWork");
+    sandbox.worker_pids("blockWork");
     let run_id = wait_until("the run to be listed", STATE_TIMEOUT, || {
         let listed = sandbox.trellis(&["list", "--json"]).success().json();
         listed["runs"][0]["runId"].as_str().map(str::to_owned)

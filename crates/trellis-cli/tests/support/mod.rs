@@ -252,6 +252,39 @@ impl Sandbox {
         self.invocations().iter().filter(|n| *n == node).count()
     }
 
+    /// Waits for a `block*` or `stubborn*` worker of `node` to record its pids, and returns
+    /// them: the worker itself and the grandchild it started.
+    pub fn worker_pids(&self, node: &str) -> (u32, u32) {
+        let path = self.workspace.join(format!("pids-{node}.json"));
+        let pids: Value = wait_until("the worker to record its pids", STATE_TIMEOUT, || {
+            std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+        });
+        let pid = |key: &str| {
+            let pid = pids[key].as_u64().expect("pid");
+            u32::try_from(pid).expect("pid fits u32")
+        };
+        (pid("worker"), pid("grandchild"))
+    }
+
+    /// Waits until no process runs inside the sandbox any more (a finished run's controller
+    /// may still be exiting when its follower returns); fails the test if one stays.
+    pub fn wait_no_processes(&self) {
+        let deadline = Instant::now() + STATE_TIMEOUT;
+        loop {
+            let left = self.processes();
+            if left.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                let described: Vec<String> = left.iter().map(|&pid| describe(pid)).collect();
+                panic!("processes outlived their run: {described:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The ledger, opened read-mostly by the test itself (a second process, like an observer).
     pub fn ledger(&self) -> SqliteStore {
         SqliteStore::open(self.home.join("ledger.sqlite3")).expect("open the ledger")
@@ -363,6 +396,17 @@ pub fn is_controller_of(pid: u32, run: &str) -> bool {
             let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
             args.get(1) == Some(&b"__controller".as_slice()) && args.get(2) == Some(&run.as_bytes())
         })
+}
+
+/// `pid: command line` for failure messages.
+pub fn describe(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let words: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    format!("{pid}: {}", words.join(" "))
 }
 
 fn live_pids() -> Vec<u32> {

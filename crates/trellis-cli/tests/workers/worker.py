@@ -10,10 +10,12 @@ prefix of the node name:
   double    output {"result": value * 2}
   bump      output {"round": round + 1}
   check     verifier: verdict "accepted" once round >= 3, else "rejected"
-  race      verifier: verdict "accepted" at once, output {"note": "fast"}
+  race      verifier: verdict "accepted" (once no file hold-<node> exists), output
+            {"note": "fast"}
   square    output {"result": value * value}
   gate      waits for a file open-<node> in the workspace, then outputs {"result": value + 1}
   block     starts a grandchild, records both pids in pids-<node>.json, then sleeps
+  stubborn  like block, but it and its grandchild ignore SIGTERM
   slow      sleeps far longer than any test waits
   noop      output null
   refuse    exits 75 (a refusal)
@@ -23,6 +25,7 @@ prefix of the node name:
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -74,6 +77,8 @@ def main():
             "diagnostic": {"round": given["round"]},
         })
     elif node.startswith("race"):
+        while os.path.exists("hold-" + node):
+            time.sleep(0.02)
         reply({
             "output": {"note": "fast"},
             "signals": {"verdict": "accepted"},
@@ -86,6 +91,12 @@ def main():
             time.sleep(0.02)
         reply({"output": {"result": given["value"] + 1}})
     elif node.startswith("block"):
+        grandchild = subprocess.Popen(["sleep", "600"])
+        write_pids(node, {"worker": os.getpid(), "grandchild": grandchild.pid})
+        time.sleep(600)
+    elif node.startswith("stubborn"):
+        # Ignored signals stay ignored across fork and exec: the grandchild ignores it too.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         grandchild = subprocess.Popen(["sleep", "600"])
         write_pids(node, {"worker": os.getpid(), "grandchild": grandchild.pid})
         time.sleep(600)
