@@ -89,6 +89,11 @@ pub struct Supervisor {
     events_tx: mpsc::Sender<(u64, HarnessEvent)>,
     events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
     usage: TokenCounts,
+    /// The run's ledger sequence as this supervisor last saw it (its own appends included);
+    /// only another process's append (a force-stop request) moves the run past it.
+    known_sequence: u64,
+    /// Whether a force-stop was requested, as of `known_sequence`.
+    force_stop_requested: bool,
 }
 
 fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
@@ -188,6 +193,8 @@ impl Supervisor {
         Ok(Self {
             nodes: node_facts(&ctx.graph),
             usage: snapshot.head.progress.token_usage,
+            known_sequence: snapshot.head.cursor.sequence(),
+            force_stop_requested: snapshot.head.progress.force_stop_requested,
             ctx,
             reducer,
             records,
@@ -198,8 +205,13 @@ impl Supervisor {
         })
     }
 
-    fn append(&self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
-        Ok(self.ctx.store.append(&self.ctx.run_id, events)?.sequence())
+    fn append(&mut self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
+        let last = self.ctx.store.append(&self.ctx.run_id, events)?.sequence();
+        // Only when nothing else was appended in between is the run where we think it is.
+        if last == self.known_sequence + events.len() as u64 {
+            self.known_sequence = last;
+        }
+        Ok(last)
     }
 
     /// Runs until the run is terminal.
@@ -251,9 +263,16 @@ impl Supervisor {
     }
 
     /// A force-stop request in the ledger, or an exhausted budget.
-    fn stop_reason(&self) -> Result<Option<TerminalReason>, RuntimeError> {
-        let head = self.ctx.store.head(&self.ctx.run_id)?;
-        if head.progress.force_stop_requested {
+    fn stop_reason(&mut self) -> Result<Option<TerminalReason>, RuntimeError> {
+        // Reading the cursor is cheap; the head (its progress grows with the active
+        // executions) is read only when another process appended since we last looked.
+        let latest = self.ctx.store.latest_cursor(&self.ctx.run_id)?.sequence();
+        if latest != self.known_sequence {
+            let head = self.ctx.store.head(&self.ctx.run_id)?;
+            self.force_stop_requested = head.progress.force_stop_requested;
+            self.known_sequence = head.cursor.sequence();
+        }
+        if self.force_stop_requested {
             return Ok(Some(TerminalReason::ForceStopped));
         }
         let exhausted = self
