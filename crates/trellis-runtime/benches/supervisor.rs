@@ -79,6 +79,9 @@ fn document(initial_input: Value, first: Value) -> GraphSpec {
     spec
 }
 
+/// Builds a benchmark graph of a given size, with its input.
+type GraphBuilder = fn(u64) -> (GraphSpec, Value);
+
 /// A map of `items` no-op steps, all dispatched at once.
 fn map_graph(items: u64) -> (GraphSpec, Value) {
     let item = json!({"kind": "record", "fields": {"value": {"type": {"kind": "integer"}, "required": true}}});
@@ -171,12 +174,7 @@ fn durability_name(durability: Durability) -> &'static str {
     }
 }
 
-fn bench_shape(
-    c: &mut Criterion,
-    group_name: &str,
-    sizes: &[u64],
-    build: fn(u64) -> (GraphSpec, Value),
-) {
+fn bench_shape(c: &mut Criterion, group_name: &str, sizes: &[u64], build: GraphBuilder) {
     let runtime = runtime();
     let mut group = c.benchmark_group(group_name);
     group.sample_size(10);
@@ -235,5 +233,49 @@ fn ledger_bytes(_c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, map_items, loop_rounds, ledger_bytes);
+/// This process's user + system CPU time so far.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
+/// CPU time (not wall time) per node execution at NORMAL durability: insensitive to other
+/// processes on a shared machine, so growth with the size of a run shows plainly.
+fn cpu_per_execution(_c: &mut Criterion) {
+    const RUNS: u32 = 5;
+    let runtime = runtime();
+    let shapes: [(&str, GraphBuilder, u64); 4] = [
+        ("map", map_graph, 64),
+        ("map", map_graph, 1024),
+        ("loop", loop_graph, 10),
+        ("loop", loop_graph, 100),
+    ];
+    for (shape, build, size) in shapes {
+        let (graph, input) = build(size);
+        let mut spent = Duration::ZERO;
+        for _ in 0..RUNS {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let context = prepare(dir.path(), &graph, &input, Durability::Normal);
+            let before = cpu_time();
+            drive(&runtime, context);
+            spent += cpu_time() - before;
+        }
+        let per_execution = spent / (RUNS * u32::try_from(size).expect("size"));
+        eprintln!("cpu per execution, {shape} of {size}: {per_execution:?}");
+    }
+}
+
+criterion_group!(
+    benches,
+    map_items,
+    loop_rounds,
+    ledger_bytes,
+    cpu_per_execution
+);
 criterion_main!(benches);
