@@ -10,37 +10,6 @@ use serde_json::{Value, json};
 use support::graph::*;
 use support::{CliOutput, Sandbox, python, uniform_worker_plan};
 
-/// `double` doubles `value` into `result`; the run succeeds with `{result}`.
-fn doubling_graph() -> Value {
-    let state = record(&[("value", integer(), true), ("result", integer(), false)]);
-    graph(
-        state.clone(),
-        seq(
-            "root",
-            &state,
-            vec![
-                step(
-                    "double",
-                    record(&[("value", integer(), true)]),
-                    record(&[("result", integer(), true)]),
-                    &[("value", state_path(&["value"]))],
-                    &[("result", "result")],
-                ),
-                unless_failed(
-                    "double",
-                    &state,
-                    succeed(
-                        "done",
-                        record(&[("result", integer(), true)]),
-                        &[("result", state_path(&["result"]))],
-                    ),
-                ),
-            ],
-            &[],
-        ),
-    )
-}
-
 /// Asserts a command error: exit 1, nothing on stdout, one `trellis: error:` line containing
 /// every one of `phrases`.
 fn assert_one_line_error(output: &CliOutput, phrases: &[&str]) {

@@ -1,5 +1,7 @@
 //! A run's life through the real binary: foreground success, detached observation and
-//! force-stop, a killed controller observed as `runtime_lost`, and resume of that run.
+//! force-stop, a killed controller observed as `runtime_lost` (its workers killed, its record
+//! still replayable, its follower ending), resume of that run, and observers that lose their
+//! reader.
 
 mod support;
 
@@ -9,38 +11,6 @@ use support::{
     STATE_TIMEOUT, Sandbox, controller_pid, process_alive, send_signal, uniform_worker_plan,
     wait_until,
 };
-
-/// State `{value, result?}`: `double` doubles `value` into `result`, routed on its errors,
-/// then the run succeeds with `{result}`.
-fn doubling_graph() -> Value {
-    let state = record(&[("value", integer(), true), ("result", integer(), false)]);
-    graph(
-        state.clone(),
-        seq(
-            "root",
-            &state,
-            vec![
-                step(
-                    "double",
-                    record(&[("value", integer(), true)]),
-                    record(&[("result", integer(), true)]),
-                    &[("value", state_path(&["value"]))],
-                    &[("result", "result")],
-                ),
-                unless_failed(
-                    "double",
-                    &state,
-                    succeed(
-                        "done",
-                        record(&[("result", integer(), true)]),
-                        &[("result", state_path(&["result"]))],
-                    ),
-                ),
-            ],
-            &[],
-        ),
-    )
-}
 
 #[test]
 fn a_foreground_run_succeeds_and_status_shows_its_output() {

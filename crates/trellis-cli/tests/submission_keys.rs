@@ -3,40 +3,9 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::graph::*;
 use support::{COMMAND_TIMEOUT, Sandbox, finish, uniform_worker_plan};
-
-/// `double` doubles `value` into `result`; the run succeeds with `{result}`.
-fn doubling_graph() -> Value {
-    let state = record(&[("value", integer(), true), ("result", integer(), false)]);
-    graph(
-        state.clone(),
-        seq(
-            "root",
-            &state,
-            vec![
-                step(
-                    "double",
-                    record(&[("value", integer(), true)]),
-                    record(&[("result", integer(), true)]),
-                    &[("value", state_path(&["value"]))],
-                    &[("result", "result")],
-                ),
-                unless_failed(
-                    "double",
-                    &state,
-                    succeed(
-                        "done",
-                        record(&[("result", integer(), true)]),
-                        &[("result", state_path(&["result"]))],
-                    ),
-                ),
-            ],
-            &[],
-        ),
-    )
-}
 
 fn keyed_run_args(sandbox: &Sandbox, value: i64, key: &str) -> Vec<String> {
     let mut args = sandbox.run_args(

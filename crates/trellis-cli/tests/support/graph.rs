@@ -268,3 +268,35 @@ pub fn unless_failed(node: &str, state: &Value, rest: Value) -> Value {
         Some(rest),
     )
 }
+
+/// State `{value, result?}`: `double` doubles `value` into `result`, routed on its errors,
+/// then the run succeeds with `{result}`.
+pub fn doubling_graph() -> Value {
+    let state = record(&[("value", integer(), true), ("result", integer(), false)]);
+    graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![
+                step(
+                    "double",
+                    record(&[("value", integer(), true)]),
+                    record(&[("result", integer(), true)]),
+                    &[("value", state_path(&["value"]))],
+                    &[("result", "result")],
+                ),
+                unless_failed(
+                    "double",
+                    &state,
+                    succeed(
+                        "done",
+                        record(&[("result", integer(), true)]),
+                        &[("result", state_path(&["result"]))],
+                    ),
+                ),
+            ],
+            &[],
+        ),
+    )
+}
