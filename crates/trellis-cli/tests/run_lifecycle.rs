@@ -376,3 +376,32 @@ fn an_observer_whose_reader_goes_away_exits_quietly() {
     assert_eq!(output.code, Some(0), "{output:#?}");
     assert!(output.stderr.is_empty(), "{output:#?}");
 }
+
+#[test]
+fn force_stop_of_a_run_whose_controller_died_kills_the_orphaned_workers() {
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &blocking_graph(),
+        &json!({"value": 1}),
+        &uniform_worker_plan(&[]),
+    );
+    let run_id = sandbox.start_detached(&args);
+    let (worker, grandchild) = sandbox.worker_pids("blockWork");
+    let controller = controller_pid(&run_id).expect("the controller runs");
+    send_signal(controller, libc::SIGKILL);
+    wait_until("the controller to die", STATE_TIMEOUT, || {
+        (!process_alive(controller)).then_some(())
+    });
+
+    // Nothing observed the loss yet: force-stop finds the lease free and ends the run itself.
+    let stopped = sandbox.trellis(&["force-stop", &run_id]).success().json();
+    assert_eq!(
+        stopped["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "force_stopped"})
+    );
+    wait_until(
+        "the worker and its grandchild to die",
+        STATE_TIMEOUT,
+        || (!process_alive(worker) && !process_alive(grandchild)).then_some(()),
+    );
+}
