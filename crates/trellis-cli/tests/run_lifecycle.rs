@@ -405,3 +405,26 @@ fn force_stop_of_a_run_whose_controller_died_kills_the_orphaned_workers() {
         || (!process_alive(worker) && !process_alive(grandchild)).then_some(()),
     );
 }
+
+#[test]
+fn interrupting_a_foreground_run_only_detaches_from_it() {
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &blocking_graph(),
+        &json!({"value": 1}),
+        &uniform_worker_plan(&[]),
+    );
+    let follower = sandbox.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (worker, grandchild) = sandbox.worker_pids("blockWork");
+    send_signal(follower.child.id(), libc::SIGINT);
+    let output = support::finish(follower, support::COMMAND_TIMEOUT, &args);
+    let run_id = output.ndjson()[0]["runId"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+
+    let status = sandbox.status(&run_id);
+    assert_eq!(status["status"]["phase"], "running", "{status}");
+    assert!(process_alive(worker) && process_alive(grandchild));
+    sandbox.trellis(&["force-stop", &run_id]).success();
+}
