@@ -1,5 +1,6 @@
-//! Kill points: a 20-node run whose controller is SIGKILLed at seeded random points and resumed
-//! until it finishes never runs a settled node twice and ends with the uninterrupted output.
+//! Kill points: runs whose controller is SIGKILLed at seeded random points and resumed until
+//! they finish never run a settled execution twice and end with the uninterrupted output — a
+//! 20-node chain with a parallel fan, and a converging loop followed by a map.
 //!
 //! `TRELLIS_KILL_POINT_SEEDS` sets how many seeds run (default 10 when `CI` is set, else 3).
 
@@ -11,8 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::graph::*;
 use support::{
-    STATE_TIMEOUT, Sandbox, is_controller_of, process_alive, send_signal, uniform_worker_plan,
-    wait_until,
+    STATE_TIMEOUT, Sandbox, describe, is_controller_of, process_alive, send_signal,
+    uniform_worker_plan, wait_until,
 };
 use trellis_ledger::{ExecutionState, RunId, RunStore, SqliteStore};
 
@@ -20,8 +21,6 @@ use trellis_ledger::{ExecutionState, RunId, RunStore, SqliteStore};
 const MAX_KILLS: usize = 4;
 /// How long each chain worker sleeps, so kills land while workers run as well as between.
 const WORKER_DELAY_MS: &str = "40";
-/// The nodes of the graph, in the order they first run (the par's four in any order).
-const NODES: usize = 20;
 
 /// A small deterministic generator (splitmix64), so a failing seed can be replayed.
 struct SeededRandom(u64);
@@ -121,16 +120,103 @@ fn twenty_node_graph() -> Value {
     )
 }
 
-fn run_args(sandbox: &Sandbox) -> Vec<String> {
+/// The state of the loop-and-map scenario: a loop converging in round 3, then a map of 8.
+fn loop_and_map_graph() -> Value {
+    let state = record(&[
+        ("items", array(item_type()), true),
+        ("round", integer(), true),
+        ("squares", array(integer()), false),
+    ]);
+    let output = record(&[
+        ("round", integer(), true),
+        ("squares", array(integer()), true),
+    ]);
+    let done = succeed(
+        "done",
+        output,
+        &[
+            ("round", state_path(&["round"])),
+            ("squares", state_path(&["squares"])),
+        ],
+    );
+    let after_loop = choice(
+        "afterLoop",
+        &state,
+        vec![(
+            group_in("rounds", "terminated", &["converged"]),
+            seq("mapStage", &state, vec![squaring_map(&state, 8), done], &[]),
+        )],
+        Some(fail("notConverged", "not_converged")),
+    );
+    graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![converging_loop(&state), after_loop],
+            &[],
+        ),
+    )
+}
+
+/// A graph to interrupt, its input, and how many executions an uninterrupted run makes.
+struct Scenario {
+    graph: Value,
+    input: Value,
+    executions: u64,
+}
+
+fn chain_scenario() -> Scenario {
+    Scenario {
+        graph: twenty_node_graph(),
+        input: json!({"v": 7}),
+        executions: 20,
+    }
+}
+
+fn loop_and_map_scenario() -> Scenario {
+    let items: Vec<Value> = (1..=8).map(|value| json!({"value": value})).collect();
+    Scenario {
+        graph: loop_and_map_graph(),
+        input: json!({"items": items, "round": 0}),
+        // bump and checkRound three rounds each, square and noopSquared per item.
+        executions: 3 + 3 + 8 + 8,
+    }
+}
+
+fn run_args(sandbox: &Sandbox, scenario: &Scenario) -> Vec<String> {
     sandbox.run_args(
-        &twenty_node_graph(),
-        &json!({"v": 7}),
+        &scenario.graph,
+        &scenario.input,
         &uniform_worker_plan(&[("WORKER_DELAY_MS", WORKER_DELAY_MS)]),
     )
 }
 
-/// Nodes whose worker reported an outcome (in this run or, reused, in a predecessor).
-fn settled_nodes(ledger: &SqliteStore, run: &str) -> BTreeSet<String> {
+/// `value` with every object's keys sorted, as the worker writes its calls.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// One execution's identity as the worker logs it: `[node, input]` (a loop round or a map
+/// item differs from the others of its node by its input).
+fn call_key(node: &str, input: &Value) -> String {
+    json!([node, sorted(input)]).to_string()
+}
+
+/// Calls whose worker reported an outcome (in this run or, reused, in a predecessor).
+fn settled_calls(ledger: &SqliteStore, run: &str) -> BTreeSet<String> {
     let snapshot = ledger
         .snapshot(&RunId::new(run).expect("run id"))
         .expect("snapshot");
@@ -146,7 +232,7 @@ fn settled_nodes(ledger: &SqliteStore, run: &str) -> BTreeSet<String> {
                 }
             )
         })
-        .map(|e| e.node.to_string())
+        .map(|e| call_key(e.node.as_str(), &e.input))
         .collect()
 }
 
@@ -191,37 +277,46 @@ fn kill_after(
     wait_until("the controller to die", STATE_TIMEOUT, || {
         (!process_alive(controller)).then_some(())
     });
-    let terminal = sandbox.status(run)["status"]["terminalResult"].clone();
+    // A worker forked at the moment of the kill holds a copy of the controller's lease until
+    // it execs or exits, so the loss may be observable a few milliseconds late.
+    let status = wait_until("the killed run to be finalized", STATE_TIMEOUT, || {
+        let status = sandbox.status(run);
+        (status["status"]["phase"] == "finished").then_some(status)
+    });
+    let terminal = &status["status"]["terminalResult"];
     if terminal["status"] == "succeeded" {
         return false;
     }
+    let left: Vec<String> = sandbox.processes().into_iter().map(describe).collect();
     assert_eq!(
         terminal,
-        json!({"status": "failed", "reason": "runtime_lost"}),
-        "run {run}"
+        &json!({"status": "failed", "reason": "runtime_lost"}),
+        "run {run}: {status}\nstill running: {left:?}"
     );
     true
 }
 
-fn uninterrupted_output() -> Value {
+/// How often each call ran, from the worker's `calls.log`.
+fn call_counts(sandbox: &Sandbox) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(sandbox.workspace.join("calls.log")).unwrap_or_default();
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        *counts.entry(line.to_owned()).or_insert(0) += 1;
+    }
+    counts
+}
+
+fn uninterrupted_output(scenario: &Scenario) -> Value {
     let sandbox = Sandbox::new();
-    let args = run_args(&sandbox);
+    let args = run_args(&sandbox, scenario);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let lines = sandbox.trellis(&args).success().ndjson();
     let result = lines.last().expect("events")["status"]["terminalResult"].clone();
     assert_eq!(result["status"], "succeeded", "{result}");
-    let counts = count_by_node(&sandbox.invocations());
-    assert_eq!(counts.len(), NODES, "{counts:?}");
+    let counts = call_counts(&sandbox);
+    assert_eq!(counts.len() as u64, scenario.executions, "{counts:?}");
     assert!(counts.values().all(|&c| c == 1), "{counts:?}");
     result["output"].clone()
-}
-
-fn count_by_node(invocations: &[String]) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for node in invocations {
-        *counts.entry(node.clone()).or_insert(0) += 1;
-    }
-    counts
 }
 
 fn seed_count() -> u64 {
@@ -236,19 +331,19 @@ fn seed_count() -> u64 {
 }
 
 /// One seed: run, kill and resume until the run succeeds; returns the final output.
-fn interrupted_run(seed: u64) -> Value {
+fn interrupted_run(scenario: &Scenario, seed: u64) -> Value {
     let mut random = SeededRandom(seed);
     let sandbox = Sandbox::new();
-    let mut run = sandbox.start_detached(&run_args(&sandbox));
+    let mut run = sandbox.start_detached(&run_args(&sandbox, scenario));
     let ledger = sandbox.ledger();
-    // Node → how often it had run when a kill first found it settled; it must never run again.
+    // Call → how often it had run when a kill first found it settled; it must never run again.
     let mut runs_when_settled: BTreeMap<String, usize> = BTreeMap::new();
     let mut kills = 0;
     let mut history = Vec::new();
     let mut first_settled: Option<BTreeSet<String>> = None;
     while kills < MAX_KILLS {
         let started = executions_started(&ledger, &run);
-        let count = started + random.between(1, NODES as u64);
+        let count = started + random.between(1, scenario.executions);
         // Half the kills land right at the k-th start, the rest up to 120 ms later.
         let delay = match random.between(0, 1) {
             0 => Duration::ZERO,
@@ -258,17 +353,17 @@ fn interrupted_run(seed: u64) -> Value {
             break;
         }
         kills += 1;
-        let settled = settled_nodes(&ledger, &run);
+        let settled = settled_calls(&ledger, &run);
         if first_settled.is_none() {
             first_settled = Some(settled.clone());
         }
         history.push(format!(
             "run {run} killed after {count} starts, settled {settled:?}"
         ));
-        let counts = count_by_node(&sandbox.invocations());
-        for node in settled {
-            let ran = counts.get(&node).copied().unwrap_or(0);
-            runs_when_settled.entry(node).or_insert(ran);
+        let counts = call_counts(&sandbox);
+        for call in settled {
+            let ran = counts.get(&call).copied().unwrap_or(0);
+            runs_when_settled.entry(call).or_insert(ran);
         }
         let receipt = sandbox
             .trellis(&["resume", &run, "--detach", "--json"])
@@ -278,34 +373,43 @@ fn interrupted_run(seed: u64) -> Value {
     let result = sandbox.wait_finished(&run);
     assert_eq!(result["status"], "succeeded", "seed {seed}: {result}");
 
-    let counts = count_by_node(&sandbox.invocations());
+    let counts = call_counts(&sandbox);
     assert_eq!(
-        counts.len(),
-        NODES,
-        "seed {seed}: every node ran: {counts:?}"
+        counts.len() as u64,
+        scenario.executions,
+        "seed {seed}: every call ran: {counts:?}"
     );
-    for (node, ran) in &runs_when_settled {
+    for (call, ran) in &runs_when_settled {
         assert_eq!(
-            counts.get(node),
+            counts.get(call),
             Some(ran),
-            "seed {seed}: {node} settled before a kill yet ran again: {counts:?}\n{}",
+            "seed {seed}: {call} settled before a kill yet ran again: {counts:?}\n{}",
             history.join("\n")
         );
     }
-    // A node that settled on its first invocation, before any kill, ran exactly once.
+    // A call that settled on its first invocation, before any kill, ran exactly once.
     if let Some(first) = first_settled {
-        for node in first {
-            assert_eq!(counts.get(&node), Some(&1), "seed {seed}: {node}");
+        for call in first {
+            assert_eq!(counts.get(&call), Some(&1), "seed {seed}: {call}");
         }
     }
     result["output"].clone()
 }
 
-#[test]
-fn killed_and_resumed_runs_never_repeat_settled_work_and_match_an_uninterrupted_run() {
-    let expected = uninterrupted_output();
+fn never_repeats_settled_work(scenario: &Scenario) {
+    let expected = uninterrupted_output(scenario);
     for seed in 1..=seed_count() {
-        let output = interrupted_run(seed);
+        let output = interrupted_run(scenario, seed);
         assert_eq!(output, expected, "seed {seed}");
     }
+}
+
+#[test]
+fn a_killed_and_resumed_chain_never_repeats_settled_work_and_matches_an_uninterrupted_run() {
+    never_repeats_settled_work(&chain_scenario());
+}
+
+#[test]
+fn a_killed_and_resumed_loop_and_map_never_repeat_settled_work_and_match_an_uninterrupted_run() {
+    never_repeats_settled_work(&loop_and_map_scenario());
 }

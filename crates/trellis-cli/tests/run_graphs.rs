@@ -134,10 +134,6 @@ fn exit_75_is_a_refusal_other_exits_a_crash_and_a_bad_reply_malformed() {
     }
 }
 
-fn item_type() -> Value {
-    record(&[("value", integer(), true)])
-}
-
 fn composite_state() -> Value {
     record(&[
         ("items", array(item_type()), true),
@@ -178,76 +174,6 @@ fn race(state: &Value) -> Value {
     )
 }
 
-/// A loop: each round `bump` adds one to `round`, then `checkRound` accepts once it is 3.
-fn refine(state: &Value) -> Value {
-    let round = record(&[("round", integer(), true)]);
-    let body = seq(
-        "roundBody",
-        state,
-        vec![
-            step(
-                "bump",
-                round.clone(),
-                round.clone(),
-                &[("round", state_path(&["round"]))],
-                &[("round", "round")],
-            ),
-            unless_failed(
-                "bump",
-                state,
-                verifier(
-                    "checkRound",
-                    round.clone(),
-                    round,
-                    &[("round", state_path(&["round"]))],
-                    &[],
-                ),
-            ),
-        ],
-        &["round"],
-    );
-    repeat(
-        "refine",
-        state,
-        body,
-        5,
-        signal_in("checkRound", "verdict", &["accepted"]),
-        &["round"],
-    )
-}
-
-/// A map: `square` squares each item's value (then `noopSquared` runs); the results are
-/// promoted as `squares`.
-fn fan_out(state: &Value) -> Value {
-    let body = seq(
-        "item",
-        state,
-        vec![
-            step(
-                "square",
-                item_type(),
-                record(&[("result", integer(), true)]),
-                &[("value", item_path(&["value"]))],
-                &[("squares", "result")],
-            ),
-            unless_failed(
-                "square",
-                state,
-                step("noopSquared", null(), null(), &[], &[]),
-            ),
-        ],
-        &["squares"],
-    );
-    map(
-        "fanOut",
-        state,
-        body,
-        state_path(&["items"]),
-        64,
-        &["squares"],
-    )
-}
-
 fn composite_graph() -> Value {
     let state = composite_state();
     let output = record(&[
@@ -268,8 +194,13 @@ fn composite_graph() -> Value {
         "afterLoop",
         &state,
         vec![(
-            group_in("refine", "terminated", &["converged"]),
-            seq("mapStage", &state, vec![fan_out(&state), finish], &[]),
+            group_in("rounds", "terminated", &["converged"]),
+            seq(
+                "mapStage",
+                &state,
+                vec![squaring_map(&state, 64), finish],
+                &[],
+            ),
         )],
         Some(fail("notConverged", "not_converged")),
     );
@@ -278,7 +209,12 @@ fn composite_graph() -> Value {
         &state,
         vec![(
             group_in("race", "raced", &["satisfied"]),
-            seq("loopStage", &state, vec![refine(&state), after_loop], &[]),
+            seq(
+                "loopStage",
+                &state,
+                vec![converging_loop(&state), after_loop],
+                &[],
+            ),
         )],
         Some(fail("raceLost", "race_lost")),
     );

@@ -300,3 +300,86 @@ pub fn doubling_graph() -> Value {
         ),
     )
 }
+
+/// The item type of the maps the tests run: `{value}`.
+pub fn item_type() -> Value {
+    record(&[("value", integer(), true)])
+}
+
+/// `loop rounds`: each round `bump` adds one to `round`, then the verifier `checkRound`
+/// accepts once it is 3 (the loop's `until`). `state` must have `round: integer`.
+pub fn converging_loop(state: &Value) -> Value {
+    let round = record(&[("round", integer(), true)]);
+    let body = seq(
+        "roundBody",
+        state,
+        vec![
+            step(
+                "bump",
+                round.clone(),
+                round.clone(),
+                &[("round", state_path(&["round"]))],
+                &[("round", "round")],
+            ),
+            unless_failed(
+                "bump",
+                state,
+                verifier(
+                    "checkRound",
+                    round.clone(),
+                    round,
+                    &[("round", state_path(&["round"]))],
+                    &[],
+                ),
+            ),
+        ],
+        &["round"],
+    );
+    repeat(
+        "rounds",
+        state,
+        body,
+        5,
+        signal_in("checkRound", "verdict", &["accepted"]),
+        &["round"],
+    )
+}
+
+/// `map fanOut` over `items`: `square` squares each item's value into `squares` (promoted as
+/// an array), then `noopSquared` runs on the same value. `state` must have `items` and
+/// `squares: array<integer>`.
+pub fn squaring_map(state: &Value, max_items: u64) -> Value {
+    let body = seq(
+        "item",
+        state,
+        vec![
+            step(
+                "square",
+                item_type(),
+                record(&[("result", integer(), true)]),
+                &[("value", item_path(&["value"]))],
+                &[("squares", "result")],
+            ),
+            unless_failed(
+                "square",
+                state,
+                step(
+                    "noopSquared",
+                    item_type(),
+                    null(),
+                    &[("value", item_path(&["value"]))],
+                    &[],
+                ),
+            ),
+        ],
+        &["squares"],
+    );
+    map(
+        "fanOut",
+        state,
+        body,
+        state_path(&["items"]),
+        max_items,
+        &["squares"],
+    )
+}

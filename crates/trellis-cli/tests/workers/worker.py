@@ -2,8 +2,9 @@
 """A command worker for the CLI's subprocess tests; what it does follows the node's name.
 
 Every invocation first appends the node name to `invocations.log` in its working directory
-(the run's workspace), so tests can count how often each node really ran. Then, by the
-prefix of the node name:
+(the run's workspace), so tests can count how often each node really ran, and `[node, input]`
+as one JSON line to `calls.log`, so they can tell loop rounds and map items apart. Then, by
+the prefix of the node name:
 
   chain<N>  output {"v": (sum of the input's fields * 31 + N) % 1000003}, after
             WORKER_DELAY_MS milliseconds
@@ -31,11 +32,11 @@ import sys
 import time
 
 
-def append_invocation(node):
+def append_line(path, line):
     # One short write on an O_APPEND descriptor: concurrent workers never interleave lines.
-    fd = os.open("invocations.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, (node + "\n").encode())
+        os.write(fd, (line + "\n").encode())
     finally:
         os.close(fd)
 
@@ -56,7 +57,8 @@ def main():
     request = json.load(sys.stdin)
     node = request["node"]
     given = request["input"]
-    append_invocation(node)
+    append_line("invocations.log", node)
+    append_line("calls.log", json.dumps([node, given], sort_keys=True, separators=(",", ":")))
     print("%s attempt %d starting" % (node, request["attempt"]), file=sys.stderr, flush=True)
 
     if node.startswith("chain"):
