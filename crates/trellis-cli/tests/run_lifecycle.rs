@@ -99,6 +99,13 @@ fn force_stop_ends_a_detached_run_and_kills_the_workers_process_group() {
             .is_some_and(|e| !e.is_empty())
     );
     let controller = controller_pid(&run_id).expect("the controller runs");
+    let early = sandbox.trellis(&["resume", &run_id]);
+    assert_eq!(
+        early.code,
+        Some(1),
+        "a running run cannot be resumed: {early:?}"
+    );
+    assert!(early.stderr.contains("still active"), "{early:?}");
 
     let stopped = sandbox.trellis(&["force-stop", &run_id]).success().json();
     assert_eq!(
