@@ -32,7 +32,8 @@ pub struct ExecutionRequest {
     pub binding: Binding,
     /// The repository or directory the run works in.
     pub workspace: PathBuf,
-    /// A private directory for this execution (homes, schema files); removed by the caller.
+    /// A private directory for this execution (homes, schema files); created for agent
+    /// bindings only, and removed by the caller.
     pub scratch: PathBuf,
     pub deadline: Option<Duration>,
     pub idle_timeout: Option<Duration>,

@@ -108,11 +108,16 @@ fn build_command(spec: &ProcessSpec) -> Command {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
-    // SAFETY: prctl is async-signal-safe; asking for SIGKILL when the parent dies keeps a
-    // killed controller from leaving workers behind.
+    let parent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe; asking for SIGKILL when the parent dies
+    // keeps a killed controller from leaving workers behind.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // A parent that died before the request above was made sends no signal: give up.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(std::io::Error::other("the supervising process is gone"));
+            }
             Ok(())
         });
     }

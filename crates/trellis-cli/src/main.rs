@@ -82,9 +82,20 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
+        // Whoever read our output went away (`trellis logs RUN | head`): nothing to report.
+        Err(error) if reader_went_away(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("trellis: error: {error:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether the command failed only because its standard output was closed by the reader.
+fn reader_went_away(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -157,3 +157,57 @@ fn open_default_uses_trellis_home_and_keeps_it_private() {
     let store = file_store(&path);
     assert!(store.find_by_key("default-key").unwrap().is_some());
 }
+
+const CHILD_FRESH: &str = "TRELLIS_LEDGER_TEST_CHILD_FRESH";
+
+/// Child mode: on the parent's signal, opens a ledger file that nobody has created yet.
+#[test]
+fn child_fresh_opener() {
+    let Some(path) = std::env::var_os(CHILD_FRESH) else {
+        return;
+    };
+    let path = std::path::PathBuf::from(path);
+    // Spin rather than sleep, so the children start within microseconds of each other.
+    let go = path.parent().unwrap().join("go");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !go.exists() && Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
+    if let Err(error) = trellis_ledger::SqliteStore::open(&path) {
+        println!("OPEN FAILED: {error}");
+        std::process::exit(1);
+    }
+}
+
+#[test]
+fn processes_creating_a_ledger_at_the_same_moment_all_open_it() {
+    // Switching a new file to WAL fails at once with "busy" while another process does the
+    // same; every opener must wait its turn instead. Many fresh files, to meet the race.
+    let exe = std::env::current_exe().unwrap();
+    for round in 0..30 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite3");
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                Command::new(&exe)
+                    .args(["--exact", "child_fresh_opener", "--nocapture"])
+                    .args(["--test-threads=1"])
+                    .env(CHILD_FRESH, &path)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::write(dir.path().join("go"), b"").unwrap();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&output.stdout)
+            );
+        }
+    }
+}

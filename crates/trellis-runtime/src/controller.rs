@@ -43,6 +43,26 @@ fn inherited_lease(fd: i32, path: PathBuf) -> Result<Lease, RuntimeError> {
     Ok(Lease::from_inherited(file, path))
 }
 
+/// How many predecessors a resumed run looks back through for settled work.
+const MAX_LINEAGE: usize = 1024;
+
+/// The snapshots of a run's predecessors, nearest first.
+fn lineage(
+    store: &dyn RunStore,
+    mut previous: Option<RunId>,
+) -> Result<Vec<trellis_ledger::RunSnapshot>, RuntimeError> {
+    let mut snapshots = Vec::new();
+    while let Some(run_id) = previous.take() {
+        if snapshots.len() == MAX_LINEAGE {
+            break;
+        }
+        let snapshot = store.snapshot(&run_id)?;
+        previous = snapshot.head.predecessor.clone();
+        snapshots.push(snapshot);
+    }
+    Ok(snapshots)
+}
+
 /// Runs the controller of `run_id` to completion.
 pub fn run_controller(
     home: &TrellisHome,
@@ -72,10 +92,7 @@ pub fn run_controller(
             .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
             .collect(),
     );
-    let reuse = match &record.predecessor {
-        Some(previous) => ReuseIndex::from_predecessor(&store.snapshot(previous)?),
-        None => ReuseIndex::empty(),
-    };
+    let reuse = ReuseIndex::from_lineage(&lineage(store.as_ref(), record.predecessor.clone())?);
     let agent = agent_factory(&plan)?;
     let harnesses = Harnesses {
         command: Arc::new(ExecHarness),

@@ -135,9 +135,18 @@ pub fn launch(
         .map_err(|e| RuntimeError::io("cannot create the run directory", e))?;
     let controller_lease = acquire(&lease_path)?
         .ok_or_else(|| RuntimeError::Invalid("a fresh run id is already leased".into()))?;
-    let (record, admission) = store.create_or_get(new_run(request, run_id.clone()))?;
+    let (record, admission) = match store.create_or_get(new_run(request, run_id.clone())) {
+        Ok(admitted) => admitted,
+        Err(error) => {
+            // Nothing was admitted (busy or broken ledger, conflict): leave no trace of the run.
+            drop(controller_lease);
+            discard_run_dir(&lease_path);
+            return Err(error.into());
+        }
+    };
     if admission == Admission::Existing {
-        let _ = std::fs::remove_dir_all(lease_path.parent().unwrap_or(Path::new("")));
+        drop(controller_lease);
+        discard_run_dir(&lease_path);
         return Ok(Launched::Existing(record.run_id));
     }
     let _ = workspace_lease.describe(&format!("run {}", run_id.as_str()));
@@ -158,6 +167,13 @@ pub fn launch(
     drop(workspace_lease);
     wait_until_attached(store, &run_id, home)?;
     Ok(Launched::Started(run_id))
+}
+
+/// Removes the directory of a run that was never admitted (the lease file's parent).
+fn discard_run_dir(lease_path: &Path) {
+    if let Some(run_dir) = lease_path.parent() {
+        let _ = std::fs::remove_dir_all(run_dir);
+    }
 }
 
 fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {

@@ -87,11 +87,32 @@ impl TerminalReason {
 }
 
 /// Settles every active execution and appends the terminal, atomically against the cursor
-/// read. Returns false if the run had already finished.
+/// read. Returns false if the run had already finished. A run found lost has its dead
+/// controller's worker groups killed; otherwise the caller stopped its own workers.
 pub fn finalize(
     store: &dyn RunStore,
     run_id: &RunId,
     reason: TerminalReason,
+) -> Result<bool, RuntimeError> {
+    finalize_and_kill(store, run_id, reason, reason == TerminalReason::RuntimeLost)
+}
+
+/// Like [`finalize`], for a run whose controller is gone (the caller holds its lease): the
+/// worker process groups its active executions recorded are killed whatever the reason, so
+/// stopping a dead run leaves no orphan changing the workspace.
+pub fn finalize_orphaned(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    reason: TerminalReason,
+) -> Result<bool, RuntimeError> {
+    finalize_and_kill(store, run_id, reason, true)
+}
+
+fn finalize_and_kill(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    reason: TerminalReason,
+    kill_workers: bool,
 ) -> Result<bool, RuntimeError> {
     loop {
         let snapshot = store.snapshot(run_id)?;
@@ -136,7 +157,7 @@ pub fn finalize(
         });
         match store.append_at(run_id, snapshot.head.cursor, &events) {
             Ok(_) => {
-                if reason == TerminalReason::RuntimeLost && same_boot(&snapshot) {
+                if kill_workers && same_boot(&snapshot) {
                     // Workers of a dead controller must not keep changing the workspace.
                     for id in &active {
                         if let Some(group) =

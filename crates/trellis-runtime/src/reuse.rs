@@ -1,5 +1,5 @@
-//! Resume: the settled outcomes of a predecessor run, matched to the successor's dispatches so
-//! settled work is reused instead of run again.
+//! Resume: the settled outcomes of the runs a resumed run descends from, matched to its
+//! dispatches so settled work is reused instead of run again.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -33,32 +33,21 @@ impl ReuseIndex {
     /// Outcomes Trellis synthesized (runtime lost, force-stop, budget) are left out, so those
     /// executions run again.
     pub fn from_predecessor(snapshot: &RunSnapshot) -> Self {
+        Self::from_lineage(std::slice::from_ref(snapshot))
+    }
+
+    /// Indexes a lineage of runs, newest first (the predecessor, its predecessor, …). Each
+    /// occurrence takes the newest run's settled outcomes, continued by the later outcomes an
+    /// older run had settled but no newer run got as far as re-settling: a resumed run that
+    /// died while still reusing its predecessor's work must not lose the rest of it.
+    pub fn from_lineage(snapshots: &[RunSnapshot]) -> Self {
         let mut by_occurrence: HashMap<Occurrence, VecDeque<Reusable>> = HashMap::new();
-        for (&execution, e) in &snapshot.executions {
-            let ExecutionState::Completed {
-                outcome,
-                settled_by: None,
-                ..
-            } = &e.state
-            else {
-                continue;
-            };
-            let occurrence = Occurrence {
-                node: e.node.clone(),
-                map_indices: e.map_indices.clone(),
-            };
-            by_occurrence
-                .entry(occurrence)
-                .or_default()
-                .push_back(Reusable {
-                    outcome: (**outcome).clone(),
-                    source: ReusedOutcome {
-                        run_id: snapshot.head.run_id.clone(),
-                        execution,
-                    },
-                    attempt: e.attempt,
-                    input: e.input.clone(),
-                });
+        for snapshot in snapshots {
+            for (occurrence, older) in settled_by_occurrence(snapshot) {
+                let known = by_occurrence.entry(occurrence).or_default();
+                let already = known.len();
+                known.extend(older.into_iter().skip(already));
+            }
         }
         Self { by_occurrence }
     }
@@ -83,5 +72,161 @@ impl ReuseIndex {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// One run's genuinely settled executions per occurrence, in dispatch (execution id) order.
+fn settled_by_occurrence(snapshot: &RunSnapshot) -> HashMap<Occurrence, Vec<Reusable>> {
+    let mut by_occurrence: HashMap<Occurrence, Vec<Reusable>> = HashMap::new();
+    for (&execution, e) in &snapshot.executions {
+        let ExecutionState::Completed {
+            outcome,
+            settled_by: None,
+            ..
+        } = &e.state
+        else {
+            continue;
+        };
+        let occurrence = Occurrence {
+            node: e.node.clone(),
+            map_indices: e.map_indices.clone(),
+        };
+        by_occurrence.entry(occurrence).or_default().push(Reusable {
+            outcome: (**outcome).clone(),
+            source: ReusedOutcome {
+                run_id: snapshot.head.run_id.clone(),
+                execution,
+            },
+            attempt: e.attempt,
+            input: e.input.clone(),
+        });
+    }
+    by_occurrence
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use trellis_engine::{ExecutionId, NodeInstanceId};
+    use trellis_graph::{JsonPath, NodeName, WorkerErrorCode, WorkerRef};
+    use trellis_ledger::{
+        NewRun, RunEvent, RunId, RunKind, RunStore, SettledBy, SqliteStore, TerminalResult,
+    };
+
+    use super::*;
+
+    fn started(execution: u64, node: &str) -> RunEvent {
+        RunEvent::NodeStarted {
+            execution,
+            node_instance: execution,
+            node: NodeName::new(node).unwrap(),
+            map_indices: vec![],
+            attempt: 1,
+            input: Value::Null,
+            worker: format!("command.{node}@1"),
+        }
+    }
+
+    fn outcome(value: u64) -> WorkerOutcome {
+        WorkerOutcome::Verified {
+            output: json!(value),
+            artifacts: vec![],
+        }
+    }
+
+    fn completed(execution: u64, value: u64, reused_from: Option<ReusedOutcome>) -> RunEvent {
+        RunEvent::NodeCompleted {
+            execution,
+            outcome: outcome(value),
+            reused_from,
+            settled_by: None,
+        }
+    }
+
+    fn lost(execution: u64) -> RunEvent {
+        RunEvent::NodeCompleted {
+            execution,
+            outcome: WorkerOutcome::failure(WorkerErrorCode::Crash),
+            reused_from: None,
+            settled_by: Some(SettledBy::RuntimeLost),
+        }
+    }
+
+    fn runtime_lost() -> RunEvent {
+        RunEvent::Terminal {
+            result: TerminalResult::Failed {
+                reason: "runtime_lost".into(),
+            },
+        }
+    }
+
+    fn dispatch(execution: u64, node: &str) -> Dispatch {
+        Dispatch {
+            execution: ExecutionId(execution),
+            node_instance: NodeInstanceId(execution),
+            occurrence: Occurrence {
+                node: NodeName::new(node).unwrap(),
+                map_indices: vec![],
+            },
+            attempt: 1,
+            worker: WorkerRef::parse(&json!(format!("command.{node}@1")), &JsonPath::root())
+                .unwrap(),
+            input: Value::Null,
+        }
+    }
+
+    /// Run A settled a, b and c and died; its successor B re-settled a from A, then died while
+    /// b ran. The lineage [B, A] still offers all three.
+    #[test]
+    fn a_successor_that_died_while_reusing_keeps_the_older_settled_work() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let first = RunId::new("run-a").unwrap();
+        let second = RunId::new("run-b").unwrap();
+        let new_run = |id: &RunId, key: &str| {
+            NewRun::new(id.clone(), key, "t", RunKind::Graphspec, json!({}))
+        };
+        store.create_or_get(new_run(&first, "ka")).unwrap();
+        let mut events = vec![RunEvent::RunStarted {}];
+        for (execution, node) in [(1, "a"), (2, "b"), (3, "c")] {
+            events.push(started(execution, node));
+            events.push(completed(execution, execution, None));
+        }
+        events.extend([started(4, "d"), lost(4), runtime_lost()]);
+        store.append(&first, &events).unwrap();
+        store
+            .create_or_get(new_run(&second, "kb").with_predecessor(first.clone()))
+            .unwrap();
+        let reused = ReusedOutcome {
+            run_id: first.clone(),
+            execution: 1,
+        };
+        store
+            .append(
+                &second,
+                &[
+                    RunEvent::RunStarted {},
+                    started(1, "a"),
+                    completed(1, 1, Some(reused)),
+                    started(2, "b"),
+                    lost(2),
+                    runtime_lost(),
+                ],
+            )
+            .unwrap();
+        let lineage = [
+            store.snapshot(&second).unwrap(),
+            store.snapshot(&first).unwrap(),
+        ];
+
+        assert_eq!(ReuseIndex::from_predecessor(&lineage[0]).len(), 1);
+        let mut index = ReuseIndex::from_lineage(&lineage);
+        assert_eq!(index.len(), 3);
+        let a = index.take(&dispatch(1, "a")).unwrap();
+        assert_eq!((a.source.run_id, a.outcome), (second.clone(), outcome(1)));
+        let b = index.take(&dispatch(2, "b")).unwrap();
+        assert_eq!((b.source.run_id, b.outcome), (first.clone(), outcome(2)));
+        let c = index.take(&dispatch(3, "c")).unwrap();
+        assert_eq!((c.source.run_id, c.outcome), (first, outcome(3)));
+        assert!(index.take(&dispatch(4, "d")).is_none(), "d never settled");
     }
 }

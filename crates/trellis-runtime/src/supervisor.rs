@@ -89,6 +89,11 @@ pub struct Supervisor {
     events_tx: mpsc::Sender<(u64, HarnessEvent)>,
     events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
     usage: TokenCounts,
+    /// The run's ledger sequence as this supervisor last saw it (its own appends included);
+    /// only another process's append (a force-stop request) moves the run past it.
+    known_sequence: u64,
+    /// Whether a force-stop was requested, as of `known_sequence`.
+    force_stop_requested: bool,
 }
 
 fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
@@ -188,6 +193,8 @@ impl Supervisor {
         Ok(Self {
             nodes: node_facts(&ctx.graph),
             usage: snapshot.head.progress.token_usage,
+            known_sequence: snapshot.head.cursor.sequence(),
+            force_stop_requested: snapshot.head.progress.force_stop_requested,
             ctx,
             reducer,
             records,
@@ -198,8 +205,13 @@ impl Supervisor {
         })
     }
 
-    fn append(&self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
-        Ok(self.ctx.store.append(&self.ctx.run_id, events)?.sequence())
+    fn append(&mut self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
+        let last = self.ctx.store.append(&self.ctx.run_id, events)?.sequence();
+        // Only when nothing else was appended in between is the run where we think it is.
+        if last == self.known_sequence + events.len() as u64 {
+            self.known_sequence = last;
+        }
+        Ok(last)
     }
 
     /// Runs until the run is terminal.
@@ -251,9 +263,16 @@ impl Supervisor {
     }
 
     /// A force-stop request in the ledger, or an exhausted budget.
-    fn stop_reason(&self) -> Result<Option<TerminalReason>, RuntimeError> {
-        let head = self.ctx.store.head(&self.ctx.run_id)?;
-        if head.progress.force_stop_requested {
+    fn stop_reason(&mut self) -> Result<Option<TerminalReason>, RuntimeError> {
+        // Reading the cursor is cheap; the head (its progress grows with the active
+        // executions) is read only when another process appended since we last looked.
+        let latest = self.ctx.store.latest_cursor(&self.ctx.run_id)?.sequence();
+        if latest != self.known_sequence {
+            let head = self.ctx.store.head(&self.ctx.run_id)?;
+            self.force_stop_requested = head.progress.force_stop_requested;
+            self.known_sequence = head.cursor.sequence();
+        }
+        if self.force_stop_requested {
             return Ok(Some(TerminalReason::ForceStopped));
         }
         let exhausted = self
@@ -291,8 +310,10 @@ impl Supervisor {
                 })
                 .collect();
             self.append(&events)?;
-            while self.tasks.join_next().await.is_some() {}
         }
+        // Executions voided earlier (join losers) were only cancelled; their workers may still
+        // be stopping. The run is not finished until every worker group is gone.
+        while self.tasks.join_next().await.is_some() {}
         self.flush_events()?;
         let result = match terminal {
             EngineTerminal::Succeeded { output } => TerminalResult::Succeeded { output },
@@ -411,8 +432,11 @@ impl Supervisor {
                 format!("no harness is available for node {node}"),
             );
         };
+        // Only agent harnesses keep files there (homes, schema files); commands and delivery
+        // use none, and a directory per execution costs a wide map more than the ledger does.
         let scratch = self.ctx.scratch.join(execution.to_string());
-        if let Err(e) = std::fs::create_dir_all(&scratch) {
+        let uses_scratch = matches!(binding, Binding::Agent(_));
+        if uses_scratch && let Err(e) = std::fs::create_dir_all(&scratch) {
             return self.settle_now(execution, format!("cannot create scratch space: {e}"));
         }
         let request = ExecutionRequest {
@@ -454,7 +478,9 @@ impl Supervisor {
             while let Some(event) = rx.recv().await {
                 let _ = shared.send((execution, event)).await;
             }
-            let _ = std::fs::remove_dir_all(&scratch);
+            if uses_scratch {
+                let _ = std::fs::remove_dir_all(&scratch);
+            }
             (execution, result)
         });
         Ok(())

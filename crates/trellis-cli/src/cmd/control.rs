@@ -8,7 +8,7 @@ use trellis_ledger::{RunId, TerminalResult};
 use trellis_runtime::controller::run_controller;
 use trellis_runtime::home::{Lease, LeaseAttempt};
 use trellis_runtime::launch::{LaunchRequest, controller_env, launch};
-use trellis_runtime::recovery::{TerminalReason, finalize};
+use trellis_runtime::recovery::{TerminalReason, finalize_orphaned};
 use trellis_runtime::submission::Submission;
 
 use crate::cmd::follow;
@@ -47,7 +47,7 @@ pub fn force_stop(ctx: &Context, args: &ForceStopArgs) -> anyhow::Result<u8> {
         let lease_path = ctx.home.controller_lease_path(run_id.as_str())?;
         match Lease::try_acquire(&lease_path)? {
             LeaseAttempt::Acquired(lease) => {
-                finalize(ctx.store.as_ref(), &run_id, TerminalReason::ForceStopped)?;
+                finalize_orphaned(ctx.store.as_ref(), &run_id, TerminalReason::ForceStopped)?;
                 drop(lease);
             }
             LeaseAttempt::HeldElsewhere => {

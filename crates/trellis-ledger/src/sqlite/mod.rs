@@ -7,7 +7,7 @@ pub mod schema;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
@@ -106,9 +106,7 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", synchronous)
             .map_err(storage_error)?;
         if path.is_some() {
-            let mode: String = conn
-                .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-                .map_err(storage_error)?;
+            let mode = switch_to_wal(&conn, options.busy_timeout)?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(LedgerError::Internal {
                     detail: format!("the ledger could not switch to WAL mode (got {mode})"),
@@ -213,6 +211,30 @@ impl RunStore for SqliteStore {
     fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
         runs::run_contains_bytes(&mut self.lock(), run_id, needle)
     }
+}
+
+/// Puts the database in WAL mode. On a new file the switch fails at once with `SQLITE_BUSY`
+/// while another process is switching it too (SQLite does not wait on its busy handler
+/// there), so it is retried until the busy timeout. Returns the mode now in force.
+fn switch_to_wal(conn: &Connection, busy_timeout: Duration) -> Result<String, LedgerError> {
+    let deadline = Instant::now() + busy_timeout;
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
+            Ok(mode) => return Ok(mode),
+            Err(error) if is_busy(&error) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(error) => return Err(storage_error(error)),
+        }
+    }
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(failure, _)
+            if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Maps an SQLite failure to a ledger error without its message, which may quote SQL or data.

@@ -67,8 +67,12 @@ pub fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
 /// `migrate` over an explicit step list (tests use short lists to check ordering).
 pub fn migrate_with(conn: &mut Connection, steps: &[Migration]) -> Result<(), LedgerError> {
     let supported = steps.last().map_or(0, |m| m.version);
-    // Cheap check first, without the write lock: most opens find an up-to-date file.
-    if check_version(conn, supported)? == supported {
+    // Cheap check first, without the write lock: most opens find an up-to-date file. One
+    // read transaction, so a migration committed meanwhile is seen whole or not at all.
+    let read = conn.transaction().map_err(storage_error)?;
+    let current = check_version(&read, supported)?;
+    read.commit().map_err(storage_error)?;
+    if current == supported {
         return Ok(());
     }
     let tx = conn

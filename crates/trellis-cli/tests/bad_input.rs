@@ -1,0 +1,292 @@
+//! Bad input to the real binary: each mistake is one clear line on stderr with the documented
+//! exit code (1 for command errors, 2 for usage errors), and nothing is written.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use support::graph::*;
+use support::{CliOutput, Sandbox, python, uniform_worker_plan};
+
+/// Asserts a command error: exit 1, nothing on stdout, one `trellis: error:` line containing
+/// every one of `phrases`.
+fn assert_one_line_error(output: &CliOutput, phrases: &[&str]) {
+    assert_eq!(output.code, Some(1), "{output:#?}");
+    assert!(output.stdout.trim().is_empty(), "{output:#?}");
+    let lines = output.stderr_lines();
+    assert_eq!(lines.len(), 1, "exactly one line: {output:#?}");
+    assert!(lines[0].starts_with("trellis: error: "), "{output:#?}");
+    for phrase in phrases {
+        assert!(lines[0].contains(phrase), "{phrase:?} in {output:#?}");
+    }
+}
+
+/// Asserts the state directory holds no run: none in the ledger, no run directory.
+fn assert_no_run(sandbox: &Sandbox) {
+    let runs_dir = sandbox.home.join("runs");
+    if let Ok(entries) = std::fs::read_dir(&runs_dir) {
+        let left: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+        assert!(left.is_empty(), "run directories were left: {left:?}");
+    }
+    let listed = sandbox.trellis(&["list", "--json"]).success().json();
+    assert_eq!(listed, json!({"runs": []}));
+    assert!(sandbox.invocations().is_empty(), "no worker ran");
+}
+
+fn run_with(sandbox: &Sandbox, input: &Value, plan_flag: &str, plan_text: &str) -> CliOutput {
+    let graph = sandbox.write_json("graph.json", &doubling_graph());
+    let input = sandbox.write_json("input.json", input);
+    let plan = sandbox.workspace.join("plan.json");
+    std::fs::write(&plan, plan_text).expect("write plan");
+    let plan = plan.to_str().expect("UTF-8").to_owned();
+    sandbox.trellis(&["run", &graph, "--input", &input, plan_flag, &plan, "--json"])
+}
+
+fn good_plan() -> String {
+    uniform_worker_plan(&[]).to_string()
+}
+
+#[test]
+fn a_plan_that_is_not_json_is_refused() {
+    let sandbox = Sandbox::new();
+    let output = run_with(
+        &sandbox,
+        &json!({"value": 1}),
+        "--uniform-runtime-config",
+        r#"{"kind":"command","command":"#,
+    );
+    assert_one_line_error(&output, &["uniform runtime config", "plan.json"]);
+    assert_no_run(&sandbox);
+}
+
+#[test]
+fn a_plan_with_an_unknown_field_is_refused() {
+    let sandbox = Sandbox::new();
+    let output = run_with(
+        &sandbox,
+        &json!({"value": 1}),
+        "--uniform-runtime-config",
+        r#"{"kind":"command","command":["true"],"shell":true}"#,
+    );
+    assert_one_line_error(&output, &["shell"]);
+    assert_no_run(&sandbox);
+}
+
+#[test]
+fn a_plan_missing_a_binding_is_refused() {
+    let sandbox = Sandbox::new();
+    let output = run_with(
+        &sandbox,
+        &json!({"value": 1}),
+        "--runtime-config",
+        r#"{"nodes":{}}"#,
+    );
+    assert_one_line_error(&output, &["double", "no binding"]);
+    assert_no_run(&sandbox);
+}
+
+#[test]
+fn input_that_does_not_match_the_initial_input_is_refused() {
+    let sandbox = Sandbox::new();
+    let output = run_with(
+        &sandbox,
+        &json!({"value": "twenty-one"}),
+        "--uniform-runtime-config",
+        &good_plan(),
+    );
+    assert_one_line_error(&output, &["initialInput", "$.value"]);
+    assert_no_run(&sandbox);
+
+    let missing = run_with(
+        &sandbox,
+        &json!({}),
+        "--uniform-runtime-config",
+        &good_plan(),
+    );
+    assert_one_line_error(&missing, &["initialInput", "value"]);
+    assert_no_run(&sandbox);
+}
+
+#[test]
+fn an_unknown_run_id_is_refused_by_every_run_command() {
+    let sandbox = Sandbox::new();
+    let unknown = "01a229f6-f791-7144-841c-2b885e31093f";
+    for command in ["status", "watch", "logs", "force-stop", "resume"] {
+        let output = sandbox.trellis(&[command, unknown]);
+        assert_one_line_error(&output, &[unknown, "not found"]);
+    }
+    assert_no_run(&sandbox);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let sandbox = Sandbox::new();
+    for args in [
+        &["run", "graph.json", "--no-such-flag"][..],
+        &["status"][..],
+        &[
+            "run",
+            "graph.json",
+            "--runtime-config",
+            "a.json",
+            "--uniform-runtime-config",
+            "b.json",
+        ][..],
+        &["no-such-command"][..],
+    ] {
+        let output = sandbox.trellis(args);
+        assert_eq!(output.code, Some(2), "{args:?}: {output:#?}");
+        assert!(output.stdout.is_empty(), "{args:?}: {output:#?}");
+        let first = output.stderr_lines().first().copied().unwrap_or_default();
+        assert!(first.starts_with("error: "), "{args:?}: {output:#?}");
+    }
+    assert!(!sandbox.home.exists(), "usage errors touch no state");
+}
+
+/// Random bytes where the ledger should be.
+fn garbage() -> Vec<u8> {
+    // A fixed xorshift stream: arbitrary, but the same on every run.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..16_384)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn a_corrupted_ledger_is_reported_and_left_alone() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(&sandbox.home).expect("home");
+    let ledger = sandbox.home.join("ledger.sqlite3");
+    std::fs::write(&ledger, garbage()).expect("garbage");
+
+    let graph = sandbox.write_json("graph.json", &doubling_graph());
+    let input = sandbox.write_json("input.json", &json!({"value": 1}));
+    let plan = sandbox.write_json("plan.json", &uniform_worker_plan(&[]));
+    let run_id = "01a229f6-f791-7144-841c-2b885e31093f";
+    let attempts: [&[&str]; 3] = [
+        &[
+            "run",
+            &graph,
+            "--input",
+            &input,
+            "--uniform-runtime-config",
+            &plan,
+            "--json",
+        ],
+        &["list"],
+        &["status", run_id],
+    ];
+    for args in attempts {
+        let output = sandbox.trellis(args);
+        assert_one_line_error(&output, &["ledger", "not a Trellis ledger"]);
+    }
+    assert_eq!(
+        std::fs::read(&ledger).expect("ledger"),
+        garbage(),
+        "untouched"
+    );
+    assert!(sandbox.invocations().is_empty());
+    let runs: Vec<_> = std::fs::read_dir(sandbox.home.join("runs"))
+        .map(|d| d.filter_map(Result::ok).collect())
+        .unwrap_or_default();
+    assert!(runs.is_empty(), "no run directory: {runs:?}");
+}
+
+/// A Python process holding the ledger's write lock until its stdin closes.
+const HOLD_WRITE_LOCK: &str = r#"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+db.execute("BEGIN IMMEDIATE")
+db.execute("CREATE TABLE IF NOT EXISTS test_lock_holder (x)")
+print("locked", flush=True)
+sys.stdin.read()
+db.execute("ROLLBACK")
+"#;
+
+#[test]
+fn a_locked_ledger_is_reported_busy_and_nothing_is_written() {
+    let sandbox = Sandbox::new();
+    // Create the ledger first, as any earlier command would.
+    sandbox.trellis(&["list"]).success();
+    let ledger = sandbox.home.join("ledger.sqlite3");
+    let mut holder = Command::new(python())
+        .args(["-c", HOLD_WRITE_LOCK])
+        .arg(&ledger)
+        .current_dir(&sandbox.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the lock holder");
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("lock holder output");
+    assert_eq!(ready.trim(), "locked");
+
+    let output = run_with(
+        &sandbox,
+        &json!({"value": 1}),
+        "--uniform-runtime-config",
+        &good_plan(),
+    );
+    let mut stdin = holder.stdin.take().expect("stdin");
+    stdin.write_all(b"done\n").expect("release");
+    drop(stdin);
+    let released = holder.wait().expect("lock holder exits");
+    assert!(released.success());
+
+    assert_one_line_error(&output, &["ledger is busy"]);
+    assert_no_run(&sandbox);
+}
+
+#[test]
+fn a_ledger_with_damaged_pages_is_reported_corrupt_and_left_alone() {
+    let sandbox = Sandbox::new();
+    let args = [
+        "run".to_owned(),
+        sandbox.write_json("graph.json", &doubling_graph()),
+        "--input".to_owned(),
+        sandbox.write_json("input.json", &json!({"value": 1})),
+        "--uniform-runtime-config".to_owned(),
+        sandbox.write_json("plan.json", &uniform_worker_plan(&[])),
+        "--json".to_owned(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run_id = sandbox.trellis(&args).success().ndjson()[0]["runId"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+    let ledger = sandbox.home.join("ledger.sqlite3");
+    let checkpoint = Command::new(python())
+        .args([
+            "-c",
+            "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')",
+        ])
+        .arg(&ledger)
+        .status()
+        .expect("checkpoint");
+    assert!(checkpoint.success());
+    // Keep the first page (header and schema), damage every table and index page.
+    let mut bytes = std::fs::read(&ledger).expect("ledger");
+    assert!(bytes.len() > 4096, "the ledger has more than one page");
+    bytes[4096..].fill(0x5a);
+    std::fs::write(&ledger, &bytes).expect("damage");
+
+    for args in [&["status", &run_id][..], &["list"][..], &args[..]] {
+        let output = sandbox.trellis(args);
+        assert_one_line_error(&output, &["ledger", "corrupt"]);
+    }
+    assert_eq!(std::fs::read(&ledger).expect("ledger"), bytes, "untouched");
+    assert_eq!(
+        sandbox.invocations(),
+        ["double"],
+        "only the first run's worker ran"
+    );
+}

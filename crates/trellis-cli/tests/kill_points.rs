@@ -1,0 +1,415 @@
+//! Kill points: runs whose controller is SIGKILLed at seeded random points and resumed until
+//! they finish never run a settled execution twice and end with the uninterrupted output — a
+//! 20-node chain with a parallel fan, and a converging loop followed by a map.
+//!
+//! `TRELLIS_KILL_POINT_SEEDS` sets how many seeds run (default 10 when `CI` is set, else 3).
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::graph::*;
+use support::{
+    STATE_TIMEOUT, Sandbox, describe, is_controller_of, process_alive, send_signal,
+    uniform_worker_plan, wait_until,
+};
+use trellis_ledger::{ExecutionState, RunId, RunStore, SqliteStore};
+
+/// Most kills per seed; the run is then left to finish.
+const MAX_KILLS: usize = 4;
+/// How long each chain worker sleeps, so kills land while workers run as well as between.
+const WORKER_DELAY_MS: &str = "40";
+
+/// A small deterministic generator (splitmix64), so a failing seed can be replayed.
+struct SeededRandom(u64);
+
+impl SeededRandom {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `low..=high`.
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+fn chain(n: usize, reads: &[&str], write_to: Option<&str>) -> Value {
+    let input: Vec<(&str, Value, bool)> = reads.iter().map(|f| (*f, integer(), true)).collect();
+    let bindings: Vec<(&str, Value)> = reads.iter().map(|f| (*f, state_path(&[f]))).collect();
+    let writes: Vec<(&str, &str)> = write_to.map(|target| (target, "v")).into_iter().collect();
+    step(
+        &format!("chain{n}"),
+        record(&input),
+        record(&[("v", integer(), true)]),
+        &bindings,
+        &writes,
+    )
+}
+
+/// Steps `chain<from>..=chain<to>` one after another on `v`, each routed on its errors, with
+/// `rest` after the last.
+fn sequence(from: usize, to: usize, state: &Value, rest: Value) -> Value {
+    (from..=to).rev().fold(rest, |rest, n| {
+        seq(
+            &format!("stage{n}"),
+            state,
+            vec![
+                chain(n, &["v"], Some("v")),
+                unless_failed(&format!("chain{n}"), state, rest),
+            ],
+            &[],
+        )
+    })
+}
+
+/// chain1..6 in sequence; four parallel branches `chain<a>` (writing `p<a>`) then `chain<a+1>`
+/// for a = 7, 9, 11, 13; chain15 joining the four fields; chain16..20 in sequence. The run
+/// succeeds with `{v}`.
+fn twenty_node_graph() -> Value {
+    let fans = ["p7", "p9", "p11", "p13"];
+    let mut fields = vec![("v", integer(), true)];
+    fields.extend(fans.iter().map(|f| (*f, integer(), false)));
+    let state = record(&fields);
+    let done = succeed(
+        "done",
+        record(&[("v", integer(), true)]),
+        &[("v", state_path(&["v"]))],
+    );
+    let branches = fans
+        .iter()
+        .zip([7, 9, 11, 13])
+        .map(|(field, a)| {
+            seq(
+                &format!("branch{a}"),
+                &state,
+                vec![
+                    chain(a, &["v"], Some(field)),
+                    unless_failed(&format!("chain{a}"), &state, chain(a + 1, &["v"], None)),
+                ],
+                &[field],
+            )
+        })
+        .collect();
+    let fan = par("fan", &state, branches, json!({"kind": "all"}), &fans);
+    let joined = seq(
+        "joined",
+        &state,
+        vec![
+            chain(15, &fans, Some("v")),
+            unless_failed("chain15", &state, sequence(16, 20, &state, done)),
+        ],
+        &[],
+    );
+    let route_fan = choice(
+        "routeFan",
+        &state,
+        vec![(group_in("fan", "joined", &["reached"]), joined)],
+        Some(fail("fanFailed", "worker_failed")),
+    );
+    let fan_stage = seq("fanStage", &state, vec![fan, route_fan], &[]);
+    graph(
+        record(&[("v", integer(), true)]),
+        seq("root", &state, vec![sequence(1, 6, &state, fan_stage)], &[]),
+    )
+}
+
+/// The state of the loop-and-map scenario: a loop converging in round 3, then a map of 8.
+fn loop_and_map_graph() -> Value {
+    let state = record(&[
+        ("items", array(item_type()), true),
+        ("round", integer(), true),
+        ("squares", array(integer()), false),
+    ]);
+    let output = record(&[
+        ("round", integer(), true),
+        ("squares", array(integer()), true),
+    ]);
+    let done = succeed(
+        "done",
+        output,
+        &[
+            ("round", state_path(&["round"])),
+            ("squares", state_path(&["squares"])),
+        ],
+    );
+    let after_loop = choice(
+        "afterLoop",
+        &state,
+        vec![(
+            group_in("rounds", "terminated", &["converged"]),
+            seq("mapStage", &state, vec![squaring_map(&state, 8), done], &[]),
+        )],
+        Some(fail("notConverged", "not_converged")),
+    );
+    graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![converging_loop(&state), after_loop],
+            &[],
+        ),
+    )
+}
+
+/// A graph to interrupt, its input, and how many executions an uninterrupted run makes.
+struct Scenario {
+    graph: Value,
+    input: Value,
+    executions: u64,
+}
+
+fn chain_scenario() -> Scenario {
+    Scenario {
+        graph: twenty_node_graph(),
+        input: json!({"v": 7}),
+        executions: 20,
+    }
+}
+
+fn loop_and_map_scenario() -> Scenario {
+    let items: Vec<Value> = (1..=8).map(|value| json!({"value": value})).collect();
+    Scenario {
+        graph: loop_and_map_graph(),
+        input: json!({"items": items, "round": 0}),
+        // bump and checkRound three rounds each, square and noopSquared per item.
+        executions: 3 + 3 + 8 + 8,
+    }
+}
+
+fn run_args(sandbox: &Sandbox, scenario: &Scenario) -> Vec<String> {
+    sandbox.run_args(
+        &scenario.graph,
+        &scenario.input,
+        &uniform_worker_plan(&[("WORKER_DELAY_MS", WORKER_DELAY_MS)]),
+    )
+}
+
+/// `value` with every object's keys sorted, as the worker writes its calls.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// One execution's identity as the worker logs it: `[node, input]` (a loop round or a map
+/// item differs from the others of its node by its input).
+fn call_key(node: &str, input: &Value) -> String {
+    json!([node, sorted(input)]).to_string()
+}
+
+/// Calls whose worker reported an outcome (in this run or, reused, in a predecessor).
+fn settled_calls(ledger: &SqliteStore, run: &str) -> BTreeSet<String> {
+    let snapshot = ledger
+        .snapshot(&RunId::new(run).expect("run id"))
+        .expect("snapshot");
+    snapshot
+        .executions
+        .values()
+        .filter(|e| {
+            matches!(
+                e.state,
+                ExecutionState::Completed {
+                    settled_by: None,
+                    ..
+                }
+            )
+        })
+        .map(|e| call_key(e.node.as_str(), &e.input))
+        .collect()
+}
+
+fn executions_started(ledger: &SqliteStore, run: &str) -> u64 {
+    let head = ledger
+        .head(&RunId::new(run).expect("run id"))
+        .expect("head");
+    head.progress.executions_started
+}
+
+/// Waits until `run` started `count` executions (or finished), then after `delay` SIGKILLs its
+/// controller. Returns false if the run finished before it could be killed.
+fn kill_after(
+    sandbox: &Sandbox,
+    ledger: &SqliteStore,
+    run: &str,
+    count: u64,
+    delay: Duration,
+) -> bool {
+    let run_id = RunId::new(run).expect("run id");
+    let deadline = Instant::now() + STATE_TIMEOUT;
+    // A tight poll: resumed runs re-settle reused work within milliseconds.
+    let head = loop {
+        let head = ledger.head(&run_id).expect("head");
+        if head.is_finished() || head.progress.executions_started >= count {
+            break head;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {run} stalled before {count} starts"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    std::thread::sleep(delay);
+    let Some(controller) = head.progress.controller.map(|c| c.pid) else {
+        return false;
+    };
+    if !is_controller_of(controller, run) {
+        return false;
+    }
+    send_signal(controller, libc::SIGKILL);
+    wait_until("the controller to die", STATE_TIMEOUT, || {
+        (!process_alive(controller)).then_some(())
+    });
+    // A worker forked at the moment of the kill holds a copy of the controller's lease until
+    // it execs or exits, so the loss may be observable a few milliseconds late.
+    let status = wait_until("the killed run to be finalized", STATE_TIMEOUT, || {
+        let status = sandbox.status(run);
+        (status["status"]["phase"] == "finished").then_some(status)
+    });
+    let terminal = &status["status"]["terminalResult"];
+    if terminal["status"] == "succeeded" {
+        return false;
+    }
+    let left: Vec<String> = sandbox.processes().into_iter().map(describe).collect();
+    assert_eq!(
+        terminal,
+        &json!({"status": "failed", "reason": "runtime_lost"}),
+        "run {run}: {status}\nstill running: {left:?}"
+    );
+    true
+}
+
+/// How often each call ran, from the worker's `calls.log`.
+fn call_counts(sandbox: &Sandbox) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(sandbox.workspace.join("calls.log")).unwrap_or_default();
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        *counts.entry(line.to_owned()).or_insert(0) += 1;
+    }
+    counts
+}
+
+fn uninterrupted_output(scenario: &Scenario) -> Value {
+    let sandbox = Sandbox::new();
+    let args = run_args(&sandbox, scenario);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let lines = sandbox.trellis(&args).success().ndjson();
+    let result = lines.last().expect("events")["status"]["terminalResult"].clone();
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let counts = call_counts(&sandbox);
+    assert_eq!(counts.len() as u64, scenario.executions, "{counts:?}");
+    assert!(counts.values().all(|&c| c == 1), "{counts:?}");
+    result["output"].clone()
+}
+
+fn seed_count() -> u64 {
+    if let Ok(text) = std::env::var("TRELLIS_KILL_POINT_SEEDS") {
+        return text.parse().expect("TRELLIS_KILL_POINT_SEEDS is a number");
+    }
+    if std::env::var_os("CI").is_some() {
+        10
+    } else {
+        3
+    }
+}
+
+/// One seed: run, kill and resume until the run succeeds; returns the final output.
+fn interrupted_run(scenario: &Scenario, seed: u64) -> Value {
+    let mut random = SeededRandom(seed);
+    let sandbox = Sandbox::new();
+    let mut run = sandbox.start_detached(&run_args(&sandbox, scenario));
+    let ledger = sandbox.ledger();
+    // Call → how often it had run when a kill first found it settled; it must never run again.
+    let mut runs_when_settled: BTreeMap<String, usize> = BTreeMap::new();
+    let mut kills = 0;
+    let mut history = Vec::new();
+    let mut first_settled: Option<BTreeSet<String>> = None;
+    while kills < MAX_KILLS {
+        let started = executions_started(&ledger, &run);
+        let count = started + random.between(1, scenario.executions);
+        // Half the kills land right at the k-th start, the rest up to 120 ms later.
+        let delay = match random.between(0, 1) {
+            0 => Duration::ZERO,
+            _ => Duration::from_millis(random.between(1, 120)),
+        };
+        if !kill_after(&sandbox, &ledger, &run, count, delay) {
+            break;
+        }
+        kills += 1;
+        let settled = settled_calls(&ledger, &run);
+        if first_settled.is_none() {
+            first_settled = Some(settled.clone());
+        }
+        history.push(format!(
+            "run {run} killed after {count} starts, settled {settled:?}"
+        ));
+        let counts = call_counts(&sandbox);
+        for call in settled {
+            let ran = counts.get(&call).copied().unwrap_or(0);
+            runs_when_settled.entry(call).or_insert(ran);
+        }
+        let receipt = sandbox
+            .trellis(&["resume", &run, "--detach", "--json"])
+            .success();
+        run = receipt.json()["runId"].as_str().expect("runId").to_owned();
+    }
+    let result = sandbox.wait_finished(&run);
+    assert_eq!(result["status"], "succeeded", "seed {seed}: {result}");
+
+    let counts = call_counts(&sandbox);
+    assert_eq!(
+        counts.len() as u64,
+        scenario.executions,
+        "seed {seed}: every call ran: {counts:?}"
+    );
+    for (call, ran) in &runs_when_settled {
+        assert_eq!(
+            counts.get(call),
+            Some(ran),
+            "seed {seed}: {call} settled before a kill yet ran again: {counts:?}\n{}",
+            history.join("\n")
+        );
+    }
+    // A call that settled on its first invocation, before any kill, ran exactly once.
+    if let Some(first) = first_settled {
+        for call in first {
+            assert_eq!(counts.get(&call), Some(&1), "seed {seed}: {call}");
+        }
+    }
+    result["output"].clone()
+}
+
+fn never_repeats_settled_work(scenario: &Scenario) {
+    let expected = uninterrupted_output(scenario);
+    for seed in 1..=seed_count() {
+        let output = interrupted_run(scenario, seed);
+        assert_eq!(output, expected, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_killed_and_resumed_chain_never_repeats_settled_work_and_matches_an_uninterrupted_run() {
+    never_repeats_settled_work(&chain_scenario());
+}
+
+#[test]
+fn a_killed_and_resumed_loop_and_map_never_repeat_settled_work_and_match_an_uninterrupted_run() {
+    never_repeats_settled_work(&loop_and_map_scenario());
+}

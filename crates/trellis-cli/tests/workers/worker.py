@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""A command worker for the CLI's subprocess tests; what it does follows the node's name.
+
+Every invocation first appends the node name to `invocations.log` in its working directory
+(the run's workspace), so tests can count how often each node really ran, and `[node, input]`
+as one JSON line to `calls.log`, so they can tell loop rounds and map items apart. Then, by
+the prefix of the node name:
+
+  chain<N>  output {"v": (sum of the input's fields * 31 + N) % 1000003}, after
+            WORKER_DELAY_MS milliseconds
+  double    output {"result": value * 2}
+  bump      output {"round": round + 1}
+  check     verifier: verdict "accepted" once round >= 3, else "rejected"
+  race      verifier: verdict "accepted" (once no file hold-<node> exists), output
+            {"note": "fast"}
+  square    output {"result": value * value}
+  gate      waits for a file open-<node> in the workspace, then outputs {"result": value + 1}
+  block     starts a grandchild, records both pids in pids-<node>.json, then sleeps
+  stubborn  like block, but it and its grandchild ignore SIGTERM
+  slow      sleeps far longer than any test waits
+  noop      output null
+  refuse    exits 75 (a refusal)
+  crash     exits 3 (a crash)
+  garble    prints a reply that is not JSON
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def append_line(path, line):
+    # One short write on an O_APPEND descriptor: concurrent workers never interleave lines.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def reply(value):
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
+
+
+def write_pids(node, pids):
+    path = "pids-%s.json" % node
+    with open(path + ".tmp", "w") as out:
+        json.dump(pids, out)
+    os.rename(path + ".tmp", path)
+
+
+def main():
+    request = json.load(sys.stdin)
+    node = request["node"]
+    given = request["input"]
+    append_line("invocations.log", node)
+    append_line("calls.log", json.dumps([node, given], sort_keys=True, separators=(",", ":")))
+    print("%s attempt %d starting" % (node, request["attempt"]), file=sys.stderr, flush=True)
+
+    if node.startswith("chain"):
+        time.sleep(int(os.environ.get("WORKER_DELAY_MS", "0")) / 1000.0)
+        step = int(node[len("chain"):])
+        total = sum(given.values())
+        reply({"output": {"v": (total * 31 + step) % 1000003}})
+    elif node.startswith("double"):
+        reply({"output": {"result": given["value"] * 2}})
+    elif node.startswith("bump"):
+        reply({"output": {"round": given["round"] + 1}})
+    elif node.startswith("check"):
+        verdict = "accepted" if given["round"] >= 3 else "rejected"
+        print("round %d: %s" % (given["round"], verdict), file=sys.stderr, flush=True)
+        reply({
+            "output": {"round": given["round"]},
+            "signals": {"verdict": verdict},
+            "diagnostic": {"round": given["round"]},
+        })
+    elif node.startswith("race"):
+        while os.path.exists("hold-" + node):
+            time.sleep(0.02)
+        reply({
+            "output": {"note": "fast"},
+            "signals": {"verdict": "accepted"},
+            "diagnostic": {"round": 0},
+        })
+    elif node.startswith("square"):
+        reply({"output": {"result": given["value"] * given["value"]}})
+    elif node.startswith("gate"):
+        while not os.path.exists("open-" + node):
+            time.sleep(0.02)
+        reply({"output": {"result": given["value"] + 1}})
+    elif node.startswith("block"):
+        grandchild = subprocess.Popen(["sleep", "600"])
+        write_pids(node, {"worker": os.getpid(), "grandchild": grandchild.pid})
+        time.sleep(600)
+    elif node.startswith("stubborn"):
+        # Ignored signals stay ignored across fork and exec: the grandchild ignores it too.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        grandchild = subprocess.Popen(["sleep", "600"])
+        write_pids(node, {"worker": os.getpid(), "grandchild": grandchild.pid})
+        time.sleep(600)
+    elif node.startswith("slow"):
+        time.sleep(600)
+    elif node.startswith("noop"):
+        reply({"output": None})
+    elif node.startswith("refuse"):
+        sys.exit(75)
+    elif node.startswith("crash"):
+        sys.exit(3)
+    elif node.startswith("garble"):
+        sys.stdout.write("this is not JSON\n")
+    else:
+        print("no behaviour for node %s" % node, file=sys.stderr)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

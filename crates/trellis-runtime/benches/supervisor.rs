@@ -1,0 +1,281 @@
+//! Reducer + ledger cost per node execution: the real `Supervisor` drives a map (64 and 1,024
+//! items) and a loop (10 and 100 rounds) whose workers settle at once (an in-process harness),
+//! on a file-backed ledger at both durabilities; plus ledger bytes per node execution.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, SecretEnv, TokenUsage,
+};
+use trellis_graph::{GraphSpec, JsonPath, WorkerOutcome};
+use trellis_ledger::{
+    Durability, NewRun, RunEvent, RunId, RunKind, RunStore, SqliteOptions, SqliteStore,
+    TerminalResult,
+};
+use trellis_runtime::plan::RuntimePlan;
+use trellis_runtime::reuse::ReuseIndex;
+use trellis_runtime::supervisor::{Harnesses, RunContext, Supervisor};
+use trellis_verify::{Verification, verify_builtin};
+
+/// A harness whose every execution succeeds at once with a `null` output.
+struct InstantHarness;
+
+impl Harness for InstantHarness {
+    fn name(&self) -> &str {
+        "instant"
+    }
+
+    fn execute<'a>(
+        &'a self,
+        _request: ExecutionRequest,
+        _events: EventSink,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'a, ExecutionResult> {
+        Box::pin(async {
+            ExecutionResult {
+                outcome: WorkerOutcome::Verified {
+                    output: Value::Null,
+                    artifacts: vec![],
+                },
+                usage: TokenUsage::default(),
+            }
+        })
+    }
+}
+
+fn null_type() -> Value {
+    json!({"kind": "null"})
+}
+
+fn noop_step(name: &str) -> Value {
+    json!({
+        "kind": "step", "name": name, "worker": format!("command.{name}@1"),
+        "input": null_type(), "output": null_type(), "inputBindings": [], "writeBindings": [],
+        "timeoutMs": 60_000, "attempts": 1,
+    })
+}
+
+fn document(initial_input: Value, first: Value) -> GraphSpec {
+    let root = json!({
+        "kind": "seq", "name": "root", "state": initial_input, "promotedStatePaths": [],
+        "children": [first, {"kind": "succeed", "name": "done", "output": null_type(), "bindings": []}],
+    });
+    let value = json!({
+        "profile": "openengine.graph.full/v1",
+        "initialInput": initial_input,
+        "policy": {"policy": "policy.strict@1", "default": "deny"},
+        "root": root,
+    });
+    let spec = GraphSpec::parse(&value, &JsonPath::root()).expect("graph parses");
+    assert!(
+        matches!(verify_builtin(&spec), Verification::Verified(_)),
+        "benchmark graph verifies"
+    );
+    spec
+}
+
+/// Builds a benchmark graph of a given size, with its input.
+type GraphBuilder = fn(u64) -> (GraphSpec, Value);
+
+/// A map of `items` no-op steps, all dispatched at once.
+fn map_graph(items: u64) -> (GraphSpec, Value) {
+    let item = json!({"kind": "record", "fields": {"value": {"type": {"kind": "integer"}, "required": true}}});
+    let state = json!({"kind": "record", "fields": {"items": {"type": {"kind": "array", "items": item}, "required": true}}});
+    let map = json!({
+        "kind": "map", "name": "fan", "state": state, "body": noop_step("item"),
+        "over": {"source": "state", "path": ["items"]}, "maxItems": items, "promotedStatePaths": [],
+    });
+    let input = json!({"items": (0..items).map(|v| json!({"value": v})).collect::<Vec<_>>()});
+    (document(state, map), input)
+}
+
+/// A loop of `rounds` rounds of one no-op step, one after another.
+fn loop_graph(rounds: u64) -> (GraphSpec, Value) {
+    let repeat = json!({
+        "kind": "loop", "name": "rounds", "state": null_type(), "body": noop_step("round"),
+        "maxIterations": rounds, "promotedStatePaths": [],
+    });
+    (document(null_type(), repeat), Value::Null)
+}
+
+/// A fresh ledger file in `dir` holding one started run, and the context to drive it.
+fn prepare(dir: &Path, graph: &GraphSpec, input: &Value, durability: Durability) -> RunContext {
+    let options = SqliteOptions {
+        durability,
+        ..SqliteOptions::default()
+    };
+    let store = SqliteStore::open_with(dir.join("ledger.sqlite3"), options).expect("open");
+    let run_id = RunId::generate();
+    let run = NewRun::new(
+        run_id.clone(),
+        run_id.as_str(),
+        "bench",
+        RunKind::Graphspec,
+        json!({}),
+    );
+    store.create_or_get(run).expect("create run");
+    store
+        .append(&run_id, &[RunEvent::RunStarted {}])
+        .expect("start run");
+    let plan = RuntimePlan::uniform(&json!({"kind": "command", "command": ["true"]}), graph)
+        .expect("plan");
+    let instant: Arc<dyn Harness> = Arc::new(InstantHarness);
+    RunContext {
+        store: Arc::new(store),
+        run_id,
+        graph: graph.clone(),
+        input: input.clone(),
+        plan,
+        harnesses: Harnesses {
+            command: instant.clone(),
+            agent: None,
+            delivery: instant,
+        },
+        workspace: dir.to_path_buf(),
+        scratch: dir.join("scratch"),
+        secrets: SecretEnv::new(Default::default()),
+        base_env: vec![],
+        reuse: ReuseIndex::empty(),
+        wake: Arc::new(tokio::sync::Notify::new()),
+    }
+}
+
+/// Drives a prepared run to its end, checks it succeeded, and returns how many events it has.
+fn drive(runtime: &tokio::runtime::Runtime, context: RunContext) -> u64 {
+    let store = context.store.clone();
+    let run_id = context.run_id.clone();
+    runtime
+        .block_on(Supervisor::new(context).expect("supervisor").run())
+        .expect("run");
+    let head = store.head(&run_id).expect("head");
+    assert!(matches!(
+        head.progress.terminal,
+        Some(TerminalResult::Succeeded { .. })
+    ));
+    head.cursor.sequence()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn durability_name(durability: Durability) -> &'static str {
+    match durability {
+        Durability::Full => "full",
+        Durability::Normal => "normal",
+    }
+}
+
+fn bench_shape(c: &mut Criterion, group_name: &str, sizes: &[u64], build: GraphBuilder) {
+    let runtime = runtime();
+    let mut group = c.benchmark_group(group_name);
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(8));
+    for durability in [Durability::Full, Durability::Normal] {
+        for &size in sizes {
+            let (graph, input) = build(size);
+            group.throughput(Throughput::Elements(size));
+            let id = BenchmarkId::new(durability_name(durability), size);
+            group.bench_function(id, |b| {
+                b.iter_custom(|iterations| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iterations {
+                        let dir = tempfile::tempdir().expect("temp dir");
+                        let context = prepare(dir.path(), &graph, &input, durability);
+                        let started = Instant::now();
+                        drive(&runtime, context);
+                        total += started.elapsed();
+                    }
+                    total
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+fn map_items(c: &mut Criterion) {
+    bench_shape(c, "supervisor_map_items", &[64, 1024], map_graph);
+}
+
+fn loop_rounds(c: &mut Criterion) {
+    bench_shape(c, "supervisor_loop_rounds", &[10, 100], loop_graph);
+}
+
+/// Ledger bytes per node execution after a whole run (database + WAL, checkpointed).
+fn ledger_bytes(_c: &mut Criterion) {
+    let runtime = runtime();
+    for (label, (graph, input), executions) in [
+        ("map of 1024", map_graph(1024), 1024),
+        ("loop of 100", loop_graph(100), 100),
+    ] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let context = prepare(dir.path(), &graph, &input, Durability::Full);
+        let events = drive(&runtime, context);
+        let path = dir.path().join("ledger.sqlite3");
+        // Opening and closing the only connection checkpoints the WAL into the database.
+        drop(SqliteStore::open(&path).expect("reopen"));
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        eprintln!(
+            "ledger bytes, {label}: {bytes} bytes for {executions} executions ({events} events) \
+             = {} bytes per execution",
+            bytes / executions
+        );
+    }
+}
+
+/// This process's user + system CPU time so far.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
+/// CPU time (not wall time) per node execution at NORMAL durability: insensitive to other
+/// processes on a shared machine, so growth with the size of a run shows plainly.
+fn cpu_per_execution(_c: &mut Criterion) {
+    const RUNS: u32 = 5;
+    let runtime = runtime();
+    let shapes: [(&str, GraphBuilder, u64); 4] = [
+        ("map", map_graph, 64),
+        ("map", map_graph, 1024),
+        ("loop", loop_graph, 10),
+        ("loop", loop_graph, 100),
+    ];
+    for (shape, build, size) in shapes {
+        let (graph, input) = build(size);
+        let mut spent = Duration::ZERO;
+        for _ in 0..RUNS {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let context = prepare(dir.path(), &graph, &input, Durability::Normal);
+            let before = cpu_time();
+            drive(&runtime, context);
+            spent += cpu_time() - before;
+        }
+        let per_execution = spent / (RUNS * u32::try_from(size).expect("size"));
+        eprintln!("cpu per execution, {shape} of {size}: {per_execution:?}");
+    }
+}
+
+criterion_group!(
+    benches,
+    map_items,
+    loop_rounds,
+    ledger_bytes,
+    cpu_per_execution
+);
+criterion_main!(benches);

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Whole-process timing of `trellis run` on a one-node graph with a trivial command worker.
+
+Runs `trellis run GRAPH --json` RUNS times (after WARMUP untimed runs) in a fresh state
+directory, each from process start to exit (the run is terminal when it exits), and prints
+the median, p95, min and max wall time, plus the ledger's bytes per run afterwards.
+
+Usage: scripts/bench-cli-run.py [--trellis target/release/trellis] [--runs 50] [--warmup 3]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+GRAPH = {
+    "profile": "openengine.graph.full/v1",
+    "initialInput": {"kind": "null"},
+    "policy": {"policy": "policy.strict@1", "default": "deny"},
+    "root": {
+        "kind": "seq",
+        "name": "root",
+        "state": {"kind": "null"},
+        "promotedStatePaths": [],
+        "children": [
+            {
+                "kind": "step",
+                "name": "work",
+                "worker": "command.work@1",
+                "input": {"kind": "null"},
+                "output": {"kind": "null"},
+                "inputBindings": [],
+                "writeBindings": [],
+                "timeoutMs": 60000,
+                "attempts": 1,
+            },
+            {"kind": "succeed", "name": "done", "output": {"kind": "null"}, "bindings": []},
+        ],
+    },
+}
+
+# A trivial worker: read the request, answer a null output.
+PLAN = {"kind": "command", "command": ["/bin/sh", "-c", "cat >/dev/null; echo '{\"output\":null}'"]}
+
+
+def percentile(sorted_values, fraction):
+    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trellis", default="target/release/trellis")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args()
+    trellis = os.path.abspath(args.trellis)
+
+    with tempfile.TemporaryDirectory(prefix="trellis-bench-") as root:
+        home = os.path.join(root, "home")
+        workspace = os.path.join(root, "workspace")
+        os.makedirs(workspace)
+        for name, document in [("graph.json", GRAPH), ("plan.json", PLAN)]:
+            with open(os.path.join(workspace, name), "w") as out:
+                json.dump(document, out)
+        env = dict(os.environ, TRELLIS_HOME=home)
+        command = [trellis, "run", "graph.json", "--uniform-runtime-config", "plan.json", "--json"]
+
+        timings = []
+        for index in range(args.warmup + args.runs):
+            started = time.perf_counter()
+            done = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True)
+            elapsed = time.perf_counter() - started
+            if done.returncode != 0 or '"succeeded"' not in done.stdout:
+                sys.exit("run failed:\n%s\n%s" % (done.stdout, done.stderr))
+            if index >= args.warmup:
+                timings.append(elapsed * 1000.0)
+
+        # A last observer closes the ledger's connections, checkpointing its WAL.
+        subprocess.run([trellis, "list"], cwd=workspace, env=env, capture_output=True, check=True)
+        ledger = os.path.join(home, "ledger.sqlite3")
+        total_runs = args.warmup + args.runs
+        ledger_bytes = os.path.getsize(ledger) + (
+            os.path.getsize(ledger + "-wal") if os.path.exists(ledger + "-wal") else 0
+        )
+
+    timings.sort()
+    print("trellis run, one-node graph, %d runs (%d warm-up)" % (args.runs, args.warmup))
+    print("  median %.1f ms   p95 %.1f ms   min %.1f ms   max %.1f ms" % (
+        statistics.median(timings), percentile(timings, 0.95), timings[0], timings[-1]))
+    print("  ledger %d bytes after %d runs = %d bytes per one-node run" % (
+        ledger_bytes, total_runs, ledger_bytes // total_runs))
+
+
+if __name__ == "__main__":
+    main()
