@@ -216,7 +216,7 @@ impl<'a> LiveView<'a> {
             let lines = self.frame(&snapshot);
             self.draw(&lines)?;
             if snapshot.head.is_finished() {
-                return Ok(summary(&snapshot));
+                return summary(&snapshot);
             }
             if last_check.elapsed() > Duration::from_millis(500) {
                 self.ctx.reconcile(&self.run_id)?;
@@ -227,21 +227,21 @@ impl<'a> LiveView<'a> {
     }
 }
 
-fn summary(snapshot: &RunSnapshot) -> u8 {
+fn summary(snapshot: &RunSnapshot) -> anyhow::Result<u8> {
     let run = snapshot.head.run_id.as_str();
     match &snapshot.head.progress.terminal {
         Some(TerminalResult::Succeeded { output }) => {
-            println!("✓ run {run} succeeded");
+            outln!("✓ run {run} succeeded");
             if !output.is_null() {
-                println!("  output {output}");
+                outln!("  output {output}");
             }
-            0
+            Ok(0)
         }
         Some(TerminalResult::Failed { reason }) => {
-            println!("✗ run {run} failed: {reason}");
-            println!("  see `trellis logs {run}`");
-            1
+            outln!("✗ run {run} failed: {reason}");
+            outln!("  see `trellis logs {run}`");
+            Ok(1)
         }
-        None => 1,
+        None => Ok(1),
     }
 }

@@ -1,5 +1,22 @@
 //! The `trellis` binary: validate, run, observe and control typed workflow graphs.
 
+/// `println!` that reports a closed standard output as an error instead of panicking, so a
+/// reader going away (`trellis list | head`) ends the command quietly.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?;
+    }};
+}
+
+/// `print!` with the same behaviour as `outln!`.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout(), $($arg)*)?;
+    }};
+}
+
 mod cmd;
 mod context;
 mod document;
@@ -61,11 +78,6 @@ fn with_context(
 }
 
 fn main() -> ExitCode {
-    // Like other Unix tools, end quietly when the reader of our output goes away (`| head`).
-    // SAFETY: restoring the default disposition of one signal before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
     let outcome = match &cli.command {
         Command::Validate(args) => cmd::validate::run(args),

@@ -59,7 +59,7 @@ pub fn force_stop(ctx: &Context, args: &ForceStopArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    println!("{}", status_json(&ctx.store.head(&run_id)?));
+    outln!("{}", status_json(&ctx.store.head(&run_id)?));
     Ok(0)
 }
 

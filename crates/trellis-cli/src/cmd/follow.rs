@@ -24,18 +24,18 @@ pub fn after_launch(
 ) -> anyhow::Result<u8> {
     let run_id = launched.run_id();
     if machine {
-        println!("{}", serde_json::json!({"runId": run_id.as_str()}));
+        outln!("{}", serde_json::json!({"runId": run_id.as_str()}));
         std::io::stdout().flush()?;
     } else {
         let how = match launched {
             Launched::Started(_) => "started",
             Launched::Existing(_) => "already submitted with this key",
         };
-        println!("run {} {how}", run_id.as_str());
+        outln!("run {} {how}", run_id.as_str());
     }
     if detach {
         if !machine {
-            println!(
+            outln!(
                 "detached; follow it with `trellis watch {0}` or `trellis status {0}`",
                 run_id.as_str()
             );

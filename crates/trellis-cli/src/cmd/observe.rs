@@ -56,10 +56,10 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> anyhow::Result<u8> {
     let run_id = ctx.known_run(&args.run)?;
     if args.json {
         let head = ctx.store.head(&run_id)?;
-        println!("{}", status_json(&head));
+        outln!("{}", status_json(&head));
     } else {
         let snapshot = ctx.store.snapshot(&run_id)?;
-        print!("{}", describe(&snapshot));
+        out!("{}", describe(&snapshot));
     }
     Ok(0)
 }
@@ -140,11 +140,11 @@ pub fn list(ctx: &Context, args: &ListArgs) -> anyhow::Result<u8> {
     }
     if args.json {
         let runs = heads.iter().map(status_json).collect();
-        println!("{}", serde_json::to_string(&RunList { runs })?);
+        outln!("{}", serde_json::to_string(&RunList { runs })?);
         return Ok(0);
     }
     if heads.is_empty() {
-        println!("no runs yet; start one with `trellis run`");
+        outln!("no runs yet; start one with `trellis run`");
     }
     for head in &heads {
         let state = match &head.progress.terminal {
@@ -152,7 +152,7 @@ pub fn list(ctx: &Context, args: &ListArgs) -> anyhow::Result<u8> {
             Some(TerminalResult::Failed { reason }) => format!("failed: {reason}"),
             None => head.phase().as_str().to_owned(),
         };
-        println!(
+        outln!(
             "{}  {:<26} {:<9} {}",
             head.run_id.as_str(),
             state,

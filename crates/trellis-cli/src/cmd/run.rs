@@ -187,7 +187,7 @@ fn run_graph(args: &RunArgs, prepared: Prepared) -> anyhow::Result<u8> {
         .canonicalize()
         .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
     if args.validate_only {
-        println!("{}", validation_summary(&prepared, &plan));
+        outln!("{}", validation_summary(&prepared, &plan));
         return Ok(0);
     }
     let source = read_source(&workspace);

@@ -168,22 +168,22 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
     };
     let (run_id, result) = run_gap(ctx.store.clone(), &ctx.home, run, &forward)?;
     if machine {
-        println!("{}", serde_json::to_string(&result)?);
+        outln!("{}", serde_json::to_string(&result)?);
     } else if result.is_success() {
-        println!(
+        outln!(
             "✓ run {} succeeded at {}",
             run_id.as_str(),
             result.end_node.as_deref().unwrap_or("?")
         );
-        println!("  outputs {}", serde_json::to_string(&result.outputs)?);
+        outln!("  outputs {}", serde_json::to_string(&result.outputs)?);
     } else {
-        println!(
+        outln!(
             "✗ run {} failed: {}",
             run_id.as_str(),
             result.error.as_deref().unwrap_or("no end node reached")
         );
         if let Some(traceback) = &result.traceback {
-            println!("{traceback}");
+            outln!("{traceback}");
         }
     }
     Ok(if result.is_success() { 0 } else { 1 })

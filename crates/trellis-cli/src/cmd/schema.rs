@@ -19,6 +19,6 @@ pub fn run(args: &SchemaArgs) -> anyhow::Result<u8> {
     let schema = match args.kind {
         SchemaKind::Graph => trellis_graph::schema::graph_json_schema(),
     };
-    println!("{}", serde_json::to_string_pretty(&schema)?);
+    outln!("{}", serde_json::to_string_pretty(&schema)?);
     Ok(0)
 }

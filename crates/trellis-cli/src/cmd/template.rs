@@ -29,11 +29,11 @@ pub fn run(command: &TemplateCommand) -> anyhow::Result<u8> {
         TemplateCommand::List { json } => {
             if *json {
                 let names: Vec<&str> = templates::all().iter().map(|t| t.name).collect();
-                println!("{}", serde_json::to_string(&names)?);
+                outln!("{}", serde_json::to_string(&names)?);
             } else {
                 for t in templates::all() {
                     let push = if t.supports_push() { " (--push)" } else { "" };
-                    println!("{:<16} {}{push}", t.name, t.summary);
+                    outln!("{:<16} {}{push}", t.name, t.summary);
                 }
             }
             Ok(0)
@@ -46,7 +46,7 @@ pub fn run(command: &TemplateCommand) -> anyhow::Result<u8> {
                 )
             })?;
             let text = template.document(args.push).map_err(anyhow::Error::msg)?;
-            print!("{text}");
+            out!("{text}");
             Ok(0)
         }
     }

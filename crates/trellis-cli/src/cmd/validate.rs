@@ -46,7 +46,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     let path = args.graph_path()?;
     match classify(path)? {
         Document::Unparseable { path, error } => {
-            emit_unparseable(args.json, &path, &error);
+            emit_unparseable(args.json, &path, &error)?;
             Ok(1)
         }
         Document::Gap { path } => validate_gap(args, &path),
@@ -54,12 +54,13 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn emit_unparseable(as_json: bool, path: &Path, error: &str) {
+fn emit_unparseable(as_json: bool, path: &Path, error: &str) -> anyhow::Result<()> {
     if as_json {
-        println!("{}", json!({"status": "unparseable", "error": error}));
+        outln!("{}", json!({"status": "unparseable", "error": error}));
     } else {
-        println!("✗ {} does not parse\n  {error}", path.display());
+        outln!("✗ {} does not parse\n  {error}", path.display());
     }
+    Ok(())
 }
 
 fn validate_gap(args: &ValidateArgs, path: &Path) -> anyhow::Result<u8> {
@@ -75,20 +76,20 @@ fn validate_gap(args: &ValidateArgs, path: &Path) -> anyhow::Result<u8> {
     };
     let report = ValidationReport::for_path(path, &options);
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?);
     } else {
         match &report {
             ValidationReport::Verified { .. } => {
-                println!("✓ GaP workflow {} is valid", path.display())
+                outln!("✓ GaP workflow {} is valid", path.display())
             }
             ValidationReport::Rejected { .. } => {
-                println!("✗ GaP workflow {} is rejected", path.display())
+                outln!("✗ GaP workflow {} is rejected", path.display())
             }
             ValidationReport::Unparseable { .. } => {
-                println!("✗ GaP workflow {} does not load", path.display())
+                outln!("✗ GaP workflow {} does not load", path.display())
             }
         }
-        print!("{}", report.render());
+        out!("{}", report.render());
     }
     Ok(u8::try_from(report.exit_code()).unwrap_or(1))
 }
@@ -110,7 +111,7 @@ fn validate_graph(args: &ValidateArgs, path: &Path, value: &Value) -> anyhow::Re
     let spec = match GraphSpec::parse(value, &JsonPath::root()) {
         Ok(spec) => spec,
         Err(error) => {
-            emit_unparseable(args.json, path, &error.to_string());
+            emit_unparseable(args.json, path, &error.to_string())?;
             return Ok(1);
         }
     };
@@ -118,18 +119,18 @@ fn validate_graph(args: &ValidateArgs, path: &Path, value: &Value) -> anyhow::Re
         Verification::Internal(message) => bail!("internal verifier error: {message}"),
         Verification::Rejected(diagnostics) => {
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     json!({"status": "rejected", "diagnostics": diagnostics})
                 );
             } else {
-                println!(
+                outln!(
                     "✗ {} rejected: {} diagnostic(s)\n",
                     path.display(),
                     diagnostics.len()
                 );
                 for d in &diagnostics {
-                    println!("{}", diagnostic_block(d));
+                    outln!("{}", diagnostic_block(d));
                 }
             }
             Ok(1)
@@ -145,7 +146,7 @@ fn validate_graph(args: &ValidateArgs, path: &Path, value: &Value) -> anyhow::Re
                         .map(|e| e.to_string())
                 }
             };
-            report_verified(args, path, &spec, &verified, input_error.as_deref());
+            report_verified(args, path, &spec, &verified, input_error.as_deref())?;
             Ok(if input_error.is_some() { 1 } else { 0 })
         }
     }
@@ -157,7 +158,7 @@ fn report_verified(
     spec: &GraphSpec,
     verified: &VerifiedGraph,
     input_error: Option<&str>,
-) {
+) -> anyhow::Result<()> {
     let identity = verified.identity.to_string();
     if args.json {
         let mut out = json!({
@@ -171,8 +172,8 @@ fn report_verified(
                 "initial input does not match initialInput: {error}"
             ));
         }
-        println!("{out}");
-        return;
+        outln!("{out}");
+        return Ok(());
     }
     let (mut nodes, mut executables) = (0, 0);
     spec.root.walk(&mut |n: &GraphNode| {
@@ -180,10 +181,10 @@ fn report_verified(
         executables += usize::from(n.executable().is_some());
     });
     let bounds = &verified.ir.bounds;
-    println!("✓ {} verified", path.display());
-    println!("  identity     {identity}");
-    println!("  nodes        {nodes} ({executables} executable)");
-    println!(
+    outln!("✓ {} verified", path.display());
+    outln!("  identity     {identity}");
+    outln!("  nodes        {nodes} ({executables} executable)");
+    outln!(
         "  bounds       at most {} executions, peak concurrency {}",
         bounds.max_node_executions.get(),
         bounds.peak_concurrency.get()
@@ -202,8 +203,9 @@ fn report_verified(
             )
         }
     };
-    println!("  termination  {termination}");
+    outln!("  termination  {termination}");
     if let Some(error) = input_error {
-        println!("✗ input does not match initialInput: {error}");
+        outln!("✗ input does not match initialInput: {error}");
     }
+    Ok(())
 }
