@@ -228,7 +228,15 @@ impl<'de> Deserialize<'de> for PayloadType {
 pub struct ValueMismatch(pub String);
 
 fn check(ty: &PayloadType, value: &Value, path: &mut String) -> Result<(), ValueMismatch> {
-    let wrong = |path: &str| ValueMismatch(format!("{path} must be a {}", ty.kind_name()));
+    let wrong = |path: &str| {
+        let kind = ty.kind_name();
+        let article = if matches!(kind, "integer" | "array" | "enum") {
+            "an"
+        } else {
+            "a"
+        };
+        ValueMismatch(format!("{path} must be {article} {kind}"))
+    };
     match ty {
         PayloadType::Null if value.is_null() => Ok(()),
         PayloadType::Boolean if value.is_boolean() => Ok(()),
@@ -373,7 +381,7 @@ mod tests {
         assert!(t.check_value(&json!({"a":[1, 2.0]})).is_ok());
         assert_eq!(
             t.check_value(&json!({"a":[1, 1.5]})).unwrap_err().0,
-            "$.a[1] must be a integer"
+            "$.a[1] must be an integer"
         );
         assert_eq!(
             t.check_value(&json!({})).unwrap_err().0,
