@@ -1,11 +1,11 @@
 //! ArtifactRef: a content-addressed receipt for a produced artifact; never bytes, paths or URLs.
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::ident::{NodeName, PositiveInteger, StableRef, WorkerRef};
-use crate::json::{JsonPath, Obj, ParseError, invalid_type, unknown_variant};
+use crate::json::{At, Obj, ParseError, invalid_type, unknown_variant};
 use crate::limits::{MAX_ARTIFACT_VALUE_CHARS, MAX_SAFE_INTEGER};
+use crate::tree::Json;
 
 /// How widely an artifact may be shared, ranked from least to most restricted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -18,7 +18,7 @@ pub enum RedactionClass {
 }
 
 impl RedactionClass {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         const NAMES: [&str; 4] = ["public", "internal", "confidential", "restricted"];
         match value.as_str() {
             Some("public") => Ok(Self::Public),
@@ -58,7 +58,7 @@ pub struct ArtifactRef {
     pub redaction: RedactionClass,
 }
 
-fn bounded_text(value: &Value, at: &JsonPath) -> Result<String, ParseError> {
+fn bounded_text(value: &Json, at: &At) -> Result<String, ParseError> {
     let text = value
         .as_str()
         .ok_or_else(|| invalid_type(value, "a string", at))?;
@@ -72,7 +72,7 @@ fn bounded_text(value: &Value, at: &JsonPath) -> Result<String, ParseError> {
     Ok(text.to_owned())
 }
 
-fn safe_u64(value: &Value, at: &JsonPath) -> Result<u64, ParseError> {
+fn safe_u64(value: &Json, at: &At) -> Result<u64, ParseError> {
     match value.as_u64() {
         Some(n) if n <= MAX_SAFE_INTEGER => Ok(n),
         Some(_) => Err(ParseError::new(
@@ -84,7 +84,7 @@ fn safe_u64(value: &Value, at: &JsonPath) -> Result<u64, ParseError> {
 }
 
 impl ArtifactRef {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
             at,
@@ -130,22 +130,24 @@ impl ArtifactRef {
             sha256: sha.to_owned(),
             byte_length: safe_u64(obj.required("byteLength")?, &obj.path("byteLength"))?,
             media_type: bounded_text(obj.required("mediaType")?, &obj.path("mediaType"))?,
-            type_id: StableRef::parse(obj.required("typeId")?, &obj.path("typeId"))?,
+            type_id: StableRef::read(obj.required("typeId")?, &obj.path("typeId"))?,
             producer: ArtifactProducer {
-                node: NodeName::parse(producer.required("node")?, &producer.path("node"))?,
-                worker: WorkerRef::parse(producer.required("worker")?, &producer.path("worker"))?,
+                node: NodeName::read(producer.required("node")?, &producer.path("node"))?,
+                worker: WorkerRef::read(producer.required("worker")?, &producer.path("worker"))?,
             },
             lineage: ArtifactLineage {
                 generation: safe_u64(lineage.required("generation")?, &lineage.path("generation"))?,
                 run_id: lineage.string("runId")?.to_owned(),
-                attempt: PositiveInteger::parse(
+                attempt: PositiveInteger::read(
                     lineage.required("attempt")?,
                     &lineage.path("attempt"),
                 )?,
             },
-            redaction: RedactionClass::parse(obj.required("redaction")?, &obj.path("redaction"))?,
+            redaction: RedactionClass::read(obj.required("redaction")?, &obj.path("redaction"))?,
         })
     }
 }
 
 crate::json::wire_entry_points!(ArtifactRef);
+
+crate::json::value_entry_point!(RedactionClass);

@@ -7,11 +7,12 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::json::{JsonPath, ParseError, array_of, invalid_type};
+use crate::json::{At, JsonPath, ParseError, array_of, invalid_type};
 use crate::limits::{
     MAX_COLLECTION_ITEMS, MAX_FIELD_PATH_SEGMENTS, MAX_IDENTIFIER_BYTES, MAX_INSTRUCTIONS_BYTES,
     MAX_SAFE_INTEGER, MAX_STABLE_REF_BYTES,
 };
+use crate::tree::Json;
 
 fn is_identifier_syntax(text: &str) -> bool {
     let mut chars = text.chars();
@@ -37,7 +38,7 @@ fn check_identifier(kind: &str, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn string_at<'a>(value: &'a Value, at: &JsonPath) -> Result<&'a str, ParseError> {
+fn string_at<'a>(value: &'a Json, at: &At) -> Result<&'a str, ParseError> {
     value
         .as_str()
         .ok_or_else(|| invalid_type(value, "a string", at))
@@ -56,7 +57,7 @@ macro_rules! identifier {
                 Ok(Self(text.to_owned()))
             }
 
-            pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+            pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
                 Self::new(string_at(value, at)?).map_err(|m| ParseError::new(m, at))
             }
 
@@ -70,6 +71,8 @@ macro_rules! identifier {
                 Self(text.to_owned())
             }
         }
+
+        crate::json::value_entry_point!($name);
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -138,8 +141,8 @@ impl FieldPath {
         Ok(Self(segments))
     }
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
-        let segments = array_of(value, at, FieldName::parse)?;
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
+        let segments = array_of(value, at, FieldName::read)?;
         Self::new(segments).map_err(|m| ParseError::new(m, at))
     }
 
@@ -201,7 +204,7 @@ impl StableRef {
         Ok(Self(text.to_owned()))
     }
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         Self::new(string_at(value, at)?).map_err(|m| ParseError::new(m, at))
     }
 
@@ -250,9 +253,9 @@ impl PositiveInteger {
         Ok(Self(value))
     }
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let number = match value {
-            Value::Number(n) => n,
+            Json::Number(n) => n,
             other => return Err(invalid_type(other, "a positive integer", at)),
         };
         let checked = if let Some(u) = number.as_u64() {
@@ -284,7 +287,8 @@ impl PositiveInteger {
 impl<'de> Deserialize<'de> for PositiveInteger {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
-        Self::parse(&value, &JsonPath::root()).map_err(|e| serde::de::Error::custom(e.message))
+        Self::read(&Json::from_value(&value), &At::Base(&JsonPath::root()))
+            .map_err(|e| serde::de::Error::custom(e.message))
     }
 }
 
@@ -311,8 +315,8 @@ impl EnumSet {
         Ok(Self(set))
     }
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
-        let labels = array_of(value, at, EnumLabel::parse)?;
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
+        let labels = array_of(value, at, EnumLabel::read)?;
         Self::new(labels).map_err(|m| ParseError::new(m, at))
     }
 
@@ -356,11 +360,11 @@ impl<'de> Deserialize<'de> for EnumSet {
 
 /// Reads a non-empty array of at most 4096 items.
 pub fn non_empty_vec<T>(
-    value: &Value,
-    at: &JsonPath,
-    item: impl FnMut(&Value, &JsonPath) -> Result<T, ParseError>,
+    value: &Json,
+    at: &At,
+    item: impl FnMut(&Json, &At) -> Result<T, ParseError>,
 ) -> Result<Vec<T>, ParseError> {
-    if let Value::Array(items) = value {
+    if let Json::Array(items) = value {
         if items.is_empty() {
             return Err(ParseError::new(
                 "non-empty collection must not be empty",
@@ -398,7 +402,7 @@ impl NodeInstructions {
         Ok(Self(text.to_owned()))
     }
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         Self::new(string_at(value, at)?).map_err(|m| ParseError::new(m, at))
     }
 
@@ -423,7 +427,7 @@ impl FailReason {
         Ok(Self(label))
     }
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         Self::new(string_at(value, at)?).map_err(|m| ParseError::new(m, at))
     }
 
@@ -431,6 +435,15 @@ impl FailReason {
         self.0.as_str()
     }
 }
+
+crate::json::value_entry_point!(
+    FieldPath,
+    StableRef,
+    PositiveInteger,
+    EnumSet,
+    NodeInstructions,
+    FailReason
+);
 
 #[cfg(test)]
 mod tests {

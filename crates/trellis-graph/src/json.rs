@@ -7,6 +7,9 @@ use std::sync::Arc;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use crate::tree::TreeSeed;
+pub use crate::tree::{Json, JsonObject};
+
 use crate::limits::{MAX_DOCUMENT_BYTES, MAX_JSON_NESTING};
 
 /// One step of a location inside a JSON document.
@@ -89,6 +92,50 @@ impl fmt::Display for JsonPath {
     }
 }
 
+/// A location while reading: a borrowed chain on the stack, turned into an owned [`JsonPath`]
+/// only when an error is reported, so reading a large document allocates no paths.
+#[derive(Clone, Copy)]
+pub enum At<'a> {
+    Base(&'a JsonPath),
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl<'a> At<'a> {
+    pub fn key(&'a self, key: &'a str) -> At<'a> {
+        At::Key(self, key)
+    }
+
+    pub fn index(&'a self, index: usize) -> At<'a> {
+        At::Index(self, index)
+    }
+
+    pub fn to_path(&self) -> JsonPath {
+        match self {
+            At::Base(path) => (*path).clone(),
+            At::Key(parent, key) => parent.to_path().key(key),
+            At::Index(parent, index) => parent.to_path().index(*index),
+        }
+    }
+}
+
+/// Anything an error can be located at.
+pub trait Locate {
+    fn location(&self) -> JsonPath;
+}
+
+impl Locate for JsonPath {
+    fn location(&self) -> JsonPath {
+        self.clone()
+    }
+}
+
+impl Locate for At<'_> {
+    fn location(&self) -> JsonPath {
+        self.to_path()
+    }
+}
+
 fn is_plain_key(key: &str) -> bool {
     !key.is_empty()
         && key
@@ -106,17 +153,15 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    pub fn new(message: impl Into<String>, location: &JsonPath) -> Self {
+    pub fn new(message: impl Into<String>, location: &impl Locate) -> Self {
         Self {
             message: message.into(),
-            location: location.clone(),
+            location: location.location(),
         }
     }
 }
 
-/// Parses JSON text, refusing oversized documents, duplicate object keys and nesting beyond the
-/// parser's limit, each with a clear message.
-pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
+fn check_size(text: &str) -> Result<(), ParseError> {
     if text.len() > MAX_DOCUMENT_BYTES {
         return Err(ParseError::new(
             format!(
@@ -127,24 +172,42 @@ pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
             &JsonPath::root(),
         ));
     }
+    Ok(())
+}
+
+fn syntax_error(error: serde_json::Error) -> ParseError {
+    let message = error.to_string();
+    let message = if message.starts_with("recursion limit exceeded") {
+        format!(
+            "JSON nesting exceeds the parser's limit of {MAX_JSON_NESTING} levels (line {}, column {})",
+            error.line(),
+            error.column()
+        )
+    } else {
+        format!("invalid JSON: {message}")
+    };
+    ParseError::new(message, &JsonPath::root())
+}
+
+/// Parses JSON text, refusing oversized documents, duplicate object keys and nesting beyond the
+/// parser's limit, each with a clear message.
+pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
+    check_size(text)?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value = StrictValue
+    StrictValue
         .deserialize(&mut deserializer)
         .and_then(|value| deserializer.end().map(|()| value))
-        .map_err(|error| {
-            let message = error.to_string();
-            let message = if message.starts_with("recursion limit exceeded") {
-                format!(
-                    "JSON nesting exceeds the parser's limit of {MAX_JSON_NESTING} levels (line {}, column {})",
-                    error.line(),
-                    error.column()
-                )
-            } else {
-                format!("invalid JSON: {message}")
-            };
-            ParseError::new(message, &JsonPath::root())
-        })?;
-    Ok(value)
+        .map_err(syntax_error)
+}
+
+/// [`parse_strict`] into the lightweight [`Json`] tree the wire types are read from.
+pub fn parse_tree(text: &str) -> Result<Json<'_>, ParseError> {
+    check_size(text)?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    TreeSeed
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value))
+        .map_err(syntax_error)
 }
 
 /// Builds a `serde_json::Value` like the stock deserializer, but fails on a repeated key.
@@ -224,39 +287,45 @@ impl<'de> Visitor<'de> for StrictValue {
     }
 }
 
-/// Gives a wire type with an inherent `parse(&Value, &JsonPath)` its two entry points:
-/// `from_json_str` (strict text parsing) and serde's `Deserialize` (errors keep their wording).
+/// Gives a wire type with an inherent `read(&Json, &JsonPath)` its public entry points:
+/// `parse` (from a `serde_json::Value`), `from_json_str` (strict text parsing) and serde's
+/// `Deserialize` (errors keep their wording).
+macro_rules! value_entry_point {
+    ($($ty:ty),* $(,)?) => {$(
+        impl $ty {
+            /// Reads the wire type from a JSON value; errors carry the location under `at`.
+            pub fn parse(
+                value: &serde_json::Value,
+                at: &$crate::json::JsonPath,
+            ) -> Result<Self, $crate::json::ParseError> {
+                Self::read(&$crate::tree::Json::from_value(value), &$crate::json::At::Base(at))
+            }
+        }
+    )*};
+}
+pub(crate) use value_entry_point;
+
 macro_rules! wire_entry_points {
     ($($ty:ty),* $(,)?) => {$(
+        $crate::json::value_entry_point!($ty);
+
         impl $ty {
             /// Parses JSON text strictly (size, nesting and duplicate-key checks included).
             pub fn from_json_str(text: &str) -> Result<Self, $crate::json::ParseError> {
-                Self::parse(&$crate::json::parse_strict(text)?, &$crate::json::JsonPath::root())
+                Self::read(&$crate::json::parse_tree(text)?, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
             }
         }
 
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let value = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
-                Self::parse(&value, &$crate::json::JsonPath::root()).map_err(serde::de::Error::custom)
+                let value = serde::de::DeserializeSeed::deserialize($crate::tree::TreeSeed, d)?;
+                Self::read(&value, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
+                    .map_err(serde::de::Error::custom)
             }
         }
     )*};
 }
 pub(crate) use wire_entry_points;
-
-/// How serde names an unexpected JSON value in `invalid type` messages.
-pub fn describe(value: &Value) -> String {
-    match value {
-        Value::Null => "null".to_owned(),
-        Value::Bool(b) => format!("boolean `{b}`"),
-        Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
-        Value::Number(n) => format!("integer `{n}`"),
-        Value::String(s) => format!("string {}", Value::String(s.clone())),
-        Value::Array(_) => "sequence".to_owned(),
-        Value::Object(_) => "map".to_owned(),
-    }
-}
 
 /// serde's rendering of an expected-names list: `a`, `a` or `b`, one of `a`, `b`, `c`.
 pub fn one_of(names: &[&str]) -> String {
@@ -271,14 +340,14 @@ pub fn one_of(names: &[&str]) -> String {
     }
 }
 
-pub fn invalid_type(value: &Value, expected: &str, at: &JsonPath) -> ParseError {
+pub fn invalid_type(value: &Json, expected: &str, at: &At) -> ParseError {
     ParseError::new(
-        format!("invalid type: {}, expected {expected}", describe(value)),
+        format!("invalid type: {}, expected {expected}", value.describe()),
         at,
     )
 }
 
-pub fn unknown_variant(found: &str, variants: &[&str], at: &JsonPath) -> ParseError {
+pub fn unknown_variant(found: &str, variants: &[&str], at: &At) -> ParseError {
     ParseError::new(
         format!("unknown variant `{found}`, expected {}", one_of(variants)),
         at,
@@ -287,15 +356,15 @@ pub fn unknown_variant(found: &str, variants: &[&str], at: &JsonPath) -> ParseEr
 
 /// A JSON object being read as a closed struct: every key must be known, required keys present.
 pub struct Obj<'a> {
-    pub map: &'a Map<String, Value>,
-    pub at: &'a JsonPath,
+    pub map: &'a JsonObject<'a>,
+    pub at: &'a At<'a>,
 }
 
 impl<'a> Obj<'a> {
     /// Reads `value` as an object of the struct `type_name`, allowing only `fields`.
     pub fn closed(
-        value: &'a Value,
-        at: &'a JsonPath,
+        value: &'a Json<'a>,
+        at: &'a At<'a>,
         type_name: &str,
         fields: &[&str],
     ) -> Result<Self, ParseError> {
@@ -305,16 +374,16 @@ impl<'a> Obj<'a> {
     }
 
     /// Reads `value` as an object without checking its keys yet.
-    pub fn open(value: &'a Value, at: &'a JsonPath, type_name: &str) -> Result<Self, ParseError> {
+    pub fn open(value: &'a Json<'a>, at: &'a At<'a>, type_name: &str) -> Result<Self, ParseError> {
         match value {
-            Value::Object(map) => Ok(Self { map, at }),
+            Json::Object(map) => Ok(Self { map, at }),
             other => Err(invalid_type(other, &format!("struct {type_name}"), at)),
         }
     }
 
     pub fn deny_unknown(&self, fields: &[&str]) -> Result<(), ParseError> {
         for key in self.map.keys() {
-            if !fields.contains(&key.as_str()) {
+            if !fields.contains(&key) {
                 let expected = if fields.is_empty() {
                     "there are no fields".to_owned()
                 } else {
@@ -329,21 +398,21 @@ impl<'a> Obj<'a> {
         Ok(())
     }
 
-    pub fn path(&self, key: &str) -> JsonPath {
-        self.at.key(key)
+    pub fn path(&self, key: &'a str) -> At<'a> {
+        At::Key(self.at, key)
     }
 
     /// The value of a required key (`null` counts as present).
-    pub fn required(&self, key: &str) -> Result<&'a Value, ParseError> {
+    pub fn required(&self, key: &str) -> Result<&'a Json<'a>, ParseError> {
         self.map
             .get(key)
             .ok_or_else(|| ParseError::new(format!("missing field `{key}`"), self.at))
     }
 
     /// The value of an optional key; absent and `null` are both `None`.
-    pub fn optional(&self, key: &str) -> Option<&'a Value> {
+    pub fn optional(&self, key: &str) -> Option<&'a Json<'a>> {
         match self.map.get(key) {
-            None | Some(Value::Null) => None,
+            None | Some(Json::Null) => None,
             Some(value) => Some(value),
         }
     }
@@ -362,14 +431,14 @@ impl<'a> Obj<'a> {
             .ok_or_else(|| invalid_type(value, "a boolean", &self.path(key)))
     }
 
-    pub fn array(&self, key: &str) -> Result<&'a Vec<Value>, ParseError> {
+    pub fn array(&self, key: &str) -> Result<&'a [Json<'a>], ParseError> {
         let value = self.required(key)?;
         value
             .as_array()
             .ok_or_else(|| invalid_type(value, "a sequence", &self.path(key)))
     }
 
-    pub fn object(&self, key: &str) -> Result<&'a Map<String, Value>, ParseError> {
+    pub fn object(&self, key: &str) -> Result<&'a JsonObject<'a>, ParseError> {
         let value = self.required(key)?;
         value
             .as_object()
@@ -380,7 +449,7 @@ impl<'a> Obj<'a> {
     pub fn tag(&self, tag: &str, enum_name: &str) -> Result<&'a str, ParseError> {
         match self.map.get(tag) {
             None => Err(ParseError::new(format!("missing field `{tag}`"), self.at)),
-            Some(Value::String(s)) => Ok(s),
+            Some(Json::String(s)) => Ok(s),
             Some(other) => Err(invalid_type(
                 other,
                 &format!("internally tagged enum {enum_name}"),
@@ -392,9 +461,9 @@ impl<'a> Obj<'a> {
 
 /// Reads `value` as an array of items parsed by `item`.
 pub fn array_of<T>(
-    value: &Value,
-    at: &JsonPath,
-    mut item: impl FnMut(&Value, &JsonPath) -> Result<T, ParseError>,
+    value: &Json,
+    at: &At,
+    mut item: impl FnMut(&Json, &At) -> Result<T, ParseError>,
 ) -> Result<Vec<T>, ParseError> {
     let items = value
         .as_array()
@@ -409,12 +478,12 @@ pub fn array_of<T>(
 /// Reads an object whose value at `at` must be a JSON object: the tag of an internally tagged
 /// enum, where a non-object gives serde's `expected internally tagged enum X` message.
 pub fn tagged<'a>(
-    value: &'a Value,
-    at: &'a JsonPath,
+    value: &'a Json<'a>,
+    at: &'a At<'a>,
     enum_name: &str,
 ) -> Result<Obj<'a>, ParseError> {
     match value {
-        Value::Object(map) => Ok(Obj { map, at }),
+        Json::Object(map) => Ok(Obj { map, at }),
         other => Err(invalid_type(
             other,
             &format!("internally tagged enum {enum_name}"),

@@ -16,6 +16,7 @@ pub mod registry;
 pub mod schema;
 pub mod selector;
 pub mod spec;
+pub mod tree;
 pub mod worker;
 
 pub use artifact::{ArtifactRef, RedactionClass};

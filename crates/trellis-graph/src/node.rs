@@ -4,15 +4,15 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::ident::{
     EnumSet, FailReason, FieldName, FieldPath, NodeInstructions, NodeName, PositiveInteger,
     WorkerRef, non_empty_vec,
 };
-use crate::json::{JsonPath, Obj, ParseError, array_of, tagged, unknown_variant};
+use crate::json::{At, Obj, ParseError, array_of, tagged, unknown_variant};
 use crate::payload::PayloadType;
 use crate::selector::{DataSelector, Guard, InputBinding, Join, WriteBinding, variant};
+use crate::tree::Json;
 
 /// A node of the graph tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -161,23 +161,23 @@ const VERIFIER_FIELDS: [&str; 11] = [
 ];
 
 fn payload(obj: &Obj, key: &str) -> Result<PayloadType, ParseError> {
-    PayloadType::parse(obj.required(key)?, &obj.path(key))
+    PayloadType::read(obj.required(key)?, &obj.path(key))
 }
 
 fn name(obj: &Obj) -> Result<NodeName, ParseError> {
-    NodeName::parse(obj.required("name")?, &obj.path("name"))
+    NodeName::read(obj.required("name")?, &obj.path("name"))
 }
 
 fn promoted(obj: &Obj) -> Result<Vec<FieldPath>, ParseError> {
     array_of(
         obj.required("promotedStatePaths")?,
         &obj.path("promotedStatePaths"),
-        FieldPath::parse,
+        FieldPath::read,
     )
 }
 
 fn child(obj: &Obj, key: &str) -> Result<Box<GraphNode>, ParseError> {
-    Ok(Box::new(GraphNode::parse(
+    Ok(Box::new(GraphNode::read(
         obj.required(key)?,
         &obj.path(key),
     )?))
@@ -186,33 +186,33 @@ fn child(obj: &Obj, key: &str) -> Result<Box<GraphNode>, ParseError> {
 fn step_fields(obj: &Obj) -> Result<StepNode, ParseError> {
     Ok(StepNode {
         name: name(obj)?,
-        worker: WorkerRef::parse(obj.required("worker")?, &obj.path("worker"))?,
+        worker: WorkerRef::read(obj.required("worker")?, &obj.path("worker"))?,
         instructions: obj
             .optional("instructions")
-            .map(|v| NodeInstructions::parse(v, &obj.path("instructions")))
+            .map(|v| NodeInstructions::read(v, &obj.path("instructions")))
             .transpose()?,
         input: payload(obj, "input")?,
         output: payload(obj, "output")?,
-        input_bindings: InputBinding::parse_list(
+        input_bindings: InputBinding::read_list(
             obj.required("inputBindings")?,
             &obj.path("inputBindings"),
         )?,
-        write_bindings: WriteBinding::parse_list(
+        write_bindings: WriteBinding::read_list(
             obj.required("writeBindings")?,
             &obj.path("writeBindings"),
         )?,
         timeout_ms: obj
             .optional("timeoutMs")
-            .map(|v| PositiveInteger::parse(v, &obj.path("timeoutMs")))
+            .map(|v| PositiveInteger::read(v, &obj.path("timeoutMs")))
             .transpose()?,
-        attempts: PositiveInteger::parse(obj.required("attempts")?, &obj.path("attempts"))?,
+        attempts: PositiveInteger::read(obj.required("attempts")?, &obj.path("attempts"))?,
     })
 }
 
 /// Parses an identifier-keyed map of signals.
-pub(crate) fn parse_signals(
-    value: &Value,
-    at: &JsonPath,
+pub(crate) fn read_signals(
+    value: &Json,
+    at: &At,
 ) -> Result<BTreeMap<FieldName, EnumSet>, ParseError> {
     let map = value
         .as_object()
@@ -221,13 +221,13 @@ pub(crate) fn parse_signals(
     for (key, labels) in map {
         let key_at = at.key(key);
         let field = FieldName::new(key).map_err(|m| ParseError::new(m, &key_at))?;
-        signals.insert(field, EnumSet::parse(labels, &key_at)?);
+        signals.insert(field, EnumSet::read(labels, &key_at)?);
     }
     Ok(signals)
 }
 
 impl GraphNode {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = tagged(value, at, "GraphNode")?;
         let kind = obj.tag("kind", "GraphNode")?;
         Ok(match kind {
@@ -239,7 +239,7 @@ impl GraphNode {
                 variant(&obj, "kind", &VERIFIER_FIELDS)?;
                 Self::Verifier(VerifierNode {
                     exec: step_fields(&obj)?,
-                    signals: parse_signals(obj.required("signals")?, &obj.path("signals"))?,
+                    signals: read_signals(obj.required("signals")?, &obj.path("signals"))?,
                     diagnostic: payload(&obj, "diagnostic")?,
                 })
             }
@@ -255,7 +255,7 @@ impl GraphNode {
                     children: non_empty_vec(
                         obj.required("children")?,
                         &obj.path("children"),
-                        GraphNode::parse,
+                        GraphNode::read,
                     )?,
                     promoted_state_paths: promoted(&obj)?,
                 })
@@ -278,11 +278,11 @@ impl GraphNode {
                     branches: non_empty_vec(
                         obj.required("branches")?,
                         &obj.path("branches"),
-                        ChoiceBranch::parse,
+                        ChoiceBranch::read,
                     )?,
                     otherwise: obj
                         .optional("otherwise")
-                        .map(|v| GraphNode::parse(v, &obj.path("otherwise")).map(Box::new))
+                        .map(|v| GraphNode::read(v, &obj.path("otherwise")).map(Box::new))
                         .transpose()?,
                     promoted_state_paths: promoted(&obj)?,
                 })
@@ -299,10 +299,10 @@ impl GraphNode {
                     branches: non_empty_vec(
                         obj.required("branches")?,
                         &obj.path("branches"),
-                        GraphNode::parse,
+                        GraphNode::read,
                     )?,
                     promoted_state_paths: promoted(&obj)?,
-                    join: Join::parse(obj.required("join")?, &obj.path("join"))?,
+                    join: Join::read(obj.required("join")?, &obj.path("join"))?,
                 })
             }
             "loop" => {
@@ -323,17 +323,17 @@ impl GraphNode {
                     name: name(&obj)?,
                     state: payload(&obj, "state")?,
                     body: child(&obj, "body")?,
-                    max_iterations: PositiveInteger::parse(
+                    max_iterations: PositiveInteger::read(
                         obj.required("maxIterations")?,
                         &obj.path("maxIterations"),
                     )?,
                     max_iterations_input: obj
                         .optional("maxIterationsInput")
-                        .map(|v| FieldPath::parse(v, &obj.path("maxIterationsInput")))
+                        .map(|v| FieldPath::read(v, &obj.path("maxIterationsInput")))
                         .transpose()?,
                     until: obj
                         .optional("until")
-                        .map(|v| Guard::parse(v, &obj.path("until")))
+                        .map(|v| Guard::read(v, &obj.path("until")))
                         .transpose()?,
                     promoted_state_paths: promoted(&obj)?,
                 })
@@ -355,8 +355,8 @@ impl GraphNode {
                     name: name(&obj)?,
                     state: payload(&obj, "state")?,
                     body: child(&obj, "body")?,
-                    over: DataSelector::parse(obj.required("over")?, &obj.path("over"))?,
-                    max_items: PositiveInteger::parse(
+                    over: DataSelector::read(obj.required("over")?, &obj.path("over"))?,
+                    max_items: PositiveInteger::read(
                         obj.required("maxItems")?,
                         &obj.path("maxItems"),
                     )?,
@@ -368,7 +368,7 @@ impl GraphNode {
                 Self::Succeed(SucceedNode {
                     name: name(&obj)?,
                     output: payload(&obj, "output")?,
-                    bindings: InputBinding::parse_list(
+                    bindings: InputBinding::read_list(
                         obj.required("bindings")?,
                         &obj.path("bindings"),
                     )?,
@@ -378,7 +378,7 @@ impl GraphNode {
                 variant(&obj, "kind", &["name", "reason"])?;
                 Self::Fail(FailNode {
                     name: name(&obj)?,
-                    reason: FailReason::parse(obj.required("reason")?, &obj.path("reason"))?,
+                    reason: FailReason::read(obj.required("reason")?, &obj.path("reason"))?,
                 })
             }
             other => return Err(unknown_variant(other, &NODE_KINDS, &obj.path("kind"))),
@@ -474,11 +474,11 @@ impl GraphNode {
 }
 
 impl ChoiceBranch {
-    fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "ChoiceBranch", &["when", "node"])?;
         Ok(Self {
-            when: Guard::parse(obj.required("when")?, &obj.path("when"))?,
-            node: GraphNode::parse(obj.required("node")?, &obj.path("node"))?,
+            when: Guard::read(obj.required("when")?, &obj.path("when"))?,
+            node: GraphNode::read(obj.required("node")?, &obj.path("node"))?,
         })
     }
 }

@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::ident::{EnumSet, FieldName, FieldPath};
-use crate::json::{JsonPath, Obj, ParseError, unknown_variant};
+use crate::json::{At, Obj, ParseError, unknown_variant};
+use crate::tree::Json;
 
 /// The type of a payload: a node's input or output, a group's state, a verifier diagnostic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -43,27 +44,27 @@ const PAYLOAD_KINDS: [&str; 8] = [
 
 impl PayloadType {
     /// Parses a payload type; extra keys are reported before an unknown kind (spec order).
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
-        let Value::Object(map) = value else {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
+        let Json::Object(map) = value else {
             return Err(ParseError::new("payload type must be an object", at));
         };
-        let Some(Value::String(kind)) = map.get("kind") else {
+        let Some(Json::String(kind)) = map.get("kind") else {
             return Err(ParseError::new("payload type requires a string kind", at));
         };
-        let allowed: &[&str] = match kind.as_str() {
+        let allowed: &[&str] = match kind.as_ref() {
             "record" => &["kind", "fields"],
             "array" => &["kind", "items"],
             "enum" => &["kind", "values"],
             _ => &["kind"],
         };
-        if let Some(extra) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        if let Some(extra) = map.keys().find(|k| !allowed.contains(k)) {
             return Err(ParseError::new(
                 format!("unknown field `{extra}` in payload type `{kind}`"),
                 at,
             ));
         }
         let obj = Obj { map, at };
-        Ok(match kind.as_str() {
+        Ok(match kind.as_ref() {
             "null" => Self::Null,
             "boolean" => Self::Boolean,
             "integer" => Self::Integer,
@@ -75,15 +76,15 @@ impl PayloadType {
                 for (name, field) in obj.object("fields")? {
                     let field_at = fields_at.key(name);
                     let name = FieldName::new(name).map_err(|m| ParseError::new(m, &field_at))?;
-                    fields.insert(name, RecordField::parse(field, &field_at)?);
+                    fields.insert(name, RecordField::read(field, &field_at)?);
                 }
                 Self::Record { fields }
             }
             "array" => Self::Array {
-                items: Box::new(Self::parse(obj.required("items")?, &obj.path("items"))?),
+                items: Box::new(Self::read(obj.required("items")?, &obj.path("items"))?),
             },
             "enum" => Self::Enum {
-                values: EnumSet::parse(obj.required("values")?, &obj.path("values"))?,
+                values: EnumSet::read(obj.required("values")?, &obj.path("values"))?,
             },
             other => return Err(unknown_variant(other, &PAYLOAD_KINDS, &obj.path("kind"))),
         })
@@ -206,21 +207,16 @@ fn collect_required_leaves(
 }
 
 impl RecordField {
-    fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "RecordField", &["type", "required"])?;
         Ok(Self {
-            ty: PayloadType::parse(obj.required("type")?, &obj.path("type"))?,
+            ty: PayloadType::read(obj.required("type")?, &obj.path("type"))?,
             required: obj.bool("required")?,
         })
     }
 }
 
-impl<'de> Deserialize<'de> for PayloadType {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        Self::parse(&value, &JsonPath::root()).map_err(serde::de::Error::custom)
-    }
-}
+crate::json::wire_entry_points!(PayloadType);
 
 /// A value that does not match its declared PayloadType.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -333,6 +329,7 @@ impl fmt::Display for PayloadType {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::JsonPath;
     use serde_json::json;
 
     fn ty(v: Value) -> PayloadType {

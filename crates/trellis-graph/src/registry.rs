@@ -2,10 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
-
 use crate::ident::WorkerRef;
-use crate::json::{JsonPath, Obj, ParseError, array_of};
+use crate::json::{At, Obj, ParseError, array_of};
+use crate::tree::Json;
 use crate::worker::WorkerDescriptor;
 
 /// Why a worker reference did not resolve.
@@ -46,7 +45,7 @@ impl StaticRegistry {
     }
 
     /// Parses a registry file. An `about` string is allowed for documentation.
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
             at,
@@ -65,8 +64,8 @@ impl StaticRegistry {
                     &["requested", "descriptor"],
                 )?;
                 let requested =
-                    WorkerRef::parse(entry.required("requested")?, &entry.path("requested"))?;
-                let descriptor = WorkerDescriptor::parse_unvalidated(
+                    WorkerRef::read(entry.required("requested")?, &entry.path("requested"))?;
+                let descriptor = WorkerDescriptor::read_unvalidated(
                     entry.required("descriptor")?,
                     &entry.path("descriptor"),
                 )?;
@@ -77,7 +76,7 @@ impl StaticRegistry {
             registry.insert(requested, descriptor);
         }
         if let Some(list) = obj.optional("versionUnavailable") {
-            for r in array_of(list, &obj.path("versionUnavailable"), WorkerRef::parse)? {
+            for r in array_of(list, &obj.path("versionUnavailable"), WorkerRef::read)? {
                 registry.mark_version_unavailable(r);
             }
         }

@@ -1,16 +1,16 @@
 //! Data selectors, bindings, control selectors, guards and par joins.
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::ident::{EnumSet, FieldName, FieldPath, NodeName, PositiveInteger, non_empty_vec};
-use crate::json::{JsonPath, Obj, ParseError, array_of, tagged, unknown_variant};
+use crate::json::{At, Obj, ParseError, array_of, tagged, unknown_variant};
+use crate::tree::Json;
 
 /// Reads the fields of a struct variant of an internally tagged enum: the tag key is allowed,
 /// other keys must be among `fields` (which is what serde lists in its message).
 pub(crate) fn variant<'a>(obj: &Obj<'a>, tag: &str, fields: &[&str]) -> Result<(), ParseError> {
     for key in obj.map.keys() {
-        if key != tag && !fields.contains(&key.as_str()) {
+        if key != tag && !fields.contains(&key) {
             let expected = if fields.is_empty() {
                 "there are no fields".to_owned()
             } else {
@@ -34,11 +34,11 @@ pub enum DataSelector {
 }
 
 impl DataSelector {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = tagged(value, at, "DataSelector")?;
         let source = obj.tag("source", "DataSelector")?;
         variant(&obj, "source", &["path"])?;
-        let path = FieldPath::parse(obj.required("path")?, &obj.path("path"))?;
+        let path = FieldPath::read(obj.required("path")?, &obj.path("path"))?;
         match source {
             "state" => Ok(Self::State { path }),
             "item" => Ok(Self::Item { path }),
@@ -65,16 +65,16 @@ pub struct InputBinding {
 }
 
 impl InputBinding {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "InputBinding", &["target", "value"])?;
         Ok(Self {
-            target: FieldPath::parse(obj.required("target")?, &obj.path("target"))?,
-            value: DataSelector::parse(obj.required("value")?, &obj.path("value"))?,
+            target: FieldPath::read(obj.required("target")?, &obj.path("target"))?,
+            value: DataSelector::read(obj.required("value")?, &obj.path("value"))?,
         })
     }
 
-    pub fn parse_list(value: &Value, at: &JsonPath) -> Result<Vec<Self>, ParseError> {
-        array_of(value, at, Self::parse)
+    pub fn read_list(value: &Json, at: &At) -> Result<Vec<Self>, ParseError> {
+        array_of(value, at, Self::read)
     }
 }
 
@@ -96,7 +96,7 @@ pub struct NodeOutputSelector {
 }
 
 impl NodeOutputSelector {
-    fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
             at,
@@ -116,9 +116,9 @@ impl NodeOutputSelector {
             }
         };
         Ok(Self {
-            node: NodeName::parse(obj.required("node")?, &obj.path("node"))?,
+            node: NodeName::read(obj.required("node")?, &obj.path("node"))?,
             channel,
-            path: FieldPath::parse(obj.required("path")?, &obj.path("path"))?,
+            path: FieldPath::read(obj.required("path")?, &obj.path("path"))?,
         })
     }
 }
@@ -131,16 +131,16 @@ pub struct WriteBinding {
 }
 
 impl WriteBinding {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "WriteBinding", &["value", "target"])?;
         Ok(Self {
-            value: NodeOutputSelector::parse(obj.required("value")?, &obj.path("value"))?,
-            target: FieldPath::parse(obj.required("target")?, &obj.path("target"))?,
+            value: NodeOutputSelector::read(obj.required("value")?, &obj.path("value"))?,
+            target: FieldPath::read(obj.required("target")?, &obj.path("target"))?,
         })
     }
 
-    pub fn parse_list(value: &Value, at: &JsonPath) -> Result<Vec<Self>, ParseError> {
-        array_of(value, at, Self::parse)
+    pub fn read_list(value: &Json, at: &At) -> Result<Vec<Self>, ParseError> {
+        array_of(value, at, Self::read)
     }
 }
 
@@ -172,7 +172,7 @@ pub struct ControlSelector {
 }
 
 impl ControlSelector {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "ControlSelector", &["name", "source", "field"])?;
         let source = match obj.string("source")? {
             "signal" => ControlSource::Signal,
@@ -188,10 +188,10 @@ impl ControlSelector {
         };
         let field = obj
             .optional("field")
-            .map(|v| FieldName::parse(v, &obj.path("field")))
+            .map(|v| FieldName::read(v, &obj.path("field")))
             .transpose()?;
         Ok(Self {
-            name: NodeName::parse(obj.required("name")?, &obj.path("name"))?,
+            name: NodeName::read(obj.required("name")?, &obj.path("name"))?,
             source,
             field,
         })
@@ -230,15 +230,15 @@ pub enum Guard {
 const GUARD_KINDS: [&str; 6] = ["in", "all", "any", "not", "k_of_n", "k_of_map"];
 
 impl Guard {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = tagged(value, at, "Guard")?;
         let kind = obj.tag("kind", "Guard")?;
-        let labels = |obj: &Obj| EnumSet::parse(obj.required("labels")?, &obj.path("labels"));
-        let count = |obj: &Obj| PositiveInteger::parse(obj.required("count")?, &obj.path("count"));
+        let labels = |obj: &Obj| EnumSet::read(obj.required("labels")?, &obj.path("labels"));
+        let count = |obj: &Obj| PositiveInteger::read(obj.required("count")?, &obj.path("count"));
         let selector =
-            |obj: &Obj| ControlSelector::parse(obj.required("value")?, &obj.path("value"));
+            |obj: &Obj| ControlSelector::read(obj.required("value")?, &obj.path("value"));
         let guards =
-            |obj: &Obj| non_empty_vec(obj.required("guards")?, &obj.path("guards"), Guard::parse);
+            |obj: &Obj| non_empty_vec(obj.required("guards")?, &obj.path("guards"), Guard::read);
         Ok(match kind {
             "in" => {
                 variant(&obj, "kind", &["value", "labels"])?;
@@ -262,7 +262,7 @@ impl Guard {
             "not" => {
                 variant(&obj, "kind", &["guard"])?;
                 Self::Not {
-                    guard: Box::new(Guard::parse(obj.required("guard")?, &obj.path("guard"))?),
+                    guard: Box::new(Guard::read(obj.required("guard")?, &obj.path("guard"))?),
                 }
             }
             "k_of_n" => {
@@ -272,7 +272,7 @@ impl Guard {
                     values: non_empty_vec(
                         obj.required("values")?,
                         &obj.path("values"),
-                        ControlSelector::parse,
+                        ControlSelector::read,
                     )?,
                     labels: labels(&obj)?,
                 }
@@ -330,7 +330,7 @@ pub enum Join {
 }
 
 impl Join {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = tagged(value, at, "Join")?;
         Ok(match obj.tag("kind", "Join")? {
             "all" => {
@@ -344,13 +344,13 @@ impl Join {
             "quorum" => {
                 variant(&obj, "kind", &["count"])?;
                 Self::Quorum {
-                    count: PositiveInteger::parse(obj.required("count")?, &obj.path("count"))?,
+                    count: PositiveInteger::read(obj.required("count")?, &obj.path("count"))?,
                 }
             }
             "first" => {
                 variant(&obj, "kind", &["when"])?;
                 Self::First {
-                    when: Guard::parse(obj.required("when")?, &obj.path("when"))?,
+                    when: Guard::read(obj.required("when")?, &obj.path("when"))?,
                 }
             }
             other => {
@@ -361,5 +361,32 @@ impl Join {
                 ));
             }
         })
+    }
+}
+
+crate::json::value_entry_point!(
+    DataSelector,
+    InputBinding,
+    WriteBinding,
+    ControlSelector,
+    Guard,
+    Join
+);
+
+impl InputBinding {
+    pub fn parse_list(
+        value: &serde_json::Value,
+        at: &crate::json::JsonPath,
+    ) -> Result<Vec<Self>, ParseError> {
+        Self::read_list(&Json::from_value(value), &At::Base(at))
+    }
+}
+
+impl WriteBinding {
+    pub fn parse_list(
+        value: &serde_json::Value,
+        at: &crate::json::JsonPath,
+    ) -> Result<Vec<Self>, ParseError> {
+        Self::read_list(&Json::from_value(value), &At::Base(at))
     }
 }

@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ident::{FieldName, FieldPath, NodeName, PolicyRef, PositiveInteger, non_empty_vec};
-use crate::json::{JsonPath, Obj, ParseError, tagged, unknown_variant};
+use crate::json::{At, Obj, ParseError, tagged, unknown_variant};
 use crate::node::GraphNode;
 use crate::payload::PayloadType;
 use crate::selector::variant;
+use crate::tree::Json;
 
 /// The contract a graph document claims to follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -25,7 +26,7 @@ impl GraphProfile {
     pub const FULL: &'static str = "openengine.graph.full/v1";
     pub const SINGLE_WORKER: &'static str = "openengine.graph.single-worker/v1";
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         match value.as_str() {
             Some(Self::FULL) => Ok(Self::Full),
             Some(Self::SINGLE_WORKER) => Ok(Self::SingleWorker),
@@ -60,9 +61,9 @@ pub enum PolicyDefault {
 }
 
 impl PolicyBinding {
-    fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "PolicyBinding", &["policy", "default"])?;
-        let policy = PolicyRef::parse(obj.required("policy")?, &obj.path("policy"))?;
+        let policy = PolicyRef::read(obj.required("policy")?, &obj.path("policy"))?;
         match obj.string("default")? {
             "deny" => Ok(Self {
                 policy,
@@ -86,20 +87,20 @@ pub struct GraphSpec {
 const SPEC_FIELDS: [&str; 4] = ["profile", "initialInput", "policy", "root"];
 
 impl GraphSpec {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(value, at, "GraphSpec", &SPEC_FIELDS)?;
         Self::parse_fields(&obj)
     }
 
     fn parse_fields(obj: &Obj) -> Result<Self, ParseError> {
         Ok(Self {
-            profile: GraphProfile::parse(obj.required("profile")?, &obj.path("profile"))?,
-            initial_input: PayloadType::parse(
+            profile: GraphProfile::read(obj.required("profile")?, &obj.path("profile"))?,
+            initial_input: PayloadType::read(
                 obj.required("initialInput")?,
                 &obj.path("initialInput"),
             )?,
-            policy: PolicyBinding::parse(obj.required("policy")?, &obj.path("policy"))?,
-            root: GraphNode::parse(obj.required("root")?, &obj.path("root"))?,
+            policy: PolicyBinding::read(obj.required("policy")?, &obj.path("policy"))?,
+            root: GraphNode::read(obj.required("root")?, &obj.path("root"))?,
         })
     }
 
@@ -124,7 +125,7 @@ pub enum TerminationWitness {
 }
 
 impl TerminationWitness {
-    fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = tagged(value, at, "TerminationWitness")?;
         match obj.tag("kind", "TerminationWitness")? {
             "acyclic" => {
@@ -133,7 +134,7 @@ impl TerminationWitness {
                     order: non_empty_vec(
                         obj.required("order")?,
                         &obj.path("order"),
-                        NodeName::parse,
+                        NodeName::read,
                     )?,
                 })
             }
@@ -143,9 +144,9 @@ impl TerminationWitness {
                     ranking: non_empty_vec(
                         obj.required("ranking")?,
                         &obj.path("ranking"),
-                        FieldPath::parse,
+                        FieldPath::read,
                     )?,
-                    max_iterations: PositiveInteger::parse(
+                    max_iterations: PositiveInteger::read(
                         obj.required("maxIterations")?,
                         &obj.path("maxIterations"),
                     )?,
@@ -171,7 +172,7 @@ pub struct StructuralBounds {
 }
 
 impl StructuralBounds {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
             at,
@@ -188,18 +189,18 @@ impl StructuralBounds {
         for (key, count) in obj.object("attemptsPerNode")? {
             let key_at = attempts_at.key(key);
             let node = NodeName::new(key).map_err(|m| ParseError::new(m, &key_at))?;
-            attempts.insert(node, PositiveInteger::parse(count, &key_at)?);
+            attempts.insert(node, PositiveInteger::read(count, &key_at)?);
         }
         Ok(Self {
-            termination: TerminationWitness::parse(
+            termination: TerminationWitness::read(
                 obj.required("termination")?,
                 &obj.path("termination"),
             )?,
-            max_node_executions: PositiveInteger::parse(
+            max_node_executions: PositiveInteger::read(
                 obj.required("maxNodeExecutions")?,
                 &obj.path("maxNodeExecutions"),
             )?,
-            peak_concurrency: PositiveInteger::parse(
+            peak_concurrency: PositiveInteger::read(
                 obj.required("peakConcurrency")?,
                 &obj.path("peakConcurrency"),
             )?,
@@ -220,7 +221,7 @@ pub struct CompiledGraphIr {
 }
 
 impl CompiledGraphIr {
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
             at,
@@ -233,7 +234,7 @@ impl CompiledGraphIr {
             initial_input: spec.initial_input,
             policy: spec.policy,
             root: spec.root,
-            bounds: StructuralBounds::parse(obj.required("bounds")?, &obj.path("bounds"))?,
+            bounds: StructuralBounds::read(obj.required("bounds")?, &obj.path("bounds"))?,
         })
     }
 
@@ -356,3 +357,5 @@ impl GraphDiagnostic {
             .then_with(|| self.related_nodes.cmp(&other.related_nodes))
     }
 }
+
+crate::json::value_entry_point!(GraphProfile, StructuralBounds);

@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 
 use crate::artifact::{ArtifactRef, RedactionClass};
 use crate::ident::{EnumLabel, EnumSet, FieldName, PolicyRef, StableRef, WorkerRef};
-use crate::json::{JsonPath, Obj, ParseError, array_of, invalid_type, unknown_variant};
-use crate::node::parse_signals;
+use crate::json::{At, JsonPath, Obj, ParseError, array_of, invalid_type, unknown_variant};
+use crate::node::read_signals;
 use crate::payload::PayloadType;
 use crate::spec::GraphProfile;
+use crate::tree::Json;
 
 /// The four ways a worker execution can fail, as graph control flow sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -37,7 +38,7 @@ impl WorkerErrorCode {
         }
     }
 
-    fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         match value.as_str() {
             Some("timeout") => Ok(Self::Timeout),
             Some("crash") => Ok(Self::Crash),
@@ -127,14 +128,14 @@ fn has_duplicates<T: Ord>(items: &[T]) -> bool {
 
 impl WorkerDescriptor {
     /// Parses and validates (`validate` failures are reported as parse errors at `at`).
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
-        let descriptor = Self::parse_unvalidated(value, at)?;
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
+        let descriptor = Self::read_unvalidated(value, at)?;
         descriptor.validate().map_err(|m| ParseError::new(m, at))?;
         Ok(descriptor)
     }
 
-    /// Parses the structure only; registries keep descriptors like this and validate on use.
-    pub fn parse_unvalidated(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    /// Reads the structure only (see [`WorkerDescriptor::parse_unvalidated`]).
+    pub fn read_unvalidated(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = Obj::closed(
             value,
             at,
@@ -169,8 +170,8 @@ impl WorkerDescriptor {
                 let v_at = contract.path("verifier");
                 let v = Obj::closed(v, &v_at, "VerifierContract", &["signals", "diagnostic"])?;
                 Some(VerifierContract {
-                    signals: parse_signals(v.required("signals")?, &v.path("signals"))?,
-                    diagnostic: PayloadType::parse(
+                    signals: read_signals(v.required("signals")?, &v.path("signals"))?,
+                    diagnostic: PayloadType::read(
                         v.required("diagnostic")?,
                         &v.path("diagnostic"),
                     )?,
@@ -201,17 +202,17 @@ impl WorkerDescriptor {
             "ArtifactProfile",
             &["allowedTypeIds", "allowedMediaTypes", "minimumRedaction"],
         )?;
-        let string_item = |v: &Value, at: &JsonPath| {
+        let string_item = |v: &Json, at: &At| {
             v.as_str()
                 .map(str::to_owned)
                 .ok_or_else(|| invalid_type(v, "a string", at))
         };
         Ok(Self {
-            worker: WorkerRef::parse(obj.required("worker")?, &obj.path("worker"))?,
+            worker: WorkerRef::read(obj.required("worker")?, &obj.path("worker"))?,
             graph_profiles: array_of(
                 obj.required("graphProfiles")?,
                 &obj.path("graphProfiles"),
-                GraphProfile::parse,
+                GraphProfile::read,
             )?,
             binding: WorkerBinding {
                 protocol: binding.string("protocol")?.to_owned(),
@@ -219,18 +220,18 @@ impl WorkerDescriptor {
                 profile: binding.string("profile")?.to_owned(),
             },
             contract: WorkerContract {
-                input: PayloadType::parse(contract.required("input")?, &contract.path("input"))?,
-                output: PayloadType::parse(contract.required("output")?, &contract.path("output"))?,
+                input: PayloadType::read(contract.required("input")?, &contract.path("input"))?,
+                output: PayloadType::read(contract.required("output")?, &contract.path("output"))?,
                 verifier,
                 errors: array_of(
                     contract.required("errors")?,
                     &contract.path("errors"),
-                    WorkerErrorCode::parse,
+                    WorkerErrorCode::read,
                 )?,
             },
             capability_policy: CapabilityPolicy {
                 autonomy,
-                permission_policy: PolicyRef::parse(
+                permission_policy: PolicyRef::read(
                     policy.required("permissionPolicy")?,
                     &policy.path("permissionPolicy"),
                 )?,
@@ -239,14 +240,14 @@ impl WorkerDescriptor {
                 allowed_type_ids: array_of(
                     artifacts.required("allowedTypeIds")?,
                     &artifacts.path("allowedTypeIds"),
-                    StableRef::parse,
+                    StableRef::read,
                 )?,
                 allowed_media_types: array_of(
                     artifacts.required("allowedMediaTypes")?,
                     &artifacts.path("allowedMediaTypes"),
                     string_item,
                 )?,
-                minimum_redaction: RedactionClass::parse(
+                minimum_redaction: RedactionClass::read(
                     artifacts.required("minimumRedaction")?,
                     &artifacts.path("minimumRedaction"),
                 )?,
@@ -254,7 +255,7 @@ impl WorkerDescriptor {
             credential_requirements: array_of(
                 obj.required("credentialRequirements")?,
                 &obj.path("credentialRequirements"),
-                StableRef::parse,
+                StableRef::read,
             )?,
         })
     }
@@ -338,6 +339,13 @@ impl WorkerDescriptor {
 
 crate::json::wire_entry_points!(WorkerDescriptor);
 
+impl WorkerDescriptor {
+    /// Parses the structure only; registries keep descriptors like this and validate on use.
+    pub fn parse_unvalidated(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+        Self::read_unvalidated(&Json::from_value(value), &At::Base(at))
+    }
+}
+
 /// The canonical request and result payload types of the legacy ship worker.
 fn legacy_payload_types() -> &'static (PayloadType, PayloadType) {
     static TYPES: OnceLock<(PayloadType, PayloadType)> = OnceLock::new();
@@ -366,7 +374,9 @@ fn legacy_payload_types() -> &'static (PayloadType, PayloadType) {
             "artifacts": artifacts,
             "repository": opt_s(), "branch": opt_s(), "headRevision": opt_s(), "pullRequestUrl": opt_s()
         }});
-        let parse = |v: &Value| PayloadType::parse(v, &JsonPath::root()).unwrap_or(PayloadType::Null);
+        let parse = |v: &Value| {
+            PayloadType::read(&Json::from_value(v), &At::Base(&JsonPath::root())).unwrap_or(PayloadType::Null)
+        };
         (parse(&request), parse(&result))
     })
 }
@@ -434,20 +444,20 @@ impl WorkerOutcome {
         }
     }
 
-    pub fn parse(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
+    pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
         let obj = crate::json::tagged(value, at, "WorkerOutcome")?;
         let artifacts = |obj: &Obj| {
             array_of(
                 obj.required("artifacts")?,
                 &obj.path("artifacts"),
-                ArtifactRef::parse,
+                ArtifactRef::read,
             )
         };
         match obj.tag("status", "WorkerOutcome")? {
             "verified" => {
                 crate::selector::variant(&obj, "status", &["output", "artifacts"])?;
                 Ok(Self::Verified {
-                    output: obj.required("output")?.clone(),
+                    output: obj.required("output")?.to_value(),
                     artifacts: artifacts(&obj)?,
                 })
             }
@@ -462,20 +472,21 @@ impl WorkerOutcome {
                 for (key, label) in obj.object("signals")? {
                     let key_at = signals_at.key(key);
                     let field = FieldName::new(key).map_err(|m| ParseError::new(m, &key_at))?;
-                    signals.insert(field, EnumLabel::parse(label, &key_at)?);
+                    signals.insert(field, EnumLabel::read(label, &key_at)?);
                 }
                 Ok(Self::Verifier {
-                    output: obj.required("output")?.clone(),
+                    output: obj.required("output")?.to_value(),
                     signals,
-                    diagnostic: obj.required("diagnostic")?.clone(),
+                    diagnostic: obj.required("diagnostic")?.to_value(),
                     artifacts: artifacts(&obj)?,
                 })
             }
             "error" => {
                 crate::selector::variant(&obj, "status", &["code", "reason"])?;
-                let code = WorkerErrorCode::parse(obj.required("code")?, &obj.path("code"))?;
-                let reason: FailureReason = serde_json::from_value(obj.required("reason")?.clone())
-                    .map_err(|e| ParseError::new(e.to_string(), &obj.path("reason")))?;
+                let code = WorkerErrorCode::read(obj.required("code")?, &obj.path("code"))?;
+                let reason: FailureReason =
+                    serde_json::from_value(obj.required("reason")?.to_value())
+                        .map_err(|e| ParseError::new(e.to_string(), &obj.path("reason")))?;
                 Self::error(code, reason).map_err(|m| ParseError::new(m, at))
             }
             other => Err(unknown_variant(
