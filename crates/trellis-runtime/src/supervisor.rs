@@ -505,11 +505,21 @@ impl Supervisor {
     async fn wait_for_progress(&mut self) -> Result<(), RuntimeError> {
         tokio::select! {
             Some(joined) = self.tasks.join_next() => {
-                self.flush_events()?;
-                match joined {
-                    Ok((execution, result)) => self.complete(execution, result)?,
-                    Err(e) => return Err(RuntimeError::Invalid(format!("a worker task failed: {e}"))),
+                // Every outcome that is already in is recorded in one transaction, then the
+                // run is reduced once: a burst of completions costs one commit, not one each.
+                let mut finished = vec![joined];
+                while let Some(more) = self.tasks.try_join_next() {
+                    finished.push(more);
                 }
+                self.flush_events()?;
+                let mut settled = Vec::with_capacity(finished.len());
+                for joined in finished {
+                    match joined {
+                        Ok(done) => settled.push(done),
+                        Err(e) => return Err(RuntimeError::Invalid(format!("a worker task failed: {e}"))),
+                    }
+                }
+                self.complete(settled)?;
             }
             Some((execution, event)) = self.events_rx.recv() => {
                 let mut batch = vec![(execution, event)];
@@ -579,23 +589,33 @@ impl Supervisor {
         Ok(())
     }
 
-    fn complete(&mut self, execution: u64, result: ExecutionResult) -> Result<(), RuntimeError> {
+    fn complete(&mut self, finished: Vec<(u64, ExecutionResult)>) -> Result<(), RuntimeError> {
         // Voided executions were already recorded; their late results are ignored.
-        if self.active.remove(&execution).is_none() {
+        let settled: Vec<(u64, ExecutionResult)> = finished
+            .into_iter()
+            .filter(|(execution, _)| self.active.remove(execution).is_some())
+            .collect();
+        if settled.is_empty() {
             return Ok(());
         }
-        let at = self.append(&[RunEvent::NodeCompleted {
-            execution,
-            outcome: result.outcome.clone(),
-            reused_from: None,
-            settled_by: None,
-        }])?;
-        self.update(
-            execution,
-            EngineState::Settled {
-                at,
+        let events: Vec<RunEvent> = settled
+            .iter()
+            .map(|(execution, result)| RunEvent::NodeCompleted {
+                execution: *execution,
+                outcome: result.outcome.clone(),
+                reused_from: None,
+                settled_by: None,
+            })
+            .collect();
+        let last = self.append(&events)?;
+        let first = last + 1 - events.len() as u64;
+        for (i, (execution, result)) in settled.into_iter().enumerate() {
+            let state = EngineState::Settled {
+                at: first + i as u64,
                 outcome: result.outcome,
-            },
-        )
+            };
+            self.update(execution, state)?;
+        }
+        Ok(())
     }
 }
