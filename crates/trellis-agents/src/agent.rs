@@ -110,21 +110,13 @@ impl Settled {
     }
 }
 
-fn failure(code: WorkerErrorCode) -> WorkerOutcome {
-    WorkerOutcome::failure(code)
-}
-
 async fn execute(
     harness: &AgentHarness,
     request: ExecutionRequest,
     events: EventSink,
     cancel: CancellationToken,
 ) -> ExecutionResult {
-    let mut forwarder = LogForwarder::new(
-        events,
-        request.environment.redactor(),
-        request.node.to_string(),
-    );
+    let mut forwarder = LogForwarder::for_request(events, &request);
     let settled = run(harness, &request, &mut forwarder, &cancel).await;
     ExecutionResult {
         outcome: settled.outcome,
@@ -227,7 +219,7 @@ async fn run(
             harness.name(),
             request.binding.kind_name()
         ));
-        return Settled::before_start(failure(WorkerErrorCode::Crash));
+        return Settled::before_start(WorkerOutcome::failure(WorkerErrorCode::Crash));
     };
     let access = match resolve_access(harness.lane.provider, binding, request) {
         Ok(access) => access,
@@ -239,7 +231,7 @@ async fn run(
                     reason: FailureReason::AuthenticationRequired,
                 }
             } else {
-                failure(WorkerErrorCode::Crash)
+                WorkerOutcome::failure(WorkerErrorCode::Crash)
             };
             return Settled::before_start(outcome);
         }
@@ -248,7 +240,7 @@ async fn run(
         Ok(plan) => plan,
         Err(message) => {
             forwarder.system(message);
-            return Settled::before_start(failure(WorkerErrorCode::Crash));
+            return Settled::before_start(WorkerOutcome::failure(WorkerErrorCode::Crash));
         }
     };
     let schema = reply_schema(&request.contract, protocol.dialect());
@@ -268,7 +260,7 @@ async fn run(
         Ok(found) => found,
         Err(message) => {
             forwarder.system(message);
-            return Settled::before_start(failure(WorkerErrorCode::Crash));
+            return Settled::before_start(WorkerOutcome::failure(WorkerErrorCode::Crash));
         }
     };
 

@@ -79,11 +79,7 @@ async fn run_command(
     events: EventSink,
     cancel: CancellationToken,
 ) -> ExecutionResult {
-    let mut forwarder = LogForwarder::new(
-        events,
-        request.environment.redactor(),
-        request.node.to_string(),
-    );
+    let mut forwarder = LogForwarder::for_request(events, &request);
     let settle = |code: WorkerErrorCode| ExecutionResult {
         outcome: WorkerOutcome::failure(code),
         usage: TokenUsage::default(),

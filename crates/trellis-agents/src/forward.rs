@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{EventSink, HarnessEvent, LogStream};
+use crate::harness::{EventSink, ExecutionRequest, HarnessEvent, LogStream};
 use crate::process::{ProcessObserver, Stream};
 use crate::redact::Redactor;
 
@@ -18,11 +18,12 @@ pub(crate) struct LogForwarder {
 }
 
 impl LogForwarder {
-    pub fn new(events: EventSink, redactor: Redactor, node: String) -> Self {
+    /// A forwarder for one execution: redacts the request's secret values, names its node.
+    pub fn for_request(events: EventSink, request: &ExecutionRequest) -> Self {
         Self {
             events,
-            redactor,
-            node,
+            redactor: request.environment.redactor(),
+            node: request.node.to_string(),
             forward_stdout: false,
         }
     }

@@ -58,10 +58,6 @@ enum Next {
     Settle(WorkerOutcome),
 }
 
-fn failure(code: WorkerErrorCode) -> WorkerOutcome {
-    WorkerOutcome::failure(code)
-}
-
 impl TurnLoop<'_> {
     fn name(&self) -> &'static str {
         self.protocol.kind().as_str()
@@ -84,7 +80,7 @@ impl TurnLoop<'_> {
                 .map(|deadline| deadline.saturating_sub(started.elapsed()));
             if remaining == Some(Duration::ZERO) {
                 forwarder.system("deadline (timeoutMs) passed; agent stopped".into());
-                return failure(WorkerErrorCode::Timeout);
+                return WorkerOutcome::failure(WorkerErrorCode::Timeout);
             }
             let turn = Turn {
                 index,
@@ -96,7 +92,7 @@ impl TurnLoop<'_> {
                 Ok(invocation) => invocation,
                 Err(message) => {
                     forwarder.system(message);
-                    return failure(WorkerErrorCode::Crash);
+                    return WorkerOutcome::failure(WorkerErrorCode::Crash);
                 }
             };
             let spec = ProcessSpec {
@@ -149,20 +145,20 @@ impl TurnLoop<'_> {
                     forwarder.system(format!(
                         "{name} answered in session {seen} instead of {known}; the session is lost"
                     ));
-                    return Next::Settle(failure(WorkerErrorCode::Crash));
+                    return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
                 }
                 _ => state.session_id = Some(seen.clone()),
             }
         }
         if let Some(why) = &transcript.session_lost {
             forwarder.system(format!("{name} lost the session: {why}; settled crash"));
-            return Next::Settle(failure(WorkerErrorCode::Crash));
+            return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
         }
         if let Some(other) = &transcript.conflicting_session {
             forwarder.system(format!(
                 "{name} switched to session {other} mid-turn; the session is lost"
             ));
-            return Next::Settle(failure(WorkerErrorCode::Crash));
+            return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
         }
         if let Some(reported) = transcript.usage {
             let increment = if self.protocol.usage_is_cumulative() {
@@ -182,7 +178,7 @@ impl TurnLoop<'_> {
             );
             if state.retried_provider_failure {
                 forwarder.system("second provider failure; settled crash".into());
-                return Next::Settle(failure(WorkerErrorCode::Crash));
+                return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
             }
             state.retried_provider_failure = true;
             forwarder.system("retrying once after the provider failure".into());
@@ -194,20 +190,20 @@ impl TurnLoop<'_> {
         }
         if let Some(ending) = abnormal_ending(code, signal, transcript.events) {
             forwarder.system(format!("{name} {ending}; settled crash"));
-            return Next::Settle(failure(WorkerErrorCode::Crash));
+            return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
         }
         let Some(reply) = transcript.reply else {
             forwarder.system(format!(
                 "{name} finished without a final reply; settled crash"
             ));
-            return Next::Settle(failure(WorkerErrorCode::Crash));
+            return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
         };
         let contract = &self.launch.request.contract;
         match judge_reply(contract, self.protocol.dialect(), reply) {
             ReplyVerdict::Accepted(outcome) => Next::Settle(outcome),
             ReplyVerdict::Refused(reason) => {
                 forwarder.system(format!("the agent refused the task: {reason}"));
-                Next::Settle(failure(WorkerErrorCode::Refusal))
+                Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Refusal))
             }
             ReplyVerdict::Rejected(reason) if state.corrections >= MAX_CORRECTIONS => {
                 forwarder.system(format!(
@@ -223,7 +219,7 @@ impl TurnLoop<'_> {
                     "reply rejected ({reason}) but {name} reported no session to correct it in; \
                      settled crash"
                 ));
-                Next::Settle(failure(WorkerErrorCode::Crash))
+                Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash))
             }
             ReplyVerdict::Rejected(reason) => {
                 state.corrections += 1;
@@ -256,7 +252,7 @@ fn stopped(end: ProcessEnd, forwarder: &LogForwarder) -> WorkerOutcome {
         ProcessEnd::Exited { .. } => ("agent exited".to_owned(), WorkerErrorCode::Crash),
     };
     forwarder.system(note);
-    failure(code)
+    WorkerOutcome::failure(code)
 }
 
 /// Describes an exit that cannot carry a usable reply, or `None` for a clean exit.
