@@ -31,20 +31,15 @@ impl HarnessKind {
         self.as_str()
     }
 
-    /// The provider lanes a RuntimePlan may pair with each CLI.
+    /// The provider lanes a RuntimePlan may pair with each CLI. Copilot through a gateway (its
+    /// "bring your own key" mode) goes beyond the reference, which only pairs it with GitHub.
     pub fn accepts(self, provider: Provider) -> bool {
         use Provider::*;
         match self {
             Self::Claude => matches!(provider, Anthropic | Openrouter | Bedrock | Gateway),
             Self::Codex => matches!(provider, Openai | Openrouter | Bedrock | Gateway),
-            Self::Copilot => matches!(provider, Github),
+            Self::Copilot => matches!(provider, Github | Gateway),
         }
-    }
-
-    /// The lanes the adapters can drive: every plan pair, plus Copilot through a gateway
-    /// (Copilot's "bring your own key" mode, which is how it runs against a local server).
-    pub fn supports(self, provider: Provider) -> bool {
-        self.accepts(provider) || (self == Self::Copilot && provider == Provider::Gateway)
     }
 
     /// The CLI's natural provider when a plan does not name one.
@@ -115,7 +110,7 @@ pub enum LaneChoiceError {
 impl AgentLane {
     /// A lane the adapters can drive (see [`HarnessKind::supports`]).
     pub fn new(harness: HarnessKind, provider: Provider) -> Result<Self, UnsupportedLane> {
-        if harness.supports(provider) {
+        if harness.accepts(provider) {
             Ok(Self { harness, provider })
         } else {
             Err(UnsupportedLane {
@@ -183,7 +178,7 @@ mod tests {
         assert!(HarnessKind::Claude.accepts(Provider::Gateway));
         assert!(!HarnessKind::Claude.accepts(Provider::Openai));
         assert!(!HarnessKind::Copilot.accepts(Provider::Gateway));
-        assert!(HarnessKind::Copilot.supports(Provider::Gateway));
+        assert!(HarnessKind::Copilot.accepts(Provider::Gateway));
         assert!(AgentLane::new(HarnessKind::Codex, Provider::Anthropic).is_err());
         assert_eq!(
             serde_json::to_string(&AgentLane::native(HarnessKind::Codex)).unwrap(),
