@@ -177,7 +177,7 @@ mod tests {
     fn plan_pairs_and_the_copilot_gateway_extension() {
         assert!(HarnessKind::Claude.accepts(Provider::Gateway));
         assert!(!HarnessKind::Claude.accepts(Provider::Openai));
-        assert!(!HarnessKind::Copilot.accepts(Provider::Gateway));
+        assert!(!HarnessKind::Copilot.accepts(Provider::Anthropic));
         assert!(HarnessKind::Copilot.accepts(Provider::Gateway));
         assert!(AgentLane::new(HarnessKind::Codex, Provider::Anthropic).is_err());
         assert_eq!(
