@@ -194,10 +194,11 @@ impl<'a> LiveView<'a> {
                 terminal::Clear(terminal::ClearType::FromCursorDown)
             )?;
         }
-        let width = terminal::size()
-            .map(|(w, _)| usize::from(w))
-            .unwrap_or(120)
-            .max(20);
+        // A pseudo-terminal without a size reports 0 columns: treat it as unknown.
+        let width = match terminal::size() {
+            Ok((columns, _)) if columns > 0 => usize::from(columns).max(20),
+            _ => 120,
+        };
         for line in lines {
             let clipped: String = line.chars().take(width - 1).collect();
             writeln!(out, "{clipped}")?;

@@ -53,8 +53,8 @@ enum Command {
     Status(cmd::observe::StatusArgs),
     /// List runs, newest first.
     List(cmd::observe::ListArgs),
-    /// Stream a run's status changes as NDJSON: replays, then follows until it ends.
-    Watch(cmd::observe::FollowArgs),
+    /// Follow a run until it ends: a live view on a terminal, NDJSON status events otherwise.
+    Watch(cmd::observe::WatchArgs),
     /// Stream a run's log lines as NDJSON: replays, then follows until it ends.
     Logs(cmd::observe::FollowArgs),
     /// Stop a run now: its workers are killed and it ends `force_stopped`.

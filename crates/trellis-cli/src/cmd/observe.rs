@@ -15,6 +15,7 @@ use trellis_ledger::{
 
 use crate::context::Context;
 use crate::render::{human_ms, human_tokens};
+use trellis_graph::{GraphSpec, JsonPath};
 
 /// How long a follower waits for new events before checking the run's controller again.
 const FOLLOW_POLL: Duration = Duration::from_millis(400);
@@ -191,8 +192,29 @@ fn follow(
     Ok(())
 }
 
-pub fn watch(ctx: &Context, args: &FollowArgs) -> anyhow::Result<u8> {
-    let run_id = ctx.known_run(&args.run)?;
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub follow: FollowArgs,
+    /// NDJSON status events even on a terminal (the default when stdout is not a terminal).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Follows a run: the live view on a terminal, NDJSON status events otherwise. Exits 0 whatever
+/// the run's result (the result is in the output).
+pub fn watch(ctx: &Context, args: &WatchArgs) -> anyhow::Result<u8> {
+    let run_id = ctx.known_run(&args.follow.run)?;
+    if !args.json && args.follow.after.is_none() && crate::context::stdout_is_terminal() {
+        let record = ctx.store.record(&run_id)?;
+        let spec = record
+            .submission
+            .get("graph")
+            .and_then(|graph| GraphSpec::parse(graph, &JsonPath::root()).ok());
+        crate::live::LiveView::new(ctx, run_id, spec.as_ref())?.run()?;
+        return Ok(0);
+    }
+    let args = &args.follow;
     let after = parse_after(args.after.as_deref())?;
     let mut tracker = StatusTracker::at(ctx.store.as_ref(), &run_id, after)?;
     let mut out = std::io::stdout().lock();
