@@ -190,16 +190,18 @@ pub(super) fn append(
         detail: "run progress is not serializable".to_owned(),
     })?;
     let sequence = to_i64(cursor.sequence())?;
-    tx.prepare_cached("UPDATE runs SET cursor = ?1, phase = ?2, progress_json = ?3 WHERE id = ?4")
-        .and_then(|mut update| {
-            update.execute(params![
-                sequence,
-                progress.phase.as_str(),
-                progress_json,
-                raw.id
-            ])
-        })
-        .map_err(storage_error)?;
+    tx.prepare_cached(
+        "UPDATE run_heads SET cursor = ?1, phase = ?2, progress_json = ?3 WHERE run = ?4",
+    )
+    .and_then(|mut update| {
+        update.execute(params![
+            sequence,
+            progress.phase.as_str(),
+            progress_json,
+            raw.id
+        ])
+    })
+    .map_err(storage_error)?;
     tx.commit().map_err(storage_error)?;
     Ok(cursor)
 }

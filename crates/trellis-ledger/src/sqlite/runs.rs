@@ -13,9 +13,13 @@ use crate::snapshot::{ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
 use crate::sqlite::storage_error;
 use crate::store::{Admission, NewRun, RunFilter, RunRecord, cursor_ahead};
 
-/// Columns of a run row, in the order [`RawRun::from_row`] reads them.
-const RUN_COLUMNS: &str = "id, run_id, submission_key, submission_digest, kind, title, \
-     graph_identity, predecessor, successor, created_at_ms, cursor, progress_json";
+/// Columns of a run row with its head, in the order [`RawRun::from_row`] reads them.
+const RUN_COLUMNS: &str = "runs.id, runs.run_id, runs.submission_key, runs.submission_digest, \
+     runs.kind, runs.title, runs.graph_identity, runs.predecessor, runs.successor, \
+     runs.created_at_ms, run_heads.cursor, run_heads.progress_json";
+
+/// A run's immutable row joined with its mutable head.
+const RUN_SOURCE: &str = "runs JOIN run_heads ON run_heads.run = runs.id";
 
 /// A run row as stored, before its values are checked.
 pub(super) struct RawRun {
@@ -114,7 +118,7 @@ pub(super) fn to_i64(value: u64) -> Result<i64, LedgerError> {
 
 /// The run row with `run_id`, or `RunNotFound`.
 pub(super) fn load_run(conn: &Connection, run_id: &RunId) -> Result<RawRun, LedgerError> {
-    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
+    let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_SOURCE} WHERE runs.run_id = ?1");
     let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
     statement
         .query_row([run_id.as_str()], RawRun::from_row)
@@ -128,7 +132,9 @@ fn load_record_where(
     column: &str,
     value: &str,
 ) -> Result<Option<RunRecord>, LedgerError> {
-    let sql = format!("SELECT {RUN_COLUMNS}, submission_json FROM runs WHERE {column} = ?1");
+    let sql = format!(
+        "SELECT {RUN_COLUMNS}, runs.submission_json FROM {RUN_SOURCE} WHERE runs.{column} = ?1"
+    );
     let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
     let found = statement
         .query_row([value], |row| {
@@ -178,8 +184,8 @@ pub(super) fn create_or_get(
         })?;
     tx.execute(
         "INSERT INTO runs (run_id, submission_key, submission_digest, kind, title, graph_identity,
-             predecessor, successor, created_at_ms, submission_json, cursor, phase, progress_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, 0, ?10, ?11)",
+             predecessor, successor, created_at_ms, submission_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9)",
         params![
             run.run_id.as_str(),
             run.submission_key,
@@ -190,9 +196,13 @@ pub(super) fn create_or_get(
             run.predecessor.as_ref().map(RunId::as_str),
             to_i64(run.created_at_ms)?,
             submission_json,
-            Phase::Admitted.as_str(),
-            progress,
         ],
+    )
+    .map_err(storage_error)?;
+    tx.execute(
+        "INSERT INTO run_heads (run, cursor, phase, progress_json)
+         VALUES (last_insert_rowid(), 0, ?1, ?2)",
+        params![Phase::Admitted.as_str(), progress],
     )
     .map_err(storage_error)?;
     if let Some(predecessor) = &run.predecessor {
@@ -222,7 +232,8 @@ pub(super) fn create_or_get(
 fn check_predecessor(conn: &Connection, predecessor: &RunId) -> Result<(), LedgerError> {
     let found: Option<(String, Option<String>)> = conn
         .query_row(
-            "SELECT phase, successor FROM runs WHERE run_id = ?1",
+            "SELECT run_heads.phase, runs.successor
+             FROM runs JOIN run_heads ON run_heads.run = runs.id WHERE runs.run_id = ?1",
             [predecessor.as_str()],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
@@ -260,7 +271,10 @@ pub(super) fn head(conn: &Connection, run_id: &RunId) -> Result<RunHead, LedgerE
 
 pub(super) fn latest_cursor(conn: &Connection, run_id: &RunId) -> Result<Cursor, LedgerError> {
     let mut statement = conn
-        .prepare_cached("SELECT cursor FROM runs WHERE run_id = ?1")
+        .prepare_cached(
+            "SELECT run_heads.cursor FROM runs JOIN run_heads ON run_heads.run = runs.id
+             WHERE runs.run_id = ?1",
+        )
         .map_err(storage_error)?;
     let cursor: i64 = statement
         .query_row([run_id.as_str()], |row| row.get(0))
@@ -308,11 +322,11 @@ pub(super) fn list_runs(
         load_run(conn, after)?;
     }
     let sql = format!(
-        "SELECT {RUN_COLUMNS} FROM runs
-         WHERE (?1 IS NULL OR phase = ?1) AND (?2 IS NULL OR kind = ?2)
-           AND (?3 IS NULL OR (created_at_ms, run_id) <
+        "SELECT {RUN_COLUMNS} FROM {RUN_SOURCE}
+         WHERE (?1 IS NULL OR run_heads.phase = ?1) AND (?2 IS NULL OR runs.kind = ?2)
+           AND (?3 IS NULL OR (runs.created_at_ms, runs.run_id) <
                 (SELECT created_at_ms, run_id FROM runs WHERE run_id = ?3))
-         ORDER BY created_at_ms DESC, run_id DESC LIMIT ?4"
+         ORDER BY runs.created_at_ms DESC, runs.run_id DESC LIMIT ?4"
     );
     let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
     let limit = to_i64(u64::try_from(filter.effective_limit()).unwrap_or(0))?;
@@ -396,6 +410,7 @@ pub(super) fn run_contains_bytes(
     let raw = load_run(&tx, run_id)?;
     let queries = [
         "SELECT * FROM runs WHERE id = ?1",
+        "SELECT * FROM run_heads WHERE run = ?1",
         "SELECT * FROM run_events WHERE run = ?1",
         "SELECT * FROM run_executions WHERE run = ?1",
     ];

@@ -15,9 +15,10 @@ pub struct Migration {
 }
 
 /// Every schema step, oldest first. Never edit a released step; append a new one.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sql: "
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sql: "
         CREATE TABLE runs (
             id INTEGER PRIMARY KEY,
             run_id TEXT NOT NULL UNIQUE,
@@ -52,7 +53,53 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             PRIMARY KEY (run, execution)
         ) STRICT;
     ",
-}];
+    },
+    // What every append rewrites kept small, so that a commit writes a handful of pages:
+    // * events and execution snapshots clustered by their key (WITHOUT ROWID), with no separate
+    //   log-stream index — one page per table instead of three; readers filter `is_log` while
+    //   scanning the run's key range, which they read strictly after a cursor anyway;
+    // * the run's mutable head (cursor, phase, progress) in its own row: beside the submission
+    //   (the whole graph, often ~100 kB) every append rewrote the submission's overflow pages.
+    Migration {
+        version: 2,
+        sql: "
+        CREATE TABLE run_events_clustered (
+            run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            sequence INTEGER NOT NULL,
+            is_log INTEGER NOT NULL CHECK (is_log IN (0, 1)),
+            recorded_at_ms INTEGER NOT NULL,
+            event_json TEXT NOT NULL,
+            PRIMARY KEY (run, sequence)
+        ) STRICT, WITHOUT ROWID;
+        INSERT INTO run_events_clustered (run, sequence, is_log, recorded_at_ms, event_json)
+            SELECT run, sequence, is_log, recorded_at_ms, event_json FROM run_events;
+        DROP TABLE run_events;
+        ALTER TABLE run_events_clustered RENAME TO run_events;
+        CREATE TABLE run_executions_clustered (
+            run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            execution INTEGER NOT NULL,
+            snapshot_json TEXT NOT NULL,
+            PRIMARY KEY (run, execution)
+        ) STRICT, WITHOUT ROWID;
+        INSERT INTO run_executions_clustered (run, execution, snapshot_json)
+            SELECT run, execution, snapshot_json FROM run_executions;
+        DROP TABLE run_executions;
+        ALTER TABLE run_executions_clustered RENAME TO run_executions;
+        CREATE TABLE run_heads (
+            run INTEGER PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+            cursor INTEGER NOT NULL,
+            phase TEXT NOT NULL
+                CHECK (phase IN ('admitted', 'running', 'stopping', 'finished')),
+            progress_json TEXT NOT NULL
+        ) STRICT;
+        INSERT INTO run_heads (run, cursor, phase, progress_json)
+            SELECT id, cursor, phase, progress_json FROM runs;
+        ALTER TABLE runs DROP COLUMN progress_json;
+        ALTER TABLE runs DROP COLUMN phase;
+        ALTER TABLE runs DROP COLUMN cursor;
+    ",
+    },
+];
 
 /// The schema version this build writes.
 pub fn latest_version() -> i64 {
