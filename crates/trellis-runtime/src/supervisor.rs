@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -31,6 +31,10 @@ use crate::reuse::ReuseIndex;
 
 /// How often the loop re-reads the ledger for a force-stop request when nothing else happens.
 const STOP_POLL: Duration = Duration::from_millis(200);
+
+/// While the supervisor is busy recording, it looks for another process's appends at most this
+/// often; the ledger itself refuses new dispatches once a force-stop is requested.
+const STOP_CHECK: Duration = Duration::from_millis(50);
 
 /// Which harness runs each binding kind.
 #[derive(Clone)]
@@ -89,9 +93,13 @@ pub struct Supervisor {
     events_tx: mpsc::Sender<(u64, HarnessEvent)>,
     events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
     usage: TokenCounts,
-    /// The run's ledger sequence as this supervisor last saw it (its own appends included);
-    /// only another process's append (a force-stop request) moves the run past it.
+    /// The run's ledger sequence as of this supervisor's last append or read; only another
+    /// process's append (a force-stop request) moves the run past it.
     known_sequence: u64,
+    /// Another process appended before one of ours: its events are not read yet.
+    external_unread: bool,
+    /// When the run's cursor was last read for another process's appends.
+    last_stop_check: Option<Instant>,
     /// Whether a force-stop was requested, as of `known_sequence`.
     force_stop_requested: bool,
 }
@@ -195,6 +203,8 @@ impl Supervisor {
             usage: snapshot.head.progress.token_usage,
             known_sequence: snapshot.head.cursor.sequence(),
             force_stop_requested: snapshot.head.progress.force_stop_requested,
+            external_unread: false,
+            last_stop_check: None,
             ctx,
             reducer,
             records,
@@ -207,10 +217,11 @@ impl Supervisor {
 
     fn append(&mut self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
         let last = self.ctx.store.append(&self.ctx.run_id, events)?.sequence();
-        // Only when nothing else was appended in between is the run where we think it is.
-        if last == self.known_sequence + events.len() as u64 {
-            self.known_sequence = last;
+        // When something else was appended in between, its events still need reading.
+        if last != self.known_sequence + events.len() as u64 {
+            self.external_unread = true;
         }
+        self.known_sequence = last;
         Ok(last)
     }
 
@@ -246,6 +257,7 @@ impl Supervisor {
             if !reduction.dispatches.is_empty() {
                 // A force-stop recorded meanwhile makes the ledger refuse new dispatches.
                 if let Err(error) = self.dispatch(reduction.dispatches) {
+                    self.last_stop_check = None;
                     if self.stop_reason()?.is_some() {
                         continue;
                     }
@@ -264,13 +276,20 @@ impl Supervisor {
 
     /// A force-stop request in the ledger, or an exhausted budget.
     fn stop_reason(&mut self) -> Result<Option<TerminalReason>, RuntimeError> {
-        // Reading the cursor is cheap; the head (its progress grows with the active
-        // executions) is read only when another process appended since we last looked.
-        let latest = self.ctx.store.latest_cursor(&self.ctx.run_id)?.sequence();
-        if latest != self.known_sequence {
-            let head = self.ctx.store.head(&self.ctx.run_id)?;
-            self.force_stop_requested = head.progress.force_stop_requested;
-            self.known_sequence = head.cursor.sequence();
+        // The cursor is read when due; the head (its progress grows with the active
+        // executions) only when another process appended since we last looked.
+        let due = self
+            .last_stop_check
+            .is_none_or(|checked| checked.elapsed() >= STOP_CHECK);
+        if due || self.external_unread {
+            self.last_stop_check = Some(Instant::now());
+            let latest = self.ctx.store.latest_cursor(&self.ctx.run_id)?.sequence();
+            if latest != self.known_sequence || self.external_unread {
+                let head = self.ctx.store.head(&self.ctx.run_id)?;
+                self.force_stop_requested = head.progress.force_stop_requested;
+                self.known_sequence = head.cursor.sequence();
+                self.external_unread = false;
+            }
         }
         if self.force_stop_requested {
             return Ok(Some(TerminalReason::ForceStopped));
@@ -367,20 +386,29 @@ impl Supervisor {
 
     /// Records the dispatches (before anything starts), then reuses or starts each.
     fn dispatch(&mut self, dispatches: Vec<Dispatch>) -> Result<(), RuntimeError> {
-        let events: Vec<RunEvent> = dispatches
-            .iter()
-            .map(|d| RunEvent::NodeStarted {
-                execution: d.execution.0,
-                node_instance: d.node_instance.0,
-                node: d.occurrence.node.clone(),
-                map_indices: d.occurrence.map_indices.clone(),
-                attempt: d.attempt,
-                input: d.input.clone(),
-                worker: d.worker.to_string(),
-            })
-            .collect();
+        self.dispatch_after(Vec::new(), dispatches)
+    }
+
+    /// Records `before` (outcomes already applied to the reducer) and the dispatches in one
+    /// commit, then reuses or starts each dispatch.
+    fn dispatch_after(
+        &mut self,
+        before: Vec<RunEvent>,
+        dispatches: Vec<Dispatch>,
+    ) -> Result<(), RuntimeError> {
+        let prefix = before.len() as u64;
+        let mut events = before;
+        events.extend(dispatches.iter().map(|d| RunEvent::NodeStarted {
+            execution: d.execution.0,
+            node_instance: d.node_instance.0,
+            node: d.occurrence.node.clone(),
+            map_indices: d.occurrence.map_indices.clone(),
+            attempt: d.attempt,
+            input: d.input.clone(),
+            worker: d.worker.to_string(),
+        }));
         let last = self.append(&events)?;
-        let first = last + 1 - events.len() as u64;
+        let first = last + 1 - events.len() as u64 + prefix;
         for (i, d) in dispatches.iter().enumerate() {
             let record = ExecutionRecord {
                 execution: d.execution,
@@ -528,8 +556,9 @@ impl Supervisor {
                 }
                 self.record_events(batch)?;
             }
-            _ = self.ctx.wake.notified() => {}
-            _ = tokio::time::sleep(STOP_POLL) => {}
+            // Both mean: look at the ledger now.
+            _ = self.ctx.wake.notified() => self.last_stop_check = None,
+            _ = tokio::time::sleep(STOP_POLL) => self.last_stop_check = None,
         }
         Ok(())
     }
@@ -607,15 +636,49 @@ impl Supervisor {
                 settled_by: None,
             })
             .collect();
-        let last = self.append(&events)?;
-        let first = last + 1 - events.len() as u64;
+        // The outcomes are applied at the positions they will take, so that the next decision
+        // can ride in the same commit: a sequential step then costs one commit, not two. Nothing
+        // acts on that decision before the commit that makes both durable. Should another
+        // process append first, the batch lands later than planned; the reducer compares
+        // positions only for order, which a uniform shift of the newest batch preserves.
+        let tentative_first = self.known_sequence + 1;
         for (i, (execution, result)) in settled.into_iter().enumerate() {
             let state = EngineState::Settled {
-                at: first + i as u64,
+                at: tentative_first + i as u64,
                 outcome: result.outcome,
             };
             self.update(execution, state)?;
         }
+        if let Some(dispatches) = self.dispatches_only()? {
+            match self.dispatch_after(events.clone(), dispatches) {
+                Ok(()) => return Ok(()),
+                // The ledger refuses new dispatches once a force-stop is requested; the
+                // outcomes alone are still recorded below, and the loop then stops the run.
+                Err(RuntimeError::Ledger(_)) => self.last_stop_check = None,
+                Err(other) => return Err(other),
+            }
+        }
+        self.append(&events)?;
         Ok(())
+    }
+
+    /// The next decision when it is nothing but dispatches and the budget allows them; voids,
+    /// a terminal or an exhausted budget go through the main loop instead.
+    fn dispatches_only(&mut self) -> Result<Option<Vec<Dispatch>>, RuntimeError> {
+        if self
+            .ctx
+            .plan
+            .budget
+            .is_some_and(|b| over_budget(&b, &self.usage))
+        {
+            return Ok(None);
+        }
+        let reduction = self.reducer.decide().map_err(|e| {
+            RuntimeError::Invalid(format!("the run's history does not replay: {e}"))
+        })?;
+        let only_dispatches = reduction.voids.is_empty()
+            && reduction.terminal.is_none()
+            && !reduction.dispatches.is_empty();
+        Ok(only_dispatches.then_some(reduction.dispatches))
     }
 }
