@@ -261,8 +261,8 @@ impl RunEvent {
     }
 
     /// The form the ledger stores: log messages sanitized, everything else unchanged.
-    pub fn normalized(&self) -> Self {
-        match self {
+    pub fn normalized(&self) -> std::borrow::Cow<'_, Self> {
+        std::borrow::Cow::Owned(match self {
             Self::Log {
                 execution,
                 stream,
@@ -276,8 +276,9 @@ impl RunEvent {
                 message: sanitize_log_message(message),
                 timestamp_ms: *timestamp_ms,
             },
-            other => other.clone(),
-        }
+            // Only log text needs cleaning; everything else is stored as given.
+            other => return std::borrow::Cow::Borrowed(other),
+        })
     }
 }
 

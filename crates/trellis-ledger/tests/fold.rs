@@ -1,9 +1,11 @@
 //! The materialized snapshot always equals the reference fold of the stored events, for random
-//! event sequences (valid and invalid) appended one batch at a time.
+//! event sequences (valid and invalid) appended one batch at a time — by one connection, and by
+//! two connections to one file taking turns at random (each remembers what its own last append
+//! left, which must never outlive another connection's append).
 
 mod common;
 
-use common::{completed, started, store_with_run};
+use common::{completed, file_store, new_run, started, store_with_run};
 use proptest::prelude::*;
 use serde_json::json;
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
@@ -139,8 +141,65 @@ fn all_events(store: &dyn RunStore, run: &trellis_ledger::RunId) -> Vec<StoredEv
     events
 }
 
+/// Appends each batch through the writer it names and checks the stored snapshot against the
+/// fold of the stored events after every batch.
+fn check_batches(
+    writers: &[&dyn RunStore],
+    run: &trellis_ledger::RunId,
+    start_first: bool,
+    batches: &[(usize, Vec<Op>)],
+) -> Result<(), TestCaseError> {
+    let reader = writers[0];
+    let record = reader.record(run).unwrap();
+    let mut accepted = 0u64;
+    if start_first {
+        reader.append(run, &[RunEvent::RunStarted {}]).unwrap();
+        accepted += 1;
+    }
+    for (writer, batch) in batches {
+        let store = writers[writer % writers.len()];
+        // Each op is resolved against the state before the batch, so later ops in a batch
+        // may be invalid: that exercises whole-batch rejection.
+        let events: Vec<RunEvent> = batch.iter().map(|op| to_event(store, run, op)).collect();
+        let before = store.latest_cursor(run).unwrap();
+        match store.append(run, &events) {
+            Ok(cursor) => {
+                accepted += events.len() as u64;
+                prop_assert_eq!(cursor.sequence(), before.sequence() + events.len() as u64);
+            }
+            Err(error) => {
+                prop_assert_eq!(error.code(), "event.invalid");
+                prop_assert_eq!(store.latest_cursor(run).unwrap(), before);
+            }
+        }
+        let events = all_events(reader, run);
+        prop_assert_eq!(events.len() as u64, accepted);
+        let folded = fold_snapshot(&record, &events).unwrap();
+        for store in writers {
+            prop_assert_eq!(&store.snapshot(run).unwrap(), &folded);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn two_writers_taking_turns_keep_the_snapshot_equal_to_the_fold(
+        start_first in proptest::bool::weighted(0.9),
+        batches in proptest::collection::vec(
+            (0usize..2, proptest::collection::vec(op_strategy(), 1..4)),
+            1..40,
+        )
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite3");
+        let first = file_store(&path);
+        let second = file_store(&path);
+        let (record, _) = first.create_or_get(new_run("run-1", "key-1", json!({"graph": "g"}))).unwrap();
+        check_batches(&[&first, &second], &record.run_id, start_first, &batches)?;
+    }
 
     #[test]
     fn stored_snapshot_equals_the_fold_of_stored_events(
@@ -148,31 +207,7 @@ proptest! {
         batches in proptest::collection::vec(proptest::collection::vec(op_strategy(), 1..4), 1..40)
     ) {
         let (store, run) = store_with_run();
-        let record = store.record(&run).unwrap();
-        let mut accepted = 0u64;
-        if start_first {
-            store.append(&run, &[RunEvent::RunStarted {}]).unwrap();
-            accepted += 1;
-        }
-        for batch in &batches {
-            // Each op is resolved against the state before the batch, so later ops in a batch
-            // may be invalid: that exercises whole-batch rejection.
-            let events: Vec<RunEvent> = batch.iter().map(|op| to_event(&store, &run, op)).collect();
-            let before = store.latest_cursor(&run).unwrap();
-            match store.append(&run, &events) {
-                Ok(cursor) => {
-                    accepted += events.len() as u64;
-                    prop_assert_eq!(cursor.sequence(), before.sequence() + events.len() as u64);
-                }
-                Err(error) => {
-                    prop_assert_eq!(error.code(), "event.invalid");
-                    prop_assert_eq!(store.latest_cursor(&run).unwrap(), before);
-                }
-            }
-            let events = all_events(&store, &run);
-            prop_assert_eq!(events.len() as u64, accepted);
-            let folded = fold_snapshot(&record, &events).unwrap();
-            prop_assert_eq!(store.snapshot(&run).unwrap(), folded);
-        }
+        let batches: Vec<(usize, Vec<Op>)> = batches.into_iter().map(|batch| (0, batch)).collect();
+        check_batches(&[&store], &run, start_first, &batches)?;
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::apply::{ExecutionTable, apply_event};
 use crate::cursor::Cursor;
@@ -12,16 +12,18 @@ use crate::event::RunEvent;
 use crate::ids::RunId;
 use crate::limits::{MAX_EVENT_JSON_BYTES, MAX_EVENTS_PER_APPEND};
 use crate::snapshot::ExecutionSnapshot;
-use crate::sqlite::runs::{load_run, to_i64};
+use crate::sqlite::runs::to_i64;
 use crate::sqlite::storage_error;
+use crate::sqlite::write::{RecentRun, WriteTransaction, load_append_head};
 use crate::store::now_ms;
 
 /// Execution rows of one run, read on demand and written back once at the end of a batch.
 /// Only executions the batch touches are read, so an append costs the same however many
-/// executions the run already has.
+/// executions the run already has; those this connection still knows are not read at all.
 struct SqlExecutions<'t> {
-    tx: &'t Transaction<'t>,
+    tx: &'t Connection,
     run: i64,
+    known: BTreeMap<u64, ExecutionSnapshot>,
     touched: BTreeMap<u64, ExecutionSnapshot>,
 }
 
@@ -45,7 +47,7 @@ impl SqlExecutions<'_> {
         .transpose()
     }
 
-    fn flush(self) -> Result<(), LedgerError> {
+    fn flush(&self) -> Result<(), LedgerError> {
         let mut statement = self
             .tx
             .prepare_cached(
@@ -67,7 +69,7 @@ impl SqlExecutions<'_> {
 
 impl ExecutionTable for SqlExecutions<'_> {
     fn contains(&mut self, execution: u64) -> Result<bool, LedgerError> {
-        if self.touched.contains_key(&execution) {
+        if self.touched.contains_key(&execution) || self.known.contains_key(&execution) {
             return Ok(true);
         }
         let mut statement = self
@@ -90,9 +92,12 @@ impl ExecutionTable for SqlExecutions<'_> {
         change: &mut dyn FnMut(&mut ExecutionSnapshot),
     ) -> Result<(), LedgerError> {
         if !self.touched.contains_key(&execution) {
-            let loaded = self.load(execution)?.ok_or_else(|| {
-                LedgerError::corrupt(format!("execution {execution} has no stored row"))
-            })?;
+            let loaded = match self.known.remove(&execution) {
+                Some(known) => known,
+                None => self.load(execution)?.ok_or_else(|| {
+                    LedgerError::corrupt(format!("execution {execution} has no stored row"))
+                })?,
+            };
             self.touched.insert(execution, loaded);
         }
         if let Some(snapshot) = self.touched.get_mut(&execution) {
@@ -103,8 +108,11 @@ impl ExecutionTable for SqlExecutions<'_> {
 }
 
 /// Appends `events` to `run_id`, optionally only if the run is still at `expected`.
+/// `recent` is what this connection's last append left (taken, and replaced only by a
+/// successful commit).
 pub(super) fn append(
     conn: &mut Connection,
+    recent: &mut Option<RecentRun>,
     run_id: &RunId,
     expected: Option<Cursor>,
     events: &[RunEvent],
@@ -131,12 +139,10 @@ pub(super) fn append(
         prepared.push((event, text));
     }
 
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(storage_error)?;
-    let raw = load_run(&tx, run_id)?;
-    let kind = raw.kind()?;
-    let mut cursor = raw.cursor()?;
+    let tx = WriteTransaction::begin(conn)?;
+    let head = load_append_head(&tx, run_id, recent.take())?;
+    let kind = head.kind;
+    let mut cursor = head.cursor;
     if let Some(expected) = expected
         && expected != cursor
     {
@@ -149,11 +155,12 @@ pub(super) fn append(
     if prepared.is_empty() {
         return Ok(cursor);
     }
-    let mut progress = raw.progress()?;
+    let mut progress = head.progress;
     let recorded_at_ms = now_ms();
     let mut executions = SqlExecutions {
         tx: &tx,
-        run: raw.id,
+        run: head.id,
+        known: head.known,
         touched: BTreeMap::new(),
     };
     {
@@ -176,7 +183,7 @@ pub(super) fn append(
             .map_err(|e| e.at_index(index))?;
             insert_event
                 .execute(params![
-                    raw.id,
+                    head.id,
                     to_i64(cursor.sequence())?,
                     event.is_log(),
                     to_i64(recorded_at_ms)?,
@@ -198,10 +205,15 @@ pub(super) fn append(
             sequence,
             progress.phase.as_str(),
             progress_json,
-            raw.id
+            head.id
         ])
     })
     .map_err(storage_error)?;
-    tx.commit().map_err(storage_error)?;
+    let mut remembered = executions.known;
+    remembered.extend(executions.touched);
+    tx.commit()?;
+    *recent = Some(RecentRun::after_append(
+        run_id, cursor, progress, remembered,
+    ));
     Ok(cursor)
 }

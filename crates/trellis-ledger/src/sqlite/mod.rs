@@ -4,9 +4,10 @@ mod append;
 pub mod paths;
 mod runs;
 pub mod schema;
+mod write;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
@@ -49,8 +50,14 @@ impl Default for SqliteOptions {
 /// A ledger in one SQLite file (or in memory). Cheap to share across threads; each process
 /// opens its own store on the same file.
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    session: Mutex<Session>,
     path: Option<PathBuf>,
+}
+
+/// The connection and what its last append left, guarded together.
+struct Session {
+    conn: Connection,
+    recent: Option<write::RecentRun>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -105,6 +112,8 @@ impl SqliteStore {
             .map_err(storage_error)?;
         conn.pragma_update(None, "synchronous", synchronous)
             .map_err(storage_error)?;
+        conn.pragma_update(None, "wal_autocheckpoint", 4000)
+            .map_err(storage_error)?;
         if path.is_some() {
             let mode = switch_to_wal(&conn, options.busy_timeout)?;
             if !mode.eq_ignore_ascii_case("wal") {
@@ -116,7 +125,7 @@ impl SqliteStore {
         schema::migrate(&mut conn)?;
         conn.set_prepared_statement_cache_capacity(32);
         Ok(Self {
-            conn: Mutex::new(conn),
+            session: Mutex::new(Session { conn, recent: None }),
             path,
         })
     }
@@ -149,40 +158,45 @@ impl SqliteStore {
         Ok(false)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    fn lock(&self) -> MutexGuard<'_, Session> {
         // A panic while holding the lock leaves no open transaction (they roll back on drop),
-        // so the connection is still usable.
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+        // so the connection is still usable; what it remembers is dropped to be safe.
+        self.session.lock().unwrap_or_else(|poisoned| {
+            let mut session = poisoned.into_inner();
+            session.recent = None;
+            session
+        })
     }
 }
 
 impl RunStore for SqliteStore {
     fn create_or_get(&self, run: NewRun) -> Result<(RunRecord, Admission), LedgerError> {
-        runs::create_or_get(&mut self.lock(), run)
+        runs::create_or_get(&mut self.lock().conn, run)
     }
 
     fn find_by_key(&self, submission_key: &str) -> Result<Option<RunRecord>, LedgerError> {
-        runs::find_by_key(&self.lock(), submission_key)
+        runs::find_by_key(&self.lock().conn, submission_key)
     }
 
     fn record(&self, run_id: &RunId) -> Result<RunRecord, LedgerError> {
-        runs::record(&self.lock(), run_id)
+        runs::record(&self.lock().conn, run_id)
     }
 
     fn head(&self, run_id: &RunId) -> Result<RunHead, LedgerError> {
-        runs::head(&self.lock(), run_id)
+        runs::head(&self.lock().conn, run_id)
     }
 
     fn snapshot(&self, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
-        runs::snapshot(&mut self.lock(), run_id)
+        runs::snapshot(&mut self.lock().conn, run_id)
     }
 
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunHead>, LedgerError> {
-        runs::list_runs(&self.lock(), filter)
+        runs::list_runs(&self.lock().conn, filter)
     }
 
     fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
-        append::append(&mut self.lock(), run_id, None, events)
+        let session = &mut *self.lock();
+        append::append(&mut session.conn, &mut session.recent, run_id, None, events)
     }
 
     fn append_at(
@@ -191,7 +205,14 @@ impl RunStore for SqliteStore {
         expected: Cursor,
         events: &[RunEvent],
     ) -> Result<Cursor, LedgerError> {
-        append::append(&mut self.lock(), run_id, Some(expected), events)
+        let session = &mut *self.lock();
+        append::append(
+            &mut session.conn,
+            &mut session.recent,
+            run_id,
+            Some(expected),
+            events,
+        )
     }
 
     fn events_after(
@@ -201,15 +222,15 @@ impl RunStore for SqliteStore {
         limit: usize,
         filter: EventFilter,
     ) -> Result<Vec<StoredEvent>, LedgerError> {
-        runs::events_after(&mut self.lock(), run_id, after, limit, filter)
+        runs::events_after(&mut self.lock().conn, run_id, after, limit, filter)
     }
 
     fn latest_cursor(&self, run_id: &RunId) -> Result<Cursor, LedgerError> {
-        runs::latest_cursor(&self.lock(), run_id)
+        runs::latest_cursor(&self.lock().conn, run_id)
     }
 
     fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
-        runs::run_contains_bytes(&mut self.lock(), run_id, needle)
+        runs::run_contains_bytes(&mut self.lock().conn, run_id, needle)
     }
 }
 

@@ -1,0 +1,155 @@
+//! The write path's helpers: a cached IMMEDIATE transaction, and what this connection last
+//! wrote for a run, reused while nobody else has appended to it.
+
+use std::collections::BTreeMap;
+use std::ops::Deref;
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::cursor::Cursor;
+use crate::error::LedgerError;
+use crate::ids::{RunId, RunKind};
+use crate::snapshot::{ExecutionSnapshot, RunProgress};
+use crate::sqlite::runs::to_u64;
+use crate::sqlite::storage_error;
+
+/// Execution snapshots kept for reuse only while a run has at most this many active ones, so
+/// the memory held stays small whatever the run's inputs weigh.
+const MAX_REMEMBERED_EXECUTIONS: usize = 64;
+
+/// An IMMEDIATE write transaction whose BEGIN and COMMIT come from the statement cache: an
+/// append is on every step's critical path, and parsing both each time showed in profiles.
+/// Rolls back unless committed.
+pub(super) struct WriteTransaction<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> WriteTransaction<'c> {
+    pub(super) fn begin(conn: &'c Connection) -> Result<Self, LedgerError> {
+        run_cached(conn, "BEGIN IMMEDIATE")?;
+        Ok(Self { conn, open: true })
+    }
+
+    pub(super) fn commit(mut self) -> Result<(), LedgerError> {
+        run_cached(self.conn, "COMMIT")?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for WriteTransaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Nothing was committed; a failed rollback leaves SQLite to roll back on close.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+impl Deref for WriteTransaction<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+fn run_cached(conn: &Connection, sql: &str) -> Result<(), LedgerError> {
+    conn.prepare_cached(sql)
+        .and_then(|mut statement| statement.execute([]))
+        .map(drop)
+        .map_err(storage_error)
+}
+
+/// The state of one run as this connection's last append left it. Valid only while the run's
+/// stored cursor is still `cursor`: every change to a run is an append, and every append
+/// moves the cursor, so an equal cursor means nobody else wrote in between.
+#[derive(Debug, Clone)]
+pub(crate) struct RecentRun {
+    pub(super) run_id: RunId,
+    pub(super) cursor: Cursor,
+    pub(super) progress: RunProgress,
+    /// Snapshots of the run's active executions (empty when there are too many).
+    pub(super) active: BTreeMap<u64, ExecutionSnapshot>,
+}
+
+impl RecentRun {
+    /// Remembers the state after an append, keeping only active executions' snapshots.
+    pub(super) fn after_append(
+        run_id: &RunId,
+        cursor: Cursor,
+        progress: RunProgress,
+        mut known: BTreeMap<u64, ExecutionSnapshot>,
+    ) -> Self {
+        let active = if progress.active_executions.len() <= MAX_REMEMBERED_EXECUTIONS {
+            known.retain(|execution, _| progress.active_executions.contains_key(execution));
+            known
+        } else {
+            BTreeMap::new()
+        };
+        Self {
+            run_id: run_id.clone(),
+            cursor,
+            progress,
+            active,
+        }
+    }
+}
+
+/// What an append needs of a run: its row id, kind, cursor and progress, plus the active
+/// executions' snapshots when this connection still knows them.
+pub(super) struct AppendHead {
+    pub(super) id: i64,
+    pub(super) kind: RunKind,
+    pub(super) cursor: Cursor,
+    pub(super) progress: RunProgress,
+    pub(super) known: BTreeMap<u64, ExecutionSnapshot>,
+}
+
+/// Reads the head inside the append's transaction; the stored progress is parsed only when
+/// `recent` does not describe the run at its current cursor.
+pub(super) fn load_append_head(
+    conn: &Connection,
+    run_id: &RunId,
+    recent: Option<RecentRun>,
+) -> Result<AppendHead, LedgerError> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT runs.id, runs.kind, run_heads.cursor, run_heads.progress_json
+             FROM runs JOIN run_heads ON run_heads.run = runs.id WHERE runs.run_id = ?1",
+        )
+        .map_err(storage_error)?;
+    let row: Option<(i64, String, i64, String)> = statement
+        .query_row([run_id.as_str()], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .optional()
+        .map_err(storage_error)?;
+    let (id, kind, cursor, progress_json) =
+        row.ok_or_else(|| LedgerError::run_not_found(run_id))?;
+    let kind = RunKind::parse(&kind)
+        .ok_or_else(|| LedgerError::corrupt("a stored run kind is unknown"))?;
+    let cursor = Cursor::at(to_u64(cursor)?)?;
+    if let Some(recent) = recent
+        && recent.run_id == *run_id
+        && recent.cursor == cursor
+    {
+        return Ok(AppendHead {
+            id,
+            kind,
+            cursor,
+            progress: recent.progress,
+            known: recent.active,
+        });
+    }
+    let progress = serde_json::from_str(&progress_json)
+        .map_err(|_| LedgerError::corrupt(format!("stored progress of run {run_id} is invalid")))?;
+    Ok(AppendHead {
+        id,
+        kind,
+        cursor,
+        progress,
+        known: BTreeMap::new(),
+    })
+}
