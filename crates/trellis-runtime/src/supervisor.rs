@@ -100,6 +100,8 @@ pub struct Supervisor {
     external_unread: bool,
     /// When the run's cursor was last read for another process's appends.
     last_stop_check: Option<Instant>,
+    /// An execution settled or was voided since the reducer last decided.
+    undecided: bool,
     /// Whether a force-stop was requested, as of `known_sequence`.
     force_stop_requested: bool,
 }
@@ -205,6 +207,7 @@ impl Supervisor {
             force_stop_requested: snapshot.head.progress.force_stop_requested,
             external_unread: false,
             last_stop_check: None,
+            undecided: true,
             ctx,
             reducer,
             records,
@@ -244,6 +247,12 @@ impl Supervisor {
             if let Some(reason) = self.stop_reason()? {
                 return self.stop(reason).await;
             }
+            // Recording dispatches decides nothing new; only a settled or voided execution can.
+            if !self.undecided && !self.active.is_empty() {
+                self.wait_for_progress().await?;
+                continue;
+            }
+            self.undecided = false;
             let reduction = self.reducer.decide().map_err(|e| {
                 RuntimeError::Invalid(format!("the run's history does not replay: {e}"))
             })?;
@@ -379,6 +388,7 @@ impl Supervisor {
         })?;
         record.state = state;
         let record = record.clone();
+        self.undecided = true;
         self.reducer.apply(&record).map_err(|e| {
             RuntimeError::Invalid(format!("reducer rejected execution {execution}: {e}"))
         })
@@ -654,7 +664,10 @@ impl Supervisor {
                 Ok(()) => return Ok(()),
                 // The ledger refuses new dispatches once a force-stop is requested; the
                 // outcomes alone are still recorded below, and the loop then stops the run.
-                Err(RuntimeError::Ledger(_)) => self.last_stop_check = None,
+                Err(RuntimeError::Ledger(_)) => {
+                    self.last_stop_check = None;
+                    self.undecided = true;
+                }
                 Err(other) => return Err(other),
             }
         }
@@ -679,6 +692,10 @@ impl Supervisor {
         let only_dispatches = reduction.voids.is_empty()
             && reduction.terminal.is_none()
             && !reduction.dispatches.is_empty();
+        // Any other decision is left for the main loop to take.
+        if only_dispatches {
+            self.undecided = false;
+        }
         Ok(only_dispatches.then_some(reduction.dispatches))
     }
 }
