@@ -336,3 +336,40 @@ fn appending_to_an_unknown_run_is_run_not_found() {
     );
     assert_eq!(error.code(), "run.not_found");
 }
+
+#[test]
+fn runs_appended_in_turns_keep_their_own_events_executions_and_cursors() {
+    let (store, first) = running();
+    let (second, _) = store
+        .create_or_get(new_run("run-2", "key-2", json!({"graph": "h"})))
+        .unwrap();
+    let second = second.run_id;
+    store.append(&second, &[RunEvent::RunStarted {}]).unwrap();
+    for execution in 1..=5 {
+        store.append(&first, &[started(execution, "a")]).unwrap();
+        store.append(&second, &[started(execution, "b")]).unwrap();
+        store.append(&second, &[completed(execution)]).unwrap();
+    }
+    let sequences = |run: &RunId, filter| -> Vec<u64> {
+        store
+            .events_after(run, Cursor::START, 100, filter)
+            .unwrap()
+            .iter()
+            .map(|event| event.cursor.sequence())
+            .collect()
+    };
+    assert_eq!(sequences(&first, EventFilter::All), (1..=6).collect::<Vec<_>>());
+    assert_eq!(sequences(&second, EventFilter::All), (1..=11).collect::<Vec<_>>());
+    let first_snapshot = store.snapshot(&first).unwrap();
+    let second_snapshot = store.snapshot(&second).unwrap();
+    assert_eq!(first_snapshot.executions.len(), 5);
+    assert!(first_snapshot.executions.values().all(|e| e.state.is_active()));
+    assert!(first_snapshot.executions.values().all(|e| e.node.as_str() == "a"));
+    assert_eq!(second_snapshot.executions.len(), 5);
+    assert!(second_snapshot.executions.values().all(|e| !e.state.is_active()));
+    // Reading after the last event of one run never reaches into the next run's rows.
+    let after_first = store
+        .events_after(&first, Cursor::at(6).unwrap(), 100, EventFilter::All)
+        .unwrap();
+    assert!(after_first.is_empty());
+}

@@ -40,7 +40,7 @@ fn an_append_writes_a_few_pages_even_beside_a_large_submission() {
     let frames_per_append = (after - before) as f64 / PAGE_FRAME_BYTES as f64 / APPENDS as f64;
     // Head, event and execution pages, plus the occasional page split.
     assert!(
-        frames_per_append <= 6.0,
-        "{frames_per_append:.1} pages written per append (at most 6 expected)"
+        frames_per_append <= 4.0,
+        "{frames_per_append:.1} pages written per append (at most 4 expected)"
     );
 }

@@ -12,6 +12,7 @@ use crate::event::RunEvent;
 use crate::ids::RunId;
 use crate::limits::{MAX_EVENT_JSON_BYTES, MAX_EVENTS_PER_APPEND};
 use crate::snapshot::ExecutionSnapshot;
+use crate::sqlite::keys::row_key;
 use crate::sqlite::runs::to_i64;
 use crate::sqlite::storage_error;
 use crate::sqlite::write::{RecentRun, WriteTransaction, load_append_head};
@@ -31,12 +32,10 @@ impl SqlExecutions<'_> {
     fn load(&self, execution: u64) -> Result<Option<ExecutionSnapshot>, LedgerError> {
         let mut statement = self
             .tx
-            .prepare_cached(
-                "SELECT snapshot_json FROM run_executions WHERE run = ?1 AND execution = ?2",
-            )
+            .prepare_cached("SELECT snapshot_json FROM run_executions WHERE id = ?1")
             .map_err(storage_error)?;
         let text: Option<String> = statement
-            .query_row(params![self.run, to_i64(execution)?], |row| row.get(0))
+            .query_row([row_key(self.run, execution)?], |row| row.get(0))
             .optional()
             .map_err(storage_error)?;
         text.map(|text| {
@@ -51,8 +50,9 @@ impl SqlExecutions<'_> {
         let mut statement = self
             .tx
             .prepare_cached(
-                "INSERT INTO run_executions (run, execution, snapshot_json) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (run, execution) DO UPDATE SET snapshot_json = excluded.snapshot_json",
+                "INSERT INTO run_executions (id, run, execution, snapshot_json)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET snapshot_json = excluded.snapshot_json",
             )
             .map_err(storage_error)?;
         for (execution, snapshot) in &self.touched {
@@ -60,7 +60,12 @@ impl SqlExecutions<'_> {
                 detail: "an execution snapshot is not serializable".to_owned(),
             })?;
             statement
-                .execute(params![self.run, to_i64(*execution)?, text])
+                .execute(params![
+                    row_key(self.run, *execution)?,
+                    self.run,
+                    to_i64(*execution)?,
+                    text
+                ])
                 .map_err(storage_error)?;
         }
         Ok(())
@@ -74,10 +79,10 @@ impl ExecutionTable for SqlExecutions<'_> {
         }
         let mut statement = self
             .tx
-            .prepare_cached("SELECT 1 FROM run_executions WHERE run = ?1 AND execution = ?2")
+            .prepare_cached("SELECT 1 FROM run_executions WHERE id = ?1")
             .map_err(storage_error)?;
         statement
-            .exists(params![self.run, to_i64(execution)?])
+            .exists([row_key(self.run, execution)?])
             .map_err(storage_error)
     }
 
@@ -166,8 +171,8 @@ pub(super) fn append(
     {
         let mut insert_event = tx
             .prepare_cached(
-                "INSERT INTO run_events (run, sequence, is_log, recorded_at_ms, event_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO run_events (id, run, sequence, is_log, recorded_at_ms, event_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(storage_error)?;
         for (index, (event, text)) in prepared.iter().enumerate() {
@@ -183,6 +188,7 @@ pub(super) fn append(
             .map_err(|e| e.at_index(index))?;
             insert_event
                 .execute(params![
+                    row_key(head.id, cursor.sequence())?,
                     head.id,
                     to_i64(cursor.sequence())?,
                     event.is_log(),

@@ -1,6 +1,7 @@
 //! The SQLite ledger: one WAL database for every run, shared safely by many processes.
 
 mod append;
+mod keys;
 pub mod paths;
 mod runs;
 pub mod schema;

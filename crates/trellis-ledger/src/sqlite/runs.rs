@@ -10,6 +10,7 @@ use crate::event::{EventFilter, RunEvent, StoredEvent};
 use crate::ids::{Phase, RunId, RunKind};
 use crate::limits::MAX_EVENTS_PER_PAGE;
 use crate::snapshot::{ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
+use crate::sqlite::keys::{keys_after, run_keys};
 use crate::sqlite::storage_error;
 use crate::store::{Admission, NewRun, RunFilter, RunRecord, cursor_ahead};
 
@@ -292,11 +293,13 @@ pub(super) fn snapshot(conn: &mut Connection, run_id: &RunId) -> Result<RunSnaps
     {
         let mut statement = tx
             .prepare_cached(
-                "SELECT execution, snapshot_json FROM run_executions WHERE run = ?1 ORDER BY execution",
+                "SELECT execution, snapshot_json FROM run_executions
+                 WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
             )
             .map_err(storage_error)?;
+        let (first, last) = run_keys(raw.id)?;
         let rows = statement
-            .query_map([raw.id], |row| {
+            .query_map([first, last], |row| {
                 Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
             })
             .map_err(storage_error)?;
@@ -368,14 +371,15 @@ pub(super) fn events_after(
     };
     let sql = format!(
         "SELECT sequence, recorded_at_ms, event_json FROM run_events
-         WHERE run = ?1 {stream} AND sequence > ?2 ORDER BY sequence LIMIT ?3"
+         WHERE id BETWEEN ?1 AND ?2 {stream} ORDER BY id LIMIT ?3"
     );
     let limit = to_i64(u64::try_from(limit.min(MAX_EVENTS_PER_PAGE)).unwrap_or(0))?;
+    let (first, last) = keys_after(raw.id, after.sequence())?;
     let mut events = Vec::new();
     {
         let mut statement = tx.prepare_cached(&sql).map_err(storage_error)?;
         let rows = statement
-            .query_map(params![raw.id, to_i64(after.sequence())?, limit], |row| {
+            .query_map(params![first, last, limit], |row| {
                 Ok((
                     row.get::<_, i64>(0)?,
                     row.get::<_, i64>(1)?,
@@ -408,16 +412,20 @@ pub(super) fn run_contains_bytes(
 ) -> Result<bool, LedgerError> {
     let tx = conn.transaction().map_err(storage_error)?;
     let raw = load_run(&tx, run_id)?;
+    // Every query takes the run's row id and its key range; each uses what it needs.
     let queries = [
-        "SELECT * FROM runs WHERE id = ?1",
-        "SELECT * FROM run_heads WHERE run = ?1",
-        "SELECT * FROM run_events WHERE run = ?1",
-        "SELECT * FROM run_executions WHERE run = ?1",
+        "SELECT * FROM runs WHERE id = ?1 AND ?2 <= ?3",
+        "SELECT * FROM run_heads WHERE run = ?1 AND ?2 <= ?3",
+        "SELECT * FROM run_events WHERE id BETWEEN ?2 AND ?3 AND ?1 = run",
+        "SELECT * FROM run_executions WHERE id BETWEEN ?2 AND ?3 AND ?1 = run",
     ];
+    let (first, last) = run_keys(raw.id)?;
     for sql in queries {
         let mut statement = tx.prepare(sql).map_err(storage_error)?;
         let columns = statement.column_count();
-        let mut rows = statement.query([raw.id]).map_err(storage_error)?;
+        let mut rows = statement
+            .query(params![raw.id, first, last])
+            .map_err(storage_error)?;
         while let Some(row) = rows.next().map_err(storage_error)? {
             for column in 0..columns {
                 let bytes: &[u8] = match row.get_ref(column).map_err(storage_error)? {

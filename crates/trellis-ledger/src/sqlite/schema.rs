@@ -55,36 +55,41 @@ pub const MIGRATIONS: &[Migration] = &[
     ",
     },
     // What every append rewrites kept small, so that a commit writes a handful of pages:
-    // * events and execution snapshots clustered by their key (WITHOUT ROWID), with no separate
-    //   log-stream index — one page per table instead of three; readers filter `is_log` while
-    //   scanning the run's key range, which they read strictly after a cursor anyway;
+    // * events and execution snapshots in rowid tables keyed `(run << 32) + number`: a run's
+    //   rows are one range of one b-tree and new rows land at its end, where SQLite splits a
+    //   full page by starting a new one (composite keys took a second index, or for clustered
+    //   tables a three-page rebalance); readers filter `is_log` while scanning the range;
     // * the run's mutable head (cursor, phase, progress) in its own row: beside the submission
     //   (the whole graph, often ~100 kB) every append rewrote the submission's overflow pages.
     Migration {
         version: 2,
         sql: "
-        CREATE TABLE run_events_clustered (
+        CREATE TABLE run_events_keyed (
+            id INTEGER PRIMARY KEY,
             run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
             sequence INTEGER NOT NULL,
             is_log INTEGER NOT NULL CHECK (is_log IN (0, 1)),
             recorded_at_ms INTEGER NOT NULL,
             event_json TEXT NOT NULL,
-            PRIMARY KEY (run, sequence)
-        ) STRICT, WITHOUT ROWID;
-        INSERT INTO run_events_clustered (run, sequence, is_log, recorded_at_ms, event_json)
-            SELECT run, sequence, is_log, recorded_at_ms, event_json FROM run_events;
+            CHECK (sequence BETWEEN 1 AND 4294967295 AND id = (run << 32) + sequence)
+        ) STRICT;
+        INSERT INTO run_events_keyed (id, run, sequence, is_log, recorded_at_ms, event_json)
+            SELECT (run << 32) + sequence, run, sequence, is_log, recorded_at_ms, event_json
+            FROM run_events ORDER BY run, sequence;
         DROP TABLE run_events;
-        ALTER TABLE run_events_clustered RENAME TO run_events;
-        CREATE TABLE run_executions_clustered (
+        ALTER TABLE run_events_keyed RENAME TO run_events;
+        CREATE TABLE run_executions_keyed (
+            id INTEGER PRIMARY KEY,
             run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
             execution INTEGER NOT NULL,
             snapshot_json TEXT NOT NULL,
-            PRIMARY KEY (run, execution)
-        ) STRICT, WITHOUT ROWID;
-        INSERT INTO run_executions_clustered (run, execution, snapshot_json)
-            SELECT run, execution, snapshot_json FROM run_executions;
+            CHECK (execution BETWEEN 0 AND 4294967295 AND id = (run << 32) + execution)
+        ) STRICT;
+        INSERT INTO run_executions_keyed (id, run, execution, snapshot_json)
+            SELECT (run << 32) + execution, run, execution, snapshot_json
+            FROM run_executions ORDER BY run, execution;
         DROP TABLE run_executions;
-        ALTER TABLE run_executions_clustered RENAME TO run_executions;
+        ALTER TABLE run_executions_keyed RENAME TO run_executions;
         CREATE TABLE run_heads (
             run INTEGER PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
             cursor INTEGER NOT NULL,
