@@ -1,0 +1,191 @@
+//! What the supervisor records while workers run: their log lines, processes and token usage
+//! as they come, and their outcomes — with the dispatches those lead to, in one commit.
+
+use trellis_agents::{ExecutionResult, HarnessEvent, LogStream as AgentStream, TokenUsage};
+use trellis_engine::{Dispatch, ExecutionState as EngineState};
+use trellis_ledger::{LogLevel, LogStream, RunEvent, TokenCounts};
+
+use super::{STOP_POLL, Supervisor, over_budget};
+use crate::error::RuntimeError;
+
+pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: String) -> RunEvent {
+    RunEvent::Log {
+        execution,
+        stream,
+        level: stream.default_level(),
+        message,
+        timestamp_ms: trellis_ledger::store::now_ms(),
+    }
+}
+
+fn counts(usage: &TokenUsage) -> TokenCounts {
+    TokenCounts {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        cost_usd: usage.cost_usd,
+    }
+}
+
+impl Supervisor {
+    /// Waits for an outcome, harness events, a stop signal, or the poll interval.
+    pub(super) async fn wait_for_progress(&mut self) -> Result<(), RuntimeError> {
+        tokio::select! {
+            Some(joined) = self.tasks.join_next() => {
+                // Every outcome that is already in is recorded in one transaction, then the
+                // run is reduced once: a burst of completions costs one commit, not one each.
+                let mut finished = vec![joined];
+                while let Some(more) = self.tasks.try_join_next() {
+                    finished.push(more);
+                }
+                self.flush_events()?;
+                let mut settled = Vec::with_capacity(finished.len());
+                for joined in finished {
+                    match joined {
+                        Ok(done) => settled.push(done),
+                        Err(e) => return Err(RuntimeError::Invalid(format!("a worker task failed: {e}"))),
+                    }
+                }
+                self.complete(settled)?;
+            }
+            Some((execution, event)) = self.events_rx.recv() => {
+                let mut batch = vec![(execution, event)];
+                while let Ok(more) = self.events_rx.try_recv() {
+                    batch.push(more);
+                }
+                self.record_events(batch)?;
+            }
+            // Both mean: look at the ledger now.
+            _ = self.ctx.wake.notified() => self.last_stop_check = None,
+            _ = tokio::time::sleep(STOP_POLL) => self.last_stop_check = None,
+        }
+        Ok(())
+    }
+
+    pub(super) fn flush_events(&mut self) -> Result<(), RuntimeError> {
+        let mut batch = Vec::new();
+        while let Ok(event) = self.events_rx.try_recv() {
+            batch.push(event);
+        }
+        self.record_events(batch)
+    }
+
+    fn record_events(&mut self, batch: Vec<(u64, HarnessEvent)>) -> Result<(), RuntimeError> {
+        let mut events = Vec::with_capacity(batch.len());
+        for (execution, event) in batch {
+            // Events of voided or finished executions still go to the log while it is known.
+            if !self.records.contains_key(&execution) {
+                continue;
+            }
+            events.push(match event {
+                HarnessEvent::Started { process_group } => {
+                    // Only an active execution may record its process.
+                    if !self.active.contains_key(&execution) {
+                        continue;
+                    }
+                    RunEvent::WorkerProcess {
+                        execution,
+                        process_group,
+                    }
+                }
+                HarnessEvent::Log { stream, message } => {
+                    let stream = match stream {
+                        AgentStream::Output => LogStream::Output,
+                        AgentStream::Error => LogStream::Error,
+                        AgentStream::System => LogStream::System,
+                    };
+                    let mut event = log_event(Some(execution), stream, message);
+                    if let RunEvent::Log { level, message, .. } = &mut event
+                        && message.starts_with("no output for ")
+                    {
+                        *level = LogLevel::Warn;
+                    }
+                    event
+                }
+                HarnessEvent::Usage(usage) => {
+                    self.usage.add(&counts(&usage));
+                    RunEvent::TokenUsage {
+                        execution,
+                        usage: counts(&usage),
+                    }
+                }
+            });
+        }
+        if !events.is_empty() {
+            self.append(&events)?;
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, finished: Vec<(u64, ExecutionResult)>) -> Result<(), RuntimeError> {
+        // Voided executions were already recorded; their late results are ignored.
+        let settled: Vec<(u64, ExecutionResult)> = finished
+            .into_iter()
+            .filter(|(execution, _)| self.active.remove(execution).is_some())
+            .collect();
+        if settled.is_empty() {
+            return Ok(());
+        }
+        let events: Vec<RunEvent> = settled
+            .iter()
+            .map(|(execution, result)| RunEvent::NodeCompleted {
+                execution: *execution,
+                outcome: result.outcome.clone(),
+                reused_from: None,
+                settled_by: None,
+            })
+            .collect();
+        // The outcomes are applied at the positions they will take, so that the next decision
+        // can ride in the same commit: a sequential step then costs one commit, not two. Nothing
+        // acts on that decision before the commit that makes both durable. Should another
+        // process append first, the batch lands later than planned; the reducer compares
+        // positions only for order, which a uniform shift of the newest batch preserves.
+        let tentative_first = self.known_sequence + 1;
+        for (i, (execution, result)) in settled.into_iter().enumerate() {
+            let state = EngineState::Settled {
+                at: tentative_first + i as u64,
+                outcome: result.outcome,
+            };
+            self.update(execution, state)?;
+        }
+        if let Some(dispatches) = self.dispatches_only()? {
+            match self.record_dispatches(events.clone(), &dispatches) {
+                Ok(()) => return self.launch(dispatches),
+                // The ledger refuses new dispatches once a force-stop is requested; the
+                // outcomes alone are still recorded below, and the loop then stops the run.
+                Err(RuntimeError::Ledger(_)) => {
+                    self.last_stop_check = None;
+                    self.undecided = true;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        self.append(&events)?;
+        Ok(())
+    }
+
+    /// The next decision when it is nothing but dispatches and the budget allows them; voids,
+    /// a terminal or an exhausted budget go through the main loop instead.
+    fn dispatches_only(&mut self) -> Result<Option<Vec<Dispatch>>, RuntimeError> {
+        if self
+            .ctx
+            .plan
+            .budget
+            .is_some_and(|b| over_budget(&b, &self.usage))
+        {
+            return Ok(None);
+        }
+        let reduction = self.reducer.decide().map_err(|e| {
+            RuntimeError::Invalid(format!("the run's history does not replay: {e}"))
+        })?;
+        let only_dispatches = reduction.voids.is_empty()
+            && reduction.terminal.is_none()
+            && !reduction.dispatches.is_empty();
+        // Any other decision is left for the main loop to take.
+        if only_dispatches {
+            self.undecided = false;
+        }
+        Ok(only_dispatches.then_some(reduction.dispatches))
+    }
+}
