@@ -14,13 +14,15 @@ use crate::limits::{
 };
 use crate::tree::Json;
 
+/// Every allowed character is ASCII, so bytes are checked (a non-ASCII byte fails as its
+/// character would).
 fn is_identifier_syntax(text: &str) -> bool {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_alphabetic() || first == '_' => {}
-        _ => return false,
+    match text.as_bytes() {
+        [first, rest @ ..] if first.is_ascii_alphabetic() || *first == b'_' => rest
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')),
+        _ => false,
     }
-    chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 fn check_identifier(kind: &str, text: &str) -> Result<(), String> {

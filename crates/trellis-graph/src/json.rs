@@ -201,8 +201,14 @@ pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
 }
 
 /// [`parse_strict`] into the lightweight [`Json`] tree the wire types are read from.
+///
+/// A single-pass reader builds the tree for ordinary documents; whatever it does not handle
+/// itself (every invalid document included) is parsed by serde_json, so errors are serde's.
 pub fn parse_tree(text: &str) -> Result<Json<'_>, ParseError> {
     check_size(text)?;
+    if let Some(tree) = crate::scan::scan(text) {
+        return Ok(tree);
+    }
     let mut deserializer = serde_json::Deserializer::from_str(text);
     TreeSeed
         .deserialize(&mut deserializer)

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod node;
 pub mod payload;
 pub mod registry;
+mod scan;
 pub mod schema;
 pub mod selector;
 pub mod spec;

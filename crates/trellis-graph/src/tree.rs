@@ -27,6 +27,11 @@ pub struct JsonObject<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
 const LINEAR_DUPLICATE_CHECK: usize = 16;
 
 impl<'a> JsonObject<'a> {
+    /// Members known to have distinct keys.
+    pub(crate) fn from_members(members: Vec<(Cow<'a, str>, Json<'a>)>) -> Self {
+        Self(members)
+    }
+
     pub fn get(&self, key: &str) -> Option<&Json<'a>> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
