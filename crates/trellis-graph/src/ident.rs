@@ -289,8 +289,12 @@ impl PositiveInteger {
 impl<'de> Deserialize<'de> for PositiveInteger {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
-        Self::read(&Json::from_value(&value), &At::Base(&JsonPath::root()))
-            .map_err(|e| serde::de::Error::custom(e.message))
+        let arena = crate::tree::Arena::new();
+        Self::read(
+            &Json::from_value(&value, &arena),
+            &At::Base(&JsonPath::root()),
+        )
+        .map_err(|e| serde::de::Error::custom(e.message))
     }
 }
 

@@ -51,7 +51,7 @@ impl PayloadType {
         let Some(Json::String(kind)) = map.get("kind") else {
             return Err(ParseError::new("payload type requires a string kind", at));
         };
-        let allowed: &[&str] = match kind.as_ref() {
+        let allowed: &[&str] = match *kind {
             "record" => &["kind", "fields"],
             "array" => &["kind", "items"],
             "enum" => &["kind", "values"],
@@ -64,7 +64,7 @@ impl PayloadType {
             ));
         }
         let obj = Obj { map, at };
-        Ok(match kind.as_ref() {
+        Ok(match *kind {
             "null" => Self::Null,
             "boolean" => Self::Boolean,
             "integer" => Self::Integer,

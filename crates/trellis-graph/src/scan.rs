@@ -3,15 +3,26 @@
 //! key, deep nesting, a lone surrogate, an unusual number) is left to serde_json, so errors and
 //! edge cases keep serde's exact behaviour.
 
-use std::borrow::Cow;
-
 use serde_json::Number;
 
-use crate::tree::{Json, JsonObject};
+use crate::tree::{Arena, Json, JsonObject};
 
 /// Nesting this reader handles itself; deeper documents go to serde_json, whose recursion limit
 /// ([`crate::limits::MAX_JSON_NESTING`]) then decides.
 const SCAN_DEPTH: usize = 96;
+
+/// Bytes that end a plain run inside a string: the quote, the backslash and control bytes.
+static STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        stops[b] = true;
+        b += 1;
+    }
+    stops[b'"' as usize] = true;
+    stops[b'\\' as usize] = true;
+    stops
+};
 
 /// Keys compared by their first bytes and length before their text (duplicate detection).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -29,14 +40,16 @@ impl Fingerprint {
 
 /// Reads `text` as one JSON value, or `None` when serde_json must decide (including every
 /// invalid document).
-pub(crate) fn scan(text: &str) -> Option<Json<'_>> {
+pub(crate) fn scan<'a>(text: &'a str, arena: &'a Arena) -> Option<Json<'a>> {
     let mut scanner = Scanner {
         text,
         bytes: text.as_bytes(),
         pos: 0,
+        arena,
         members: Vec::new(),
         fingerprints: Vec::new(),
         items: Vec::new(),
+        unescaped: String::new(),
     };
     let value = scanner.value(0)?;
     scanner.skip_ws();
@@ -47,12 +60,15 @@ struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
-    /// Members of the objects being read, innermost last (one shared stack, so every object
-    /// allocates once, at its final size).
-    members: Vec<(Cow<'a, str>, Json<'a>)>,
+    arena: &'a Arena,
+    /// Members of the objects being read, innermost last (one shared stack; a finished object
+    /// moves its members into the arena).
+    members: Vec<(&'a str, Json<'a>)>,
     fingerprints: Vec<Fingerprint>,
     /// Items of the arrays being read, innermost last.
     items: Vec<Json<'a>>,
+    /// Scratch for strings with escapes, copied into the arena once complete.
+    unescaped: String,
 }
 
 impl<'a> Scanner<'a> {
@@ -105,7 +121,7 @@ impl<'a> Scanner<'a> {
                 return None;
             }
             let key = self.string()?;
-            let print = Fingerprint::of(&key);
+            let print = Fingerprint::of(key);
             let earlier = &self.fingerprints[base..];
             if earlier.contains(&print)
                 && self.members[base..]
@@ -132,7 +148,7 @@ impl<'a> Scanner<'a> {
         }
         self.pos += 1;
         self.fingerprints.truncate(base);
-        let members: Vec<_> = self.members.drain(base..).collect();
+        let members = self.arena.slice(self.members.drain(base..));
         Some(Json::Object(JsonObject::from_members(members)))
     }
 
@@ -145,7 +161,7 @@ impl<'a> Scanner<'a> {
         self.skip_ws();
         if self.peek()? == b']' {
             self.pos += 1;
-            return Some(Json::Array(Vec::new()));
+            return Some(Json::Array(&[]));
         }
         loop {
             let item = self.value(depth)?;
@@ -158,31 +174,46 @@ impl<'a> Scanner<'a> {
             }
         }
         self.pos += 1;
-        Some(Json::Array(self.items.drain(base..).collect()))
+        Some(Json::Array(self.arena.slice(self.items.drain(base..))))
+    }
+
+    /// Bytes up to the next quote, backslash or control byte (where a string's plain run ends).
+    fn plain_run(&self) -> usize {
+        self.bytes[self.pos..]
+            .iter()
+            .position(|&b| STOPS[usize::from(b)])
+            .unwrap_or(self.bytes.len() - self.pos)
     }
 
     /// A string starting at the opening quote: borrowed when it has no escapes.
-    fn string(&mut self) -> Option<Cow<'a, str>> {
+    fn string(&mut self) -> Option<&'a str> {
         self.pos += 1;
         let start = self.pos;
-        loop {
-            match *self.bytes.get(self.pos)? {
-                b'"' => {
-                    let text = self.text.get(start..self.pos)?;
-                    self.pos += 1;
-                    return Some(Cow::Borrowed(text));
-                }
-                b'\\' => break,
-                0..=0x1f => return None,
-                _ => self.pos += 1,
+        self.pos += self.plain_run();
+        match *self.bytes.get(self.pos)? {
+            b'"' => {
+                let text = self.text.get(start..self.pos)?;
+                self.pos += 1;
+                return Some(text);
             }
+            b'\\' => {}
+            _ => return None, // a control byte
         }
-        let mut owned = String::from(self.text.get(start..self.pos)?);
+        let mut owned = std::mem::take(&mut self.unescaped);
+        owned.clear();
+        owned.push_str(self.text.get(start..self.pos)?);
+        let text = self.unescaped_rest(&mut owned);
+        self.unescaped = owned;
+        text
+    }
+
+    /// The rest of a string with escapes, from its first backslash, appended to `owned`.
+    fn unescaped_rest(&mut self, owned: &mut String) -> Option<&'a str> {
         loop {
             match *self.bytes.get(self.pos)? {
                 b'"' => {
                     self.pos += 1;
-                    return Some(Cow::Owned(owned));
+                    return Some(self.arena.str(owned));
                 }
                 b'\\' => {
                     self.pos += 1;
@@ -191,14 +222,8 @@ impl<'a> Scanner<'a> {
                 }
                 0..=0x1f => return None,
                 _ => {
-                    // Copy the run up to the next quote, escape or control byte at once.
                     let run = self.pos;
-                    while let Some(&b) = self.bytes.get(self.pos) {
-                        if b == b'"' || b == b'\\' || b < 0x20 {
-                            break;
-                        }
-                        self.pos += 1;
-                    }
+                    self.pos += self.plain_run();
                     owned.push_str(self.text.get(run..self.pos)?);
                 }
             }
@@ -302,18 +327,23 @@ mod tests {
     use super::*;
     use serde::de::DeserializeSeed;
 
-    fn serde_tree(text: &str) -> Option<Json<'_>> {
+    fn serde_tree<'a>(text: &'a str, arena: &'a Arena) -> Option<Json<'a>> {
         let mut d = serde_json::Deserializer::from_str(text);
-        crate::tree::TreeSeed
+        crate::tree::TreeSeed(arena)
             .deserialize(&mut d)
             .and_then(|v| d.end().map(|()| v))
             .ok()
     }
 
+    fn accepts(text: &str) -> bool {
+        scan(text, &Arena::new()).is_some()
+    }
+
     /// Whatever the scanner accepts, serde_json accepts with the same tree.
     fn agrees(text: &str) -> bool {
-        match scan(text) {
-            Some(tree) => serde_tree(text).as_ref() == Some(&tree),
+        let arena = Arena::new();
+        match scan(text, &arena) {
+            Some(tree) => serde_tree(text, &arena).as_ref() == Some(&tree),
             None => true,
         }
     }
@@ -328,7 +358,7 @@ mod tests {
             "-9223372036854775808",
             "1E-400",
         ] {
-            assert!(scan(text).is_some(), "{text}");
+            assert!(accepts(text), "{text}");
             assert!(agrees(text), "{text}");
         }
     }
@@ -353,16 +383,16 @@ mod tests {
             "{1:2}",
             "\u{feff}{}",
         ] {
-            assert!(scan(text).is_none(), "{text}");
+            assert!(!accepts(text), "{text}");
         }
         let deep = format!(
             "{}{}",
             "[".repeat(SCAN_DEPTH + 1),
             "]".repeat(SCAN_DEPTH + 1)
         );
-        assert!(scan(&deep).is_none());
+        assert!(!accepts(&deep));
         let fine = format!("{}{}", "[".repeat(SCAN_DEPTH), "]".repeat(SCAN_DEPTH));
-        assert!(agrees(&fine) && scan(&fine).is_some());
+        assert!(agrees(&fine) && accepts(&fine));
     }
 
     /// Random token soups (mostly invalid) and random valid documents: whenever the scanner
@@ -410,7 +440,7 @@ mod tests {
         for _ in 0..2_000 {
             let value = random_value(&mut next, 0);
             let text = serde_json::to_string_pretty(&value).unwrap_or_default();
-            assert!(scan(&text).is_some() && agrees(&text), "{text}");
+            assert!(accepts(&text) && agrees(&text), "{text}");
         }
     }
 
@@ -453,7 +483,7 @@ mod tests {
     #[test]
     fn keys_sharing_a_prefix_are_distinct() {
         let text = r#"{"abcdefghX":1,"abcdefghY":2,"abcdefgh":3}"#;
-        assert!(scan(text).is_some());
-        assert!(scan(r#"{"abcdefghX":1,"abcdefghX":2}"#).is_none());
+        assert!(accepts(text));
+        assert!(!accepts(r#"{"abcdefghX":1,"abcdefghX":2}"#));
     }
 }

@@ -69,6 +69,12 @@ fn main() {
             (spec, text)
         }
     };
+    if let Ok(path) = std::env::var("DUMP_GRAPH") {
+        // Keeps the generated document for inspection or for other tools.
+        if let Err(e) = std::fs::write(&path, &text) {
+            return eprintln!("{path}: {e}");
+        }
+    }
     let allocator = if SYSTEM_ALLOC { "system" } else { "mimalloc" };
     println!("document: {} bytes, allocator: {allocator}", text.len());
     let time = |label: &str, f: &dyn Fn()| {
