@@ -24,17 +24,19 @@ static STOPS: [bool; 256] = {
     stops
 };
 
-/// Keys compared by their first bytes and length before their text (duplicate detection).
+/// Keys compared by length and outer bytes before their text (duplicate detection).
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Fingerprint(u64, usize);
+struct Fingerprint(u64);
 
 impl Fingerprint {
     fn of(key: &str) -> Self {
         let bytes = key.as_bytes();
-        let mut head = [0u8; 8];
-        let n = bytes.len().min(8);
-        head[..n].copy_from_slice(&bytes[..n]);
-        Self(u64::from_le_bytes(head), bytes.len())
+        let outer = match bytes {
+            [] => 0,
+            [first, .., last] => u64::from(*first) << 8 | u64::from(*last),
+            [only] => u64::from(*only),
+        };
+        Self((bytes.len() as u64) << 16 | outer)
     }
 }
 

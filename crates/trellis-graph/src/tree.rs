@@ -51,7 +51,12 @@ impl<'a> JsonObject<'a> {
     }
 
     pub fn get(&self, key: &str) -> Option<&'a Json<'a>> {
-        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        // Lengths and first bytes settle most mismatches without a byte-wise comparison.
+        let first = key.as_bytes().first();
+        self.0
+            .iter()
+            .find(|(k, _)| k.len() == key.len() && k.as_bytes().first() == first && *k == key)
+            .map(|(_, v)| v)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &'a str> + use<'a> {

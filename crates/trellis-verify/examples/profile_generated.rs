@@ -1,6 +1,7 @@
 //! Times the phases of verifying a generated graph (a profiling target):
-//! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `analyze`,
-//! `identity` or `verify`. Allocations go to mimalloc, the allocator the `trellis` binary
+//! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `value`, `strict`,
+//! `analyze`, `verify`, `builtin`, `pipeline` (parse + `verify_owned`, as the `generated/N`
+//! benchmark) or `identity`. Allocations go to mimalloc, the allocator the `trellis` binary
 //! ships with; build with `PROFILE_SYSTEM_ALLOC=1` in the environment to use the system
 //! allocator instead.
 
@@ -109,6 +110,11 @@ fn main() {
     });
     time("builtin", &|| {
         std::hint::black_box(trellis_verify::verify_builtin(&spec));
+    });
+    time("pipeline", &|| {
+        // What the `generated/N` benchmark measures: parse, then verify the parsed graph.
+        let parsed = trellis_graph::GraphSpec::from_json_str(&text).ok();
+        std::hint::black_box(parsed.map(|s| trellis_verify::verify_owned(s, &registry)));
     });
     if let trellis_verify::Verification::Verified(graph) = trellis_verify::verify(&spec, &registry)
     {
