@@ -188,18 +188,28 @@ impl<'a> Scanner<'a> {
     }
 
     /// A string starting at the opening quote: borrowed when it has no escapes.
+    #[inline]
     fn string(&mut self) -> Option<&'a str> {
-        self.pos += 1;
-        let start = self.pos;
-        self.pos += self.plain_run();
-        match *self.bytes.get(self.pos)? {
-            b'"' => {
-                let text = self.text.get(start..self.pos)?;
-                self.pos += 1;
-                return Some(text);
-            }
-            b'\\' => {}
-            _ => return None, // a control byte
+        let start = self.pos + 1;
+        let run = self
+            .bytes
+            .get(start..)?
+            .iter()
+            .position(|&b| STOPS[usize::from(b)])?;
+        let end = start + run;
+        if self.bytes[end] == b'"' {
+            self.pos = end + 1;
+            return self.text.get(start..end);
+        }
+        self.pos = end;
+        self.escaped_string(start)
+    }
+
+    /// A string whose plain run from `start` ended at something other than its closing quote.
+    #[cold]
+    fn escaped_string(&mut self, start: usize) -> Option<&'a str> {
+        if self.bytes[self.pos] != b'\\' {
+            return None; // a control byte
         }
         let mut owned = std::mem::take(&mut self.unescaped);
         owned.clear();
