@@ -7,6 +7,7 @@
 
 pub mod artifact;
 pub mod conformance;
+pub mod fields;
 pub mod ident;
 pub mod json;
 pub mod limits;
@@ -21,6 +22,7 @@ pub mod tree;
 pub mod worker;
 
 pub use artifact::{ArtifactRef, RedactionClass};
+pub use fields::Fields;
 pub use ident::{
     EnumLabel, EnumSet, FailReason, FieldName, FieldPath, NodeInstructions, NodeName, PolicyRef,
     PositiveInteger, StableRef, WorkerRef,
