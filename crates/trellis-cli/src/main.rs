@@ -25,6 +25,12 @@ mod render;
 
 use std::process::ExitCode;
 
+/// mimalloc instead of the system allocator: parsing and verifying a graph allocates many
+/// small, short-lived objects, and glibc malloc made that about a third of the work (see
+/// docs/benchmarks-verify.md). The verifier benchmark uses the same allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// Trellis runs typed, statically verified workflow graphs whose steps are coding agents,

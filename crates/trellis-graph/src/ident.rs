@@ -1,7 +1,6 @@
 //! Validated scalar building blocks: identifiers, field paths, stable references, positive
 //! integers, enum sets, node instructions and fail reasons.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -14,13 +13,15 @@ use crate::limits::{
 };
 use crate::tree::Json;
 
+/// Every allowed character is ASCII, so bytes are checked (a non-ASCII byte fails as its
+/// character would).
 fn is_identifier_syntax(text: &str) -> bool {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_alphabetic() || first == '_' => {}
-        _ => return false,
+    match text.as_bytes() {
+        [first, rest @ ..] if first.is_ascii_alphabetic() || *first == b'_' => rest
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')),
+        _ => false,
     }
-    chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 fn check_identifier(kind: &str, text: &str) -> Result<(), String> {
@@ -287,18 +288,23 @@ impl PositiveInteger {
 impl<'de> Deserialize<'de> for PositiveInteger {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
-        Self::read(&Json::from_value(&value), &At::Base(&JsonPath::root()))
-            .map_err(|e| serde::de::Error::custom(e.message))
+        let arena = crate::tree::Arena::new();
+        Self::read(
+            &Json::from_value(&value, &arena),
+            &At::Base(&JsonPath::root()),
+        )
+        .map_err(|e| serde::de::Error::custom(e.message))
     }
 }
 
-/// A non-empty, duplicate-free set of enum labels, kept sorted by bytes.
+/// A non-empty, duplicate-free set of enum labels, kept sorted by bytes (a sorted vector: sets
+/// are small and a graph holds thousands of them, one per guard and signal).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
-pub struct EnumSet(BTreeSet<EnumLabel>);
+pub struct EnumSet(Vec<EnumLabel>);
 
 impl EnumSet {
-    pub fn new(labels: Vec<EnumLabel>) -> Result<Self, String> {
+    pub fn new(mut labels: Vec<EnumLabel>) -> Result<Self, String> {
         if labels.is_empty() {
             return Err("enum set must not be empty".to_owned());
         }
@@ -307,12 +313,12 @@ impl EnumSet {
                 "collection exceeds the maximum length of {MAX_COLLECTION_ITEMS}"
             ));
         }
-        let count = labels.len();
-        let set: BTreeSet<EnumLabel> = labels.into_iter().collect();
-        if set.len() != count {
+        labels.sort_unstable();
+        if labels.windows(2).any(|pair| pair[0] == pair[1]) {
             return Err("enum set must not contain duplicate values".to_owned());
         }
-        Ok(Self(set))
+        labels.shrink_to_fit();
+        Ok(Self(labels))
     }
 
     pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
@@ -320,22 +326,27 @@ impl EnumSet {
         Self::new(labels).map_err(|m| ParseError::new(m, at))
     }
 
-    /// Builds a set from labels known to be valid and distinct (used for built-in domains).
+    /// Builds a set from labels known to be valid (used for built-in domains); repeats collapse.
     pub fn from_labels<'a>(labels: impl IntoIterator<Item = &'a EnumLabel>) -> Option<Self> {
-        let set: BTreeSet<EnumLabel> = labels.into_iter().cloned().collect();
+        let mut set: Vec<EnumLabel> = labels.into_iter().cloned().collect();
+        set.sort_unstable();
+        set.dedup();
         (!set.is_empty()).then_some(Self(set))
     }
 
-    pub fn labels(&self) -> &BTreeSet<EnumLabel> {
+    /// The labels in byte order.
+    pub fn labels(&self) -> &[EnumLabel] {
         &self.0
     }
 
     pub fn contains(&self, label: &str) -> bool {
-        self.0.contains(label)
+        self.0.binary_search_by(|l| l.as_str().cmp(label)).is_ok()
     }
 
     pub fn is_subset(&self, other: &EnumSet) -> bool {
-        self.0.is_subset(&other.0)
+        // Both sorted: one pass over `other`.
+        let mut rest = other.0.iter();
+        self.0.iter().all(|label| rest.any(|o| o == label))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &EnumLabel> {
@@ -528,5 +539,11 @@ mod tests {
         );
         assert!(EnumSet::parse(&serde_json::json!(["a", "a"]), &at).is_err());
         assert!(EnumSet::parse(&serde_json::json!([]), &at).is_err());
+        assert!(set.contains("a") && set.contains("b") && !set.contains("c"));
+        let set_of = |labels: serde_json::Value| EnumSet::parse(&labels, &at).unwrap();
+        let abc = set_of(serde_json::json!(["c", "a", "b"]));
+        assert!(set.is_subset(&abc) && !abc.is_subset(&set));
+        assert!(!set_of(serde_json::json!(["a", "d"])).is_subset(&abc));
+        assert!(set_of(serde_json::json!(["c"])).is_subset(&abc));
     }
 }

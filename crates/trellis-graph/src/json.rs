@@ -8,7 +8,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::tree::TreeSeed;
-pub use crate::tree::{Json, JsonObject};
+pub use crate::tree::{Arena, Json, JsonObject};
 
 use crate::limits::{MAX_DOCUMENT_BYTES, MAX_JSON_NESTING};
 
@@ -201,10 +201,16 @@ pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
 }
 
 /// [`parse_strict`] into the lightweight [`Json`] tree the wire types are read from.
-pub fn parse_tree(text: &str) -> Result<Json<'_>, ParseError> {
+///
+/// A single-pass reader builds the tree for ordinary documents; whatever it does not handle
+/// itself (every invalid document included) is parsed by serde_json, so errors are serde's.
+pub fn parse_tree<'a>(text: &'a str, arena: &'a Arena) -> Result<Json<'a>, ParseError> {
     check_size(text)?;
+    if let Some(tree) = crate::scan::scan(text, arena) {
+        return Ok(tree);
+    }
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    TreeSeed
+    TreeSeed(arena)
         .deserialize(&mut deserializer)
         .and_then(|value| deserializer.end().map(|()| value))
         .map_err(syntax_error)
@@ -298,7 +304,8 @@ macro_rules! value_entry_point {
                 value: &serde_json::Value,
                 at: &$crate::json::JsonPath,
             ) -> Result<Self, $crate::json::ParseError> {
-                Self::read(&$crate::tree::Json::from_value(value), &$crate::json::At::Base(at))
+                let arena = $crate::tree::Arena::new();
+                Self::read(&$crate::tree::Json::from_value(value, &arena), &$crate::json::At::Base(at))
             }
         }
     )*};
@@ -312,13 +319,15 @@ macro_rules! wire_entry_points {
         impl $ty {
             /// Parses JSON text strictly (size, nesting and duplicate-key checks included).
             pub fn from_json_str(text: &str) -> Result<Self, $crate::json::ParseError> {
-                Self::read(&$crate::json::parse_tree(text)?, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
+                let arena = $crate::tree::Arena::new();
+                Self::read(&$crate::json::parse_tree(text, &arena)?, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
             }
         }
 
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let value = serde::de::DeserializeSeed::deserialize($crate::tree::TreeSeed, d)?;
+                let arena = $crate::tree::Arena::new();
+                let value = serde::de::DeserializeSeed::deserialize($crate::tree::TreeSeed(&arena), d)?;
                 Self::read(&value, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
                     .map_err(serde::de::Error::custom)
             }

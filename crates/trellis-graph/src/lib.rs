@@ -7,12 +7,14 @@
 
 pub mod artifact;
 pub mod conformance;
+pub mod fields;
 pub mod ident;
 pub mod json;
 pub mod limits;
 pub mod node;
 pub mod payload;
 pub mod registry;
+mod scan;
 pub mod schema;
 pub mod selector;
 pub mod spec;
@@ -20,6 +22,7 @@ pub mod tree;
 pub mod worker;
 
 pub use artifact::{ArtifactRef, RedactionClass};
+pub use fields::Fields;
 pub use ident::{
     EnumLabel, EnumSet, FailReason, FieldName, FieldPath, NodeInstructions, NodeName, PolicyRef,
     PositiveInteger, StableRef, WorkerRef,

@@ -1,11 +1,11 @@
 //! The closed PayloadType algebra: parsing, subtyping, path lookup and value checking.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::fields::Fields;
 use crate::ident::{EnumSet, FieldName, FieldPath};
 use crate::json::{At, Obj, ParseError, unknown_variant};
 use crate::tree::Json;
@@ -19,15 +19,9 @@ pub enum PayloadType {
     Integer,
     Number,
     String,
-    Record {
-        fields: BTreeMap<FieldName, RecordField>,
-    },
-    Array {
-        items: Box<PayloadType>,
-    },
-    Enum {
-        values: EnumSet,
-    },
+    Record { fields: Fields },
+    Array { items: Box<PayloadType> },
+    Enum { values: EnumSet },
 }
 
 /// One field of a record type.
@@ -51,7 +45,7 @@ impl PayloadType {
         let Some(Json::String(kind)) = map.get("kind") else {
             return Err(ParseError::new("payload type requires a string kind", at));
         };
-        let allowed: &[&str] = match kind.as_ref() {
+        let allowed: &[&str] = match *kind {
             "record" => &["kind", "fields"],
             "array" => &["kind", "items"],
             "enum" => &["kind", "values"],
@@ -64,7 +58,7 @@ impl PayloadType {
             ));
         }
         let obj = Obj { map, at };
-        Ok(match kind.as_ref() {
+        Ok(match *kind {
             "null" => Self::Null,
             "boolean" => Self::Boolean,
             "integer" => Self::Integer,
@@ -72,8 +66,9 @@ impl PayloadType {
             "string" => Self::String,
             "record" => {
                 let fields_at = obj.path("fields");
-                let mut fields = BTreeMap::new();
-                for (name, field) in obj.object("fields")? {
+                let members = obj.object("fields")?;
+                let mut fields = Fields::with_capacity(members.len());
+                for (name, field) in members {
                     let field_at = fields_at.key(name);
                     let name = FieldName::new(name).map_err(|m| ParseError::new(m, &field_at))?;
                     fields.insert(name, RecordField::read(field, &field_at)?);
@@ -128,7 +123,7 @@ impl PayloadType {
     }
 
     /// The record fields, when this is a record.
-    pub fn fields(&self) -> Option<&BTreeMap<FieldName, RecordField>> {
+    pub fn fields(&self) -> Option<&Fields> {
         match self {
             Self::Record { fields } => Some(fields),
             _ => None,
@@ -187,7 +182,7 @@ impl PayloadType {
 }
 
 fn collect_required_leaves(
-    fields: &BTreeMap<FieldName, RecordField>,
+    fields: &Fields,
     prefix: &mut Vec<FieldName>,
     out: &mut Vec<Vec<FieldName>>,
 ) {

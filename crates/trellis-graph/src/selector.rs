@@ -378,7 +378,8 @@ impl InputBinding {
         value: &serde_json::Value,
         at: &crate::json::JsonPath,
     ) -> Result<Vec<Self>, ParseError> {
-        Self::read_list(&Json::from_value(value), &At::Base(at))
+        let arena = crate::tree::Arena::new();
+        Self::read_list(&Json::from_value(value, &arena), &At::Base(at))
     }
 }
 
@@ -387,6 +388,7 @@ impl WriteBinding {
         value: &serde_json::Value,
         at: &crate::json::JsonPath,
     ) -> Result<Vec<Self>, ParseError> {
-        Self::read_list(&Json::from_value(value), &At::Base(at))
+        let arena = crate::tree::Arena::new();
+        Self::read_list(&Json::from_value(value, &arena), &At::Base(at))
     }
 }

@@ -1,42 +1,70 @@
-//! A lightweight JSON tree for parsing wire types: objects keep their keys in a vector and
-//! strings borrow from the document when they can, so reading a large graph allocates a
-//! fraction of what a `serde_json::Value` (hashed, owned) costs.
+//! A lightweight JSON tree for parsing wire types: arrays and objects are slices in an arena
+//! (objects keep their keys in document order) and strings borrow from the document when they
+//! can, so reading a large graph costs a few arena chunks instead of an allocation per value,
+//! and dropping the tree is freeing the arena.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
-/// A parsed JSON value borrowing from its text where possible.
+/// Memory for a tree's arrays, objects and unescaped strings, released all at once.
+#[derive(Default)]
+pub struct Arena(bumpalo::Bump);
+
+impl Arena {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn slice<T>(&self, items: impl ExactSizeIterator<Item = T>) -> &[T] {
+        self.0.alloc_slice_fill_iter(items)
+    }
+
+    pub(crate) fn str(&self, text: &str) -> &str {
+        self.0.alloc_str(text)
+    }
+}
+
+/// A parsed JSON value borrowing from its text (or its arena, for strings with escapes).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json<'a> {
     Null,
     Bool(bool),
     Number(Number),
-    String(Cow<'a, str>),
-    Array(Vec<Json<'a>>),
+    String(&'a str),
+    Array(&'a [Json<'a>]),
     Object(JsonObject<'a>),
 }
 
 /// An object's members in document order; keys are unique (checked while parsing).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JsonObject<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct JsonObject<'a>(&'a [(&'a str, Json<'a>)]);
 
 /// Above this many members, duplicate keys are found with a sorted copy instead of a scan.
 const LINEAR_DUPLICATE_CHECK: usize = 16;
 
 impl<'a> JsonObject<'a> {
-    pub fn get(&self, key: &str) -> Option<&Json<'a>> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    /// Members known to have distinct keys.
+    pub(crate) fn from_members(members: &'a [(&'a str, Json<'a>)]) -> Self {
+        Self(members)
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| k.as_ref())
+    pub fn get(&self, key: &str) -> Option<&'a Json<'a>> {
+        // Lengths and first bytes settle most mismatches without a byte-wise comparison.
+        let first = key.as_bytes().first();
+        self.0
+            .iter()
+            .find(|(k, _)| k.len() == key.len() && k.as_bytes().first() == first && *k == key)
+            .map(|(_, v)| v)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Json<'a>)> {
-        self.0.iter().map(|(k, v)| (k.as_ref(), v))
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        self.0.iter().map(|(k, _)| *k)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a Json<'a>)> + use<'a> {
+        self.0.iter().map(|(k, v)| (*k, v))
     }
 
     pub fn len(&self) -> usize {
@@ -54,7 +82,7 @@ impl<'a> JsonObject<'a> {
                 .iter()
                 .enumerate()
                 .find(|(i, (k, _))| self.0[..*i].iter().any(|(seen, _)| seen == k))
-                .map(|(_, (k, _))| k.as_ref());
+                .map(|(_, (k, _))| *k);
         }
         let mut keys: Vec<&str> = self.keys().collect();
         keys.sort_unstable();
@@ -62,15 +90,15 @@ impl<'a> JsonObject<'a> {
     }
 }
 
-impl<'o, 'a> IntoIterator for &'o JsonObject<'a> {
-    type Item = (&'o str, &'o Json<'a>);
+impl<'a> IntoIterator for &JsonObject<'a> {
+    type Item = (&'a str, &'a Json<'a>);
     type IntoIter = std::iter::Map<
-        std::slice::Iter<'o, (Cow<'a, str>, Json<'a>)>,
-        fn(&'o (Cow<'a, str>, Json<'a>)) -> (&'o str, &'o Json<'a>),
+        std::slice::Iter<'a, (&'a str, Json<'a>)>,
+        fn(&'a (&'a str, Json<'a>)) -> (&'a str, &'a Json<'a>),
     >;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(k, v)| (k.as_ref(), v))
+        self.0.iter().map(|(k, v)| (*k, v))
     }
 }
 
@@ -115,17 +143,20 @@ impl<'a> Json<'a> {
     }
 
     /// A tree borrowing from `value` (for callers that already hold a `serde_json::Value`).
-    pub fn from_value(value: &'a Value) -> Self {
+    pub fn from_value(value: &'a Value, arena: &'a Arena) -> Self {
         match value {
             Value::Null => Self::Null,
             Value::Bool(b) => Self::Bool(*b),
             Value::Number(n) => Self::Number(n.clone()),
-            Value::String(s) => Self::String(Cow::Borrowed(s)),
-            Value::Array(items) => Self::Array(items.iter().map(Json::from_value).collect()),
+            Value::String(s) => Self::String(s),
+            Value::Array(items) => {
+                Self::Array(arena.slice(items.iter().map(|v| Json::from_value(v, arena))))
+            }
             Value::Object(map) => Self::Object(JsonObject(
-                map.iter()
-                    .map(|(k, v)| (Cow::Borrowed(k.as_str()), Json::from_value(v)))
-                    .collect(),
+                arena.slice(
+                    map.iter()
+                        .map(|(k, v)| (k.as_str(), Json::from_value(v, arena))),
+                ),
             )),
         }
     }
@@ -160,83 +191,80 @@ impl<'a> Json<'a> {
     }
 }
 
-/// Builds a [`Json`] tree, refusing repeated object keys.
-pub(crate) struct TreeSeed;
+/// Builds a [`Json`] tree in an arena, refusing repeated object keys.
+#[derive(Clone, Copy)]
+pub(crate) struct TreeSeed<'a>(pub(crate) &'a Arena);
 
-impl<'de> DeserializeSeed<'de> for TreeSeed {
-    type Value = Json<'de>;
+impl<'de: 'a, 'a> DeserializeSeed<'de> for TreeSeed<'a> {
+    type Value = Json<'a>;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Json<'de>, D::Error> {
-        deserializer.deserialize_any(TreeVisitor)
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Json<'a>, D::Error> {
+        deserializer.deserialize_any(TreeVisitor(self.0))
     }
 }
 
-struct TreeVisitor;
+struct TreeVisitor<'a>(&'a Arena);
 
-impl<'de> Visitor<'de> for TreeVisitor {
-    type Value = Json<'de>;
+impl<'de: 'a, 'a> Visitor<'de> for TreeVisitor<'a> {
+    type Value = Json<'a>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Json<'de>, E> {
+    fn visit_bool<E>(self, v: bool) -> Result<Json<'a>, E> {
         Ok(Json::Bool(v))
     }
 
-    fn visit_i64<E>(self, v: i64) -> Result<Json<'de>, E> {
+    fn visit_i64<E>(self, v: i64) -> Result<Json<'a>, E> {
         Ok(Json::Number(v.into()))
     }
 
-    fn visit_u64<E>(self, v: u64) -> Result<Json<'de>, E> {
+    fn visit_u64<E>(self, v: u64) -> Result<Json<'a>, E> {
         Ok(Json::Number(v.into()))
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json<'de>, E> {
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json<'a>, E> {
         Number::from_f64(v)
             .map(Json::Number)
             .ok_or_else(|| E::custom("number is not finite"))
     }
 
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Json<'de>, E> {
-        Ok(Json::String(Cow::Borrowed(v)))
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Json<'a>, E> {
+        Ok(Json::String(v))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Json<'de>, E> {
-        Ok(Json::String(Cow::Owned(v.to_owned())))
+    fn visit_str<E>(self, v: &str) -> Result<Json<'a>, E> {
+        Ok(Json::String(self.0.str(v)))
     }
 
-    fn visit_string<E>(self, v: String) -> Result<Json<'de>, E> {
-        Ok(Json::String(Cow::Owned(v)))
-    }
-
-    fn visit_unit<E>(self) -> Result<Json<'de>, E> {
+    fn visit_unit<E>(self) -> Result<Json<'a>, E> {
         Ok(Json::Null)
     }
 
-    fn visit_none<E>(self) -> Result<Json<'de>, E> {
+    fn visit_none<E>(self) -> Result<Json<'a>, E> {
         Ok(Json::Null)
     }
 
-    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Json<'de>, D::Error> {
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Json<'a>, D::Error> {
         d.deserialize_any(self)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json<'de>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json<'a>, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(TreeSeed)? {
+        while let Some(item) = seq.next_element_seed(TreeSeed(self.0))? {
             items.push(item);
         }
-        Ok(Json::Array(items))
+        Ok(Json::Array(self.0.slice(items.into_iter())))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Json<'de>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Json<'a>, A::Error> {
         let mut members = Vec::with_capacity(access.size_hint().unwrap_or(0));
-        while let Some(key) = access.next_key_seed(KeySeed)? {
-            let value = access.next_value_seed(TreeSeed)?;
+        while let Some(key) = access.next_key_seed(KeySeed(self.0))? {
+            let value = access.next_value_seed(TreeSeed(self.0))?;
             members.push((key, value));
         }
-        let object = JsonObject(members);
+        let object = JsonObject(self.0.slice(members.into_iter()));
         if let Some(key) = object.first_duplicate() {
             return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
         }
@@ -245,35 +273,31 @@ impl<'de> Visitor<'de> for TreeVisitor {
 }
 
 /// Reads an object key, borrowing it from the text when it has no escapes.
-struct KeySeed;
+struct KeySeed<'a>(&'a Arena);
 
-impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Cow<'de, str>;
+impl<'de: 'a, 'a> DeserializeSeed<'de> for KeySeed<'a> {
+    type Value = &'a str;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
-        d.deserialize_str(KeyVisitor)
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<&'a str, D::Error> {
+        d.deserialize_str(KeyVisitor(self.0))
     }
 }
 
-struct KeyVisitor;
+struct KeyVisitor<'a>(&'a Arena);
 
-impl<'de> Visitor<'de> for KeyVisitor {
-    type Value = Cow<'de, str>;
+impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
+    type Value = &'a str;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object key")
     }
 
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
-        Ok(Cow::Borrowed(v))
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<&'a str, E> {
+        Ok(v)
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
-        Ok(Cow::Owned(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
-        Ok(Cow::Owned(v))
+    fn visit_str<E>(self, v: &str) -> Result<&'a str, E> {
+        Ok(self.0.str(v))
     }
 }
 
@@ -281,23 +305,24 @@ impl<'de> Visitor<'de> for KeyVisitor {
 mod tests {
     use super::*;
 
-    fn tree(text: &str) -> Result<Json<'_>, serde_json::Error> {
+    fn tree<'a>(text: &'a str, arena: &'a Arena) -> Result<Json<'a>, serde_json::Error> {
         let mut d = serde_json::Deserializer::from_str(text);
-        TreeSeed.deserialize(&mut d)
+        TreeSeed(arena).deserialize(&mut d)
     }
 
     #[test]
     fn trees_round_trip_through_values() {
         let text = r#"{"b":[1,2.5,"x\n",null,true],"a":{"k":-3}}"#;
         let value: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(tree(text).unwrap().to_value(), value);
-        assert_eq!(Json::from_value(&value).to_value(), value);
+        let arena = Arena::new();
+        assert_eq!(tree(text, &arena).unwrap().to_value(), value);
+        assert_eq!(Json::from_value(&value, &arena).to_value(), value);
     }
 
     #[test]
     fn duplicate_keys_are_refused_small_and_large() {
         assert!(
-            tree(r#"{"a":1,"a":2}"#)
+            tree(r#"{"a":1,"a":2}"#, &Arena::new())
                 .unwrap_err()
                 .to_string()
                 .contains("duplicate field `a`")
@@ -305,7 +330,7 @@ mod tests {
         let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":1")).collect();
         let text = format!("{{{},\"k7\":2}}", many.join(","));
         assert!(
-            tree(&text)
+            tree(&text, &Arena::new())
                 .unwrap_err()
                 .to_string()
                 .contains("duplicate field `k7`")

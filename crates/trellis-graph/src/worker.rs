@@ -342,7 +342,8 @@ crate::json::wire_entry_points!(WorkerDescriptor);
 impl WorkerDescriptor {
     /// Parses the structure only; registries keep descriptors like this and validate on use.
     pub fn parse_unvalidated(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
-        Self::read_unvalidated(&Json::from_value(value), &At::Base(at))
+        let arena = crate::tree::Arena::new();
+        Self::read_unvalidated(&Json::from_value(value, &arena), &At::Base(at))
     }
 }
 
@@ -375,7 +376,9 @@ fn legacy_payload_types() -> &'static (PayloadType, PayloadType) {
             "repository": opt_s(), "branch": opt_s(), "headRevision": opt_s(), "pullRequestUrl": opt_s()
         }});
         let parse = |v: &Value| {
-            PayloadType::read(&Json::from_value(v), &At::Base(&JsonPath::root())).unwrap_or(PayloadType::Null)
+            let arena = crate::tree::Arena::new();
+            PayloadType::read(&Json::from_value(v, &arena), &At::Base(&JsonPath::root()))
+                .unwrap_or(PayloadType::Null)
         };
         (parse(&request), parse(&result))
     })

@@ -1,5 +1,6 @@
 //! Parse + verify + compile + identity for the five reference templates and for generated
-//! graphs of 512 to 4,096 nodes mixing every node kind.
+//! graphs of 512 to 4,096 nodes mixing every node kind. Measured with mimalloc, the allocator
+//! the `trellis` binary ships with.
 
 #[allow(dead_code)] // shared with the tests; not every helper is used here
 #[path = "../tests/support/mixed.rs"]
@@ -12,6 +13,9 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use trellis_graph::GraphSpec;
 use trellis_graph::conformance::locate;
 use trellis_verify::{Verification, verify, verify_builtin, verify_owned};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn verified(v: &Verification) -> bool {
     matches!(v, Verification::Verified(_))

@@ -1,29 +1,49 @@
 //! Times the phases of verifying a generated graph (a profiling target):
-//! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `analyze`,
-//! `identity` or `verify`.
+//! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `value`, `strict`,
+//! `analyze`, `verify`, `builtin`, `pipeline` (parse + `verify_owned`, as the `generated/N`
+//! benchmark) or `identity`. Allocations go to mimalloc, the allocator the `trellis` binary
+//! ships with; build with `PROFILE_SYSTEM_ALLOC=1` in the environment to use the system
+//! allocator instead.
 
 #[allow(dead_code)] // shared with the tests; not every helper is used here
 #[path = "../tests/support/mixed.rs"]
 mod mixed;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+
+use mimalloc::MiMalloc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Counts allocations so phases can be compared by allocation count as well as time.
 struct Counting;
 
+/// Chosen when the example is compiled, so every allocation and its release use one allocator.
+const SYSTEM_ALLOC: bool = option_env!("PROFILE_SYSTEM_ALLOC").is_some();
+
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarding the caller's layout to the system allocator.
-        unsafe { System.alloc(layout) }
+        // SAFETY: forwarding the caller's layout to the chosen allocator.
+        unsafe {
+            if SYSTEM_ALLOC {
+                System.alloc(layout)
+            } else {
+                MiMalloc.alloc(layout)
+            }
+        }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the pointer came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
+        // SAFETY: the pointer came from `alloc` above (same allocator) with this layout.
+        unsafe {
+            if SYSTEM_ALLOC {
+                System.dealloc(ptr, layout)
+            } else {
+                MiMalloc.dealloc(ptr, layout)
+            }
+        }
     }
 }
 
@@ -50,7 +70,14 @@ fn main() {
             (spec, text)
         }
     };
-    println!("document: {} bytes", text.len());
+    if let Ok(path) = std::env::var("DUMP_GRAPH") {
+        // Keeps the generated document for inspection or for other tools.
+        if let Err(e) = std::fs::write(&path, &text) {
+            return eprintln!("{path}: {e}");
+        }
+    }
+    let allocator = if SYSTEM_ALLOC { "system" } else { "mimalloc" };
+    println!("document: {} bytes, allocator: {allocator}", text.len());
     let time = |label: &str, f: &dyn Fn()| {
         if phase != "all" && phase != label {
             return;
@@ -83,6 +110,11 @@ fn main() {
     });
     time("builtin", &|| {
         std::hint::black_box(trellis_verify::verify_builtin(&spec));
+    });
+    time("pipeline", &|| {
+        // What the `generated/N` benchmark measures: parse, then verify the parsed graph.
+        let parsed = trellis_graph::GraphSpec::from_json_str(&text).ok();
+        std::hint::black_box(parsed.map(|s| trellis_verify::verify_owned(s, &registry)));
     });
     if let trellis_verify::Verification::Verified(graph) = trellis_verify::verify(&spec, &registry)
     {

@@ -98,6 +98,12 @@ impl Writer {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         self.out.push(b'"');
         let bytes = s.as_bytes();
+        // Most strings (names, labels, kinds) need no escaping and are copied whole.
+        if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+            self.out.extend_from_slice(bytes);
+            self.out.push(b'"');
+            return;
+        }
         let mut run = 0;
         for (i, &b) in bytes.iter().enumerate() {
             let short: &[u8] = match b {

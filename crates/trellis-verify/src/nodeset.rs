@@ -46,12 +46,45 @@ impl NodeSet {
             .is_ok_and(|at| self.words[at].1 & bit != 0)
     }
 
+    /// The common union of a growing set: every word of `other` is already present or lies
+    /// past this set's last word (pre-order ids mostly grow), so no merged copy is needed.
+    /// Returns false, changing nothing, when a word would have to go in between.
+    fn union_in_place(&mut self, other: &NodeSet) -> bool {
+        let last = self.words.last().map_or(0, |(w, _)| *w);
+        let mut at = 0;
+        let mut tail = other.words.len();
+        for (j, (word, _)) in other.words.iter().enumerate() {
+            if *word > last {
+                tail = j;
+                break;
+            }
+            while self.words[at].0 < *word {
+                at += 1;
+            }
+            if self.words[at].0 != *word {
+                return false;
+            }
+        }
+        let mut at = 0;
+        for (word, bits) in &other.words[..tail] {
+            while self.words[at].0 < *word {
+                at += 1;
+            }
+            self.words[at].1 |= bits;
+        }
+        self.words.extend_from_slice(&other.words[tail..]);
+        true
+    }
+
     pub(crate) fn union_with(&mut self, other: &NodeSet) {
         if other.words.is_empty() {
             return;
         }
         if self.words.is_empty() {
             self.words = other.words.clone();
+            return;
+        }
+        if self.union_in_place(other) {
             return;
         }
         let mut merged = Vec::with_capacity(self.words.len() + other.words.len());
@@ -118,6 +151,39 @@ impl NodeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unions_match_ordered_sets() {
+        use std::collections::BTreeSet;
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(n)) as u32
+        };
+        for _ in 0..2_000 {
+            let (mut a, mut b) = (NodeSet::default(), NodeSet::default());
+            let (mut sa, mut sb) = (BTreeSet::new(), BTreeSet::new());
+            let spread = 1 + next(1_000);
+            for _ in 0..next(20) {
+                let id = next(spread);
+                a.insert(id);
+                sa.insert(id);
+            }
+            for _ in 0..next(20) {
+                let id = next(spread * 2);
+                b.insert(id);
+                sb.insert(id);
+            }
+            a.union_with(&b);
+            sa.extend(sb);
+            assert_eq!(
+                a.iter().collect::<Vec<_>>(),
+                sa.into_iter().collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn set_operations_behave_like_sets() {

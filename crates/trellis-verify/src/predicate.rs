@@ -105,18 +105,19 @@ pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
         out.push(g);
         return;
     }
+    // Borrowed nodes (no reference counting while walking); shared nodes are visited once.
     let mut seen = crate::index::FnvSet::default();
-    let mut stack = vec![pred.clone()];
+    let mut stack: Vec<&PredNode<'g>> = vec![pred];
     while let Some(p) = stack.pop() {
-        if !seen.insert(Rc::as_ptr(&p)) {
+        if !seen.insert(p as *const PredNode<'g>) {
             continue;
         }
-        match &*p {
+        match p {
             PredNode::Always | PredNode::Never => {}
             PredNode::Guard(g) => out.push(g),
-            PredNode::Not(inner) => stack.push(inner.clone()),
+            PredNode::Not(inner) => stack.push(inner),
             PredNode::And(parts) | PredNode::Or(parts) | PredNode::AtLeast(_, parts) => {
-                stack.extend(parts.iter().rev().cloned())
+                stack.extend(parts.iter().rev().map(|part| &**part))
             }
         }
     }

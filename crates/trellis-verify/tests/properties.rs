@@ -127,7 +127,7 @@ fn widen(ty: &PayloadType, rng: &mut TestRng) -> PayloadType {
             }
         }
         PayloadType::Record { fields } => {
-            let mut out = BTreeMap::new();
+            let mut out = trellis_graph::Fields::new();
             for (name, field) in fields {
                 let drop = !field.required && chance(rng, 30);
                 if !drop {

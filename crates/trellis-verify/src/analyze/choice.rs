@@ -1,8 +1,6 @@
 //! Choices (§6.6): guard validation, exhaustiveness and dead alternatives from the legal
 //! assignments, residual refinement of each alternative's flow, and the choice merge.
 
-use std::collections::BTreeSet;
-
 use trellis_graph::{DiagnosticCode, GraphNode};
 
 use super::promote::Rule;
@@ -183,22 +181,33 @@ impl<'g> Analyzer<'_, 'g> {
 
     /// Classifies every legal assignment by the first branch it satisfies (`n`: none).
     fn residuals(&self, space: &crate::assign::Assignments<'g>, n: usize) -> Vec<Residual> {
-        let mut mentioned: Vec<BTreeSet<NodeId>> = vec![BTreeSet::new(); n + 1];
-        let mut failing: Vec<BTreeSet<NodeId>> = vec![BTreeSet::new(); n + 1];
+        // Collected with repeats, then sorted and deduplicated once per alternative.
+        let mut mentioned: Vec<Vec<NodeId>> = vec![Vec::new(); n + 1];
+        let mut failing: Vec<Vec<NodeId>> = vec![Vec::new(); n + 1];
         let mut out = vec![Residual::default(); n + 1];
+        let mut failures = Vec::new();
         for a in 0..space.len() {
             let values = space.root_values(a);
             let first = values.iter().position(|v| *v).unwrap_or(n);
             out[first].reachable = true;
-            for (node, failed) in space.failures(self.index, a) {
-                mentioned[first].insert(node);
-                if failed {
-                    failing[first].insert(node);
+            space.failures(self.index, a, &mut failures);
+            for (node, failed) in &failures {
+                mentioned[first].push(*node);
+                if *failed {
+                    failing[first].push(*node);
                 }
             }
         }
         for (i, residual) in out.iter_mut().enumerate() {
-            residual.succeeded = mentioned[i].difference(&failing[i]).copied().collect();
+            for list in [&mut mentioned[i], &mut failing[i]] {
+                list.sort_unstable();
+                list.dedup();
+            }
+            residual.succeeded = mentioned[i]
+                .iter()
+                .copied()
+                .filter(|node| failing[i].binary_search(node).is_err())
+                .collect();
             residual.failed_pars = failing[i]
                 .iter()
                 .copied()

@@ -236,7 +236,7 @@ pub(crate) fn refined(
     let Some(fields) = ty.fields() else {
         return ty.clone();
     };
-    let mut out = BTreeMap::new();
+    let mut out = trellis_graph::Fields::with_capacity(fields.len());
     for (name, field) in fields {
         prefix.push(name.clone());
         let here = crate::flow::spath(prefix.clone());

@@ -208,7 +208,7 @@ impl<'g> Prepared<'g> {
         roots: &[Pred<'g>],
     ) -> Result<Self, Ceiling> {
         let expansion = Expansion::expand(index, facts, roots);
-        let mut program = Program::default();
+        let mut program = Program::with_capacity(2 * expansion.layout.keys.len() + 8);
         let root_ops = roots
             .iter()
             .map(|r| program.compile(r, &expansion.layout, index))
@@ -367,9 +367,10 @@ impl<'g> Assignments<'g> {
 
     /// For every executable or par the assignment mentions through a signal, error or
     /// correlation key: whether assignment `i` shows it failing (§6.8 refinement).
-    pub(crate) fn failures(&self, index: &Index<'g>, i: usize) -> Vec<(NodeId, bool)> {
+    /// The result replaces the contents of `out` (a buffer reused across assignments).
+    pub(crate) fn failures(&self, index: &Index<'g>, i: usize, out: &mut Vec<(NodeId, bool)>) {
         let assignment = self.assignment(i);
-        let mut out = Vec::new();
+        out.clear();
         for (node, keys) in &self.node_keys {
             let mut mentioned = false;
             let mut failed = false;
@@ -407,6 +408,5 @@ impl<'g> Assignments<'g> {
                 out.push((*node, failed));
             }
         }
-        out
     }
 }

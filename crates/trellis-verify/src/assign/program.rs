@@ -116,6 +116,15 @@ fn resolve_labels<'g>(
 }
 
 impl Program {
+    /// An empty program with room for about `ops` compiled predicates (sized up front, as a
+    /// program lives for one check and growing its memo rehashes it several times).
+    pub(crate) fn with_capacity(ops: usize) -> Self {
+        Self {
+            ops: Vec::with_capacity(ops),
+            memo: crate::index::FnvMap::with_capacity_and_hasher(ops, Default::default()),
+        }
+    }
+
     /// Compiles a predicate (memoized per shared node) and returns its op index.
     pub(crate) fn compile<'g>(
         &mut self,

@@ -1,0 +1,501 @@
+//! A single-pass reader that builds the borrowed [`Json`] tree straight from the text for
+//! documents serde_json would accept unchanged; anything unusual (a syntax error, a repeated
+//! key, deep nesting, a lone surrogate, an unusual number) is left to serde_json, so errors and
+//! edge cases keep serde's exact behaviour.
+
+use serde_json::Number;
+
+use crate::tree::{Arena, Json, JsonObject};
+
+/// Nesting this reader handles itself; deeper documents go to serde_json, whose recursion limit
+/// ([`crate::limits::MAX_JSON_NESTING`]) then decides.
+const SCAN_DEPTH: usize = 96;
+
+/// Bytes that end a plain run inside a string: the quote, the backslash and control bytes.
+static STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        stops[b] = true;
+        b += 1;
+    }
+    stops[b'"' as usize] = true;
+    stops[b'\\' as usize] = true;
+    stops
+};
+
+/// Keys compared by length and outer bytes before their text (duplicate detection).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Fingerprint(u64);
+
+impl Fingerprint {
+    fn of(key: &str) -> Self {
+        let bytes = key.as_bytes();
+        let outer = match bytes {
+            [] => 0,
+            [first, .., last] => u64::from(*first) << 8 | u64::from(*last),
+            [only] => u64::from(*only),
+        };
+        Self((bytes.len() as u64) << 16 | outer)
+    }
+}
+
+/// Reads `text` as one JSON value, or `None` when serde_json must decide (including every
+/// invalid document).
+pub(crate) fn scan<'a>(text: &'a str, arena: &'a Arena) -> Option<Json<'a>> {
+    let mut scanner = Scanner {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        arena,
+        members: Vec::new(),
+        fingerprints: Vec::new(),
+        items: Vec::new(),
+        unescaped: String::new(),
+    };
+    let value = scanner.value(0)?;
+    scanner.skip_ws();
+    (scanner.pos == scanner.bytes.len()).then_some(value)
+}
+
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    arena: &'a Arena,
+    /// Members of the objects being read, innermost last (one shared stack; a finished object
+    /// moves its members into the arena).
+    members: Vec<(&'a str, Json<'a>)>,
+    fingerprints: Vec<Fingerprint>,
+    /// Items of the arrays being read, innermost last.
+    items: Vec<Json<'a>>,
+    /// Scratch for strings with escapes, copied into the arena once complete.
+    unescaped: String,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: Json<'a>) -> Option<Json<'a>> {
+        let end = self.pos + word.len();
+        (self.bytes.get(self.pos..end)? == word).then(|| {
+            self.pos = end;
+            value
+        })
+    }
+
+    fn value(&mut self, depth: usize) -> Option<Json<'a>> {
+        self.skip_ws();
+        match self.peek()? {
+            b'{' => self.object(depth + 1),
+            b'[' => self.array(depth + 1),
+            b'"' => self.string().map(Json::String),
+            b'n' => self.literal(b"null", Json::Null),
+            b't' => self.literal(b"true", Json::Bool(true)),
+            b'f' => self.literal(b"false", Json::Bool(false)),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Option<Json<'a>> {
+        if depth > SCAN_DEPTH {
+            return None;
+        }
+        self.pos += 1;
+        let base = self.members.len();
+        self.skip_ws();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(Json::Object(JsonObject::default()));
+        }
+        loop {
+            self.skip_ws();
+            if self.peek()? != b'"' {
+                return None;
+            }
+            let key = self.string()?;
+            let print = Fingerprint::of(key);
+            let earlier = &self.fingerprints[base..];
+            if earlier.contains(&print)
+                && self.members[base..]
+                    .iter()
+                    .zip(earlier)
+                    .any(|((k, _), p)| *p == print && *k == key)
+            {
+                return None; // serde_json reports the repeated key
+            }
+            self.skip_ws();
+            if self.peek()? != b':' {
+                return None;
+            }
+            self.pos += 1;
+            let value = self.value(depth)?;
+            self.members.push((key, value));
+            self.fingerprints.push(print);
+            self.skip_ws();
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b'}' => break,
+                _ => return None,
+            }
+        }
+        self.pos += 1;
+        self.fingerprints.truncate(base);
+        let members = self.arena.slice(self.members.drain(base..));
+        Some(Json::Object(JsonObject::from_members(members)))
+    }
+
+    fn array(&mut self, depth: usize) -> Option<Json<'a>> {
+        if depth > SCAN_DEPTH {
+            return None;
+        }
+        self.pos += 1;
+        let base = self.items.len();
+        self.skip_ws();
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Some(Json::Array(&[]));
+        }
+        loop {
+            let item = self.value(depth)?;
+            self.items.push(item);
+            self.skip_ws();
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b']' => break,
+                _ => return None,
+            }
+        }
+        self.pos += 1;
+        Some(Json::Array(self.arena.slice(self.items.drain(base..))))
+    }
+
+    /// Bytes up to the next quote, backslash or control byte (where a string's plain run ends).
+    fn plain_run(&self) -> usize {
+        self.bytes[self.pos..]
+            .iter()
+            .position(|&b| STOPS[usize::from(b)])
+            .unwrap_or(self.bytes.len() - self.pos)
+    }
+
+    /// A string starting at the opening quote: borrowed when it has no escapes.
+    #[inline]
+    fn string(&mut self) -> Option<&'a str> {
+        let start = self.pos + 1;
+        let run = self
+            .bytes
+            .get(start..)?
+            .iter()
+            .position(|&b| STOPS[usize::from(b)])?;
+        let end = start + run;
+        if self.bytes[end] == b'"' {
+            self.pos = end + 1;
+            return self.text.get(start..end);
+        }
+        self.pos = end;
+        self.escaped_string(start)
+    }
+
+    /// A string whose plain run from `start` ended at something other than its closing quote.
+    #[cold]
+    fn escaped_string(&mut self, start: usize) -> Option<&'a str> {
+        if self.bytes[self.pos] != b'\\' {
+            return None; // a control byte
+        }
+        let mut owned = std::mem::take(&mut self.unescaped);
+        owned.clear();
+        owned.push_str(self.text.get(start..self.pos)?);
+        let text = self.unescaped_rest(&mut owned);
+        self.unescaped = owned;
+        text
+    }
+
+    /// The rest of a string with escapes, from its first backslash, appended to `owned`.
+    fn unescaped_rest(&mut self, owned: &mut String) -> Option<&'a str> {
+        loop {
+            match *self.bytes.get(self.pos)? {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(self.arena.str(owned));
+                }
+                b'\\' => {
+                    self.pos += 1;
+                    let escaped = self.escape()?;
+                    owned.push(escaped);
+                }
+                0..=0x1f => return None,
+                _ => {
+                    let run = self.pos;
+                    self.pos += self.plain_run();
+                    owned.push_str(self.text.get(run..self.pos)?);
+                }
+            }
+        }
+    }
+
+    /// The character of an escape, the backslash already consumed.
+    fn escape(&mut self) -> Option<char> {
+        let byte = *self.bytes.get(self.pos)?;
+        self.pos += 1;
+        Some(match byte {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let unit = self.hex4()?;
+                match unit {
+                    0xD800..=0xDBFF => {
+                        if self.bytes.get(self.pos..self.pos + 2)? != b"\\u" {
+                            return None;
+                        }
+                        self.pos += 2;
+                        let low = self.hex4()?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return None;
+                        }
+                        char::from_u32(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))?
+                    }
+                    _ => char::from_u32(unit)?, // lone trailing surrogates are `None`
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.bytes.get(self.pos..self.pos + 4)?;
+        let mut unit = 0;
+        for &d in digits {
+            unit = unit * 16 + char::from(d).to_digit(16)?;
+        }
+        self.pos += 4;
+        Some(unit)
+    }
+
+    /// Plain non-negative integers are read here; every other number by serde_json itself from
+    /// its exact text, so values match what serde_json would produce.
+    fn number(&mut self) -> Option<Json<'a>> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        let digits = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        let int_end = self.pos;
+        if int_end == digits || (self.bytes[digits] == b'0' && int_end - digits > 1) {
+            return None;
+        }
+        let mut plain = start == digits;
+        if self.peek() == Some(b'.') {
+            plain = false;
+            self.pos += 1;
+            self.digits()?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            plain = false;
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            self.digits()?;
+        }
+        let literal = self.text.get(start..self.pos)?;
+        if plain && literal.len() <= 18 {
+            return literal.parse::<u64>().ok().map(|n| Json::Number(n.into()));
+        }
+        serde_json::from_str::<Number>(literal)
+            .ok()
+            .map(Json::Number)
+    }
+
+    /// One or more decimal digits.
+    fn digits(&mut self) -> Option<()> {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        (self.pos > start).then_some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::DeserializeSeed;
+
+    fn serde_tree<'a>(text: &'a str, arena: &'a Arena) -> Option<Json<'a>> {
+        let mut d = serde_json::Deserializer::from_str(text);
+        crate::tree::TreeSeed(arena)
+            .deserialize(&mut d)
+            .and_then(|v| d.end().map(|()| v))
+            .ok()
+    }
+
+    fn accepts(text: &str) -> bool {
+        scan(text, &Arena::new()).is_some()
+    }
+
+    /// Whatever the scanner accepts, serde_json accepts with the same tree.
+    fn agrees(text: &str) -> bool {
+        let arena = Arena::new();
+        match scan(text, &arena) {
+            Some(tree) => serde_tree(text, &arena).as_ref() == Some(&tree),
+            None => true,
+        }
+    }
+
+    #[test]
+    fn accepted_documents_match_serde() {
+        for text in [
+            r#"{"a":[1,-2,3.5,1e3,-0,0,18446744073709551615,18446744073709551616],"b":null}"#,
+            r#" { "k" : "x\"y\\z\/\b\f\n\r\t\u00e9\ud83d\ude00" , "e":{}, "l":[] } "#,
+            r#"[true,false,null,"",{"a":{"b":[[]]}}]"#,
+            "12345678901234567890123",
+            "-9223372036854775808",
+            "1E-400",
+        ] {
+            assert!(accepts(text), "{text}");
+            assert!(agrees(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn unusual_or_invalid_documents_are_left_to_serde() {
+        for text in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,}"#,
+            "[1,]",
+            "01",
+            "1.",
+            "-",
+            "1e",
+            "nul",
+            "[1] x",
+            "\"\u{1}\"",
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""\q""#,
+            "1e400",
+            "{1:2}",
+            "\u{feff}{}",
+        ] {
+            assert!(!accepts(text), "{text}");
+        }
+        let deep = format!(
+            "{}{}",
+            "[".repeat(SCAN_DEPTH + 1),
+            "]".repeat(SCAN_DEPTH + 1)
+        );
+        assert!(!accepts(&deep));
+        let fine = format!("{}{}", "[".repeat(SCAN_DEPTH), "]".repeat(SCAN_DEPTH));
+        assert!(agrees(&fine) && accepts(&fine));
+    }
+
+    /// Random token soups (mostly invalid) and random valid documents: whenever the scanner
+    /// accepts, serde_json accepts the same tree, and valid documents are accepted.
+    #[test]
+    fn random_documents_agree_with_serde() {
+        const TOKENS: [&str; 24] = [
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            " ",
+            "\"a\"",
+            "\"b\"",
+            "\"\\u00e9\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\\ud800\"",
+            "\"x\\ny\"",
+            "1",
+            "-0",
+            "01",
+            "1.5e3",
+            "-",
+            "null",
+            "true",
+            "tru",
+            "\t",
+            "1e999",
+            "\"\u{7f}\u{e9}\"",
+        ];
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let len = 1 + next(12);
+            let text: String = (0..len).map(|_| TOKENS[next(TOKENS.len())]).collect();
+            assert!(agrees(&text), "{text}");
+        }
+        for _ in 0..2_000 {
+            let value = random_value(&mut next, 0);
+            let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+            assert!(accepts(&text) && agrees(&text), "{text}");
+        }
+    }
+
+    fn random_value(next: &mut impl FnMut(usize) -> usize, depth: usize) -> serde_json::Value {
+        use serde_json::{Value, json};
+        let strings = [
+            "",
+            "k",
+            "kind",
+            "a\"b",
+            "tab\there",
+            "é",
+            "\u{1F600}",
+            "\u{0}",
+        ];
+        match next(if depth > 4 { 5 } else { 7 }) {
+            0 => Value::Null,
+            1 => Value::Bool(next(2) == 0),
+            2 => json!(next(1_000_000) as i64 - 500_000),
+            3 => json!(next(1000) as f64 / 7.0),
+            4 => json!(strings[next(strings.len())]),
+            5 => Value::Array(
+                (0..next(4))
+                    .map(|_| random_value(next, depth + 1))
+                    .collect(),
+            ),
+            _ => Value::Object(
+                (0..next(5))
+                    .map(|i| {
+                        (
+                            format!("{}{i}", strings[next(strings.len())]),
+                            random_value(next, depth + 1),
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn keys_sharing_a_prefix_are_distinct() {
+        let text = r#"{"abcdefghX":1,"abcdefghY":2,"abcdefgh":3}"#;
+        assert!(accepts(text));
+        assert!(!accepts(r#"{"abcdefghX":1,"abcdefghX":2}"#));
+    }
+}
