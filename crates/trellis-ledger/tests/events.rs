@@ -358,15 +358,36 @@ fn runs_appended_in_turns_keep_their_own_events_executions_and_cursors() {
             .map(|event| event.cursor.sequence())
             .collect()
     };
-    assert_eq!(sequences(&first, EventFilter::All), (1..=6).collect::<Vec<_>>());
-    assert_eq!(sequences(&second, EventFilter::All), (1..=11).collect::<Vec<_>>());
+    assert_eq!(
+        sequences(&first, EventFilter::All),
+        (1..=6).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        sequences(&second, EventFilter::All),
+        (1..=11).collect::<Vec<_>>()
+    );
     let first_snapshot = store.snapshot(&first).unwrap();
     let second_snapshot = store.snapshot(&second).unwrap();
     assert_eq!(first_snapshot.executions.len(), 5);
-    assert!(first_snapshot.executions.values().all(|e| e.state.is_active()));
-    assert!(first_snapshot.executions.values().all(|e| e.node.as_str() == "a"));
+    assert!(
+        first_snapshot
+            .executions
+            .values()
+            .all(|e| e.state.is_active())
+    );
+    assert!(
+        first_snapshot
+            .executions
+            .values()
+            .all(|e| e.node.as_str() == "a")
+    );
     assert_eq!(second_snapshot.executions.len(), 5);
-    assert!(second_snapshot.executions.values().all(|e| !e.state.is_active()));
+    assert!(
+        second_snapshot
+            .executions
+            .values()
+            .all(|e| !e.state.is_active())
+    );
     // Reading after the last event of one run never reaches into the next run's rows.
     let after_first = store
         .events_after(&first, Cursor::at(6).unwrap(), 100, EventFilter::All)
