@@ -22,6 +22,10 @@ use trellis_runtime::reuse::ReuseIndex;
 use trellis_runtime::supervisor::{Harnesses, RunContext, Supervisor};
 use trellis_verify::{Verification, verify_builtin};
 
+/// The allocator of the `trellis` binary, whose controller process runs the supervisor.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A harness whose every execution succeeds at once with a `null` output.
 struct InstantHarness;
 
