@@ -8,8 +8,8 @@ mod support;
 use serde_json::{Value, json};
 use support::graph::*;
 use support::{
-    STATE_TIMEOUT, Sandbox, controller_pid, process_alive, send_signal, uniform_worker_plan,
-    wait_until,
+    STATE_TIMEOUT, Sandbox, TRELLIS, controller_pid, process_alive, send_signal,
+    uniform_worker_plan, wait_until,
 };
 
 #[test]
@@ -434,4 +434,49 @@ fn interrupting_a_foreground_run_only_detaches_from_it() {
     assert_eq!(status["status"]["phase"], "running", "{status}");
     assert!(process_alive(worker) && process_alive(grandchild));
     sandbox.trellis(&["force-stop", &run_id]).success();
+}
+
+#[test]
+fn watch_on_a_terminal_draws_the_tree_and_the_summary_instead_of_ndjson() {
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &doubling_graph(),
+        &json!({"value": 21}),
+        &uniform_worker_plan(&[]),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = sandbox.trellis(&args).success();
+    let run_id = run.ndjson()[0]["runId"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+
+    // `script` (util-linux) runs `trellis watch` with a pseudo-terminal as its stdout.
+    let watch = format!("{TRELLIS} watch {run_id}");
+    let output = std::process::Command::new("script")
+        .args(["-qec", &watch, "/dev/null"])
+        .current_dir(&sandbox.workspace)
+        .env("TRELLIS_HOME", &sandbox.home)
+        .env_remove("XDG_STATE_HOME")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("`script` from util-linux runs");
+    let screen = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{screen}");
+    assert!(
+        screen.contains("double"),
+        "the tree names the step: {screen}"
+    );
+    assert!(
+        screen.contains(&format!("run {run_id} succeeded")),
+        "the summary: {screen}"
+    );
+    assert!(
+        !screen.contains(r#""event":"#),
+        "no NDJSON on a terminal: {screen}"
+    );
+
+    // Piped, the same command streams NDJSON.
+    let piped = sandbox.trellis(&["watch", &run_id]).success();
+    assert_eq!(piped.ndjson().last().expect("events")["event"], "terminal");
 }
