@@ -20,7 +20,7 @@ const RUN_COLUMNS: &str = "runs.id, runs.run_id, runs.submission_key, runs.submi
      runs.created_at_ms, run_heads.cursor, run_heads.progress_json";
 
 /// A run's immutable row joined with its mutable head.
-const RUN_SOURCE: &str = "runs JOIN run_heads ON run_heads.run = runs.id";
+pub(super) const RUN_SOURCE: &str = "runs JOIN run_heads ON run_heads.run = runs.id";
 
 /// A run row as stored, before its values are checked.
 pub(super) struct RawRun {
@@ -233,8 +233,9 @@ pub(super) fn create_or_get(
 fn check_predecessor(conn: &Connection, predecessor: &RunId) -> Result<(), LedgerError> {
     let found: Option<(String, Option<String>)> = conn
         .query_row(
-            "SELECT run_heads.phase, runs.successor
-             FROM runs JOIN run_heads ON run_heads.run = runs.id WHERE runs.run_id = ?1",
+            &format!(
+                "SELECT run_heads.phase, runs.successor FROM {RUN_SOURCE} WHERE runs.run_id = ?1"
+            ),
             [predecessor.as_str()],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
@@ -271,12 +272,8 @@ pub(super) fn head(conn: &Connection, run_id: &RunId) -> Result<RunHead, LedgerE
 }
 
 pub(super) fn latest_cursor(conn: &Connection, run_id: &RunId) -> Result<Cursor, LedgerError> {
-    let mut statement = conn
-        .prepare_cached(
-            "SELECT run_heads.cursor FROM runs JOIN run_heads ON run_heads.run = runs.id
-             WHERE runs.run_id = ?1",
-        )
-        .map_err(storage_error)?;
+    let sql = format!("SELECT run_heads.cursor FROM {RUN_SOURCE} WHERE runs.run_id = ?1");
+    let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
     let cursor: i64 = statement
         .query_row([run_id.as_str()], |row| row.get(0))
         .optional()
@@ -412,20 +409,21 @@ pub(super) fn run_contains_bytes(
 ) -> Result<bool, LedgerError> {
     let tx = conn.transaction().map_err(storage_error)?;
     let raw = load_run(&tx, run_id)?;
-    // Every query takes the run's row id and its key range; each uses what it needs.
+    let run = (raw.id, raw.id);
+    let keys = run_keys(raw.id)?;
     let queries = [
-        "SELECT * FROM runs WHERE id = ?1 AND ?2 <= ?3",
-        "SELECT * FROM run_heads WHERE run = ?1 AND ?2 <= ?3",
-        "SELECT * FROM run_events WHERE id BETWEEN ?2 AND ?3 AND ?1 = run",
-        "SELECT * FROM run_executions WHERE id BETWEEN ?2 AND ?3 AND ?1 = run",
+        ("SELECT * FROM runs WHERE id BETWEEN ?1 AND ?2", run),
+        ("SELECT * FROM run_heads WHERE run BETWEEN ?1 AND ?2", run),
+        ("SELECT * FROM run_events WHERE id BETWEEN ?1 AND ?2", keys),
+        (
+            "SELECT * FROM run_executions WHERE id BETWEEN ?1 AND ?2",
+            keys,
+        ),
     ];
-    let (first, last) = run_keys(raw.id)?;
-    for sql in queries {
+    for (sql, (low, high)) in queries {
         let mut statement = tx.prepare(sql).map_err(storage_error)?;
         let columns = statement.column_count();
-        let mut rows = statement
-            .query(params![raw.id, first, last])
-            .map_err(storage_error)?;
+        let mut rows = statement.query([low, high]).map_err(storage_error)?;
         while let Some(row) = rows.next().map_err(storage_error)? {
             for column in 0..columns {
                 let bytes: &[u8] = match row.get_ref(column).map_err(storage_error)? {

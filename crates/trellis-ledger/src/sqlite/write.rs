@@ -10,7 +10,7 @@ use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::ids::{RunId, RunKind};
 use crate::snapshot::{ExecutionSnapshot, RunProgress};
-use crate::sqlite::runs::to_u64;
+use crate::sqlite::runs::{RUN_SOURCE, to_u64};
 use crate::sqlite::storage_error;
 
 /// Execution snapshots kept for reuse only while a run has at most this many active ones, so
@@ -114,12 +114,11 @@ pub(super) fn load_append_head(
     run_id: &RunId,
     recent: Option<RecentRun>,
 ) -> Result<AppendHead, LedgerError> {
-    let mut statement = conn
-        .prepare_cached(
-            "SELECT runs.id, runs.kind, run_heads.cursor, run_heads.progress_json
-             FROM runs JOIN run_heads ON run_heads.run = runs.id WHERE runs.run_id = ?1",
-        )
-        .map_err(storage_error)?;
+    let sql = format!(
+        "SELECT runs.id, runs.kind, run_heads.cursor, run_heads.progress_json
+         FROM {RUN_SOURCE} WHERE runs.run_id = ?1"
+    );
+    let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
     let row: Option<(i64, String, i64, String)> = statement
         .query_row([run_id.as_str()], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))

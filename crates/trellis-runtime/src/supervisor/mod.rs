@@ -236,9 +236,7 @@ impl Supervisor {
                 continue;
             }
             self.undecided = false;
-            let reduction = self.reducer.decide().map_err(|e| {
-                RuntimeError::Invalid(format!("the run's history does not replay: {e}"))
-            })?;
+            let reduction = self.reduce()?;
             if !reduction.voids.is_empty() {
                 self.void(&reduction)?;
                 continue;
@@ -286,12 +284,23 @@ impl Supervisor {
         if self.force_stop_requested {
             return Ok(Some(TerminalReason::ForceStopped));
         }
-        let exhausted = self
-            .ctx
+        Ok(self
+            .budget_exhausted()
+            .then_some(TerminalReason::BudgetExhausted))
+    }
+
+    fn budget_exhausted(&self) -> bool {
+        self.ctx
             .plan
             .budget
-            .is_some_and(|b| over_budget(&b, &self.usage));
-        Ok(exhausted.then_some(TerminalReason::BudgetExhausted))
+            .is_some_and(|b| over_budget(&b, &self.usage))
+    }
+
+    /// The reducer's decisions for everything applied so far.
+    fn reduce(&self) -> Result<Reduction, RuntimeError> {
+        self.reducer
+            .decide()
+            .map_err(|e| RuntimeError::Invalid(format!("the run's history does not replay: {e}")))
     }
 
     /// Cancels everything running, waits for the workers to go, and ends the run.
@@ -379,19 +388,20 @@ impl Supervisor {
 
     /// Records the dispatches (before anything starts), then reuses or starts each.
     fn dispatch(&mut self, dispatches: Vec<Dispatch>) -> Result<(), RuntimeError> {
-        self.record_dispatches(Vec::new(), &dispatches)?;
+        self.record_dispatches(&mut Vec::new(), &dispatches)?;
         self.launch(dispatches)
     }
 
-    /// Records `before` (outcomes already applied to the reducer) and the dispatches in one
-    /// commit, and hands the dispatches to the reducer. Starts nothing.
+    /// Records `events` (outcomes already applied to the reducer) and the dispatches in one
+    /// commit, and hands the dispatches to the reducer. Starts nothing. If the commit fails,
+    /// `events` is left as it was given.
     fn record_dispatches(
         &mut self,
-        before: Vec<RunEvent>,
+        events: &mut Vec<RunEvent>,
         dispatches: &[Dispatch],
     ) -> Result<(), RuntimeError> {
-        let prefix = before.len() as u64;
-        let mut events = before;
+        let given = events.len();
+        let prefix = given as u64;
         events.extend(dispatches.iter().map(|d| RunEvent::NodeStarted {
             execution: d.execution.0,
             node_instance: d.node_instance.0,
@@ -401,7 +411,13 @@ impl Supervisor {
             input: d.input.clone(),
             worker: d.worker.to_string(),
         }));
-        let last = self.append(&events)?;
+        let last = match self.append(events) {
+            Ok(last) => last,
+            Err(error) => {
+                events.truncate(given);
+                return Err(error);
+            }
+        };
         let first = last + 1 - events.len() as u64 + prefix;
         for (i, d) in dispatches.iter().enumerate() {
             let record = ExecutionRecord {

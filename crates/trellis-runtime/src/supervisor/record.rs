@@ -5,7 +5,7 @@ use trellis_agents::{ExecutionResult, HarnessEvent, LogStream as AgentStream, To
 use trellis_engine::{Dispatch, ExecutionState as EngineState};
 use trellis_ledger::{LogLevel, LogStream, RunEvent, TokenCounts};
 
-use super::{STOP_POLL, Supervisor, over_budget};
+use super::{STOP_POLL, Supervisor};
 use crate::error::RuntimeError;
 
 pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: String) -> RunEvent {
@@ -127,7 +127,7 @@ impl Supervisor {
         if settled.is_empty() {
             return Ok(());
         }
-        let events: Vec<RunEvent> = settled
+        let mut events: Vec<RunEvent> = settled
             .iter()
             .map(|(execution, result)| RunEvent::NodeCompleted {
                 execution: *execution,
@@ -150,7 +150,7 @@ impl Supervisor {
             self.update(execution, state)?;
         }
         if let Some(dispatches) = self.dispatches_only()? {
-            match self.record_dispatches(events.clone(), &dispatches) {
+            match self.record_dispatches(&mut events, &dispatches) {
                 Ok(()) => return self.launch(dispatches),
                 // The ledger refuses new dispatches once a force-stop is requested; the
                 // outcomes alone are still recorded below, and the loop then stops the run.
@@ -168,17 +168,10 @@ impl Supervisor {
     /// The next decision when it is nothing but dispatches and the budget allows them; voids,
     /// a terminal or an exhausted budget go through the main loop instead.
     fn dispatches_only(&mut self) -> Result<Option<Vec<Dispatch>>, RuntimeError> {
-        if self
-            .ctx
-            .plan
-            .budget
-            .is_some_and(|b| over_budget(&b, &self.usage))
-        {
+        if self.budget_exhausted() {
             return Ok(None);
         }
-        let reduction = self.reducer.decide().map_err(|e| {
-            RuntimeError::Invalid(format!("the run's history does not replay: {e}"))
-        })?;
+        let reduction = self.reduce()?;
         let only_dispatches = reduction.voids.is_empty()
             && reduction.terminal.is_none()
             && !reduction.dispatches.is_empty();
