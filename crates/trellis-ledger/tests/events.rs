@@ -73,6 +73,34 @@ fn node_started_needs_a_running_run_and_a_fresh_positive_execution() {
 }
 
 #[test]
+fn execution_numbers_stay_taken_whichever_connection_and_order_starts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let first = common::file_store(&path);
+    let (record, _) = first
+        .create_or_get(new_run("run-1", "key-1", json!({"graph": "g"})))
+        .unwrap();
+    let run = record.run_id;
+    first
+        .append(&run, &[RunEvent::RunStarted {}, started(5, "a")])
+        .unwrap();
+    first.append(&run, &[completed(5)]).unwrap();
+    // Below the highest number but never used: accepted, then taken.
+    first.append(&run, &[started(3, "b")]).unwrap();
+    rejected(&first, &run, &[started(3, "b")]);
+    rejected(&first, &run, &[started(5, "b")]);
+    // A second connection knows nothing of the first one's appends.
+    let second = common::file_store(&path);
+    rejected(&second, &run, &[started(5, "c")]);
+    rejected(&second, &run, &[started(3, "c")]);
+    second.append(&run, &[started(4, "c")]).unwrap();
+    // The first connection's memory of the run is stale now and must not be trusted.
+    rejected(&first, &run, &[started(4, "d")]);
+    first.append(&run, &[started(6, "d")]).unwrap();
+    rejected(&second, &run, &[started(6, "e")]);
+}
+
+#[test]
 fn settling_needs_an_active_execution() {
     let (store, run) = running();
     let (_, reason) = rejected(&store, &run, &[completed(7)]);

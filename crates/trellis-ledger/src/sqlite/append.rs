@@ -12,8 +12,8 @@ use crate::event::RunEvent;
 use crate::ids::RunId;
 use crate::limits::{MAX_EVENT_JSON_BYTES, MAX_EVENTS_PER_APPEND};
 use crate::snapshot::ExecutionSnapshot;
-use crate::sqlite::keys::row_key;
-use crate::sqlite::runs::to_i64;
+use crate::sqlite::keys::{row_key, run_keys};
+use crate::sqlite::runs::{to_i64, to_u64};
 use crate::sqlite::storage_error;
 use crate::sqlite::write::{RecentRun, WriteTransaction, load_append_head};
 use crate::store::now_ms;
@@ -26,6 +26,10 @@ struct SqlExecutions<'t> {
     run: i64,
     known: BTreeMap<u64, ExecutionSnapshot>,
     touched: BTreeMap<u64, ExecutionSnapshot>,
+    /// The run's highest stored execution number (`Some(None)`: it has none), once known:
+    /// executions start with growing numbers, so a new one is usually above it and needs no
+    /// lookup to prove it is new.
+    highest: Option<Option<u64>>,
 }
 
 impl SqlExecutions<'_> {
@@ -44,6 +48,21 @@ impl SqlExecutions<'_> {
             })
         })
         .transpose()
+    }
+
+    fn highest(&mut self) -> Result<Option<u64>, LedgerError> {
+        if let Some(highest) = self.highest {
+            return Ok(highest);
+        }
+        let (low, high) = run_keys(self.run)?;
+        let highest: Option<i64> = self
+            .tx
+            .prepare_cached("SELECT max(execution) FROM run_executions WHERE id BETWEEN ?1 AND ?2")
+            .and_then(|mut statement| statement.query_row([low, high], |row| row.get(0)))
+            .map_err(storage_error)?;
+        let highest = highest.map(to_u64).transpose()?;
+        self.highest = Some(highest);
+        Ok(highest)
     }
 
     fn flush(&self) -> Result<(), LedgerError> {
@@ -77,6 +96,9 @@ impl ExecutionTable for SqlExecutions<'_> {
         if self.touched.contains_key(&execution) || self.known.contains_key(&execution) {
             return Ok(true);
         }
+        if self.highest()?.is_none_or(|highest| execution > highest) {
+            return Ok(false);
+        }
         let mut statement = self
             .tx
             .prepare_cached("SELECT 1 FROM run_executions WHERE id = ?1")
@@ -87,6 +109,9 @@ impl ExecutionTable for SqlExecutions<'_> {
     }
 
     fn insert(&mut self, execution: u64, snapshot: ExecutionSnapshot) -> Result<(), LedgerError> {
+        if let Some(highest) = &mut self.highest {
+            *highest = Some(highest.map_or(execution, |h| h.max(execution)));
+        }
         self.touched.insert(execution, snapshot);
         Ok(())
     }
@@ -161,12 +186,14 @@ pub(super) fn append(
         return Ok(cursor);
     }
     let mut progress = head.progress;
+    let phase_before = progress.phase;
     let recorded_at_ms = now_ms();
     let mut executions = SqlExecutions {
         tx: &tx,
         run: head.id,
         known: head.known,
         touched: BTreeMap::new(),
+        highest: head.highest_execution,
     };
     {
         let mut insert_event = tx
@@ -203,23 +230,26 @@ pub(super) fn append(
         detail: "run progress is not serializable".to_owned(),
     })?;
     let sequence = to_i64(cursor.sequence())?;
-    tx.prepare_cached(
-        "UPDATE run_heads SET cursor = ?1, phase = ?2, progress_json = ?3 WHERE run = ?4",
-    )
-    .and_then(|mut update| {
-        update.execute(params![
-            sequence,
-            progress.phase.as_str(),
-            progress_json,
-            head.id
-        ])
-    })
-    .map_err(storage_error)?;
+    tx.prepare_cached("UPDATE run_heads SET cursor = ?1, progress_json = ?2 WHERE run = ?3")
+        .and_then(|mut update| update.execute(params![sequence, progress_json, head.id]))
+        .map_err(storage_error)?;
+    // Apart, because the phase column's CHECK (… IN four labels) makes SQLite build a
+    // temporary index on every UPDATE that sets it, and the phase changes a few times a run.
+    if progress.phase != phase_before {
+        tx.prepare_cached("UPDATE run_heads SET phase = ?1 WHERE run = ?2")
+            .and_then(|mut update| update.execute(params![progress.phase.as_str(), head.id]))
+            .map_err(storage_error)?;
+    }
+    let highest_execution = executions.highest;
     let mut remembered = executions.known;
     remembered.extend(executions.touched);
     tx.commit()?;
     *recent = Some(RecentRun::after_append(
-        run_id, cursor, progress, remembered,
+        run_id,
+        cursor,
+        progress,
+        remembered,
+        highest_execution,
     ));
     Ok(cursor)
 }

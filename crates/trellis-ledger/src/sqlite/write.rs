@@ -72,6 +72,8 @@ pub(crate) struct RecentRun {
     pub(super) progress: RunProgress,
     /// Snapshots of the run's active executions (empty when there are too many).
     pub(super) active: BTreeMap<u64, ExecutionSnapshot>,
+    /// The run's highest stored execution number, when the append learnt it.
+    pub(super) highest_execution: Option<Option<u64>>,
 }
 
 impl RecentRun {
@@ -81,6 +83,7 @@ impl RecentRun {
         cursor: Cursor,
         progress: RunProgress,
         mut known: BTreeMap<u64, ExecutionSnapshot>,
+        highest_execution: Option<Option<u64>>,
     ) -> Self {
         let active = if progress.active_executions.len() <= MAX_REMEMBERED_EXECUTIONS {
             known.retain(|execution, _| progress.active_executions.contains_key(execution));
@@ -93,6 +96,7 @@ impl RecentRun {
             cursor,
             progress,
             active,
+            highest_execution,
         }
     }
 }
@@ -105,6 +109,8 @@ pub(super) struct AppendHead {
     pub(super) cursor: Cursor,
     pub(super) progress: RunProgress,
     pub(super) known: BTreeMap<u64, ExecutionSnapshot>,
+    /// See [`RecentRun::highest_execution`]; `None` when not remembered.
+    pub(super) highest_execution: Option<Option<u64>>,
 }
 
 /// Reads the head inside the append's transaction; the stored progress is parsed only when
@@ -119,29 +125,47 @@ pub(super) fn load_append_head(
          FROM {RUN_SOURCE} WHERE runs.run_id = ?1"
     );
     let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
-    let row: Option<(i64, String, i64, String)> = statement
+    // The stored progress (it grows with the number of active executions) is copied out
+    // only when `recent` does not already hold it.
+    let remembered_at = recent
+        .as_ref()
+        .filter(|recent| recent.run_id == *run_id)
+        .and_then(|recent| i64::try_from(recent.cursor.sequence()).ok());
+    let row: Option<(i64, Option<RunKind>, i64, Option<String>)> = statement
         .query_row([run_id.as_str()], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            let cursor: i64 = row.get(2)?;
+            let kind = RunKind::parse(row.get_ref(1)?.as_str()?);
+            let progress = if remembered_at == Some(cursor) {
+                None
+            } else {
+                Some(row.get(3)?)
+            };
+            Ok((row.get(0)?, kind, cursor, progress))
         })
         .optional()
         .map_err(storage_error)?;
     let (id, kind, cursor, progress_json) =
         row.ok_or_else(|| LedgerError::run_not_found(run_id))?;
-    let kind = RunKind::parse(&kind)
-        .ok_or_else(|| LedgerError::corrupt("a stored run kind is unknown"))?;
+    let kind = kind.ok_or_else(|| LedgerError::corrupt("a stored run kind is unknown"))?;
     let cursor = Cursor::at(to_u64(cursor)?)?;
-    if let Some(recent) = recent
-        && recent.run_id == *run_id
-        && recent.cursor == cursor
-    {
-        return Ok(AppendHead {
-            id,
-            kind,
-            cursor,
-            progress: recent.progress,
-            known: recent.active,
-        });
-    }
+    let progress_json = match (progress_json, recent) {
+        (Some(text), _) => text,
+        (None, Some(recent)) => {
+            return Ok(AppendHead {
+                id,
+                kind,
+                cursor,
+                progress: recent.progress,
+                known: recent.active,
+                highest_execution: recent.highest_execution,
+            });
+        }
+        (None, None) => {
+            return Err(LedgerError::Internal {
+                detail: "the stored progress was skipped without a remembered one".to_owned(),
+            });
+        }
+    };
     let progress = serde_json::from_str(&progress_json)
         .map_err(|_| LedgerError::corrupt(format!("stored progress of run {run_id} is invalid")))?;
     Ok(AppendHead {
@@ -150,5 +174,6 @@ pub(super) fn load_append_head(
         cursor,
         progress,
         known: BTreeMap::new(),
+        highest_execution: None,
     })
 }
