@@ -1,7 +1,7 @@
 //! Appending events: validate against the stored progress, then write event rows, touched
 //! execution rows and the new progress in one IMMEDIATE transaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -15,7 +15,7 @@ use crate::snapshot::ExecutionSnapshot;
 use crate::sqlite::keys::{row_key, run_keys};
 use crate::sqlite::runs::{to_i64, to_u64};
 use crate::sqlite::storage_error;
-use crate::sqlite::write::{RecentRun, WriteTransaction, load_append_head};
+use crate::sqlite::write::{RecentRun, WriteTransaction, load_append_head, remembered_active};
 use crate::store::now_ms;
 
 /// Execution rows of one run, read on demand and written back once at the end of a batch.
@@ -26,6 +26,8 @@ struct SqlExecutions<'t> {
     run: i64,
     known: BTreeMap<u64, ExecutionSnapshot>,
     touched: BTreeMap<u64, ExecutionSnapshot>,
+    /// Which of `touched` this batch started (the others already have a row).
+    started: BTreeSet<u64>,
     /// The run's highest stored execution number (`Some(None)`: it has none), once known:
     /// executions start with growing numbers, so a new one is usually above it and needs no
     /// lookup to prove it is new.
@@ -66,26 +68,37 @@ impl SqlExecutions<'_> {
     }
 
     fn flush(&self) -> Result<(), LedgerError> {
-        let mut statement = self
+        // Two statements rather than one upsert: an upsert of an existing row first fails
+        // its insert, and most flushes update one row and insert another.
+        let mut insert = self
             .tx
             .prepare_cached(
                 "INSERT INTO run_executions (id, run, execution, snapshot_json)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (id) DO UPDATE SET snapshot_json = excluded.snapshot_json",
+                 VALUES (?1, ?2, ?3, ?4)",
             )
+            .map_err(storage_error)?;
+        let mut update = self
+            .tx
+            .prepare_cached("UPDATE run_executions SET snapshot_json = ?1 WHERE id = ?2")
             .map_err(storage_error)?;
         for (execution, snapshot) in &self.touched {
             let text = serde_json::to_string(snapshot).map_err(|_| LedgerError::Internal {
                 detail: "an execution snapshot is not serializable".to_owned(),
             })?;
-            statement
-                .execute(params![
-                    row_key(self.run, *execution)?,
-                    self.run,
-                    to_i64(*execution)?,
-                    text
-                ])
-                .map_err(storage_error)?;
+            let key = row_key(self.run, *execution)?;
+            let written = if self.started.contains(execution) {
+                insert.execute(params![key, self.run, to_i64(*execution)?, text])
+            } else {
+                update.execute(params![text, key])
+            };
+            match written.map_err(storage_error)? {
+                1 => {}
+                _ => {
+                    return Err(LedgerError::corrupt(format!(
+                        "execution {execution} has no stored row"
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -113,6 +126,7 @@ impl ExecutionTable for SqlExecutions<'_> {
             *highest = Some(highest.map_or(execution, |h| h.max(execution)));
         }
         self.touched.insert(execution, snapshot);
+        self.started.insert(execution);
         Ok(())
     }
 
@@ -193,6 +207,7 @@ pub(super) fn append(
         run: head.id,
         known: head.known,
         touched: BTreeMap::new(),
+        started: BTreeSet::new(),
         highest: head.highest_execution,
     };
     {
@@ -244,12 +259,15 @@ pub(super) fn append(
     let mut remembered = executions.known;
     remembered.extend(executions.touched);
     tx.commit()?;
-    *recent = Some(RecentRun::after_append(
-        run_id,
+    *recent = Some(RecentRun {
+        run_id: run_id.clone(),
+        row: head.id,
+        kind,
+        data_version: head.data_version,
         cursor,
+        active: remembered_active(&progress, remembered),
         progress,
-        remembered,
         highest_execution,
-    ));
+    });
     Ok(cursor)
 }

@@ -62,12 +62,17 @@ fn run_cached(conn: &Connection, sql: &str) -> Result<(), LedgerError> {
         .map_err(storage_error)
 }
 
-/// The state of one run as this connection's last append left it. Valid only while the run's
-/// stored cursor is still `cursor`: every change to a run is an append, and every append
-/// moves the cursor, so an equal cursor means nobody else wrote in between.
+/// The state of one run as this connection's last append left it. Valid only while nobody
+/// else has written the run since: either the database's `data_version` is unchanged (no
+/// other connection committed anything), or the run's stored cursor is still `cursor` (every
+/// change to a run is an append, and every append moves the cursor).
 #[derive(Debug, Clone)]
 pub(crate) struct RecentRun {
     pub(super) run_id: RunId,
+    pub(super) row: i64,
+    pub(super) kind: RunKind,
+    /// `PRAGMA data_version` inside the append's transaction.
+    pub(super) data_version: i64,
     pub(super) cursor: Cursor,
     pub(super) progress: RunProgress,
     /// Snapshots of the run's active executions (empty when there are too many).
@@ -76,29 +81,17 @@ pub(crate) struct RecentRun {
     pub(super) highest_execution: Option<Option<u64>>,
 }
 
-impl RecentRun {
-    /// Remembers the state after an append, keeping only active executions' snapshots.
-    pub(super) fn after_append(
-        run_id: &RunId,
-        cursor: Cursor,
-        progress: RunProgress,
-        mut known: BTreeMap<u64, ExecutionSnapshot>,
-        highest_execution: Option<Option<u64>>,
-    ) -> Self {
-        let active = if progress.active_executions.len() <= MAX_REMEMBERED_EXECUTIONS {
-            known.retain(|execution, _| progress.active_executions.contains_key(execution));
-            known
-        } else {
-            BTreeMap::new()
-        };
-        Self {
-            run_id: run_id.clone(),
-            cursor,
-            progress,
-            active,
-            highest_execution,
-        }
+/// The snapshots worth remembering after an append: those of active executions, unless there
+/// are too many.
+pub(super) fn remembered_active(
+    progress: &RunProgress,
+    mut known: BTreeMap<u64, ExecutionSnapshot>,
+) -> BTreeMap<u64, ExecutionSnapshot> {
+    if progress.active_executions.len() > MAX_REMEMBERED_EXECUTIONS {
+        return BTreeMap::new();
     }
+    known.retain(|execution, _| progress.active_executions.contains_key(execution));
+    known
 }
 
 /// What an append needs of a run: its row id, kind, cursor and progress, plus the active
@@ -106,11 +99,26 @@ impl RecentRun {
 pub(super) struct AppendHead {
     pub(super) id: i64,
     pub(super) kind: RunKind,
+    pub(super) data_version: i64,
     pub(super) cursor: Cursor,
     pub(super) progress: RunProgress,
     pub(super) known: BTreeMap<u64, ExecutionSnapshot>,
     /// See [`RecentRun::highest_execution`]; `None` when not remembered.
     pub(super) highest_execution: Option<Option<u64>>,
+}
+
+impl AppendHead {
+    fn from_recent(recent: RecentRun) -> Self {
+        Self {
+            id: recent.row,
+            kind: recent.kind,
+            data_version: recent.data_version,
+            cursor: recent.cursor,
+            progress: recent.progress,
+            known: recent.active,
+            highest_execution: recent.highest_execution,
+        }
+    }
 }
 
 /// Reads the head inside the append's transaction; the stored progress is parsed only when
@@ -120,6 +128,17 @@ pub(super) fn load_append_head(
     run_id: &RunId,
     recent: Option<RecentRun>,
 ) -> Result<AppendHead, LedgerError> {
+    let data_version: i64 = conn
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+        .map_err(storage_error)?;
+    let recent = match recent.filter(|recent| recent.run_id == *run_id) {
+        // Nobody else committed anything since this connection's last append.
+        Some(recent) if recent.data_version == data_version => {
+            return Ok(AppendHead::from_recent(recent));
+        }
+        other => other,
+    };
     let sql = format!(
         "SELECT runs.id, runs.kind, run_heads.cursor, run_heads.progress_json
          FROM {RUN_SOURCE} WHERE runs.run_id = ?1"
@@ -129,7 +148,6 @@ pub(super) fn load_append_head(
     // only when `recent` does not already hold it.
     let remembered_at = recent
         .as_ref()
-        .filter(|recent| recent.run_id == *run_id)
         .and_then(|recent| i64::try_from(recent.cursor.sequence()).ok());
     let row: Option<(i64, Option<RunKind>, i64, Option<String>)> = statement
         .query_row([run_id.as_str()], |row| {
@@ -154,10 +172,9 @@ pub(super) fn load_append_head(
             return Ok(AppendHead {
                 id,
                 kind,
+                data_version,
                 cursor,
-                progress: recent.progress,
-                known: recent.active,
-                highest_execution: recent.highest_execution,
+                ..AppendHead::from_recent(recent)
             });
         }
         (None, None) => {
@@ -171,6 +188,7 @@ pub(super) fn load_append_head(
     Ok(AppendHead {
         id,
         kind,
+        data_version,
         cursor,
         progress,
         known: BTreeMap::new(),
