@@ -283,7 +283,7 @@ impl DimBuilder<'_, '_> {
 
         // Components: union-find over the scope's nodes.
         let members: Vec<NodeId> = nodes.keys().copied().collect();
-        let position: crate::index::FnvMap<NodeId, usize> =
+        let position: crate::index::FastMap<NodeId, usize> =
             members.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         let mut parent: Vec<usize> = (0..members.len()).collect();
         fn find(parent: &mut [usize], mut i: usize) -> usize {

@@ -7,7 +7,7 @@ pub(crate) mod program;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::index::FnvMap;
+use crate::index::FastMap;
 use std::rc::Rc;
 
 use trellis_graph::ControlSource;
@@ -46,8 +46,8 @@ pub(crate) struct Presence<'g> {
 /// Control facts the dataflow walk records for later checks.
 #[derive(Debug, Default)]
 pub(crate) struct ControlFacts<'g> {
-    pub(crate) correlations: FnvMap<NodeId, Correlation<'g>>,
-    pub(crate) presence: FnvMap<NodeId, Presence<'g>>,
+    pub(crate) correlations: FastMap<NodeId, Correlation<'g>>,
+    pub(crate) presence: FastMap<NodeId, Presence<'g>>,
 }
 
 /// Everything the expansion step learned about a check's keys.
@@ -60,7 +60,7 @@ pub(crate) struct Expansion<'g> {
     /// Nodes whose presence predicate was appended.
     pub(crate) present: Vec<NodeId>,
     /// Keys read by each predicate (by address), with the `k_of_map` flag.
-    pred_keys: FnvMap<*const (), Vec<(usize, bool)>>,
+    pred_keys: FastMap<*const (), Vec<(usize, bool)>>,
 }
 
 impl<'g> Expansion<'g> {
@@ -125,7 +125,7 @@ impl<'g> Expansion<'g> {
             aggregate: Vec::new(),
             remembered: Vec::new(),
             present: Vec::new(),
-            pred_keys: FnvMap::default(),
+            pred_keys: FastMap::default(),
         };
         for root in roots {
             this.add_pred(index, root);

@@ -96,7 +96,7 @@ pub(crate) struct Program {
     ops: Vec<Op>,
     /// Compiled ops by predicate address; the predicates outlive the program (they are owned
     /// by the check's roots and the analyzer's control facts), so addresses stay unique.
-    memo: crate::index::FnvMap<*const (), usize>,
+    memo: crate::index::FastMap<*const (), usize>,
 }
 
 /// A label test against one key: present and some listed label counted.
@@ -121,7 +121,7 @@ impl Program {
     pub(crate) fn with_capacity(ops: usize) -> Self {
         Self {
             ops: Vec::with_capacity(ops),
-            memo: crate::index::FnvMap::with_capacity_and_hasher(ops, Default::default()),
+            memo: crate::index::FastMap::with_capacity_and_hasher(ops, Default::default()),
         }
     }
 
