@@ -7,7 +7,7 @@ use trellis_graph::{ControlSource, GraphNode};
 
 use super::enumerate::correlation_holds;
 use super::program::{Layout, Program};
-use super::{ASSIGNMENT_LIMIT, Ceiling, ControlFacts, Expansion};
+use super::{ASSIGNMENT_LIMIT, Ceiling, ControlFacts, Expansion, NodeKeys};
 use crate::domain::{ERROR_LABELS, is_correlation_key};
 use crate::index::Index;
 use crate::nodeset::NodeId;
@@ -189,7 +189,7 @@ impl DimBuilder<'_, '_> {
     /// All dimensions of the check: scalar per node, then aggregate per scope component.
     pub(crate) fn build(&self) -> Result<Vec<Vec<Partial>>, Ceiling> {
         let layout = self.layout();
-        let mut scalar: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+        let mut scalar = Vec::new();
         let mut scopes: BTreeMap<NodeId, BTreeMap<NodeId, Vec<usize>>> = BTreeMap::new();
         for (pos, slot) in layout.keys.iter().enumerate() {
             if self.expansion.aggregate[pos] {
@@ -202,11 +202,11 @@ impl DimBuilder<'_, '_> {
                         .push(pos);
                 }
             } else {
-                scalar.entry(slot.key.node).or_default().push(pos);
+                scalar.push((slot.key.node, pos));
             }
         }
         let mut dims = Vec::new();
-        for keys in scalar.values() {
+        for (_, keys) in NodeKeys::group(scalar).iter() {
             dims.push(node_options(layout, keys)?);
         }
         for (scope, nodes) in &scopes {

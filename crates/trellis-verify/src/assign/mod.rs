@@ -78,10 +78,11 @@ impl<'g> Expansion<'g> {
         guards_of(pred, &mut guards);
         let mut keys = Vec::new();
         let mut changed = false;
+        let mut uses = Vec::new();
         for guard in guards {
-            let mut uses = Vec::new();
+            uses.clear();
             selector_occurrences(guard, &mut uses);
-            for (sel, in_k_of_map) in uses {
+            for &(sel, in_k_of_map) in &uses {
                 let Some(key) = key_of(index, sel) else {
                     continue;
                 };
@@ -188,7 +189,43 @@ pub(crate) struct Assignments<'g> {
     root_bits: Vec<bool>,
     count: usize,
     /// Key positions per node, for failure classification.
-    node_keys: BTreeMap<NodeId, Vec<usize>>,
+    node_keys: NodeKeys,
+}
+
+/// Key positions grouped by node, nodes ascending and positions ascending within a node (what
+/// a `BTreeMap<NodeId, Vec<usize>>` would hold, in two flat vectors).
+#[derive(Debug, Default)]
+pub(crate) struct NodeKeys {
+    positions: Vec<usize>,
+    /// Per node: the node and the end of its run in `positions`.
+    runs: Vec<(NodeId, usize)>,
+}
+
+impl NodeKeys {
+    /// Groups the positions `(node, position)` pairs name, in any order.
+    pub(crate) fn group(mut pairs: Vec<(NodeId, usize)>) -> Self {
+        pairs.sort_unstable();
+        let mut runs: Vec<(NodeId, usize)> = Vec::new();
+        for (i, (node, _)) in pairs.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if run.0 == *node => run.1 = i + 1,
+                _ => runs.push((*node, i + 1)),
+            }
+        }
+        Self {
+            positions: pairs.into_iter().map(|(_, pos)| pos).collect(),
+            runs,
+        }
+    }
+
+    /// Each node with its key positions.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (NodeId, &[usize])> + '_ {
+        let starts = std::iter::once(0).chain(self.runs.iter().map(|run| run.1));
+        self.runs
+            .iter()
+            .zip(starts)
+            .map(|(&(node, end), start)| (node, &self.positions[start..end]))
+    }
 }
 
 /// A check ready to enumerate: its keys, compiled predicates, filters and dimensions.
@@ -280,7 +317,7 @@ impl<'g> Assignments<'g> {
                 data: Vec::new(),
                 root_bits: values,
                 count: 1,
-                node_keys: BTreeMap::new(),
+                node_keys: NodeKeys::default(),
             });
         }
         let prepared = Prepared::new(index, facts, roots)?;
@@ -293,10 +330,11 @@ impl<'g> Assignments<'g> {
             count += 1;
             enumerate::Next::Continue
         })?;
-        let mut node_keys: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
-        for (pos, slot) in prepared.expansion.layout.keys.iter().enumerate() {
-            node_keys.entry(slot.key.node).or_default().push(pos);
-        }
+        let node_keys = NodeKeys::group(
+            (prepared.expansion.layout.keys.iter().enumerate())
+                .map(|(pos, slot)| (slot.key.node, pos))
+                .collect(),
+        );
         Ok(Self {
             layout: prepared.expansion.layout,
             roots: roots.len(),
@@ -371,7 +409,7 @@ impl<'g> Assignments<'g> {
     pub(crate) fn failures(&self, index: &Index<'g>, i: usize, out: &mut Vec<(NodeId, bool)>) {
         let assignment = self.assignment(i);
         out.clear();
-        for (node, keys) in &self.node_keys {
+        for (node, keys) in self.node_keys.iter() {
             let mut mentioned = false;
             let mut failed = false;
             let mut signals_present = false;
@@ -405,7 +443,7 @@ impl<'g> Assignments<'g> {
             }
             failed |= signals_present && signal_total == 0;
             if mentioned {
-                out.push((*node, failed));
+                out.push((node, failed));
             }
         }
     }
