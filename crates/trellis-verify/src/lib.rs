@@ -7,6 +7,7 @@
 //! compiled IR with its identity or every diagnostic in canonical order. [`builtin`] holds
 //! Trellis's built-in worker registry.
 
+mod addrmap;
 mod analyze;
 mod assign;
 pub mod builtin;

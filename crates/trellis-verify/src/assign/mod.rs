@@ -7,6 +7,7 @@ pub(crate) mod program;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::addrmap::AddrMap;
 use crate::index::FastMap;
 use std::rc::Rc;
 
@@ -60,7 +61,7 @@ pub(crate) struct Expansion<'g> {
     /// Nodes whose presence predicate was appended.
     pub(crate) present: Vec<NodeId>,
     /// Keys read by each predicate (by address), with the `k_of_map` flag.
-    pred_keys: FastMap<*const (), Vec<(usize, bool)>>,
+    pred_keys: AddrMap<Vec<(usize, bool)>>,
 }
 
 impl<'g> Expansion<'g> {
@@ -71,7 +72,7 @@ impl<'g> Expansion<'g> {
     /// Adds the keys of a predicate; `k_of_map` keys with a map owner become aggregate.
     fn add_pred(&mut self, index: &Index<'g>, pred: &Pred<'g>) -> (Vec<usize>, bool) {
         let ptr = Rc::as_ptr(pred) as *const ();
-        if let Some(keys) = self.pred_keys.get(&ptr) {
+        if let Some(keys) = self.pred_keys.get(ptr) {
             return (keys.iter().map(|k| k.0).collect(), false);
         }
         let mut guards = Vec::new();
@@ -103,7 +104,7 @@ impl<'g> Expansion<'g> {
             }
         }
         let positions = keys.iter().map(|k| k.0).collect();
-        self.pred_keys.insert(ptr, keys);
+        self.pred_keys.insert_new(ptr, keys);
         (positions, changed)
     }
 
@@ -126,7 +127,7 @@ impl<'g> Expansion<'g> {
             aggregate: Vec::new(),
             remembered: Vec::new(),
             present: Vec::new(),
-            pred_keys: FastMap::default(),
+            pred_keys: AddrMap::default(),
         };
         for root in roots {
             this.add_pred(index, root);
@@ -175,7 +176,7 @@ impl<'g> Expansion<'g> {
     /// Key positions read by a predicate already added.
     pub(crate) fn keys_of(&self, pred: &Pred<'g>) -> Vec<usize> {
         self.pred_keys
-            .get(&(Rc::as_ptr(pred) as *const ()))
+            .get(Rc::as_ptr(pred) as *const ())
             .map(|keys| keys.iter().map(|k| k.0).collect())
             .unwrap_or_default()
     }

@@ -120,7 +120,7 @@ pub(crate) struct Program {
     ops: Vec<Op>,
     /// Compiled ops by predicate address; the predicates outlive the program (they are owned
     /// by the check's roots and the analyzer's control facts), so addresses stay unique.
-    memo: crate::index::FastMap<*const (), usize>,
+    memo: crate::addrmap::AddrMap<usize>,
 }
 
 /// A label test against one key: present and some listed label counted.
@@ -141,11 +141,11 @@ fn resolve_labels<'g>(
 
 impl Program {
     /// An empty program with room for about `ops` compiled predicates (sized up front, as a
-    /// program lives for one check and growing its memo rehashes it several times).
+    /// program lives for one check).
     pub(crate) fn with_capacity(ops: usize) -> Self {
         Self {
             ops: Vec::with_capacity(ops),
-            memo: crate::index::FastMap::with_capacity_and_hasher(ops, Default::default()),
+            memo: crate::addrmap::AddrMap::default(),
         }
     }
 
@@ -157,7 +157,7 @@ impl Program {
         index: &Index<'g>,
     ) -> usize {
         let ptr = Rc::as_ptr(pred) as *const ();
-        if let Some(at) = self.memo.get(&ptr) {
+        if let Some(at) = self.memo.get(ptr) {
             return *at;
         }
         let op = match &**pred {
@@ -171,7 +171,7 @@ impl Program {
         };
         self.ops.push(op);
         let at = self.ops.len() - 1;
-        self.memo.insert(ptr, at);
+        self.memo.insert_new(ptr, at);
         at
     }
 
