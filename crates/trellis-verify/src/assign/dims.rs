@@ -77,19 +77,22 @@ fn node_options(layout: &Layout, keys: &[usize]) -> Result<Vec<Partial>, Ceiling
     let slots = keys.len().max(1);
     // Outcomes are rows of `slots` entries: `NONE` when nothing is counted, else the label.
     const NONE: usize = usize::MAX;
-    let mut rows: Vec<usize> = vec![NONE; slots];
+    // One buffer, sized for the common case up front, is expanded in place.
+    let mut rows: Vec<usize> = Vec::with_capacity(slots * 16);
+    rows.resize(slots, NONE);
     let expand = |rows: &mut Vec<usize>, slot: usize, width: usize| -> Result<(), Ceiling> {
         let count = rows.len() / slots;
         capped_product(count, width)?;
-        let mut next = Vec::with_capacity(count * width * slots);
-        for row in rows.chunks(slots) {
-            for label in 0..width {
-                let start = next.len();
-                next.extend_from_slice(row);
-                next[start + slot] = label;
+        rows.resize(count * width * slots, NONE);
+        // Back to front: every copy lands at or after its source row, and past every earlier
+        // row still to be read.
+        for row in (0..count).rev() {
+            for label in (0..width).rev() {
+                let to = (row * width + label) * slots;
+                rows.copy_within(row * slots..(row + 1) * slots, to);
+                rows[to + slot] = label;
             }
         }
-        *rows = next;
         Ok(())
     };
     let has_joint = (0..keys.len()).any(|i| source(i) != ControlSource::Group);
