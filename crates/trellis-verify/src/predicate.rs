@@ -20,12 +20,20 @@ pub(crate) enum PredNode<'g> {
     AtLeast(usize, Vec<Pred<'g>>),
 }
 
+thread_local! {
+    /// The two constants, shared: every empty effect starts from `always`, and a fresh node
+    /// each time was one of the analyzer's most frequent allocations. Predicates are compared
+    /// by structure or memoized by address, and a constant compiles the same wherever it is.
+    static ALWAYS: Pred<'static> = Rc::new(PredNode::Always);
+    static NEVER: Pred<'static> = Rc::new(PredNode::Never);
+}
+
 pub(crate) fn always<'g>() -> Pred<'g> {
-    Rc::new(PredNode::Always)
+    ALWAYS.with(Rc::clone)
 }
 
 pub(crate) fn never<'g>() -> Pred<'g> {
-    Rc::new(PredNode::Never)
+    NEVER.with(Rc::clone)
 }
 
 pub(crate) fn guard(g: &Guard) -> Pred<'_> {
