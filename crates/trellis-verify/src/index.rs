@@ -183,37 +183,9 @@ impl<'g> Index<'g> {
         } else {
             map_owner
         };
-        let children: Vec<(Via, &'g GraphNode)> = match node {
-            GraphNode::Seq(seq) => seq
-                .children
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (Via::SeqChild(i), c))
-                .collect(),
-            GraphNode::Choice(choice) => {
-                let mut list: Vec<(Via, &'g GraphNode)> = choice
-                    .branches
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| (Via::ChoiceBranch(i), &b.node))
-                    .collect();
-                if let Some(otherwise) = choice.otherwise.as_deref() {
-                    list.push((Via::Otherwise, otherwise));
-                }
-                list
-            }
-            GraphNode::Par(par) => par
-                .branches
-                .iter()
-                .enumerate()
-                .map(|(i, b)| (Via::ParBranch(i), b))
-                .collect(),
-            GraphNode::Loop(l) => vec![(Via::Body, &*l.body)],
-            GraphNode::Map(m) => vec![(Via::Body, &*m.body)],
-            _ => Vec::new(),
-        };
-        for (child_via, child) in children {
-            let child_id = self.visit(
+        // Children are visited straight from the node (no list of them is built per node).
+        let mut child = |index: &mut Self, child_via: Via, child: &'g GraphNode| {
+            let child_id = index.visit(
                 child,
                 Some(id),
                 child_via,
@@ -222,7 +194,30 @@ impl<'g> Index<'g> {
                 diags,
                 guard_total,
             );
-            self.entries[id as usize].children.push(child_id);
+            index.entries[id as usize].children.push(child_id);
+        };
+        match node {
+            GraphNode::Seq(seq) => {
+                for (i, c) in seq.children.iter().enumerate() {
+                    child(self, Via::SeqChild(i), c);
+                }
+            }
+            GraphNode::Choice(choice) => {
+                for (i, b) in choice.branches.iter().enumerate() {
+                    child(self, Via::ChoiceBranch(i), &b.node);
+                }
+                if let Some(otherwise) = choice.otherwise.as_deref() {
+                    child(self, Via::Otherwise, otherwise);
+                }
+            }
+            GraphNode::Par(par) => {
+                for (i, b) in par.branches.iter().enumerate() {
+                    child(self, Via::ParBranch(i), b);
+                }
+            }
+            GraphNode::Loop(l) => child(self, Via::Body, &l.body),
+            GraphNode::Map(m) => child(self, Via::Body, &m.body),
+            _ => {}
         }
         id
     }
