@@ -18,6 +18,7 @@ mod scan;
 pub mod schema;
 pub mod selector;
 pub mod spec;
+mod split;
 pub mod tree;
 pub mod worker;
 

@@ -12,6 +12,7 @@ use crate::ident::{
 use crate::json::{At, Obj, ParseError, array_of, tagged, unknown_variant};
 use crate::payload::PayloadType;
 use crate::selector::{DataSelector, Guard, InputBinding, Join, WriteBinding, variant};
+use crate::split::node_list;
 use crate::tree::Json;
 
 /// A node of the graph tree.
@@ -252,11 +253,7 @@ impl GraphNode {
                 Self::Seq(SeqNode {
                     name: name(&obj)?,
                     state: payload(&obj, "state")?,
-                    children: non_empty_vec(
-                        obj.required("children")?,
-                        &obj.path("children"),
-                        GraphNode::read,
-                    )?,
+                    children: node_list(obj.required("children")?, &obj.path("children"))?,
                     promoted_state_paths: promoted(&obj)?,
                 })
             }
@@ -296,11 +293,7 @@ impl GraphNode {
                 Self::Par(ParNode {
                     name: name(&obj)?,
                     state: payload(&obj, "state")?,
-                    branches: non_empty_vec(
-                        obj.required("branches")?,
-                        &obj.path("branches"),
-                        GraphNode::read,
-                    )?,
+                    branches: node_list(obj.required("branches")?, &obj.path("branches"))?,
                     promoted_state_paths: promoted(&obj)?,
                     join: Join::read(obj.required("join")?, &obj.path("join"))?,
                 })

@@ -1,7 +1,8 @@
 //! Times the phases of verifying a generated graph (a profiling target):
-//! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `value`, `strict`,
+//! `profile_generated [nodes] [rounds] [phase]` with phase `all`, `parse`, `tree` (the JSON
+//! tree alone), `value`, `strict`,
 //! `analyze`, `verify`, `builtin`, `pipeline` (parse + `verify_owned`, as the `generated/N`
-//! benchmark) or `identity`. Allocations go to mimalloc, the allocator the `trellis` binary
+//! benchmark), `identity` or `canonical` (its bytes without the hash). Allocations go to mimalloc, the allocator the `trellis` binary
 //! ships with; build with `PROFILE_SYSTEM_ALLOC=1` in the environment to use the system
 //! allocator instead.
 
@@ -96,6 +97,11 @@ fn main() {
     time("parse", &|| {
         std::hint::black_box(trellis_graph::GraphSpec::from_json_str(&text).ok());
     });
+    time("tree", &|| {
+        // The JSON tree alone (the first half of `parse`).
+        let arena = trellis_graph::json::Arena::new();
+        std::hint::black_box(trellis_graph::json::parse_tree(&text, &arena).is_ok());
+    });
     time("value", &|| {
         std::hint::black_box(serde_json::from_str::<serde_json::Value>(&text).ok());
     });
@@ -120,6 +126,9 @@ fn main() {
     {
         time("identity", &|| {
             std::hint::black_box(trellis_verify::graph_identity(&graph.ir).ok());
+        });
+        time("canonical", &|| {
+            std::hint::black_box(trellis_verify::canonical_bytes(&graph.ir).ok());
         });
     }
 }

@@ -44,7 +44,9 @@ pub(crate) struct Flow {
     pub(crate) available: NodeSet,
     pub(crate) unavailable: NodeSet,
     pub(crate) conditional: BTreeMap<NodeId, NodeSet>,
-    pub(crate) defined: BTreeMap<SPath, Ty>,
+    /// Shared until written: flows are cloned for every alternative and branch, and most of
+    /// those never write state.
+    pub(crate) defined: Rc<BTreeMap<SPath, Ty>>,
     pub(crate) failed: NodeSet,
     pub(crate) pending: Pending,
     pub(crate) parallel: Vec<Rc<ParallelEffect>>,
@@ -75,7 +77,7 @@ impl Flow {
             available: NodeSet::with_capacity(capacity),
             unavailable: NodeSet::with_capacity(capacity),
             conditional: BTreeMap::new(),
-            defined,
+            defined: Rc::new(defined),
             failed: NodeSet::with_capacity(capacity),
             pending: Vec::new(),
             parallel: Vec::new(),
@@ -238,7 +240,7 @@ impl<'g> Tracker<'g> {
         drop_overlapped(&mut flow.parallel, &targets, &e.parallel);
         drop_overlapped(&mut acc.parallel, &targets, &e.parallel);
         for fact in e.definite_writes.values() {
-            write_defined(&mut flow.defined, fact);
+            write_defined(Rc::make_mut(&mut flow.defined), fact);
             record_write(&mut acc.definite_writes, fact.clone());
         }
         flow.parallel.extend(e.parallel.iter().cloned());
@@ -293,7 +295,7 @@ impl<'g> Tracker<'g> {
             drop_overlapped(&mut self.flow.parallel, &targets, &[]);
             drop_overlapped(&mut self.acc.parallel, &targets, &[]);
             for fact in writes {
-                write_defined(&mut self.flow.defined, &fact);
+                write_defined(Rc::make_mut(&mut self.flow.defined), &fact);
                 record_write(&mut self.acc.definite_writes, fact);
             }
         }
@@ -313,17 +315,17 @@ impl<'g> Tracker<'g> {
             .collect();
         for effect in active.iter().rev() {
             for (path, (before, _)) in &effect.transitions {
-                set_defined(&mut flow.defined, path, before);
+                set_defined(Rc::make_mut(&mut flow.defined), path, before);
             }
         }
         for effect in &active {
             if flow.failed.contains(effect.par) {
                 continue;
             }
-            flow.defined
+            Rc::make_mut(&mut flow.defined)
                 .retain(|p, _| !effect.targets.iter().any(|t| t.overlaps(p)));
             for (path, (_, after)) in &effect.transitions {
-                set_defined(&mut flow.defined, path, after);
+                set_defined(Rc::make_mut(&mut flow.defined), path, after);
             }
         }
     }

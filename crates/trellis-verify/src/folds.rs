@@ -64,8 +64,9 @@ impl Folder<'_, '_> {
     }
 
     fn fold(&mut self, id: NodeId) -> Option<Fold> {
-        let entry = self.index.entry(id);
-        let children = entry.children.clone();
+        let index = self.index;
+        let entry = index.entry(id);
+        let children = &entry.children;
         let folded = match entry.node {
             GraphNode::Step(_) | GraphNode::Verifier(_) => Some(Fold {
                 executions: 1,

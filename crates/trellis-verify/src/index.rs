@@ -10,33 +10,63 @@ use trellis_graph::{DiagnosticCode, GraphNode, Guard, Join, NodeName, PathSegmen
 use crate::diag::{Diags, Path, Step, extend};
 use crate::nodeset::NodeId;
 
-/// FNV-1a: node names are short identifiers, for which SipHash's setup dominates lookups.
+/// The hasher of the verifier's maps (names, ids and addresses): eight bytes at a time, each
+/// word mixed in with one folded multiply. SipHash's setup dominated lookups of short names,
+/// and byte-wise FNV-1a still cost a multiply per byte.
 #[derive(Default)]
-pub(crate) struct Fnv(u64);
+pub(crate) struct WordHasher(u64);
 
-impl Hasher for Fnv {
+impl WordHasher {
+    /// Mixes one word in: the 128-bit product's halves folded together spread every input bit
+    /// over the low bits (bucket index) and the high bits (control byte) alike, which aligned
+    /// addresses and small ids need.
+    fn mix(&mut self, word: u64) {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let product = u128::from(self.0 ^ word) * u128::from(K);
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
+    }
+}
+
+impl Hasher for WordHasher {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut hash = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for byte in bytes {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
         }
-        self.0 = hash;
+        let rest = chunks.remainder();
+        // The tail's length is mixed in too, so "a" and "a\0" differ.
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        self.mix(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.mix(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.mix(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.mix(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
     }
 }
 
-/// A hash map keyed by small ids, names or addresses, hashed with FNV-1a.
-pub(crate) type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
-/// A hash set hashed with FNV-1a.
-pub(crate) type FnvSet<K> = std::collections::HashSet<K, BuildHasherDefault<Fnv>>;
+/// A hash map keyed by small ids, names or addresses, hashed with [`WordHasher`].
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+/// A hash set hashed with [`WordHasher`].
+pub(crate) type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<WordHasher>>;
 
 /// How an occurrence hangs below its parent; used to materialize paths on demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +96,7 @@ pub(crate) struct Entry<'g> {
 #[derive(Debug)]
 pub(crate) struct Index<'g> {
     pub(crate) entries: Vec<Entry<'g>>,
-    by_name: FnvMap<&'g str, NodeId>,
+    by_name: FastMap<&'g str, NodeId>,
     /// Executable → write-binding source names (self-reads excluded), in authored order.
     pub(crate) write_references: Vec<(NodeId, &'g NodeName)>,
     /// Loop occurrences in pre-order (the termination ranking).
@@ -78,7 +108,7 @@ impl<'g> Index<'g> {
     pub(crate) fn build(root: &'g GraphNode, diags: &mut Diags) -> Self {
         let mut index = Index {
             entries: Vec::new(),
-            by_name: FnvMap::default(),
+            by_name: FastMap::default(),
             write_references: Vec::new(),
             loops: Vec::new(),
         };
@@ -153,37 +183,9 @@ impl<'g> Index<'g> {
         } else {
             map_owner
         };
-        let children: Vec<(Via, &'g GraphNode)> = match node {
-            GraphNode::Seq(seq) => seq
-                .children
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (Via::SeqChild(i), c))
-                .collect(),
-            GraphNode::Choice(choice) => {
-                let mut list: Vec<(Via, &'g GraphNode)> = choice
-                    .branches
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| (Via::ChoiceBranch(i), &b.node))
-                    .collect();
-                if let Some(otherwise) = choice.otherwise.as_deref() {
-                    list.push((Via::Otherwise, otherwise));
-                }
-                list
-            }
-            GraphNode::Par(par) => par
-                .branches
-                .iter()
-                .enumerate()
-                .map(|(i, b)| (Via::ParBranch(i), b))
-                .collect(),
-            GraphNode::Loop(l) => vec![(Via::Body, &*l.body)],
-            GraphNode::Map(m) => vec![(Via::Body, &*m.body)],
-            _ => Vec::new(),
-        };
-        for (child_via, child) in children {
-            let child_id = self.visit(
+        // Children are visited straight from the node (no list of them is built per node).
+        let mut child = |index: &mut Self, child_via: Via, child: &'g GraphNode| {
+            let child_id = index.visit(
                 child,
                 Some(id),
                 child_via,
@@ -192,7 +194,30 @@ impl<'g> Index<'g> {
                 diags,
                 guard_total,
             );
-            self.entries[id as usize].children.push(child_id);
+            index.entries[id as usize].children.push(child_id);
+        };
+        match node {
+            GraphNode::Seq(seq) => {
+                for (i, c) in seq.children.iter().enumerate() {
+                    child(self, Via::SeqChild(i), c);
+                }
+            }
+            GraphNode::Choice(choice) => {
+                for (i, b) in choice.branches.iter().enumerate() {
+                    child(self, Via::ChoiceBranch(i), &b.node);
+                }
+                if let Some(otherwise) = choice.otherwise.as_deref() {
+                    child(self, Via::Otherwise, otherwise);
+                }
+            }
+            GraphNode::Par(par) => {
+                for (i, b) in par.branches.iter().enumerate() {
+                    child(self, Via::ParBranch(i), b);
+                }
+            }
+            GraphNode::Loop(l) => child(self, Via::Body, &l.body),
+            GraphNode::Map(m) => child(self, Via::Body, &m.body),
+            _ => {}
         }
         id
     }

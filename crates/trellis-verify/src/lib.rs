@@ -7,6 +7,7 @@
 //! compiled IR with its identity or every diagnostic in canonical order. [`builtin`] holds
 //! Trellis's built-in worker registry.
 
+mod addrmap;
 mod analyze;
 mod assign;
 pub mod builtin;
@@ -90,7 +91,7 @@ pub fn verify(spec: &GraphSpec, registry: &dyn WorkerRegistry) -> Verification {
 /// [`verify`] taking the graph by value, so the compiled IR reuses it instead of a copy.
 pub fn verify_owned(spec: GraphSpec, registry: &dyn WorkerRegistry) -> Verification {
     match check(&spec, registry, Vec::new()) {
-        Ok(bounds) => compile(spec, bounds),
+        Ok(admitted) => compile(spec, admitted),
         Err(refusal) => refusal.into(),
     }
 }
@@ -111,7 +112,7 @@ pub(crate) fn verify_with(
     admission: Vec<GraphDiagnostic>,
 ) -> Verification {
     match check(spec, registry, admission) {
-        Ok(bounds) => compile(spec.clone(), bounds),
+        Ok(admitted) => compile(spec.clone(), admitted),
         Err(refusal) => refusal.into(),
     }
 }
@@ -131,16 +132,48 @@ impl From<Refusal> for Verification {
     }
 }
 
+/// Graphs with at least this many nodes have their canonical tail written on a second thread
+/// while the analyzer runs (a thread costs tens of microseconds; writing a graph's tail about
+/// half a microsecond per node).
+const PARALLEL_TAIL_NODES: usize = 256;
+
+/// Stack of the tail-writing thread, as large as a main thread's (the writer recurses per
+/// nesting level).
+const TAIL_STACK_BYTES: usize = 8 << 20;
+
+/// What [`check`] found for an admitted graph: its bounds and, for large graphs, the
+/// canonical tail written alongside the analyzer.
+struct Admitted {
+    bounds: StructuralBounds,
+    tail: Option<canonical::SpecTail>,
+}
+
 /// Analyzer, then registry: the bounds of an admitted graph, or why it is refused.
 fn check(
     spec: &GraphSpec,
     registry: &dyn WorkerRegistry,
     admission: Vec<GraphDiagnostic>,
-) -> Result<StructuralBounds, Refusal> {
+) -> Result<Admitted, Refusal> {
     let mut diags = Diags::default();
     diags.extend(admission);
     let index = index::Index::build(&spec.root, &mut diags);
-    let bounds = analyze_into(spec, &index, &mut diags);
+    // The tail depends on the graph alone, so a large graph that is clean so far has it
+    // written on another core meanwhile (a rejection only waits for it if the analyzer is
+    // faster than the writer).
+    let parallel = diags.is_empty() && index.len() >= PARALLEL_TAIL_NODES;
+    let (bounds, tail) = std::thread::scope(|scope| {
+        let writer = parallel
+            .then(|| {
+                std::thread::Builder::new()
+                    .stack_size(TAIL_STACK_BYTES)
+                    .spawn_scoped(scope, || canonical::spec_tail(spec))
+                    .ok()
+            })
+            .flatten();
+        let bounds = analyze_into(spec, &index, &mut diags);
+        let tail = writer.map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (bounds, tail)
+    });
     if !diags.is_empty() {
         return Err(Refusal::Rejected(diags.into_sorted()));
     }
@@ -149,15 +182,20 @@ fn check(
         let list = issues.iter().map(WorkerIssue::to_diagnostic).collect();
         return Err(Refusal::Rejected(diag::sorted(list)));
     }
-    bounds.ok_or_else(|| {
+    let bounds = bounds.ok_or_else(|| {
         Refusal::Internal("structurally valid graph did not produce structural bounds".to_owned())
-    })
+    })?;
+    Ok(Admitted { bounds, tail })
 }
 
 /// The compiled IR of an admitted graph and its identity.
-fn compile(spec: GraphSpec, bounds: StructuralBounds) -> Verification {
-    let ir = CompiledGraphIr::from_spec(spec, bounds);
-    match graph_identity(&ir) {
+fn compile(spec: GraphSpec, admitted: Admitted) -> Verification {
+    let ir = CompiledGraphIr::from_spec(spec, admitted.bounds);
+    let identity = match &admitted.tail {
+        Some(tail) => Ok(canonical::identity_with_tail(&ir.bounds, tail)),
+        None => graph_identity(&ir),
+    };
+    match identity {
         Ok(identity) => Verification::Verified(VerifiedGraph { ir, identity }),
         Err(e) => {
             Verification::Internal(format!("validated graph could not be canonicalized: {e}"))

@@ -234,7 +234,7 @@ pub(crate) fn parallel_effect(
         return None;
     }
     let targets: Vec<SPath> = writes.keys().cloned().collect();
-    let mut after = flow.defined.clone();
+    let mut after = BTreeMap::clone(&flow.defined);
     for fact in writes.values() {
         crate::flow::write_defined(&mut after, fact);
     }

@@ -20,12 +20,20 @@ pub(crate) enum PredNode<'g> {
     AtLeast(usize, Vec<Pred<'g>>),
 }
 
+thread_local! {
+    /// The two constants, shared: every empty effect starts from `always`, and a fresh node
+    /// each time was one of the analyzer's most frequent allocations. Predicates are compared
+    /// by structure or memoized by address, and a constant compiles the same wherever it is.
+    static ALWAYS: Pred<'static> = Rc::new(PredNode::Always);
+    static NEVER: Pred<'static> = Rc::new(PredNode::Never);
+}
+
 pub(crate) fn always<'g>() -> Pred<'g> {
-    Rc::new(PredNode::Always)
+    ALWAYS.with(Rc::clone)
 }
 
 pub(crate) fn never<'g>() -> Pred<'g> {
-    Rc::new(PredNode::Never)
+    NEVER.with(Rc::clone)
 }
 
 pub(crate) fn guard(g: &Guard) -> Pred<'_> {
@@ -99,6 +107,48 @@ pub(crate) fn never_holds(pred: &Pred<'_>) -> bool {
     }
 }
 
+/// Nodes seen up to this many are kept in a plain array: most predicates have a handful of
+/// nodes, and a hash set's allocation and hashing dominated collecting their guards.
+const SMALL_SEEN: usize = 16;
+
+/// Addresses of the predicate nodes a walk has visited.
+struct Seen {
+    small: [*const (); SMALL_SEEN],
+    len: usize,
+    large: Option<crate::index::FastSet<*const ()>>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Self {
+            small: [std::ptr::null(); SMALL_SEEN],
+            len: 0,
+            large: None,
+        }
+    }
+}
+
+impl Seen {
+    /// Records `node`; false when it was already seen.
+    fn insert(&mut self, node: *const ()) -> bool {
+        if let Some(large) = &mut self.large {
+            return large.insert(node);
+        }
+        if self.small[..self.len].contains(&node) {
+            return false;
+        }
+        if self.len < SMALL_SEEN {
+            self.small[self.len] = node;
+            self.len += 1;
+            return true;
+        }
+        let mut large: crate::index::FastSet<*const ()> = self.small.iter().copied().collect();
+        large.insert(node);
+        self.large = Some(large);
+        true
+    }
+}
+
 /// Every guard atom of a predicate DAG, each shared sub-predicate visited once.
 pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
     if let PredNode::Guard(g) = &**pred {
@@ -106,10 +156,10 @@ pub(crate) fn guards_of<'g>(pred: &Pred<'g>, out: &mut Vec<&'g Guard>) {
         return;
     }
     // Borrowed nodes (no reference counting while walking); shared nodes are visited once.
-    let mut seen = crate::index::FnvSet::default();
+    let mut seen = Seen::default();
     let mut stack: Vec<&PredNode<'g>> = vec![pred];
     while let Some(p) = stack.pop() {
-        if !seen.insert(p as *const PredNode<'g>) {
+        if !seen.insert(p as *const PredNode<'g> as *const ()) {
             continue;
         }
         match p {

@@ -2,7 +2,7 @@
 //! broken by authored pre-order).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap};
 
 use trellis_graph::{DiagnosticCode, NodeName};
 
@@ -16,18 +16,18 @@ pub(crate) fn order<'g>(
     references: impl IntoIterator<Item = (NodeId, &'g NodeName)>,
     diags: &mut Diags,
 ) -> Option<Vec<NodeName>> {
-    let mut depends: BTreeMap<NodeId, BTreeSet<NodeId>> = BTreeMap::new();
-    let mut blocked: BTreeSet<NodeId> = BTreeSet::new();
+    // Node ids are dense (0..index.len()), so per-node facts live in vectors indexed by id.
+    let count = index.len();
+    let mut depends: Vec<(NodeId, NodeId)> = Vec::new();
+    let mut blocked = vec![false; count];
     let mut unknown: BTreeSet<(NodeId, &'g NodeName)> = BTreeSet::new();
     for (referrer, target) in references {
         let referrer = index.entry(referrer).canon;
         match index.lookup(target.as_str()) {
             Some(t) if t == referrer => {}
-            Some(t) => {
-                depends.entry(referrer).or_default().insert(t);
-            }
+            Some(t) => depends.push((referrer, t)),
             None => {
-                blocked.insert(referrer);
+                blocked[referrer as usize] = true;
                 unknown.insert((referrer, target));
             }
         }
@@ -40,34 +40,35 @@ pub(crate) fn order<'g>(
             [*target],
         );
     }
-    let nodes: Vec<NodeId> = (0..index.len() as NodeId)
+    let nodes: Vec<NodeId> = (0..count as NodeId)
         .filter(|id| index.entry(*id).canon == *id)
         .collect();
-    let mut waiting: BTreeMap<NodeId, usize> = BTreeMap::new();
-    let mut users: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
-    for (referrer, deps) in &depends {
-        waiting.insert(*referrer, deps.len());
-        for dep in deps {
-            users.entry(*dep).or_default().push(*referrer);
-        }
+    // Distinct (referrer, dependency) pairs, referrers ascending: each dependency's users are
+    // then listed in ascending order.
+    depends.sort_unstable();
+    depends.dedup();
+    let mut waiting = vec![0usize; count];
+    let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); count];
+    for (referrer, dep) in &depends {
+        waiting[*referrer as usize] += 1;
+        users[*dep as usize].push(*referrer);
     }
     let mut ready: BinaryHeap<Reverse<NodeId>> = nodes
         .iter()
         .copied()
-        .filter(|n| waiting.get(n).copied().unwrap_or(0) == 0 && !blocked.contains(n))
+        .filter(|n| waiting[*n as usize] == 0 && !blocked[*n as usize])
         .map(Reverse)
         .collect();
     let mut ordered = Vec::with_capacity(nodes.len());
-    let mut done: BTreeSet<NodeId> = BTreeSet::new();
+    let mut done = vec![false; count];
     while let Some(Reverse(next)) = ready.pop() {
         ordered.push(index.name(next).clone());
-        done.insert(next);
-        for user in users.get(&next).into_iter().flatten() {
-            if let Some(count) = waiting.get_mut(user) {
-                *count -= 1;
-                if *count == 0 && !blocked.contains(user) {
-                    ready.push(Reverse(*user));
-                }
+        done[next as usize] = true;
+        for user in &users[next as usize] {
+            let waits = &mut waiting[*user as usize];
+            *waits -= 1;
+            if *waits == 0 && !blocked[*user as usize] {
+                ready.push(Reverse(*user));
             }
         }
     }
@@ -76,7 +77,7 @@ pub(crate) fn order<'g>(
     }
     let mut remaining: Vec<&NodeName> = nodes
         .iter()
-        .filter(|n| !done.contains(n))
+        .filter(|n| !done[**n as usize])
         .map(|n| index.name(*n))
         .collect();
     remaining.sort();

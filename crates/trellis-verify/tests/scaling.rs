@@ -18,3 +18,22 @@ fn generated_graphs_are_valid_at_every_benchmark_size() {
         );
     }
 }
+
+/// Large graphs are parsed in two halves and have their canonical tail written alongside the
+/// analyzer: the result must equal reading and hashing on one thread.
+#[test]
+fn large_graphs_parse_and_hash_as_on_one_thread() {
+    let spec = support::mixed::mixed_graph(2048);
+    let text = serde_json::to_string(&spec.to_value()).unwrap_or_default();
+    let parsed = trellis_graph::GraphSpec::from_json_str(&text);
+    assert_eq!(parsed.as_ref().ok(), Some(&spec));
+    let Verification::Verified(graph) =
+        trellis_verify::verify_owned(spec, &support::mixed::bench_registry())
+    else {
+        panic!("the generated graph verifies");
+    };
+    assert_eq!(
+        trellis_verify::graph_identity(&graph.ir).ok(),
+        Some(graph.identity)
+    );
+}

@@ -43,7 +43,7 @@ pub(crate) struct Analysis<'g> {
     /// Per occurrence: whether normal continuation is possible (`None`: never analysed).
     pub(crate) falls: Vec<Option<bool>>,
     /// Per analysed choice occurrence: reachability of its branches, then its otherwise.
-    pub(crate) alternatives: crate::index::FnvMap<NodeId, Vec<bool>>,
+    pub(crate) alternatives: crate::index::FastMap<NodeId, Vec<bool>>,
     /// Choice and par-first → guard selector names.
     pub(crate) control_references: Vec<(NodeId, &'g NodeName)>,
 }
@@ -51,7 +51,7 @@ pub(crate) struct Analysis<'g> {
 pub(crate) struct Analyzer<'a, 'g> {
     /// Results of single-root satisfiability checks, keyed by predicate address (the entry
     /// keeps the predicate alive so the address cannot be reused).
-    pub(crate) single_checks: crate::index::FnvMap<*const (), (Pred<'g>, Option<bool>)>,
+    pub(crate) single_checks: crate::index::FastMap<*const (), (Pred<'g>, Option<bool>)>,
     pub(crate) index: &'a Index<'g>,
     pub(crate) initial_input: &'g PayloadType,
     pub(crate) diags: &'a mut Diags,
@@ -68,7 +68,7 @@ pub(crate) fn run<'g>(
     diags: &mut Diags,
 ) -> Analysis<'g> {
     let mut analyzer = Analyzer {
-        single_checks: crate::index::FnvMap::default(),
+        single_checks: crate::index::FastMap::default(),
         index,
         initial_input,
         diags,

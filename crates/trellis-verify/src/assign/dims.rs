@@ -7,7 +7,7 @@ use trellis_graph::{ControlSource, GraphNode};
 
 use super::enumerate::correlation_holds;
 use super::program::{Layout, Program};
-use super::{ASSIGNMENT_LIMIT, Ceiling, ControlFacts, Expansion};
+use super::{ASSIGNMENT_LIMIT, Ceiling, ControlFacts, Expansion, NodeKeys};
 use crate::domain::{ERROR_LABELS, is_correlation_key};
 use crate::index::Index;
 use crate::nodeset::NodeId;
@@ -77,19 +77,22 @@ fn node_options(layout: &Layout, keys: &[usize]) -> Result<Vec<Partial>, Ceiling
     let slots = keys.len().max(1);
     // Outcomes are rows of `slots` entries: `NONE` when nothing is counted, else the label.
     const NONE: usize = usize::MAX;
-    let mut rows: Vec<usize> = vec![NONE; slots];
+    // One buffer, sized for the common case up front, is expanded in place.
+    let mut rows: Vec<usize> = Vec::with_capacity(slots * 16);
+    rows.resize(slots, NONE);
     let expand = |rows: &mut Vec<usize>, slot: usize, width: usize| -> Result<(), Ceiling> {
         let count = rows.len() / slots;
         capped_product(count, width)?;
-        let mut next = Vec::with_capacity(count * width * slots);
-        for row in rows.chunks(slots) {
-            for label in 0..width {
-                let start = next.len();
-                next.extend_from_slice(row);
-                next[start + slot] = label;
+        rows.resize(count * width * slots, NONE);
+        // Back to front: every copy lands at or after its source row, and past every earlier
+        // row still to be read.
+        for row in (0..count).rev() {
+            for label in (0..width).rev() {
+                let to = (row * width + label) * slots;
+                rows.copy_within(row * slots..(row + 1) * slots, to);
+                rows[to + slot] = label;
             }
         }
-        *rows = next;
         Ok(())
     };
     let has_joint = (0..keys.len()).any(|i| source(i) != ControlSource::Group);
@@ -189,7 +192,7 @@ impl DimBuilder<'_, '_> {
     /// All dimensions of the check: scalar per node, then aggregate per scope component.
     pub(crate) fn build(&self) -> Result<Vec<Vec<Partial>>, Ceiling> {
         let layout = self.layout();
-        let mut scalar: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+        let mut scalar = Vec::new();
         let mut scopes: BTreeMap<NodeId, BTreeMap<NodeId, Vec<usize>>> = BTreeMap::new();
         for (pos, slot) in layout.keys.iter().enumerate() {
             if self.expansion.aggregate[pos] {
@@ -202,11 +205,11 @@ impl DimBuilder<'_, '_> {
                         .push(pos);
                 }
             } else {
-                scalar.entry(slot.key.node).or_default().push(pos);
+                scalar.push((slot.key.node, pos));
             }
         }
         let mut dims = Vec::new();
-        for keys in scalar.values() {
+        for (_, keys) in NodeKeys::group(scalar).iter() {
             dims.push(node_options(layout, keys)?);
         }
         for (scope, nodes) in &scopes {
@@ -283,7 +286,7 @@ impl DimBuilder<'_, '_> {
 
         // Components: union-find over the scope's nodes.
         let members: Vec<NodeId> = nodes.keys().copied().collect();
-        let position: crate::index::FnvMap<NodeId, usize> =
+        let position: crate::index::FastMap<NodeId, usize> =
             members.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         let mut parent: Vec<usize> = (0..members.len()).collect();
         fn find(parent: &mut [usize], mut i: usize) -> usize {

@@ -7,7 +7,8 @@ pub(crate) mod program;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::index::FnvMap;
+use crate::addrmap::AddrMap;
+use crate::index::FastMap;
 use std::rc::Rc;
 
 use trellis_graph::ControlSource;
@@ -46,8 +47,8 @@ pub(crate) struct Presence<'g> {
 /// Control facts the dataflow walk records for later checks.
 #[derive(Debug, Default)]
 pub(crate) struct ControlFacts<'g> {
-    pub(crate) correlations: FnvMap<NodeId, Correlation<'g>>,
-    pub(crate) presence: FnvMap<NodeId, Presence<'g>>,
+    pub(crate) correlations: FastMap<NodeId, Correlation<'g>>,
+    pub(crate) presence: FastMap<NodeId, Presence<'g>>,
 }
 
 /// Everything the expansion step learned about a check's keys.
@@ -60,7 +61,7 @@ pub(crate) struct Expansion<'g> {
     /// Nodes whose presence predicate was appended.
     pub(crate) present: Vec<NodeId>,
     /// Keys read by each predicate (by address), with the `k_of_map` flag.
-    pred_keys: FnvMap<*const (), Vec<(usize, bool)>>,
+    pred_keys: AddrMap<Vec<(usize, bool)>>,
 }
 
 impl<'g> Expansion<'g> {
@@ -71,17 +72,18 @@ impl<'g> Expansion<'g> {
     /// Adds the keys of a predicate; `k_of_map` keys with a map owner become aggregate.
     fn add_pred(&mut self, index: &Index<'g>, pred: &Pred<'g>) -> (Vec<usize>, bool) {
         let ptr = Rc::as_ptr(pred) as *const ();
-        if let Some(keys) = self.pred_keys.get(&ptr) {
+        if let Some(keys) = self.pred_keys.get(ptr) {
             return (keys.iter().map(|k| k.0).collect(), false);
         }
         let mut guards = Vec::new();
         guards_of(pred, &mut guards);
         let mut keys = Vec::new();
         let mut changed = false;
+        let mut uses = Vec::new();
         for guard in guards {
-            let mut uses = Vec::new();
+            uses.clear();
             selector_occurrences(guard, &mut uses);
-            for (sel, in_k_of_map) in uses {
+            for &(sel, in_k_of_map) in &uses {
                 let Some(key) = key_of(index, sel) else {
                     continue;
                 };
@@ -102,7 +104,7 @@ impl<'g> Expansion<'g> {
             }
         }
         let positions = keys.iter().map(|k| k.0).collect();
-        self.pred_keys.insert(ptr, keys);
+        self.pred_keys.insert_new(ptr, keys);
         (positions, changed)
     }
 
@@ -125,7 +127,7 @@ impl<'g> Expansion<'g> {
             aggregate: Vec::new(),
             remembered: Vec::new(),
             present: Vec::new(),
-            pred_keys: FnvMap::default(),
+            pred_keys: AddrMap::default(),
         };
         for root in roots {
             this.add_pred(index, root);
@@ -174,7 +176,7 @@ impl<'g> Expansion<'g> {
     /// Key positions read by a predicate already added.
     pub(crate) fn keys_of(&self, pred: &Pred<'g>) -> Vec<usize> {
         self.pred_keys
-            .get(&(Rc::as_ptr(pred) as *const ()))
+            .get(Rc::as_ptr(pred) as *const ())
             .map(|keys| keys.iter().map(|k| k.0).collect())
             .unwrap_or_default()
     }
@@ -188,7 +190,43 @@ pub(crate) struct Assignments<'g> {
     root_bits: Vec<bool>,
     count: usize,
     /// Key positions per node, for failure classification.
-    node_keys: BTreeMap<NodeId, Vec<usize>>,
+    node_keys: NodeKeys,
+}
+
+/// Key positions grouped by node, nodes ascending and positions ascending within a node (what
+/// a `BTreeMap<NodeId, Vec<usize>>` would hold, in two flat vectors).
+#[derive(Debug, Default)]
+pub(crate) struct NodeKeys {
+    positions: Vec<usize>,
+    /// Per node: the node and the end of its run in `positions`.
+    runs: Vec<(NodeId, usize)>,
+}
+
+impl NodeKeys {
+    /// Groups the positions `(node, position)` pairs name, in any order.
+    pub(crate) fn group(mut pairs: Vec<(NodeId, usize)>) -> Self {
+        pairs.sort_unstable();
+        let mut runs: Vec<(NodeId, usize)> = Vec::new();
+        for (i, (node, _)) in pairs.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if run.0 == *node => run.1 = i + 1,
+                _ => runs.push((*node, i + 1)),
+            }
+        }
+        Self {
+            positions: pairs.into_iter().map(|(_, pos)| pos).collect(),
+            runs,
+        }
+    }
+
+    /// Each node with its key positions.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (NodeId, &[usize])> + '_ {
+        let starts = std::iter::once(0).chain(self.runs.iter().map(|run| run.1));
+        self.runs
+            .iter()
+            .zip(starts)
+            .map(|(&(node, end), start)| (node, &self.positions[start..end]))
+    }
 }
 
 /// A check ready to enumerate: its keys, compiled predicates, filters and dimensions.
@@ -280,7 +318,7 @@ impl<'g> Assignments<'g> {
                 data: Vec::new(),
                 root_bits: values,
                 count: 1,
-                node_keys: BTreeMap::new(),
+                node_keys: NodeKeys::default(),
             });
         }
         let prepared = Prepared::new(index, facts, roots)?;
@@ -293,10 +331,11 @@ impl<'g> Assignments<'g> {
             count += 1;
             enumerate::Next::Continue
         })?;
-        let mut node_keys: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
-        for (pos, slot) in prepared.expansion.layout.keys.iter().enumerate() {
-            node_keys.entry(slot.key.node).or_default().push(pos);
-        }
+        let node_keys = NodeKeys::group(
+            (prepared.expansion.layout.keys.iter().enumerate())
+                .map(|(pos, slot)| (slot.key.node, pos))
+                .collect(),
+        );
         Ok(Self {
             layout: prepared.expansion.layout,
             roots: roots.len(),
@@ -371,7 +410,7 @@ impl<'g> Assignments<'g> {
     pub(crate) fn failures(&self, index: &Index<'g>, i: usize, out: &mut Vec<(NodeId, bool)>) {
         let assignment = self.assignment(i);
         out.clear();
-        for (node, keys) in &self.node_keys {
+        for (node, keys) in self.node_keys.iter() {
             let mut mentioned = false;
             let mut failed = false;
             let mut signals_present = false;
@@ -405,7 +444,7 @@ impl<'g> Assignments<'g> {
             }
             failed |= signals_present && signal_total == 0;
             if mentioned {
-                out.push((*node, failed));
+                out.push((node, failed));
             }
         }
     }

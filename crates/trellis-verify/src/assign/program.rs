@@ -29,20 +29,35 @@ impl KeySlot<'_> {
     }
 }
 
+/// Layouts up to this many keys find a key by scanning: nearly every check reads a handful of
+/// keys, and a B-tree cost an allocation and a search per check. Larger layouts keep an
+/// ordered map as well, so lookups stay logarithmic however many keys a check reads.
+const SCANNED_KEYS: usize = 16;
+
 /// The keys of a check in a fixed order, and where each lives inside an assignment vector.
 /// An assignment is `[present, count_0, .., count_d]` per key, concatenated.
 #[derive(Debug, Default)]
 pub(crate) struct Layout<'g> {
     pub(crate) keys: Vec<KeySlot<'g>>,
-    pub(crate) by_key: BTreeMap<SelKey<'g>, usize>,
+    /// Key positions, filled once the layout outgrows [`SCANNED_KEYS`].
+    by_key: BTreeMap<SelKey<'g>, usize>,
     pub(crate) stride: usize,
 }
 
 impl<'g> Layout<'g> {
+    /// The position of `key`, when the layout has it.
+    fn position(&self, key: &SelKey<'g>) -> Option<usize> {
+        if self.keys.len() <= SCANNED_KEYS {
+            self.keys.iter().position(|slot| slot.key == *key)
+        } else {
+            self.by_key.get(key).copied()
+        }
+    }
+
     /// Adds a key (if it has a domain) and returns its position.
     pub(crate) fn add(&mut self, index: &Index<'g>, key: SelKey<'g>) -> Option<usize> {
-        if let Some(at) = self.by_key.get(&key) {
-            return Some(*at);
+        if let Some(at) = self.position(&key) {
+            return Some(at);
         }
         let domain = domain(index, &key)?;
         let at = self.keys.len();
@@ -52,12 +67,21 @@ impl<'g> Layout<'g> {
             offset: self.stride,
         });
         self.stride += 1 + domain.len();
-        self.by_key.insert(key, at);
+        if self.keys.len() > SCANNED_KEYS + 1 {
+            self.by_key.insert(key, at);
+        } else if self.keys.len() == SCANNED_KEYS + 1 {
+            self.by_key = self
+                .keys
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.key, i))
+                .collect();
+        }
         Some(at)
     }
 
     pub(crate) fn slot(&self, index: &Index<'g>, sel: &'g ControlSelector) -> Option<usize> {
-        key_of(index, sel).and_then(|k| self.by_key.get(&k).copied())
+        key_of(index, sel).and_then(|k| self.position(&k))
     }
 }
 
@@ -96,7 +120,7 @@ pub(crate) struct Program {
     ops: Vec<Op>,
     /// Compiled ops by predicate address; the predicates outlive the program (they are owned
     /// by the check's roots and the analyzer's control facts), so addresses stay unique.
-    memo: crate::index::FnvMap<*const (), usize>,
+    memo: crate::addrmap::AddrMap<usize>,
 }
 
 /// A label test against one key: present and some listed label counted.
@@ -117,11 +141,11 @@ fn resolve_labels<'g>(
 
 impl Program {
     /// An empty program with room for about `ops` compiled predicates (sized up front, as a
-    /// program lives for one check and growing its memo rehashes it several times).
+    /// program lives for one check).
     pub(crate) fn with_capacity(ops: usize) -> Self {
         Self {
             ops: Vec::with_capacity(ops),
-            memo: crate::index::FnvMap::with_capacity_and_hasher(ops, Default::default()),
+            memo: crate::addrmap::AddrMap::default(),
         }
     }
 
@@ -133,7 +157,7 @@ impl Program {
         index: &Index<'g>,
     ) -> usize {
         let ptr = Rc::as_ptr(pred) as *const ();
-        if let Some(at) = self.memo.get(&ptr) {
+        if let Some(at) = self.memo.get(ptr) {
             return *at;
         }
         let op = match &**pred {
@@ -147,7 +171,7 @@ impl Program {
         };
         self.ops.push(op);
         let at = self.ops.len() - 1;
-        self.memo.insert(ptr, at);
+        self.memo.insert_new(ptr, at);
         at
     }
 

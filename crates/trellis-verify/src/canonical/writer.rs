@@ -1,79 +1,47 @@
-//! Canonical bytes and graph identity (§8.3): order-insensitive normalization of the compiled
-//! IR written directly as compact JSON with byte-sorted keys, and its SHA-256.
-//!
-//! Every object below is written with its keys already in UTF-8 byte order; collections the
-//! identity ignores the order of (bindings, par branches, promoted paths, commutative guard
-//! operands, `k_of_n` selectors) are written into buffers and sorted by their bytes.
+//! The canonical JSON writer: compact output with byte-sorted keys, every object written with
+//! its keys already in UTF-8 byte order, and the identity-order-insensitive collections
+//! (bindings, par branches, promoted paths, commutative guard operands, `k_of_n` selectors)
+//! written into buffers and sorted by their bytes.
 
-use std::fmt;
-
-use serde::{Serialize, Serializer};
-use sha2::{Digest, Sha256};
 use trellis_graph::{
-    CompiledGraphIr, ControlSelector, DataSelector, EnumSet, FieldPath, GraphNode, Guard,
-    InputBinding, Join, OutputChannel, PayloadType, StepNode, StructuralBounds, TerminationWitness,
-    WriteBinding,
+    ControlSelector, DataSelector, EnumSet, FieldPath, GraphNode, GraphProfile, Guard,
+    InputBinding, Join, OutputChannel, PayloadType, PolicyBinding, StepNode, StructuralBounds,
+    TerminationWitness, WriteBinding,
 };
 
-/// Why canonical bytes could not be produced. The typed IR holds integers only, so this is
-/// reserved for future wire types that could carry other numbers.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CanonicalError {
-    #[error("the compiled IR contains a non-integer number")]
-    NonIntegerNumber,
-}
-
-/// A graph's identity: the lowercase hex SHA-256 of its canonical bytes.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GraphIdentity(String);
-
-impl GraphIdentity {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for GraphIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for GraphIdentity {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-/// The canonical bytes of a compiled IR.
-pub fn canonical_bytes(ir: &CompiledGraphIr) -> Result<Vec<u8>, CanonicalError> {
-    let mut w = Writer::default();
-    w.raw("{\"bounds\":");
-    w.bounds(&ir.bounds);
-    w.raw(",\"initialInput\":");
-    w.payload(&ir.initial_input);
-    w.raw(",\"policy\":{\"default\":\"deny\",\"policy\":");
-    w.string(ir.policy.policy.as_str());
-    w.raw("},\"profile\":");
-    w.string(ir.profile.as_str());
-    w.raw(",\"root\":");
-    w.node(&ir.root);
-    w.raw("}");
-    Ok(w.out)
-}
-
-/// SHA-256 of the canonical bytes, as 64 lowercase hex digits.
-pub fn graph_identity(ir: &CompiledGraphIr) -> Result<GraphIdentity, CanonicalError> {
-    let bytes = canonical_bytes(ir)?;
-    Ok(GraphIdentity(hex::encode(Sha256::digest(&bytes))))
-}
-
 #[derive(Default)]
-struct Writer {
-    out: Vec<u8>,
+pub(super) struct Writer {
+    pub(super) out: Vec<u8>,
+}
+
+/// The parts of a compiled IR after its bounds, in canonical key order.
+pub(super) struct Tail<'a> {
+    pub(super) initial_input: &'a PayloadType,
+    pub(super) policy: &'a PolicyBinding,
+    pub(super) profile: GraphProfile,
+    pub(super) root: &'a GraphNode,
 }
 
 impl Writer {
+    /// `{"bounds":…` up to (not including) the comma before `initialInput`.
+    pub(super) fn head(&mut self, bounds: &StructuralBounds) {
+        self.raw("{\"bounds\":");
+        self.bounds(bounds);
+    }
+
+    /// Everything after the bounds: `,"initialInput":…` through the closing brace.
+    pub(super) fn tail(&mut self, tail: &Tail) {
+        self.raw(",\"initialInput\":");
+        self.payload(tail.initial_input);
+        self.raw(",\"policy\":{\"default\":\"deny\",\"policy\":");
+        self.string(tail.policy.policy.as_str());
+        self.raw("},\"profile\":");
+        self.string(tail.profile.as_str());
+        self.raw(",\"root\":");
+        self.node(tail.root);
+        self.raw("}");
+    }
+
     fn raw(&mut self, text: &str) {
         self.out.extend_from_slice(text.as_bytes());
     }
