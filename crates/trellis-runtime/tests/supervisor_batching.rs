@@ -278,3 +278,57 @@ fn a_force_stop_requested_while_a_step_runs_records_its_outcome_and_starts_nothi
         .count();
     assert_eq!((started, completed), (1, 1));
 }
+
+/// Its second execution panics.
+struct PanicsOnSecond {
+    calls: AtomicU64,
+}
+
+impl Harness for PanicsOnSecond {
+    fn name(&self) -> &str {
+        "panics"
+    }
+
+    fn execute<'a>(
+        &'a self,
+        _request: ExecutionRequest,
+        _events: EventSink,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'a, ExecutionResult> {
+        Box::pin(async move {
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 1 {
+                panic!("worker bug");
+            }
+            ExecutionResult {
+                outcome: WorkerOutcome::Verified {
+                    output: Value::Null,
+                    artifacts: vec![],
+                },
+                usage: TokenUsage::default(),
+            }
+        })
+    }
+}
+
+#[test]
+fn a_panicking_worker_ends_the_supervisor_with_an_error_not_the_process() {
+    let graph = three_rounds();
+    let (fixture, mut context) = fixture(&graph);
+    let panics: Arc<dyn Harness> = Arc::new(PanicsOnSecond {
+        calls: AtomicU64::new(0),
+    });
+    context.harnesses = Harnesses {
+        command: panics.clone(),
+        agent: None,
+        delivery: panics,
+    };
+    let outcome = runtime().block_on(Supervisor::new(context).unwrap().run());
+    let error = outcome.expect_err("the panic is reported");
+    assert!(error.to_string().contains("panicked"), "{error}");
+    // The first round's outcome was recorded before the second one started.
+    let completed = events(&other_process(&fixture), &fixture.run_id)
+        .into_iter()
+        .filter(|event| matches!(event, RunEvent::NodeCompleted { .. }))
+        .count();
+    assert_eq!(completed, 1);
+}

@@ -10,9 +10,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{
     Binding, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, NodeContract, SecretEnv,
@@ -92,7 +93,10 @@ pub struct Supervisor {
     reducer: Reducer,
     records: BTreeMap<u64, ExecutionRecord>,
     active: HashMap<u64, Active>,
-    tasks: JoinSet<(u64, ExecutionResult)>,
+    /// The running workers' futures, polled by the supervisor itself: on the controller's
+    /// single-threaded runtime a spawned task bought nothing but a trip through the
+    /// scheduler (and a poll of the I/O driver) per step. A panic is caught per worker.
+    tasks: FuturesUnordered<WorkerFuture>,
     events_tx: mpsc::Sender<(u64, HarnessEvent)>,
     events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
     usage: TokenCounts,
@@ -108,6 +112,10 @@ pub struct Supervisor {
     /// Whether a force-stop was requested, as of `known_sequence`.
     force_stop_requested: bool,
 }
+
+/// One worker's run to its result, or the panic that ended it.
+type WorkerFuture =
+    std::pin::Pin<Box<dyn Future<Output = std::thread::Result<(u64, ExecutionResult)>> + Send>>;
 
 fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
     let mut facts = HashMap::new();
@@ -195,7 +203,7 @@ impl Supervisor {
             reducer,
             records,
             active: HashMap::new(),
-            tasks: JoinSet::new(),
+            tasks: FuturesUnordered::new(),
             events_tx,
             events_rx,
         })
@@ -308,7 +316,7 @@ impl Supervisor {
         for active in self.active.values() {
             active.cancel.cancel();
         }
-        while self.tasks.join_next().await.is_some() {}
+        while self.tasks.next().await.is_some() {}
         self.flush_events()?;
         finalize(self.ctx.store.as_ref(), &self.ctx.run_id, reason)?;
         Ok(())
@@ -333,7 +341,7 @@ impl Supervisor {
         }
         // Executions voided earlier (join losers) were only cancelled; their workers may still
         // be stopping. The run is not finished until every worker group is gone.
-        while self.tasks.join_next().await.is_some() {}
+        while self.tasks.next().await.is_some() {}
         self.flush_events()?;
         let result = match terminal {
             EngineTerminal::Succeeded { output } => TerminalResult::Succeeded { output },
@@ -507,7 +515,7 @@ impl Supervisor {
             },
         );
         let shared = self.events_tx.clone();
-        self.tasks.spawn(async move {
+        let worker = async move {
             let (tx, mut rx) = mpsc::channel(1024);
             let run = harness.execute(request, tx, cancel);
             tokio::pin!(run);
@@ -525,7 +533,10 @@ impl Supervisor {
                 let _ = std::fs::remove_dir_all(&scratch);
             }
             (execution, result)
-        });
+        };
+        self.tasks.push(Box::pin(
+            std::panic::AssertUnwindSafe(worker).catch_unwind(),
+        ));
         Ok(())
     }
 

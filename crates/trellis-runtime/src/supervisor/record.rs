@@ -5,6 +5,8 @@ use trellis_agents::{ExecutionResult, HarnessEvent, LogStream as AgentStream, To
 use trellis_engine::{Dispatch, ExecutionState as EngineState};
 use trellis_ledger::{LogLevel, LogStream, RunEvent, TokenCounts};
 
+use futures_util::{FutureExt, StreamExt};
+
 use super::{STOP_POLL, Supervisor};
 use crate::error::RuntimeError;
 
@@ -32,11 +34,11 @@ impl Supervisor {
     /// Waits for an outcome, harness events, a stop signal, or the poll interval.
     pub(super) async fn wait_for_progress(&mut self) -> Result<(), RuntimeError> {
         tokio::select! {
-            Some(joined) = self.tasks.join_next() => {
+            Some(joined) = self.tasks.next() => {
                 // Every outcome that is already in is recorded in one transaction, then the
                 // run is reduced once: a burst of completions costs one commit, not one each.
                 let mut finished = vec![joined];
-                while let Some(more) = self.tasks.try_join_next() {
+                while let Some(Some(more)) = self.tasks.next().now_or_never() {
                     finished.push(more);
                 }
                 self.flush_events()?;
@@ -44,7 +46,7 @@ impl Supervisor {
                 for joined in finished {
                     match joined {
                         Ok(done) => settled.push(done),
-                        Err(e) => return Err(RuntimeError::Invalid(format!("a worker task failed: {e}"))),
+                        Err(_) => return Err(RuntimeError::Invalid("a worker panicked".to_owned())),
                     }
                 }
                 self.complete(settled)?;
