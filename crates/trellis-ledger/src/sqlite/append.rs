@@ -15,7 +15,9 @@ use crate::snapshot::ExecutionSnapshot;
 use crate::sqlite::keys::{row_key, run_keys};
 use crate::sqlite::runs::{to_i64, to_u64};
 use crate::sqlite::storage_error;
-use crate::sqlite::write::{RecentRun, WriteTransaction, load_append_head, remembered_active};
+use crate::sqlite::write::{
+    AppendHead, RecentRun, WriteTransaction, load_append_head, remembered_active,
+};
 use crate::store::now_ms;
 
 /// Execution rows of one run, read on demand and written back once at the end of a batch.
@@ -261,13 +263,15 @@ pub(super) fn append(
     tx.commit()?;
     *recent = Some(RecentRun {
         run_id: run_id.clone(),
-        row: head.id,
-        kind,
-        data_version: head.data_version,
-        cursor,
-        active: remembered_active(&progress, remembered),
-        progress,
-        highest_execution,
+        head: AppendHead {
+            id: head.id,
+            kind,
+            data_version: head.data_version,
+            cursor,
+            known: remembered_active(&progress, remembered),
+            progress,
+            highest_execution,
+        },
     });
     Ok(cursor)
 }

@@ -64,21 +64,14 @@ fn run_cached(conn: &Connection, sql: &str) -> Result<(), LedgerError> {
 
 /// The state of one run as this connection's last append left it. Valid only while nobody
 /// else has written the run since: either the database's `data_version` is unchanged (no
-/// other connection committed anything), or the run's stored cursor is still `cursor` (every
-/// change to a run is an append, and every append moves the cursor).
-#[derive(Debug, Clone)]
+/// other connection committed anything), or the run's stored cursor is still the head's
+/// (every change to a run is an append, and every append moves the cursor).
+#[derive(Debug)]
 pub(crate) struct RecentRun {
     pub(super) run_id: RunId,
-    pub(super) row: i64,
-    pub(super) kind: RunKind,
-    /// `PRAGMA data_version` inside the append's transaction.
-    pub(super) data_version: i64,
-    pub(super) cursor: Cursor,
-    pub(super) progress: RunProgress,
-    /// Snapshots of the run's active executions (empty when there are too many).
-    pub(super) active: BTreeMap<u64, ExecutionSnapshot>,
-    /// The run's highest stored execution number, when the append learnt it.
-    pub(super) highest_execution: Option<Option<u64>>,
+    /// The head as the append left it; `known` holds only active executions' snapshots
+    /// (none when there are too many).
+    pub(super) head: AppendHead,
 }
 
 /// The snapshots worth remembering after an append: those of active executions, unless there
@@ -96,29 +89,17 @@ pub(super) fn remembered_active(
 
 /// What an append needs of a run: its row id, kind, cursor and progress, plus the active
 /// executions' snapshots when this connection still knows them.
+#[derive(Debug)]
 pub(super) struct AppendHead {
     pub(super) id: i64,
     pub(super) kind: RunKind,
+    /// `PRAGMA data_version` inside the append's transaction.
     pub(super) data_version: i64,
     pub(super) cursor: Cursor,
     pub(super) progress: RunProgress,
     pub(super) known: BTreeMap<u64, ExecutionSnapshot>,
-    /// See [`RecentRun::highest_execution`]; `None` when not remembered.
+    /// The run's highest stored execution number (`Some(None)`: it has none), when known.
     pub(super) highest_execution: Option<Option<u64>>,
-}
-
-impl AppendHead {
-    fn from_recent(recent: RecentRun) -> Self {
-        Self {
-            id: recent.row,
-            kind: recent.kind,
-            data_version: recent.data_version,
-            cursor: recent.cursor,
-            progress: recent.progress,
-            known: recent.active,
-            highest_execution: recent.highest_execution,
-        }
-    }
 }
 
 /// Reads the head inside the append's transaction; the stored progress is parsed only when
@@ -134,8 +115,8 @@ pub(super) fn load_append_head(
         .map_err(storage_error)?;
     let recent = match recent.filter(|recent| recent.run_id == *run_id) {
         // Nobody else committed anything since this connection's last append.
-        Some(recent) if recent.data_version == data_version => {
-            return Ok(AppendHead::from_recent(recent));
+        Some(recent) if recent.head.data_version == data_version => {
+            return Ok(recent.head);
         }
         other => other,
     };
@@ -148,7 +129,7 @@ pub(super) fn load_append_head(
     // only when `recent` does not already hold it.
     let remembered_at = recent
         .as_ref()
-        .and_then(|recent| i64::try_from(recent.cursor.sequence()).ok());
+        .and_then(|recent| i64::try_from(recent.head.cursor.sequence()).ok());
     let row: Option<(i64, Option<RunKind>, i64, Option<String>)> = statement
         .query_row([run_id.as_str()], |row| {
             let cursor: i64 = row.get(2)?;
@@ -174,7 +155,7 @@ pub(super) fn load_append_head(
                 kind,
                 data_version,
                 cursor,
-                ..AppendHead::from_recent(recent)
+                ..recent.head
             });
         }
         (None, None) => {
