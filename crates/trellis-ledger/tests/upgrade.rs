@@ -6,6 +6,7 @@ mod common;
 use common::{completed, file_store, new_run, run_id, started};
 use rusqlite::Connection;
 use serde_json::json;
+use trellis_ledger::sqlite::LEDGER_PAGE_SIZE;
 use trellis_ledger::sqlite::schema::{MIGRATIONS, latest_version, migrate_with};
 use trellis_ledger::{Cursor, EventFilter, LogStream, RunEvent, RunStore};
 
@@ -65,11 +66,17 @@ fn a_version_1_ledger_is_upgraded_with_its_runs_events_and_snapshots_intact() {
 
     let upgraded = file_store(&old_path);
     let reference = file_store(&reference_path);
-    let version: i64 = Connection::open(&old_path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(version, latest_version());
+    let pragma = |path: &std::path::Path, name: &str| -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+            .unwrap()
+    };
+    assert_eq!(pragma(&old_path, "user_version"), latest_version());
+    // A new ledger takes the smaller page; an existing file keeps SQLite's default it was
+    // created with, and works the same.
+    assert_eq!(pragma(&reference_path, "page_size"), LEDGER_PAGE_SIZE);
+    assert_eq!(pragma(&old_path, "page_size"), 4096);
     assert_eq!(
         upgraded.snapshot(&id).unwrap(),
         reference.snapshot(&id).unwrap()

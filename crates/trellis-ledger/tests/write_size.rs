@@ -5,9 +5,11 @@ mod common;
 
 use common::{completed, file_store, new_run, run_id, started};
 use serde_json::json;
+use trellis_ledger::sqlite::LEDGER_PAGE_SIZE;
 use trellis_ledger::{RunEvent, RunStore};
 
-const PAGE_FRAME_BYTES: u64 = 4096 + 24;
+/// A WAL frame: a 24-byte header and one page.
+const PAGE_FRAME_BYTES: u64 = LEDGER_PAGE_SIZE as u64 + 24;
 
 #[test]
 fn an_append_writes_a_few_pages_even_beside_a_large_submission() {

@@ -152,18 +152,24 @@ fn prepare(dir: &Path, graph: &GraphSpec, input: &Value, durability: Durability)
 /// Drives a prepared run to its end, checks it succeeded, and returns how many events it has.
 /// The store is handed back open: closing it checkpoints the write-ahead log, a once-per-run
 /// cost that the callers keep out of the per-execution figures.
-fn drive(runtime: &tokio::runtime::Runtime, context: RunContext) -> (u64, Arc<dyn RunStore>) {
+/// Runs the supervisor to the run's end: the part every figure times.
+fn drive(runtime: &tokio::runtime::Runtime, context: RunContext) -> (RunId, Arc<dyn RunStore>) {
     let store = context.store.clone();
     let run_id = context.run_id.clone();
     runtime
         .block_on(Supervisor::new(context).expect("supervisor").run())
         .expect("run");
-    let head = store.head(&run_id).expect("head");
+    (run_id, store)
+}
+
+/// Checks, after the clock stopped, that the run succeeded; returns its number of events.
+fn succeeded(run_id: &RunId, store: &dyn RunStore) -> u64 {
+    let head = store.head(run_id).expect("head");
     assert!(matches!(
         head.progress.terminal,
         Some(TerminalResult::Succeeded { .. })
     ));
-    (head.cursor.sequence(), store)
+    head.cursor.sequence()
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -198,9 +204,9 @@ fn bench_shape(c: &mut Criterion, group_name: &str, sizes: &[u64], build: GraphB
                         let dir = tempfile::tempdir().expect("temp dir");
                         let context = prepare(dir.path(), &graph, &input, durability);
                         let started = Instant::now();
-                        let (_, store) = drive(&runtime, context);
+                        let (run_id, store) = drive(&runtime, context);
                         total += started.elapsed();
-                        drop(store);
+                        succeeded(&run_id, store.as_ref());
                     }
                     total
                 });
@@ -220,6 +226,10 @@ fn loop_rounds(c: &mut Criterion) {
 
 /// Ledger bytes per node execution after a whole run (database + WAL, checkpointed).
 fn ledger_bytes(_c: &mut Criterion) {
+    // A probe run (`SUPERVISOR_PROBE`, below) profiles one shape at NORMAL durability only.
+    if std::env::var_os("SUPERVISOR_PROBE").is_some() {
+        return;
+    }
     let runtime = runtime();
     for (label, (graph, input), executions) in [
         ("map of 1024", map_graph(1024), 1024),
@@ -227,7 +237,8 @@ fn ledger_bytes(_c: &mut Criterion) {
     ] {
         let dir = tempfile::tempdir().expect("temp dir");
         let context = prepare(dir.path(), &graph, &input, Durability::Full);
-        let (events, store) = drive(&runtime, context);
+        let (run_id, store) = drive(&runtime, context);
+        let events = succeeded(&run_id, store.as_ref());
         drop(store);
         let path = dir.path().join("ledger.sqlite3");
         // Opening and closing the only connection checkpoints the WAL into the database.
@@ -281,10 +292,10 @@ fn cpu_per_execution(_c: &mut Criterion) {
             let context = prepare(dir.path(), &graph, &input, Durability::Normal);
             let before = cpu_time();
             let started = Instant::now();
-            let (_, store) = drive(&runtime, context);
+            let (run_id, store) = drive(&runtime, context);
             fastest = fastest.min(started.elapsed());
             spent += cpu_time() - before;
-            drop(store);
+            succeeded(&run_id, store.as_ref());
         }
         let executions = u32::try_from(size).expect("size");
         eprintln!(

@@ -20,6 +20,13 @@ use crate::ids::RunId;
 use crate::snapshot::{RunHead, RunSnapshot};
 use crate::store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
 
+/// The page size of a new ledger file. A step's commit rewrites whole pages into the WAL (its
+/// new events, its execution rows and the run's head: a few hundred changed bytes each), so
+/// the page is what a commit copies, checksums and writes; halving SQLite's default of 4 KiB
+/// made a sequential step about a fifth cheaper in CPU, and rows larger than a page spill into
+/// overflow pages as before. An existing file keeps the page size it was created with.
+pub const LEDGER_PAGE_SIZE: i64 = 2048;
+
 /// How hard a commit works to survive power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
@@ -116,6 +123,9 @@ impl SqliteStore {
         conn.pragma_update(None, "wal_autocheckpoint", 4000)
             .map_err(storage_error)?;
         if path.is_some() {
+            // Takes effect only on a file with no pages yet, i.e. before the switch to WAL.
+            conn.pragma_update(None, "page_size", LEDGER_PAGE_SIZE)
+                .map_err(storage_error)?;
             let mode = switch_to_wal(&conn, options.busy_timeout)?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(LedgerError::Internal {

@@ -24,8 +24,8 @@ use trellis_engine::{
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName};
 use trellis_ledger::{
-    ExecutionState, LogStream, RunEvent, RunId, RunSnapshot, RunStore, TerminalResult, TokenCounts,
-    VoidReason,
+    ExecutionState, LogStream, RunEvent, RunHead, RunId, RunSnapshot, RunStore, TerminalResult,
+    TokenCounts, VoidReason,
 };
 
 use crate::error::RuntimeError;
@@ -111,6 +111,8 @@ pub struct Supervisor {
     undecided: bool,
     /// Whether a force-stop was requested, as of `known_sequence`.
     force_stop_requested: bool,
+    /// The run's head as `new` read it, for `run` to start from without reading it again.
+    initial_head: Option<RunHead>,
 }
 
 /// One worker's run to its result, or the panic that ended it.
@@ -184,8 +186,9 @@ impl Supervisor {
     /// Prepares the loop from the run's recorded state.
     pub fn new(ctx: RunContext) -> Result<Self, RuntimeError> {
         let snapshot = ctx.store.snapshot(&ctx.run_id)?;
-        let reducer = Reducer::from_history(&ctx.graph, &ctx.input, &history_of(&snapshot));
-        let records = history_of(&snapshot)
+        let history = history_of(&snapshot);
+        let reducer = Reducer::from_history(&ctx.graph, &ctx.input, &history);
+        let records = history
             .executions
             .into_iter()
             .map(|r| (r.execution.0, r))
@@ -197,7 +200,9 @@ impl Supervisor {
             known_sequence: snapshot.head.cursor.sequence(),
             force_stop_requested: snapshot.head.progress.force_stop_requested,
             external_unread: false,
-            last_stop_check: None,
+            // The snapshot just read is as fresh as a stop check.
+            last_stop_check: Some(Instant::now()),
+            initial_head: Some(snapshot.head),
             undecided: true,
             ctx,
             reducer,
@@ -221,7 +226,10 @@ impl Supervisor {
 
     /// Runs until the run is terminal.
     pub async fn run(mut self) -> Result<(), RuntimeError> {
-        let head = self.ctx.store.head(&self.ctx.run_id)?;
+        let head = match self.initial_head.take() {
+            Some(head) => head,
+            None => self.ctx.store.head(&self.ctx.run_id)?,
+        };
         if head.is_finished() {
             return Ok(());
         }
