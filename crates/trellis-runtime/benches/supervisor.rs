@@ -280,6 +280,9 @@ fn cpu_per_execution(_c: &mut Criterion) {
     // Criterion's filter does not reach this probe; `SUPERVISOR_PROBE=loop` (or `map`) keeps
     // one shape, e.g. to count its system calls.
     let only = std::env::var("SUPERVISOR_PROBE").ok();
+    // The smaller size of each shape, kept to split a run's one-off cost from the per-execution
+    // cost: the extra CPU of the larger run over its extra executions.
+    let mut smaller: Option<(&str, u64, Duration)> = None;
     for (shape, build, size) in shapes {
         if only.as_deref().is_some_and(|only| only != shape) {
             continue;
@@ -298,11 +301,24 @@ fn cpu_per_execution(_c: &mut Criterion) {
             succeeded(&run_id, store.as_ref());
         }
         let executions = u32::try_from(size).expect("size");
+        let per_run = spent / RUNS;
         eprintln!(
             "{shape} of {size}, per execution: cpu {:?}, fastest wall {:?}",
-            spent / (RUNS * executions),
+            per_run / executions,
             fastest / executions
         );
+        if let Some((previous, fewer, their_run)) = smaller
+            && previous == shape
+            && let Some(extra) = per_run.checked_sub(their_run)
+        {
+            let marginal = extra / u32::try_from(size - fewer).expect("size");
+            let one_off = their_run.saturating_sub(marginal * u32::try_from(fewer).expect("size"));
+            eprintln!(
+                "{shape}, {fewer} -> {size}: cpu per extra execution {marginal:?}, \
+                 one-off cpu per run {one_off:?}"
+            );
+        }
+        smaller = Some((shape, size, per_run));
     }
 }
 
