@@ -1,5 +1,5 @@
-//! The write path's helpers: a cached IMMEDIATE transaction, and what this connection last
-//! wrote for a run, reused while nobody else has appended to it.
+//! Transactions from the statement cache, and what this connection last appended to a run,
+//! reused while nobody else has written to it.
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
