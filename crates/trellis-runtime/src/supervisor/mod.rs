@@ -395,9 +395,8 @@ impl Supervisor {
             ))
         })?;
         record.state = state;
-        let record = record.clone();
         self.undecided = true;
-        self.reducer.apply(&record).map_err(|e| {
+        self.reducer.apply(record).map_err(|e| {
             RuntimeError::Invalid(format!("reducer rejected execution {execution}: {e}"))
         })
     }
@@ -445,9 +444,13 @@ impl Supervisor {
                 dispatched_at: first + i as u64,
                 state: EngineState::Active,
             };
-            self.records.insert(d.execution.0, record.clone());
+            let record = self
+                .records
+                .entry(d.execution.0)
+                .insert_entry(record)
+                .into_mut();
             self.reducer
-                .apply(&record)
+                .apply(record)
                 .map_err(|e| RuntimeError::Invalid(format!("reducer rejected a dispatch: {e}")))?;
         }
         Ok(())
