@@ -320,7 +320,9 @@ pub(super) fn snapshot(conn: &mut Connection, run_id: &RunId) -> Result<RunSnaps
     let raw = load_run(&tx, run_id)?;
     let head = raw.head()?;
     let mut executions = std::collections::BTreeMap::new();
-    {
+    // A run that never started an execution (every controller's first look at its run) has
+    // no rows to read.
+    if head.progress.executions_started > 0 {
         let mut statement = tx
             .prepare_cached(
                 "SELECT execution, snapshot_json FROM run_executions
