@@ -15,6 +15,7 @@ pub mod node;
 pub mod payload;
 pub mod registry;
 mod scan;
+mod scan_split;
 pub mod schema;
 pub mod selector;
 pub mod spec;
