@@ -14,14 +14,30 @@ use crate::diag::Diags;
 use crate::index::Index;
 use crate::nodeset::NodeId;
 
-/// What the second core prepared: either the identity for the predicted bounds (the tail is
-/// then no longer needed and freed there), or the tail alone.
+/// What the second core prepared: either the bounds predicted from the index and the identity
+/// they give (the tail is then no longer needed and freed there), or the tail alone.
 pub(crate) enum Ahead {
     Predicted {
         bounds: StructuralBounds,
         identity: GraphIdentity,
     },
     Tail(SpecTail),
+}
+
+/// What is known of an admitted graph's identity before the IR exists.
+pub(crate) enum Identity {
+    Ready(GraphIdentity),
+    Tail(SpecTail),
+}
+
+impl Identity {
+    /// The identity of the IR with these bounds.
+    pub(crate) fn finish(self, bounds: &StructuralBounds) -> GraphIdentity {
+        match self {
+            Identity::Ready(identity) => identity,
+            Identity::Tail(tail) => canonical::identity_with_tail(bounds, &tail),
+        }
+    }
 }
 
 impl Ahead {
@@ -37,16 +53,41 @@ impl Ahead {
         }
     }
 
-    /// The identity of the IR with the analyzer's `bounds`, when this work already gives it.
-    pub(crate) fn identity_for(&self, bounds: &StructuralBounds) -> Option<GraphIdentity> {
+    /// The folds and bounds after the analyzer's passes with its acyclic `order`. A predicted
+    /// result stands when the analyzer found nothing and (without loops) ordered the nodes
+    /// alike: the folds are then those the prediction ran on the same index without a
+    /// diagnostic. Otherwise the folds run here; without an identity the IR is hashed later.
+    pub(crate) fn settle(
+        self,
+        index: &Index<'_>,
+        order: Option<Vec<NodeName>>,
+        diags: &mut Diags,
+    ) -> (Option<StructuralBounds>, Option<Identity>) {
         match self {
-            Ahead::Predicted {
-                bounds: predicted,
-                identity,
-            } if predicted == bounds => Some(identity.clone()),
-            Ahead::Tail(tail) => Some(canonical::identity_with_tail(bounds, tail)),
-            Ahead::Predicted { .. } => None,
+            Ahead::Predicted { bounds, identity }
+                if diags.is_empty() && order_agrees(&bounds, index, order.as_deref()) =>
+            {
+                (Some(bounds), Some(Identity::Ready(identity)))
+            }
+            Ahead::Predicted { .. } => (crate::fold_bounds(index, order, diags), None),
+            Ahead::Tail(tail) => (
+                crate::fold_bounds(index, order, diags),
+                Some(Identity::Tail(tail)),
+            ),
         }
+    }
+}
+
+/// Whether the bounds carry the witness `order` gives: a ranking when there are loops (the
+/// order is then not part of them), else that very order.
+fn order_agrees(bounds: &StructuralBounds, index: &Index<'_>, order: Option<&[NodeName]>) -> bool {
+    match (&bounds.termination, order) {
+        (_, None) => false,
+        (_, Some(_)) if !index.loops.is_empty() => true,
+        (trellis_graph::TerminationWitness::Acyclic { order: predicted }, Some(order)) => {
+            predicted.as_slice() == order
+        }
+        _ => false,
     }
 }
 
@@ -95,7 +136,7 @@ fn predict_bounds(index: &Index<'_>) -> Option<StructuralBounds> {
 
 #[cfg(test)]
 mod tests {
-    use trellis_graph::{GraphSpec, PositiveInteger};
+    use trellis_graph::{GraphSpec, TerminationWitness};
 
     use super::{Ahead, predict_bounds};
     use crate::canonical::spec_tail;
@@ -103,9 +144,14 @@ mod tests {
     use crate::index::Index;
     use crate::{Verification, verify_builtin};
 
+    fn folds(index: &Index<'_>) -> crate::folds::Fold {
+        crate::folds::fold_root(index, &mut Diags::default()).unwrap_or_default()
+    }
+
     /// On the reference templates (with and without loops) the predicted bounds are the
-    /// analyzer's, and the identity prepared from them is the verifier's; other bounds get
-    /// no identity from the prediction, and a bare tail hashes like the whole IR.
+    /// analyzer's and the identity prepared from them is the verifier's; without an order, or
+    /// with another acyclic order, the prediction is not used, and a bare tail hashes like the
+    /// whole IR.
     #[test]
     fn predicted_bounds_and_identity_match_the_analyzer() {
         let Some(dir) = crate::tests_support_templates() else {
@@ -128,15 +174,39 @@ mod tests {
             assert!(diags.is_empty(), "{name}");
             let bounds = &verified.ir.bounds;
             assert_eq!(predict_bounds(&index).as_ref(), Some(bounds), "{name}");
+            let order = match &bounds.termination {
+                TerminationWitness::Acyclic { order } => order.clone(),
+                TerminationWitness::Bounded { .. } => Vec::new(),
+            };
             let ahead = Ahead::compute(&spec, &index);
             assert!(matches!(ahead, Ahead::Predicted { .. }), "{name}");
-            assert_eq!(ahead.identity_for(bounds), Some(verified.identity.clone()));
-            let mut other = bounds.clone();
-            other.peak_concurrency = PositiveInteger::new(other.peak_concurrency.get() + 1)
-                .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(ahead.identity_for(&other), None, "{name}");
+            let settled = ahead.settle(&index, Some(order.clone()), &mut diags);
+            assert_eq!(settled.0.as_ref(), Some(bounds), "{name}");
+            let identity = settled.1.map(|i| i.finish(bounds));
+            assert_eq!(identity.as_ref(), Some(&verified.identity), "{name}");
+            // Without a tail or prediction to use, the folds run and the IR is hashed later.
+            let (again, none) = Ahead::Predicted {
+                bounds: bounds.clone(),
+                identity: verified.identity.clone(),
+            }
+            .settle(&index, None, &mut diags);
+            assert!(again.is_none() && none.is_none(), "{name}");
             let tail = Ahead::Tail(spec_tail(&spec));
-            assert_eq!(tail.identity_for(bounds), Some(verified.identity), "{name}");
+            let (folded, identity) = tail.settle(&index, Some(order.clone()), &mut diags);
+            assert_eq!(folded.as_ref(), Some(bounds), "{name}");
+            let identity = identity.map(|i| i.finish(bounds));
+            assert_eq!(identity, Some(verified.identity.clone()), "{name}");
+            if !order.is_empty() {
+                // An acyclic order other than the predicted one: the prediction is not used.
+                let mut other = order.clone();
+                other.reverse();
+                let (refolded, none) =
+                    Ahead::compute(&spec, &index).settle(&index, Some(other.clone()), &mut diags);
+                assert!(none.is_none(), "{name}");
+                let expected = crate::bounds_of(&index, other, &folds(&index));
+                assert_eq!(refolded, expected, "{name}");
+            }
+            assert!(diags.is_empty(), "{name}");
         }
     }
 }

@@ -143,11 +143,10 @@ const PARALLEL_TAIL_NODES: usize = 256;
 /// level).
 const TAIL_STACK_BYTES: usize = 8 << 20;
 
-/// What [`check`] found for an admitted graph: its bounds and, for large graphs, what the
-/// second core prepared for its identity.
+/// What [`check`] found for an admitted graph: its bounds and what is known of its identity.
 struct Admitted {
     bounds: StructuralBounds,
-    ahead: Option<ahead::Ahead>,
+    identity: Option<ahead::Identity>,
 }
 
 /// Analyzer, then registry: the bounds of an admitted graph, or why it is refused.
@@ -163,7 +162,7 @@ fn check(
     // clean so far has them written and hashed on another core meanwhile (a rejection only
     // waits for them if the analyzer is faster than the helper).
     let parallel = diags.is_empty() && index.len() >= PARALLEL_TAIL_NODES;
-    let (bounds, ahead) = std::thread::scope(|scope| {
+    let (bounds, identity) = std::thread::scope(|scope| {
         let helper = parallel
             .then(|| {
                 std::thread::Builder::new()
@@ -172,9 +171,12 @@ fn check(
                     .ok()
             })
             .flatten();
-        let bounds = analyze_into(spec, &index, &mut diags);
+        let order = analyze_passes(spec, &index, &mut diags);
         let ahead = helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        (bounds, ahead)
+        match ahead {
+            Some(ahead) => ahead.settle(&index, order, &mut diags),
+            None => (fold_bounds(&index, order, &mut diags), None),
+        }
     });
     if !diags.is_empty() {
         return Err(Refusal::Rejected(diags.into_sorted()));
@@ -187,15 +189,14 @@ fn check(
     let bounds = bounds.ok_or_else(|| {
         Refusal::Internal("structurally valid graph did not produce structural bounds".to_owned())
     })?;
-    Ok(Admitted { bounds, ahead })
+    Ok(Admitted { bounds, identity })
 }
 
 /// The compiled IR of an admitted graph and its identity.
 fn compile(spec: GraphSpec, admitted: Admitted) -> Verification {
     let prepared = admitted
-        .ahead
-        .as_ref()
-        .and_then(|ahead| ahead.identity_for(&admitted.bounds));
+        .identity
+        .map(|identity| identity.finish(&admitted.bounds));
     let ir = CompiledGraphIr::from_spec(spec, admitted.bounds);
     let identity = match prepared {
         Some(identity) => Ok(identity),
@@ -215,6 +216,16 @@ fn analyze_into(
     index: &index::Index,
     diags: &mut Diags,
 ) -> Option<StructuralBounds> {
+    let order = analyze_passes(spec, index, diags);
+    fold_bounds(index, order, diags)
+}
+
+/// The passes up to the reference graph (§6.3 passes 1–6); returns the acyclic order.
+fn analyze_passes(
+    spec: &GraphSpec,
+    index: &index::Index,
+    diags: &mut Diags,
+) -> Option<Vec<trellis_graph::NodeName>> {
     if spec.profile != GraphProfile::Full {
         diags.emit(
             DiagnosticCode::InvalidGraphShape,
@@ -232,7 +243,15 @@ fn analyze_into(
         .iter()
         .copied()
         .chain(analysis.control_references.iter().copied());
-    let order = refs::order(index, references, diags);
+    refs::order(index, references, diags)
+}
+
+/// The structural folds (pass 7), then the bounds when the graph is clean.
+fn fold_bounds(
+    index: &index::Index,
+    order: Option<Vec<trellis_graph::NodeName>>,
+    diags: &mut Diags,
+) -> Option<StructuralBounds> {
     let fold = folds::fold_root(index, diags);
     if !diags.is_empty() {
         return None;
