@@ -7,6 +7,7 @@
 
 pub mod artifact;
 pub mod conformance;
+pub mod cores;
 pub mod fields;
 pub mod ident;
 pub mod json;

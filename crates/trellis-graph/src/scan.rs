@@ -49,7 +49,7 @@ pub(crate) fn scan<'a>(
     arena: Alloc<'a>,
     second: &'a mut bumpalo::Bump,
 ) -> Option<Json<'a>> {
-    match crate::scan_split::split_point(text) {
+    match crate::scan_split::split_point(text).filter(|_| crate::cores::second_core()) {
         Some(at) => crate::scan_split::scan_in_two(text, arena, second, at),
         None => Scanner::new(text, arena).document(),
     }

@@ -161,7 +161,9 @@ fn check(
     // The tail and the predicted bounds depend on the graph alone, so a large graph that is
     // clean so far has them written and hashed on another core meanwhile (a rejection only
     // waits for them if the analyzer is faster than the helper).
-    let parallel = diags.is_empty() && index.len() >= PARALLEL_TAIL_NODES;
+    let parallel = diags.is_empty()
+        && index.len() >= PARALLEL_TAIL_NODES
+        && trellis_graph::cores::second_core();
     let (bounds, identity) = std::thread::scope(|scope| {
         let helper = parallel
             .then(|| {
