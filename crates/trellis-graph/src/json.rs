@@ -204,13 +204,14 @@ pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
 ///
 /// A single-pass reader builds the tree for ordinary documents; whatever it does not handle
 /// itself (every invalid document included) is parsed by serde_json, so errors are serde's.
-pub fn parse_tree<'a>(text: &'a str, arena: &'a Arena) -> Result<Json<'a>, ParseError> {
+pub fn parse_tree<'a>(text: &'a str, arena: &'a mut Arena) -> Result<Json<'a>, ParseError> {
     check_size(text)?;
-    if let Some(tree) = crate::scan::scan(text, arena) {
+    let (first, second) = arena.halves();
+    if let Some(tree) = crate::scan::scan(text, first, second) {
         return Ok(tree);
     }
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    TreeSeed(arena)
+    TreeSeed(first)
         .deserialize(&mut deserializer)
         .and_then(|value| deserializer.end().map(|()| value))
         .map_err(syntax_error)
@@ -319,15 +320,15 @@ macro_rules! wire_entry_points {
         impl $ty {
             /// Parses JSON text strictly (size, nesting and duplicate-key checks included).
             pub fn from_json_str(text: &str) -> Result<Self, $crate::json::ParseError> {
-                let arena = $crate::tree::Arena::new();
-                Self::read(&$crate::json::parse_tree(text, &arena)?, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
+                let mut arena = $crate::tree::Arena::new();
+                Self::read(&$crate::json::parse_tree(text, &mut arena)?, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
             }
         }
 
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let arena = $crate::tree::Arena::new();
-                let value = serde::de::DeserializeSeed::deserialize($crate::tree::TreeSeed(&arena), d)?;
+                let value = serde::de::DeserializeSeed::deserialize($crate::tree::TreeSeed(arena.alloc()), d)?;
                 Self::read(&value, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
                     .map_err(serde::de::Error::custom)
             }

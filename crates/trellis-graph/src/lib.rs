@@ -7,6 +7,7 @@
 
 pub mod artifact;
 pub mod conformance;
+pub mod cores;
 pub mod fields;
 pub mod ident;
 pub mod json;
@@ -15,6 +16,7 @@ pub mod node;
 pub mod payload;
 pub mod registry;
 mod scan;
+mod scan_split;
 pub mod schema;
 pub mod selector;
 pub mod spec;

@@ -1,15 +1,16 @@
 //! A single-pass reader that builds the borrowed [`Json`] tree straight from the text for
 //! documents serde_json would accept unchanged; anything unusual (a syntax error, a repeated
 //! key, deep nesting, a lone surrogate, an unusual number) is left to serde_json, so errors and
-//! edge cases keep serde's exact behaviour.
+//! edge cases keep serde's exact behaviour. Large documents are read by two threads
+//! (`scan_split.rs`) with the same result.
 
 use serde_json::Number;
 
-use crate::tree::{Arena, Json, JsonObject};
+use crate::tree::{Alloc, Json, JsonObject};
 
 /// Nesting this reader handles itself; deeper documents go to serde_json, whose recursion limit
 /// ([`crate::limits::MAX_JSON_NESTING`]) then decides.
-const SCAN_DEPTH: usize = 96;
+pub(crate) const SCAN_DEPTH: usize = 96;
 
 /// Bytes that end a plain run inside a string: the quote, the backslash and control bytes.
 static STOPS: [bool; 256] = {
@@ -41,28 +42,24 @@ impl Fingerprint {
 }
 
 /// Reads `text` as one JSON value, or `None` when serde_json must decide (including every
-/// invalid document).
-pub(crate) fn scan<'a>(text: &'a str, arena: &'a Arena) -> Option<Json<'a>> {
-    let mut scanner = Scanner {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-        arena,
-        members: Vec::new(),
-        fingerprints: Vec::new(),
-        items: Vec::new(),
-        unescaped: String::new(),
-    };
-    let value = scanner.value(0)?;
-    scanner.skip_ws();
-    (scanner.pos == scanner.bytes.len()).then_some(value)
+/// invalid document). Large documents are read by two threads (see [`crate::scan_split`]);
+/// `second` is the arena half the other thread fills.
+pub(crate) fn scan<'a>(
+    text: &'a str,
+    arena: Alloc<'a>,
+    second: &'a mut bumpalo::Bump,
+) -> Option<Json<'a>> {
+    match crate::scan_split::split_point(text).filter(|_| crate::cores::second_core()) {
+        Some(at) => crate::scan_split::scan_in_two(text, arena, second, at),
+        None => Scanner::new(text, arena).document(),
+    }
 }
 
-struct Scanner<'a> {
+pub(crate) struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
-    pos: usize,
-    arena: &'a Arena,
+    pub(crate) pos: usize,
+    arena: Alloc<'a>,
     /// Members of the objects being read, innermost last (one shared stack; a finished object
     /// moves its members into the arena).
     members: Vec<(&'a str, Json<'a>)>,
@@ -71,14 +68,52 @@ struct Scanner<'a> {
     items: Vec<Json<'a>>,
     /// Scratch for strings with escapes, copied into the arena once complete.
     unescaped: String,
+    /// Containers nested deeper than this are left to serde_json ([`SCAN_DEPTH`] on the main
+    /// reader; a second thread, which does not know its absolute depth yet, counts from an
+    /// offset).
+    pub(crate) limit: usize,
+    /// The deepest container entered so far.
+    pub(crate) deepest: usize,
+    /// Where a second thread reads the rest of the document from, and its answer.
+    pub(crate) split: Option<crate::scan_split::Pending<'a>>,
+    /// The second thread's containers still to close, innermost first, once it was joined.
+    pub(crate) spliced: Option<std::vec::IntoIter<crate::scan_split::Level<'a>>>,
 }
 
 impl<'a> Scanner<'a> {
-    fn peek(&self) -> Option<u8> {
+    pub(crate) fn new(text: &'a str, arena: Alloc<'a>) -> Self {
+        Scanner {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            arena,
+            members: Vec::new(),
+            fingerprints: Vec::new(),
+            items: Vec::new(),
+            unescaped: String::new(),
+            limit: SCAN_DEPTH,
+            deepest: 0,
+            split: None,
+            spliced: None,
+        }
+    }
+
+    /// The whole text as one value followed by nothing but whitespace.
+    pub(crate) fn document(&mut self) -> Option<Json<'a>> {
+        let value = self.value(0)?;
+        self.skip_ws();
+        (self.pos == self.bytes.len()).then_some(value)
+    }
+
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos == self.bytes.len()
+    }
+
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
 
-    fn skip_ws(&mut self) {
+    pub(crate) fn skip_ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
             self.pos += 1;
         }
@@ -92,7 +127,7 @@ impl<'a> Scanner<'a> {
         })
     }
 
-    fn value(&mut self, depth: usize) -> Option<Json<'a>> {
+    pub(crate) fn value(&mut self, depth: usize) -> Option<Json<'a>> {
         self.skip_ws();
         match self.peek()? {
             b'{' => self.object(depth + 1),
@@ -106,10 +141,49 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Option<Json<'a>> {
-        if depth > SCAN_DEPTH {
+    /// Enters a container at `depth`, unless that is deeper than this reader goes.
+    fn enter(&mut self, depth: usize) -> Option<()> {
+        if depth > self.limit {
             return None;
         }
+        self.deepest = self.deepest.max(depth);
+        Some(())
+    }
+
+    /// Appends a member to the object whose members start at `base`; `None` for a repeated
+    /// key (serde_json reports it).
+    pub(crate) fn push_member(&mut self, base: usize, key: &'a str, value: Json<'a>) -> Option<()> {
+        let print = Fingerprint::of(key);
+        let earlier = &self.fingerprints[base..];
+        if earlier.contains(&print)
+            && self.members[base..]
+                .iter()
+                .zip(earlier)
+                .any(|((k, _), p)| *p == print && *k == key)
+        {
+            return None;
+        }
+        self.members.push((key, value));
+        self.fingerprints.push(print);
+        Some(())
+    }
+
+    /// A key and its colon, from the key's opening quote.
+    pub(crate) fn key(&mut self) -> Option<&'a str> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let key = self.string()?;
+        self.skip_ws();
+        if self.peek()? != b':' {
+            return None;
+        }
+        self.pos += 1;
+        Some(key)
+    }
+
+    fn object(&mut self, depth: usize) -> Option<Json<'a>> {
+        self.enter(depth)?;
         self.pos += 1;
         let base = self.members.len();
         self.skip_ws();
@@ -119,28 +193,13 @@ impl<'a> Scanner<'a> {
         }
         loop {
             self.skip_ws();
-            if self.peek()? != b'"' {
-                return None;
-            }
-            let key = self.string()?;
-            let print = Fingerprint::of(key);
-            let earlier = &self.fingerprints[base..];
-            if earlier.contains(&print)
-                && self.members[base..]
-                    .iter()
-                    .zip(earlier)
-                    .any(|((k, _), p)| *p == print && *k == key)
-            {
-                return None; // serde_json reports the repeated key
-            }
-            self.skip_ws();
-            if self.peek()? != b':' {
-                return None;
-            }
-            self.pos += 1;
+            let key = self.key()?;
             let value = self.value(depth)?;
-            self.members.push((key, value));
-            self.fingerprints.push(print);
+            self.push_member(base, key, value)?;
+            if self.spliced.is_some() {
+                // The rest of this object was read by the second thread.
+                return self.finish_spliced_object(base);
+            }
             self.skip_ws();
             match self.peek()? {
                 b',' => self.pos += 1,
@@ -149,15 +208,31 @@ impl<'a> Scanner<'a> {
             }
         }
         self.pos += 1;
+        Some(self.finish_object(base))
+    }
+
+    pub(crate) fn finish_object(&mut self, base: usize) -> Json<'a> {
         self.fingerprints.truncate(base);
         let members = self.arena.slice(self.members.drain(base..));
-        Some(Json::Object(JsonObject::from_members(members)))
+        Json::Object(JsonObject::from_members(members))
+    }
+
+    pub(crate) fn members_base(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The members pushed since `base`, taken off the stack.
+    pub(crate) fn take_members(&mut self, base: usize) -> Vec<(&'a str, Json<'a>)> {
+        self.fingerprints.truncate(base);
+        self.members.split_off(base)
+    }
+
+    pub(crate) fn push_item(&mut self, item: Json<'a>) {
+        self.items.push(item);
     }
 
     fn array(&mut self, depth: usize) -> Option<Json<'a>> {
-        if depth > SCAN_DEPTH {
-            return None;
-        }
+        self.enter(depth)?;
         self.pos += 1;
         let base = self.items.len();
         self.skip_ws();
@@ -168,15 +243,29 @@ impl<'a> Scanner<'a> {
         loop {
             let item = self.value(depth)?;
             self.items.push(item);
+            if self.spliced.is_some() {
+                // The rest of this array was read by the second thread.
+                return self.finish_spliced_array(base);
+            }
             self.skip_ws();
             match self.peek()? {
-                b',' => self.pos += 1,
+                b',' => {
+                    self.pos += 1;
+                    if self.split.is_some() && self.splice_here(depth) {
+                        // The second thread read this array's remaining items.
+                        return Some(self.finish_array(base));
+                    }
+                }
                 b']' => break,
                 _ => return None,
             }
         }
         self.pos += 1;
-        Some(Json::Array(self.arena.slice(self.items.drain(base..))))
+        Some(self.finish_array(base))
+    }
+
+    pub(crate) fn finish_array(&mut self, base: usize) -> Json<'a> {
+        Json::Array(self.arena.slice(self.items.drain(base..)))
     }
 
     /// Bytes up to the next quote, backslash or control byte (where a string's plain run ends).
@@ -189,7 +278,7 @@ impl<'a> Scanner<'a> {
 
     /// A string starting at the opening quote: borrowed when it has no escapes.
     #[inline]
-    fn string(&mut self) -> Option<&'a str> {
+    pub(crate) fn string(&mut self) -> Option<&'a str> {
         let start = self.pos + 1;
         let run = self
             .bytes
@@ -335,11 +424,13 @@ impl<'a> Scanner<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde::de::DeserializeSeed;
 
-    fn serde_tree<'a>(text: &'a str, arena: &'a Arena) -> Option<Json<'a>> {
+    use crate::tree::Arena;
+
+    fn serde_tree<'a>(text: &'a str, arena: Alloc<'a>) -> Option<Json<'a>> {
         let mut d = serde_json::Deserializer::from_str(text);
         crate::tree::TreeSeed(arena)
             .deserialize(&mut d)
@@ -348,14 +439,17 @@ mod tests {
     }
 
     fn accepts(text: &str) -> bool {
-        scan(text, &Arena::new()).is_some()
+        let mut arena = Arena::new();
+        let (first, second) = arena.halves();
+        scan(text, first, second).is_some()
     }
 
     /// Whatever the scanner accepts, serde_json accepts with the same tree.
     fn agrees(text: &str) -> bool {
-        let arena = Arena::new();
-        match scan(text, &arena) {
-            Some(tree) => serde_tree(text, &arena).as_ref() == Some(&tree),
+        let mut arena = Arena::new();
+        let (first, second) = arena.halves();
+        match scan(text, first, second) {
+            Some(tree) => serde_tree(text, first).as_ref() == Some(&tree),
             None => true,
         }
     }
@@ -456,7 +550,10 @@ mod tests {
         }
     }
 
-    fn random_value(next: &mut impl FnMut(usize) -> usize, depth: usize) -> serde_json::Value {
+    pub(crate) fn random_value(
+        next: &mut impl FnMut(usize) -> usize,
+        depth: usize,
+    ) -> serde_json::Value {
         use serde_json::{Value, json};
         let strings = [
             "",

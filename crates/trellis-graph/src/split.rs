@@ -55,7 +55,8 @@ pub(crate) fn node_list(value: &Json, at: &At) -> Result<Vec<GraphNode>, ParseEr
         Json::Array(items)
             if items.len() >= SPLIT_MIN_ITEMS
                 && items.len() <= crate::limits::MAX_COLLECTION_ITEMS
-                && SPLIT_ALLOWED.get() =>
+                && SPLIT_ALLOWED.get()
+                && crate::cores::second_core() =>
         {
             items
         }

@@ -8,20 +8,41 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
-/// Memory for a tree's arrays, objects and unescaped strings, released all at once.
+/// Memory for a tree's arrays, objects and unescaped strings, released all at once. It has two
+/// halves because a large document is read by two threads, each filling its own (a bump
+/// arena is not shared between threads).
 #[derive(Default)]
-pub struct Arena(bumpalo::Bump);
+pub struct Arena {
+    first: bumpalo::Bump,
+    second: bumpalo::Bump,
+}
 
 impl Arena {
     pub fn new() -> Self {
         Self::default()
     }
 
-    pub(crate) fn slice<T>(&self, items: impl ExactSizeIterator<Item = T>) -> &[T] {
+    /// Allocation in the first half, for readers on one thread.
+    pub(crate) fn alloc(&self) -> Alloc<'_> {
+        Alloc(&self.first)
+    }
+
+    /// Both halves: one for the calling thread, one to hand to a second thread.
+    pub(crate) fn halves(&mut self) -> (Alloc<'_>, &mut bumpalo::Bump) {
+        (Alloc(&self.first), &mut self.second)
+    }
+}
+
+/// One thread's allocation handle into an [`Arena`] half.
+#[derive(Clone, Copy)]
+pub(crate) struct Alloc<'a>(pub(crate) &'a bumpalo::Bump);
+
+impl<'a> Alloc<'a> {
+    pub(crate) fn slice<T>(self, items: impl ExactSizeIterator<Item = T>) -> &'a [T] {
         self.0.alloc_slice_fill_iter(items)
     }
 
-    pub(crate) fn str(&self, text: &str) -> &str {
+    pub(crate) fn str(self, text: &str) -> &'a str {
         self.0.alloc_str(text)
     }
 }
@@ -144,18 +165,22 @@ impl<'a> Json<'a> {
 
     /// A tree borrowing from `value` (for callers that already hold a `serde_json::Value`).
     pub fn from_value(value: &'a Value, arena: &'a Arena) -> Self {
+        Self::from_value_in(value, arena.alloc())
+    }
+
+    fn from_value_in(value: &'a Value, arena: Alloc<'a>) -> Self {
         match value {
             Value::Null => Self::Null,
             Value::Bool(b) => Self::Bool(*b),
             Value::Number(n) => Self::Number(n.clone()),
             Value::String(s) => Self::String(s),
             Value::Array(items) => {
-                Self::Array(arena.slice(items.iter().map(|v| Json::from_value(v, arena))))
+                Self::Array(arena.slice(items.iter().map(|v| Json::from_value_in(v, arena))))
             }
             Value::Object(map) => Self::Object(JsonObject(
                 arena.slice(
                     map.iter()
-                        .map(|(k, v)| (k.as_str(), Json::from_value(v, arena))),
+                        .map(|(k, v)| (k.as_str(), Json::from_value_in(v, arena))),
                 ),
             )),
         }
@@ -193,7 +218,7 @@ impl<'a> Json<'a> {
 
 /// Builds a [`Json`] tree in an arena, refusing repeated object keys.
 #[derive(Clone, Copy)]
-pub(crate) struct TreeSeed<'a>(pub(crate) &'a Arena);
+pub(crate) struct TreeSeed<'a>(pub(crate) Alloc<'a>);
 
 impl<'de: 'a, 'a> DeserializeSeed<'de> for TreeSeed<'a> {
     type Value = Json<'a>;
@@ -203,7 +228,7 @@ impl<'de: 'a, 'a> DeserializeSeed<'de> for TreeSeed<'a> {
     }
 }
 
-struct TreeVisitor<'a>(&'a Arena);
+struct TreeVisitor<'a>(Alloc<'a>);
 
 impl<'de: 'a, 'a> Visitor<'de> for TreeVisitor<'a> {
     type Value = Json<'a>;
@@ -273,7 +298,7 @@ impl<'de: 'a, 'a> Visitor<'de> for TreeVisitor<'a> {
 }
 
 /// Reads an object key, borrowing it from the text when it has no escapes.
-struct KeySeed<'a>(&'a Arena);
+struct KeySeed<'a>(Alloc<'a>);
 
 impl<'de: 'a, 'a> DeserializeSeed<'de> for KeySeed<'a> {
     type Value = &'a str;
@@ -283,7 +308,7 @@ impl<'de: 'a, 'a> DeserializeSeed<'de> for KeySeed<'a> {
     }
 }
 
-struct KeyVisitor<'a>(&'a Arena);
+struct KeyVisitor<'a>(Alloc<'a>);
 
 impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
     type Value = &'a str;
@@ -307,7 +332,7 @@ mod tests {
 
     fn tree<'a>(text: &'a str, arena: &'a Arena) -> Result<Json<'a>, serde_json::Error> {
         let mut d = serde_json::Deserializer::from_str(text);
-        TreeSeed(arena).deserialize(&mut d)
+        TreeSeed(arena.alloc()).deserialize(&mut d)
     }
 
     #[test]

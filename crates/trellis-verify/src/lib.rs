@@ -8,6 +8,7 @@
 //! Trellis's built-in worker registry.
 
 mod addrmap;
+mod ahead;
 mod analyze;
 mod assign;
 pub mod builtin;
@@ -132,20 +133,20 @@ impl From<Refusal> for Verification {
     }
 }
 
-/// Graphs with at least this many nodes have their canonical tail written on a second thread
-/// while the analyzer runs (a thread costs tens of microseconds; writing a graph's tail about
-/// half a microsecond per node).
+/// Graphs with at least this many nodes have their canonical tail written, their bounds
+/// predicted and their identity hashed on a second thread while the analyzer runs (a thread
+/// costs tens of microseconds; writing and hashing a graph's tail about a microsecond per
+/// node).
 const PARALLEL_TAIL_NODES: usize = 256;
 
-/// Stack of the tail-writing thread, as large as a main thread's (the writer recurses per
-/// nesting level).
+/// Stack of the helper thread, as large as a main thread's (the writer recurses per nesting
+/// level).
 const TAIL_STACK_BYTES: usize = 8 << 20;
 
-/// What [`check`] found for an admitted graph: its bounds and, for large graphs, the
-/// canonical tail written alongside the analyzer.
+/// What [`check`] found for an admitted graph: its bounds and what is known of its identity.
 struct Admitted {
     bounds: StructuralBounds,
-    tail: Option<canonical::SpecTail>,
+    identity: Option<ahead::Identity>,
 }
 
 /// Analyzer, then registry: the bounds of an admitted graph, or why it is refused.
@@ -157,22 +158,27 @@ fn check(
     let mut diags = Diags::default();
     diags.extend(admission);
     let index = index::Index::build(&spec.root, &mut diags);
-    // The tail depends on the graph alone, so a large graph that is clean so far has it
-    // written on another core meanwhile (a rejection only waits for it if the analyzer is
-    // faster than the writer).
-    let parallel = diags.is_empty() && index.len() >= PARALLEL_TAIL_NODES;
-    let (bounds, tail) = std::thread::scope(|scope| {
-        let writer = parallel
+    // The tail and the predicted bounds depend on the graph alone, so a large graph that is
+    // clean so far has them written and hashed on another core meanwhile (a rejection only
+    // waits for them if the analyzer is faster than the helper).
+    let parallel = diags.is_empty()
+        && index.len() >= PARALLEL_TAIL_NODES
+        && trellis_graph::cores::second_core();
+    let (bounds, identity) = std::thread::scope(|scope| {
+        let helper = parallel
             .then(|| {
                 std::thread::Builder::new()
                     .stack_size(TAIL_STACK_BYTES)
-                    .spawn_scoped(scope, || canonical::spec_tail(spec))
+                    .spawn_scoped(scope, || ahead::Ahead::compute(spec, &index))
                     .ok()
             })
             .flatten();
-        let bounds = analyze_into(spec, &index, &mut diags);
-        let tail = writer.map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        (bounds, tail)
+        let order = analyze_passes(spec, &index, &mut diags);
+        let ahead = helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        match ahead {
+            Some(ahead) => ahead.settle(&index, order, &mut diags),
+            None => (fold_bounds(&index, order, &mut diags), None),
+        }
     });
     if !diags.is_empty() {
         return Err(Refusal::Rejected(diags.into_sorted()));
@@ -185,14 +191,17 @@ fn check(
     let bounds = bounds.ok_or_else(|| {
         Refusal::Internal("structurally valid graph did not produce structural bounds".to_owned())
     })?;
-    Ok(Admitted { bounds, tail })
+    Ok(Admitted { bounds, identity })
 }
 
 /// The compiled IR of an admitted graph and its identity.
 fn compile(spec: GraphSpec, admitted: Admitted) -> Verification {
+    let prepared = admitted
+        .identity
+        .map(|identity| identity.finish(&admitted.bounds));
     let ir = CompiledGraphIr::from_spec(spec, admitted.bounds);
-    let identity = match &admitted.tail {
-        Some(tail) => Ok(canonical::identity_with_tail(&ir.bounds, tail)),
+    let identity = match prepared {
+        Some(identity) => Ok(identity),
         None => graph_identity(&ir),
     };
     match identity {
@@ -209,6 +218,16 @@ fn analyze_into(
     index: &index::Index,
     diags: &mut Diags,
 ) -> Option<StructuralBounds> {
+    let order = analyze_passes(spec, index, diags);
+    fold_bounds(index, order, diags)
+}
+
+/// The passes up to the reference graph (§6.3 passes 1–6); returns the acyclic order.
+fn analyze_passes(
+    spec: &GraphSpec,
+    index: &index::Index,
+    diags: &mut Diags,
+) -> Option<Vec<trellis_graph::NodeName>> {
     if spec.profile != GraphProfile::Full {
         diags.emit(
             DiagnosticCode::InvalidGraphShape,
@@ -226,12 +245,29 @@ fn analyze_into(
         .iter()
         .copied()
         .chain(analysis.control_references.iter().copied());
-    let order = refs::order(index, references, diags);
+    refs::order(index, references, diags)
+}
+
+/// The structural folds (pass 7), then the bounds when the graph is clean.
+fn fold_bounds(
+    index: &index::Index,
+    order: Option<Vec<trellis_graph::NodeName>>,
+    diags: &mut Diags,
+) -> Option<StructuralBounds> {
     let fold = folds::fold_root(index, diags);
     if !diags.is_empty() {
         return None;
     }
-    let (order, fold) = (order?, fold?);
+    bounds_of(index, order?, &fold?)
+}
+
+/// The structural bounds of a clean graph from its acyclic order (used when it has no loops)
+/// and its folds.
+pub(crate) fn bounds_of(
+    index: &index::Index,
+    order: Vec<trellis_graph::NodeName>,
+    fold: &folds::Fold,
+) -> Option<StructuralBounds> {
     let termination = if index.loops.is_empty() {
         TerminationWitness::Acyclic { order }
     } else {
@@ -252,4 +288,13 @@ fn analyze_into(
         peak_concurrency: PositiveInteger::new(fold.concurrency.max(1)).ok()?,
         attempts_per_node: index.attempts_per_node(),
     })
+}
+
+/// The reference templates directory for unit tests (`None`, with a note, when the
+/// conformance vectors are absent outside CI).
+#[cfg(test)]
+fn tests_support_templates() -> Option<std::path::PathBuf> {
+    trellis_graph::conformance::require(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|dir| dir.join("zeroshot-templates"))
 }

@@ -14,8 +14,8 @@ use crate::nodeset::NodeId;
 use crate::predicate::PredNode;
 
 /// A partial assignment, flat: for each present key (ascending layout position) the key
-/// followed by its label counts (as many as the key's domain has labels). One allocation per
-/// partial keeps dimension building cheap.
+/// followed by its label counts (as many as the key's domain has labels). Dimensions keep
+/// theirs back to back in a [`Dim`].
 pub(crate) type Partial = Vec<u32>;
 
 /// A correlation filter: the par, the ops of its positive and negative predicates.
@@ -36,6 +36,49 @@ pub(crate) fn entries<'p>(
     })
 }
 
+/// The partials of one dimension, flat: each partial's words one after the other, so a
+/// dimension costs one allocation however many partials it has (checks build thousands of
+/// dimensions of a few partials each).
+#[derive(Debug, Default)]
+pub(crate) struct Dim {
+    words: Vec<u32>,
+    /// Per partial: the end of its words.
+    ends: Vec<usize>,
+}
+
+impl Dim {
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u32]> + '_ {
+        (0..self.len()).map(|i| &self[i])
+    }
+
+    fn push(&mut self, partial: &[u32]) {
+        self.words.extend_from_slice(partial);
+        self.ends.push(self.words.len());
+    }
+
+    /// Adds the merge of two partials over disjoint keys (see [`merge_into`]).
+    fn push_merged(&mut self, layout: &Layout, a: &[u32], b: &[u32]) {
+        merge_into(layout, a, b, &mut self.words);
+        self.ends.push(self.words.len());
+    }
+}
+
+impl std::ops::Index<usize> for Dim {
+    type Output = [u32];
+
+    fn index(&self, i: usize) -> &[u32] {
+        let start = match i {
+            0 => 0,
+            _ => self.ends[i - 1],
+        };
+        &self.words[start..self.ends[i]]
+    }
+}
+
 fn push_entry(out: &mut Partial, key: usize, counts: &[u32]) {
     out.push(key as u32);
     out.extend_from_slice(counts);
@@ -44,6 +87,12 @@ fn push_entry(out: &mut Partial, key: usize, counts: &[u32]) {
 /// Merges two partials over disjoint keys, keeping keys ascending.
 fn merge(layout: &Layout, a: &[u32], b: &[u32]) -> Partial {
     let mut out = Vec::with_capacity(a.len() + b.len());
+    merge_into(layout, a, b, &mut out);
+    out
+}
+
+/// Appends the merge of two partials over disjoint keys to `out`, keeping keys ascending.
+fn merge_into(layout: &Layout, a: &[u32], b: &[u32], out: &mut Vec<u32>) {
     let mut left = entries(layout, a).peekable();
     let mut right = entries(layout, b).peekable();
     loop {
@@ -55,10 +104,9 @@ fn merge(layout: &Layout, a: &[u32], b: &[u32]) -> Partial {
         };
         let next = if take_left { left.next() } else { right.next() };
         if let Some((key, counts)) = next {
-            push_entry(&mut out, key, counts);
+            push_entry(out, key, counts);
         }
     }
-    out
 }
 
 fn capped_product(a: usize, b: usize) -> Result<usize, Ceiling> {
@@ -70,7 +118,7 @@ fn capped_product(a: usize, b: usize) -> Result<usize, Ceiling> {
 /// Per-execution outcomes of one node over `keys` (§6.4 step 4): the joint signal/error
 /// outcomes times one candidate per label of each group key. Every key is present; a slot is
 /// `None` when nothing is counted and `Some(label)` for one count of that label.
-fn node_options(layout: &Layout, keys: &[usize]) -> Result<Vec<Partial>, Ceiling> {
+fn node_options(layout: &Layout, keys: &[usize]) -> Result<Dim, Ceiling> {
     let mut keys = keys.to_vec();
     keys.sort_unstable();
     let source = |i: usize| layout.keys[keys[i]].key.source;
@@ -119,32 +167,38 @@ fn node_options(layout: &Layout, keys: &[usize]) -> Result<Vec<Partial>, Ceiling
         expand(&mut rows, i, layout.keys[keys[i]].width())?;
     }
     let width_total: usize = keys.iter().map(|k| 1 + layout.keys[*k].width()).sum();
-    Ok(rows
-        .chunks(slots)
-        .map(|row| {
-            let mut partial = Vec::with_capacity(width_total);
-            for (i, key) in keys.iter().enumerate() {
-                partial.push(*key as u32);
-                let start = partial.len();
-                partial.resize(start + layout.keys[*key].width(), 0);
-                if row[i] != NONE {
-                    partial[start + row[i]] = 1;
-                }
+    let count = rows.len() / slots;
+    let mut dim = Dim {
+        words: Vec::with_capacity(count * width_total),
+        ends: Vec::with_capacity(count),
+    };
+    for row in rows.chunks(slots) {
+        for (i, key) in keys.iter().enumerate() {
+            dim.words.push(*key as u32);
+            let start = dim.words.len();
+            dim.words.resize(start + layout.keys[*key].width(), 0);
+            if row[i] != NONE {
+                dim.words[start + row[i]] = 1;
             }
-            partial
-        })
-        .collect())
+        }
+        dim.ends.push(dim.words.len());
+    }
+    Ok(dim)
 }
 
 /// The product of several option lists, merged into single partials.
-fn product(layout: &Layout, lists: &[Vec<Partial>]) -> Result<Vec<Partial>, Ceiling> {
-    let mut out: Vec<Partial> = vec![Vec::new()];
+fn product(layout: &Layout, lists: &[Dim]) -> Result<Dim, Ceiling> {
+    let mut out = Dim::default();
+    out.push(&[]);
     for list in lists {
         capped_product(out.len(), list.len())?;
-        out = out
-            .iter()
-            .flat_map(|base| list.iter().map(move |option| merge(layout, base, option)))
-            .collect();
+        let mut next = Dim::default();
+        for base in out.iter() {
+            for option in list.iter() {
+                next.push_merged(layout, base, option);
+            }
+        }
+        out = next;
     }
     Ok(out)
 }
@@ -190,7 +244,7 @@ impl DimBuilder<'_, '_> {
     }
 
     /// All dimensions of the check: scalar per node, then aggregate per scope component.
-    pub(crate) fn build(&self) -> Result<Vec<Vec<Partial>>, Ceiling> {
+    pub(crate) fn build(&self) -> Result<Vec<Dim>, Ceiling> {
         let layout = self.layout();
         let mut scalar = Vec::new();
         let mut scopes: BTreeMap<NodeId, BTreeMap<NodeId, Vec<usize>>> = BTreeMap::new();
@@ -230,7 +284,7 @@ impl DimBuilder<'_, '_> {
         &self,
         scope: NodeId,
         nodes: &BTreeMap<NodeId, Vec<usize>>,
-    ) -> Result<Vec<Vec<Partial>>, Ceiling> {
+    ) -> Result<Vec<Dim>, Ceiling> {
         let layout = self.layout();
         let max_items = match self.index.node(scope) {
             GraphNode::Map(m) => m.max_items.get(),
@@ -323,12 +377,12 @@ impl DimBuilder<'_, '_> {
         }
         let mut dims = Vec::new();
         for component in components.values() {
-            let mut candidates = Vec::new();
-            for shared in &shared_assignments {
+            let mut candidates = Dim::default();
+            for shared in shared_assignments.iter() {
                 let items = self.item_outcomes(component, nodes, &scope_pars, shared)?;
                 self.aggregate(component, nodes, &items, max_items, shared, &mut candidates)?;
             }
-            dims.push(candidates.into_iter().collect());
+            dims.push(candidates);
         }
         Ok(dims)
     }
@@ -339,14 +393,16 @@ impl DimBuilder<'_, '_> {
         component: &[NodeId],
         nodes: &BTreeMap<NodeId, Vec<usize>>,
         scope_pars: &BTreeSet<NodeId>,
-        shared: &Partial,
+        shared: &[u32],
     ) -> Result<Vec<Partial>, Ceiling> {
         let layout = self.layout();
         let mut per_node: Vec<Vec<Option<Partial>>> = Vec::new();
         for node in component {
             let keys = nodes.get(node).map(Vec::as_slice).unwrap_or(&[]);
-            let mut options: Vec<Option<Partial>> =
-                node_options(layout, keys)?.into_iter().map(Some).collect();
+            let mut options: Vec<Option<Partial>> = node_options(layout, keys)?
+                .iter()
+                .map(|option| Some(option.to_vec()))
+                .collect();
             options.push(None);
             per_node.push(options);
         }
@@ -427,8 +483,8 @@ impl DimBuilder<'_, '_> {
         nodes: &BTreeMap<NodeId, Vec<usize>>,
         items: &[Partial],
         max_items: u64,
-        shared: &Partial,
-        candidates: &mut Vec<Partial>,
+        shared: &[u32],
+        candidates: &mut Dim,
     ) -> Result<(), Ceiling> {
         let layout = self.layout();
         if multiset_count(max_items, items.len() as u64) > ASSIGNMENT_LIMIT as u64 {
@@ -451,7 +507,7 @@ impl DimBuilder<'_, '_> {
             for (k, counts) in &sums {
                 push_entry(&mut summed, *k, counts);
             }
-            candidates.push(merge(layout, &summed, shared));
+            candidates.push_merged(layout, &summed, shared);
             if candidates.len() > ASSIGNMENT_LIMIT {
                 return Err(Ceiling);
             }

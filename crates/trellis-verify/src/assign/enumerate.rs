@@ -1,7 +1,7 @@
 //! Enumeration of a check's dimensions (§6.4 steps 6–7): the product with conflicting
 //! combinations skipped, the ceiling count, and the correlation filter.
 
-use super::dims::{Filter, Partial, entries};
+use super::dims::{Dim, Filter, entries};
 use super::program::{Layout, Program};
 use super::{ASSIGNMENT_LIMIT, Ceiling, Expansion};
 use crate::domain::is_correlation_key;
@@ -51,11 +51,11 @@ pub(crate) enum Next {
 
 /// Whether two dimensions can assign the same key (then combinations may conflict and the
 /// space can only be counted by enumerating it).
-pub(crate) fn may_conflict(layout: &Layout, dims: &[Vec<Partial>]) -> bool {
+pub(crate) fn may_conflict(layout: &Layout, dims: &[Dim]) -> bool {
     let mut seen = vec![false; layout.keys.len()];
     for dim in dims {
         let mut mine = vec![false; layout.keys.len()];
-        for candidate in dim {
+        for candidate in dim.iter() {
             for (k, _) in entries(layout, candidate) {
                 mine[k] = true;
             }
@@ -80,7 +80,7 @@ pub(crate) fn enumerate(
     expansion: &Expansion,
     program: &Program,
     filters: &[Filter],
-    dims: &[Vec<Partial>],
+    dims: &[Dim],
     visit: &mut dyn FnMut(&[u32], &[bool]) -> Next,
 ) -> Result<(), Ceiling> {
     let layout = &expansion.layout;

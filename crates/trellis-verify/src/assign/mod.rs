@@ -235,7 +235,7 @@ struct Prepared<'g> {
     program: Program,
     root_ops: Vec<usize>,
     filters: Vec<dims::Filter>,
-    dims: Vec<Vec<dims::Partial>>,
+    dims: Vec<dims::Dim>,
 }
 
 impl<'g> Prepared<'g> {

@@ -208,11 +208,21 @@ fn race_block(i: usize) -> Value {
 
 /// A valid graph of at most `target_nodes` nodes (at least one block).
 pub fn mixed_graph(target_nodes: usize) -> GraphSpec {
+    blocks_graph(target_nodes, false)
+}
+
+/// A valid graph of race blocks only: no loops, so its termination witness is the acyclic
+/// order of its nodes.
+pub fn acyclic_graph(target_nodes: usize) -> GraphSpec {
+    blocks_graph(target_nodes, true)
+}
+
+fn blocks_graph(target_nodes: usize, races_only: bool) -> GraphSpec {
     let mut children = Vec::new();
     let mut nodes = 2; // the root seq and the final succeed
     let mut i = 0;
     loop {
-        let (block, size) = if i % 4 == 3 {
+        let (block, size) = if races_only || i % 4 == 3 {
             (race_block(i), 8)
         } else {
             (review_block(i), 14)
