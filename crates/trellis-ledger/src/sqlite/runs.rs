@@ -40,7 +40,18 @@ pub(super) struct RawRun {
 }
 
 impl RawRun {
+    /// A row of [`RUN_COLUMNS`]: the run's columns, then its head's.
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            cursor: row.get(10)?,
+            progress_json: row.get(11)?,
+            ..Self::from_run_columns(row)?
+        })
+    }
+
+    /// The first ten columns of [`RUN_COLUMNS`] (the `runs` row alone); the head is left
+    /// empty for the caller to fill.
+    fn from_run_columns(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
             id: row.get(0)?,
             run_id: row.get(1)?,
@@ -52,8 +63,8 @@ impl RawRun {
             predecessor: row.get(7)?,
             successor: row.get(8)?,
             created_at_ms: row.get(9)?,
-            cursor: row.get(10)?,
-            progress_json: row.get(11)?,
+            cursor: 0,
+            progress_json: String::new(),
         })
     }
 
@@ -131,22 +142,7 @@ pub(super) fn load_run(conn: &Connection, run_id: &RunId) -> Result<RawRun, Ledg
         )
         .map_err(storage_error)?;
     let mut raw = statement
-        .query_row([run_id.as_str()], |row| {
-            Ok(RawRun {
-                id: row.get(0)?,
-                run_id: row.get(1)?,
-                submission_key: row.get(2)?,
-                submission_digest: row.get(3)?,
-                kind: row.get(4)?,
-                title: row.get(5)?,
-                graph_identity: row.get(6)?,
-                predecessor: row.get(7)?,
-                successor: row.get(8)?,
-                created_at_ms: row.get(9)?,
-                cursor: 0,
-                progress_json: String::new(),
-            })
-        })
+        .query_row([run_id.as_str()], RawRun::from_run_columns)
         .optional()
         .map_err(storage_error)?
         .ok_or_else(|| LedgerError::run_not_found(run_id))?;
