@@ -43,6 +43,12 @@ impl<V> AddrMap<V> {
         }
         self.large.insert(addr, value);
     }
+
+    /// Empties the map, keeping its allocations for reuse.
+    pub(crate) fn clear(&mut self) {
+        self.small.clear();
+        self.large.clear();
+    }
 }
 
 #[cfg(test)]

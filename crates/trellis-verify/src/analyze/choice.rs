@@ -190,7 +190,7 @@ impl<'g> Analyzer<'_, 'g> {
             let values = space.root_values(a);
             let first = values.iter().position(|v| *v).unwrap_or(n);
             out[first].reachable = true;
-            space.failures(self.index, a, &mut failures);
+            space.failures(a, &mut failures);
             for (node, failed) in &failures {
                 mentioned[first].push(*node);
                 if *failed {

@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use trellis_graph::{ControlSource, GraphNode};
+use trellis_graph::GraphNode;
 
-use super::enumerate::correlation_holds;
+pub(crate) use super::enumerate::{Filter, filter};
+use super::options::{OptionBuffers, capped_product, node_options, node_options_owned};
 use super::program::{Layout, Program};
-use super::{ASSIGNMENT_LIMIT, Ceiling, ControlFacts, Expansion, NodeKeys};
-use crate::domain::{ERROR_LABELS, is_correlation_key};
+use super::{ASSIGNMENT_LIMIT, Ceiling, ControlFacts, Expansion};
+use crate::domain::is_correlation_key;
 use crate::index::Index;
 use crate::nodeset::NodeId;
 use crate::predicate::PredNode;
@@ -17,9 +18,6 @@ use crate::predicate::PredNode;
 /// followed by its label counts (as many as the key's domain has labels). Dimensions keep
 /// theirs back to back in a [`Dim`].
 pub(crate) type Partial = Vec<u32>;
-
-/// A correlation filter: the par, the ops of its positive and negative predicates.
-pub(crate) type Filter = (NodeId, usize, usize);
 
 /// The `(key, counts)` entries of a partial.
 pub(crate) fn entries<'p>(
@@ -55,6 +53,26 @@ impl Dim {
         (0..self.len()).map(|i| &self[i])
     }
 
+    /// Empties the dimension, keeping its buffers.
+    pub(crate) fn clear(&mut self) {
+        self.words.clear();
+        self.ends.clear();
+    }
+
+    /// Makes room for `partials` more partials of `words_each` words.
+    pub(crate) fn reserve(&mut self, partials: usize, words_each: usize) {
+        self.words.reserve(partials * words_each);
+        self.ends.reserve(partials);
+    }
+
+    /// Adds a copy of `partial` and returns it for editing in place.
+    pub(crate) fn push_zeroed(&mut self, partial: &[u32]) -> &mut [u32] {
+        let start = self.words.len();
+        self.words.extend_from_slice(partial);
+        self.ends.push(self.words.len());
+        &mut self.words[start..]
+    }
+
     fn push(&mut self, partial: &[u32]) {
         self.words.extend_from_slice(partial);
         self.ends.push(self.words.len());
@@ -65,6 +83,48 @@ impl Dim {
         merge_into(layout, a, b, &mut self.words);
         self.ends.push(self.words.len());
     }
+}
+
+/// The dimensions of the check being prepared; dimensions are emptied and refilled rather
+/// than dropped, so their buffers serve the next check.
+#[derive(Debug, Default)]
+pub(crate) struct DimList {
+    dims: Vec<Dim>,
+    len: usize,
+}
+
+impl DimList {
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// A new, empty dimension at the end of the list.
+    fn next(&mut self) -> &mut Dim {
+        if self.len == self.dims.len() {
+            self.dims.push(Dim::default());
+        }
+        let dim = &mut self.dims[self.len];
+        dim.clear();
+        self.len += 1;
+        dim
+    }
+
+    fn push(&mut self, dim: Dim) {
+        *self.next() = dim;
+    }
+
+    pub(crate) fn as_slice(&self) -> &[Dim] {
+        &self.dims[..self.len]
+    }
+}
+
+/// Buffers the scalar dimensions are built in, kept between checks.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// `(node, position)` of every scalar key.
+    scalar: Vec<(NodeId, usize)>,
+    keys: Vec<usize>,
+    options: OptionBuffers,
 }
 
 impl std::ops::Index<usize> for Dim {
@@ -107,83 +167,6 @@ fn merge_into(layout: &Layout, a: &[u32], b: &[u32], out: &mut Vec<u32>) {
             push_entry(out, key, counts);
         }
     }
-}
-
-fn capped_product(a: usize, b: usize) -> Result<usize, Ceiling> {
-    a.checked_mul(b)
-        .filter(|n| *n <= ASSIGNMENT_LIMIT)
-        .ok_or(Ceiling)
-}
-
-/// Per-execution outcomes of one node over `keys` (§6.4 step 4): the joint signal/error
-/// outcomes times one candidate per label of each group key. Every key is present; a slot is
-/// `None` when nothing is counted and `Some(label)` for one count of that label.
-fn node_options(layout: &Layout, keys: &[usize]) -> Result<Dim, Ceiling> {
-    let mut keys = keys.to_vec();
-    keys.sort_unstable();
-    let source = |i: usize| layout.keys[keys[i]].key.source;
-    let slots = keys.len().max(1);
-    // Outcomes are rows of `slots` entries: `NONE` when nothing is counted, else the label.
-    const NONE: usize = usize::MAX;
-    // One buffer, sized for the common case up front, is expanded in place.
-    let mut rows: Vec<usize> = Vec::with_capacity(slots * 16);
-    rows.resize(slots, NONE);
-    let expand = |rows: &mut Vec<usize>, slot: usize, width: usize| -> Result<(), Ceiling> {
-        let count = rows.len() / slots;
-        capped_product(count, width)?;
-        rows.resize(count * width * slots, NONE);
-        // Back to front: every copy lands at or after its source row, and past every earlier
-        // row still to be read.
-        for row in (0..count).rev() {
-            for label in (0..width).rev() {
-                let to = (row * width + label) * slots;
-                rows.copy_within(row * slots..(row + 1) * slots, to);
-                rows[to + slot] = label;
-            }
-        }
-        Ok(())
-    };
-    let has_joint = (0..keys.len()).any(|i| source(i) != ControlSource::Group);
-    if has_joint {
-        for i in (0..keys.len()).filter(|i| source(*i) == ControlSource::Signal) {
-            expand(&mut rows, i, layout.keys[keys[i]].width())?;
-        }
-        for label in ERROR_LABELS {
-            let start = rows.len();
-            rows.resize(start + slots, NONE);
-            for i in (0..keys.len()).filter(|i| source(*i) == ControlSource::Error) {
-                rows[start + i] = layout.keys[keys[i]].label_index(label).unwrap_or(NONE);
-            }
-            // Adjacent identical outcomes collapse (only-signal reads see one "no signal").
-            if start >= slots && rows[start - slots..start] == rows[start..] {
-                rows.truncate(start);
-            }
-        }
-        if rows.len() / slots > ASSIGNMENT_LIMIT {
-            return Err(Ceiling);
-        }
-    }
-    for i in (0..keys.len()).filter(|i| source(*i) == ControlSource::Group) {
-        expand(&mut rows, i, layout.keys[keys[i]].width())?;
-    }
-    let width_total: usize = keys.iter().map(|k| 1 + layout.keys[*k].width()).sum();
-    let count = rows.len() / slots;
-    let mut dim = Dim {
-        words: Vec::with_capacity(count * width_total),
-        ends: Vec::with_capacity(count),
-    };
-    for row in rows.chunks(slots) {
-        for (i, key) in keys.iter().enumerate() {
-            dim.words.push(*key as u32);
-            let start = dim.words.len();
-            dim.words.resize(start + layout.keys[*key].width(), 0);
-            if row[i] != NONE {
-                dim.words[start + row[i]] = 1;
-            }
-        }
-        dim.ends.push(dim.words.len());
-    }
-    Ok(dim)
 }
 
 /// The product of several option lists, merged into single partials.
@@ -244,9 +227,10 @@ impl DimBuilder<'_, '_> {
     }
 
     /// All dimensions of the check: scalar per node, then aggregate per scope component.
-    pub(crate) fn build(&self) -> Result<Vec<Dim>, Ceiling> {
+    pub(crate) fn build(&self, out: &mut DimList, scratch: &mut Scratch) -> Result<(), Ceiling> {
         let layout = self.layout();
-        let mut scalar = Vec::new();
+        out.clear();
+        scratch.scalar.clear();
         let mut scopes: BTreeMap<NodeId, BTreeMap<NodeId, Vec<usize>>> = BTreeMap::new();
         for (pos, slot) in layout.keys.iter().enumerate() {
             if self.expansion.aggregate[pos] {
@@ -259,17 +243,22 @@ impl DimBuilder<'_, '_> {
                         .push(pos);
                 }
             } else {
-                scalar.push((slot.key.node, pos));
+                scratch.scalar.push((slot.key.node, pos));
             }
         }
-        let mut dims = Vec::new();
-        for (_, keys) in NodeKeys::group(scalar).iter() {
-            dims.push(node_options(layout, keys)?);
+        // Nodes ascending, each node's positions ascending.
+        scratch.scalar.sort_unstable();
+        for run in scratch.scalar.chunk_by(|a, b| a.0 == b.0) {
+            scratch.keys.clear();
+            scratch.keys.extend(run.iter().map(|(_, pos)| *pos));
+            node_options(layout, &scratch.keys, &mut scratch.options, out.next())?;
         }
         for (scope, nodes) in &scopes {
-            dims.extend(self.scope_dims(*scope, nodes)?);
+            for dim in self.scope_dims(*scope, nodes)? {
+                out.push(dim);
+            }
         }
-        Ok(dims)
+        Ok(())
     }
 
     /// The correlation key position of each remembered par.
@@ -311,7 +300,7 @@ impl DimBuilder<'_, '_> {
         let mut always = Vec::new();
         for node in &self.expansion.present {
             if let Some(p) = self.facts.presence.get(node).filter(|p| p.owner == scope) {
-                let mut keys = self.expansion.keys_of(&p.pred);
+                let mut keys: Vec<usize> = self.expansion.keys_of(&p.pred).collect();
                 keys.extend(nodes.get(node).into_iter().flatten().copied());
                 linked.push(keys);
                 if matches!(*p.pred, PredNode::Always) {
@@ -334,7 +323,7 @@ impl DimBuilder<'_, '_> {
         }
         let shared_lists = shared_by_node
             .values()
-            .map(|keys| node_options(layout, keys))
+            .map(|keys| node_options_owned(layout, keys))
             .collect::<Result<Vec<_>, _>>()?;
         let shared_assignments = product(layout, &shared_lists)?;
 
@@ -399,7 +388,7 @@ impl DimBuilder<'_, '_> {
         let mut per_node: Vec<Vec<Option<Partial>>> = Vec::new();
         for node in component {
             let keys = nodes.get(node).map(Vec::as_slice).unwrap_or(&[]);
-            let mut options: Vec<Option<Partial>> = node_options(layout, keys)?
+            let mut options: Vec<Option<Partial>> = node_options_owned(layout, keys)?
                 .iter()
                 .map(|option| Some(option.to_vec()))
                 .collect();
@@ -429,7 +418,7 @@ impl DimBuilder<'_, '_> {
                     write(layout, &mut scratch, option);
                     item = merge(layout, &item, option);
                 }
-                self.program.evaluate(layout, &scratch, &mut values);
+                self.program.evaluate(&scratch, &mut values);
                 let ran = |n: &NodeId| {
                     component
                         .iter()
@@ -443,7 +432,7 @@ impl DimBuilder<'_, '_> {
                 let correlation_ok = self
                     .filters
                     .iter()
-                    .filter(|f| scope_pars.contains(&f.0) && component.contains(&f.0))
+                    .filter(|f| scope_pars.contains(&f.par) && component.contains(&f.par))
                     .all(|f| self.correlation_holds(f, &scratch, &values));
                 // An item that counted nothing (every node silent or successful without a
                 // counted label) adds nothing to the aggregate and is dropped.
@@ -471,7 +460,7 @@ impl DimBuilder<'_, '_> {
 
     /// Whether a par's correlation holds on `assignment` (only non-zero labels constrain).
     fn correlation_holds(&self, filter: &Filter, assignment: &[u32], values: &[bool]) -> bool {
-        correlation_holds(self.layout(), self.index, filter, assignment, values)
+        filter.holds(assignment, values)
     }
 
     /// Adds every multiset of 0..=max_items per-item outcomes, summed, as candidates. Distinct

@@ -1,45 +1,88 @@
 //! Enumeration of a check's dimensions (§6.4 steps 6–7): the product with conflicting
 //! combinations skipped, the ceiling count, and the correlation filter.
 
-use super::dims::{Dim, Filter, entries};
+use super::dims::{Dim, entries};
+use super::expansion::Expansion;
 use super::program::{Layout, Program};
-use super::{ASSIGNMENT_LIMIT, Ceiling, Expansion};
+use super::{ASSIGNMENT_LIMIT, Ceiling};
 use crate::domain::is_correlation_key;
 use crate::index::Index;
+use crate::nodeset::NodeId;
 
 /// Enumeration steps allowed before a check is declared too large (guards against hangs
 /// when shared keys make most combinations conflict).
 const STEP_BUDGET: usize = ASSIGNMENT_LIMIT * 256;
 
-/// Only non-zero labels constrain: a positive count needs the positive predicate, a
-/// negative count the negative one.
-pub(crate) fn correlation_holds(
-    layout: &Layout,
+/// A label a domain lacks.
+const ABSENT: u32 = u32::MAX;
+
+/// A par's correlation as a filter on assignments: the ops of its positive and negative
+/// predicates, and where its `joined`/`raced` key lives in the check's assignments.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Filter {
+    pub(crate) par: NodeId,
+    positive: usize,
+    negative: usize,
+    key: Option<CorrelationKey>,
+}
+
+/// A correlation key's position and offset, with the domain positions of its positive
+/// (`reached`, `satisfied`) and negative (`quorum_unreachable`, `no_satisfier`) labels.
+#[derive(Debug, Clone, Copy)]
+struct CorrelationKey {
+    position: usize,
+    offset: usize,
+    positive: [u32; 2],
+    negative: [u32; 2],
+}
+
+/// The filter of `par`'s correlation over `layout`.
+pub(crate) fn filter(
     index: &Index,
-    filter: &Filter,
-    assignment: &[u32],
-    values: &[bool],
-) -> bool {
-    let (par, positive, negative) = *filter;
-    let Some(slot) = layout
-        .keys
-        .iter()
-        .find(|s| s.key.node == par && is_correlation_key(index, &s.key))
-    else {
-        return true;
-    };
-    if assignment[slot.offset] == 0 {
-        return true;
+    layout: &Layout,
+    par: NodeId,
+    positive: usize,
+    negative: usize,
+) -> Filter {
+    let key = (layout.keys.iter().enumerate())
+        .find(|(_, s)| s.key.node == par && is_correlation_key(index, &s.key))
+        .map(|(position, slot)| {
+            let label = |l: &str| slot.label_index(l).map_or(ABSENT, |at| at as u32);
+            CorrelationKey {
+                position,
+                offset: slot.offset,
+                positive: [label("reached"), label("satisfied")],
+                negative: [label("quorum_unreachable"), label("no_satisfier")],
+            }
+        });
+    Filter {
+        par,
+        positive,
+        negative,
+        key,
     }
-    let count = |labels: [&str; 2]| {
-        labels
-            .iter()
-            .filter_map(|l| slot.label_index(l))
-            .map(|l| assignment[slot.offset + 1 + l])
-            .sum::<u32>()
-    };
-    (count(["reached", "satisfied"]) == 0 || values[positive])
-        && (count(["quorum_unreachable", "no_satisfier"]) == 0 || values[negative])
+}
+
+impl Filter {
+    /// Only non-zero labels constrain: a positive count needs the positive predicate, a
+    /// negative count the negative one.
+    pub(crate) fn holds(&self, assignment: &[u32], values: &[bool]) -> bool {
+        let Some(key) = &self.key else {
+            return true;
+        };
+        if assignment[key.offset] == 0 {
+            return true;
+        }
+        let count = |labels: &[u32; 2]| {
+            labels
+                .iter()
+                .filter(|l| **l != ABSENT)
+                .map(|l| assignment[key.offset + 1 + *l as usize])
+                .sum::<u32>()
+        };
+        (count(&key.positive) == 0 || values[self.positive])
+            && (count(&key.negative) == 0 || values[self.negative])
+    }
 }
 
 /// What the visitor of an enumeration wants next.
@@ -49,68 +92,98 @@ pub(crate) enum Next {
     Stop,
 }
 
+/// Buffers an enumeration works in, kept between checks.
+#[derive(Debug, Default)]
+pub(crate) struct Buffers {
+    assignment: Vec<u32>,
+    /// Per key: the level whose candidate wrote it (`usize::MAX`: none).
+    owner: Vec<usize>,
+    /// Keys written, per level: `written[starts[level]..]` belong to `level`.
+    written: Vec<usize>,
+    starts: Vec<usize>,
+    next: Vec<usize>,
+    values: Vec<bool>,
+    filters: Vec<Filter>,
+}
+
 /// Whether two dimensions can assign the same key (then combinations may conflict and the
 /// space can only be counted by enumerating it).
-pub(crate) fn may_conflict(layout: &Layout, dims: &[Dim]) -> bool {
-    let mut seen = vec![false; layout.keys.len()];
-    for dim in dims {
-        let mut mine = vec![false; layout.keys.len()];
+pub(crate) fn may_conflict(layout: &Layout, dims: &[Dim], buffers: &mut Buffers) -> bool {
+    let used_by = &mut buffers.owner;
+    used_by.clear();
+    used_by.resize(layout.keys.len(), usize::MAX);
+    for (d, dim) in dims.iter().enumerate() {
         for candidate in dim.iter() {
             for (k, _) in entries(layout, candidate) {
-                mine[k] = true;
-            }
-        }
-        for (k, used) in mine.iter().enumerate() {
-            if *used {
-                if seen[k] {
-                    return true;
+                match used_by[k] {
+                    usize::MAX => used_by[k] = d,
+                    other if other != d => return true,
+                    _ => {}
                 }
-                seen[k] = true;
             }
         }
     }
     false
 }
 
+/// A prepared check, as enumeration reads it.
+pub(crate) struct Check<'a, 'g> {
+    pub(crate) expansion: &'a Expansion<'g>,
+    pub(crate) program: &'a Program,
+    pub(crate) filters: &'a [Filter],
+    pub(crate) dims: &'a [Dim],
+}
+
 /// Enumerates the product of `dims`, skipping conflicting combinations, counting them
 /// against the ceiling, filtering by the correlations of non-aggregated pars, and handing
 /// each kept assignment with its evaluated predicates to `visit`.
 pub(crate) fn enumerate(
-    index: &Index,
-    expansion: &Expansion,
-    program: &Program,
-    filters: &[Filter],
-    dims: &[Dim],
+    check: Check,
+    buffers: &mut Buffers,
     visit: &mut dyn FnMut(&[u32], &[bool]) -> Next,
 ) -> Result<(), Ceiling> {
+    let Check {
+        expansion,
+        program,
+        filters,
+        dims,
+    } = check;
     let layout = &expansion.layout;
-    let scalar_filters: Vec<&Filter> = filters
-        .iter()
-        .filter(|f| {
-            layout
-                .keys
-                .iter()
-                .position(|s| s.key.node == f.0 && is_correlation_key(index, &s.key))
-                .is_some_and(|k| !expansion.aggregate[k])
-        })
-        .collect();
+    let Buffers {
+        assignment,
+        owner,
+        written,
+        starts,
+        next,
+        values,
+        filters: scalar_filters,
+    } = buffers;
+    scalar_filters.clear();
+    scalar_filters.extend(
+        filters
+            .iter()
+            .filter(|f| f.key.is_some_and(|k| !expansion.aggregate[k.position])),
+    );
     let mut sink = Sink {
-        layout,
-        index,
         program,
         filters: scalar_filters,
         produced: 0,
-        values: Vec::new(),
+        values,
         visit,
     };
-    let mut assignment = vec![0u32; layout.stride];
+    assignment.clear();
+    assignment.resize(layout.stride, 0);
     if dims.is_empty() {
-        sink.emit(&assignment)?;
+        sink.emit(assignment)?;
         return Ok(());
     }
-    let mut owner = vec![usize::MAX; layout.keys.len()];
-    let mut written: Vec<Vec<usize>> = vec![Vec::new(); dims.len()];
-    let mut next = vec![0usize; dims.len()];
+    owner.clear();
+    owner.resize(layout.keys.len(), usize::MAX);
+    written.clear();
+    starts.clear();
+    starts.resize(dims.len(), 0);
+    next.clear();
+    next.resize(dims.len(), 0);
     let mut level = 0usize;
     let mut steps = 0usize;
     loop {
@@ -119,7 +192,7 @@ pub(crate) fn enumerate(
                 break;
             }
             level -= 1;
-            undo(layout, &mut assignment, &mut owner, &mut written[level]);
+            undo(layout, assignment, owner, written, starts[level]);
             continue;
         }
         let candidate = &dims[level][next[level]];
@@ -138,18 +211,19 @@ pub(crate) fn enumerate(
         if conflict {
             continue;
         }
+        starts[level] = written.len();
         for (k, counts) in entries(layout, candidate) {
             if owner[k] == usize::MAX {
                 owner[k] = level;
-                written[level].push(k);
+                written.push(k);
                 let offset = layout.keys[k].offset;
                 assignment[offset] = 1;
                 assignment[offset + 1..offset + 1 + counts.len()].copy_from_slice(counts);
             }
         }
         if level + 1 == dims.len() {
-            let next_step = sink.emit(&assignment)?;
-            undo(layout, &mut assignment, &mut owner, &mut written[level]);
+            let next_step = sink.emit(assignment)?;
+            undo(layout, assignment, owner, written, starts[level]);
             if next_step == Next::Stop {
                 return Ok(());
             }
@@ -163,41 +237,43 @@ pub(crate) fn enumerate(
 
 /// Counts enumerated assignments against the ceiling, applies the correlation filter of
 /// non-aggregated pars, and forwards kept ones to the visitor.
-struct Sink<'a, 'g> {
-    layout: &'a Layout<'g>,
-    index: &'a Index<'g>,
+struct Sink<'a> {
     program: &'a Program,
-    filters: Vec<&'a Filter>,
+    filters: &'a [Filter],
     produced: usize,
-    values: Vec<bool>,
+    values: &'a mut Vec<bool>,
     visit: &'a mut dyn FnMut(&[u32], &[bool]) -> Next,
 }
 
-impl Sink<'_, '_> {
+impl Sink<'_> {
     fn emit(&mut self, assignment: &[u32]) -> Result<Next, Ceiling> {
         self.produced += 1;
         if self.produced > ASSIGNMENT_LIMIT {
             return Err(Ceiling);
         }
-        self.program
-            .evaluate(self.layout, assignment, &mut self.values);
+        self.program.evaluate(assignment, self.values);
         let keep = self
             .filters
             .iter()
-            .all(|f| correlation_holds(self.layout, self.index, f, assignment, &self.values));
+            .all(|f| f.holds(assignment, self.values));
         if !keep {
             return Ok(Next::Continue);
         }
-        Ok((self.visit)(assignment, &self.values))
+        Ok((self.visit)(assignment, self.values))
     }
 }
 
-fn undo(layout: &Layout, assignment: &mut [u32], owner: &mut [usize], written: &mut Vec<usize>) {
-    for k in written.drain(..) {
+/// Clears the keys written since `from` (one level's candidate).
+fn undo(
+    layout: &Layout,
+    assignment: &mut [u32],
+    owner: &mut [usize],
+    written: &mut Vec<usize>,
+    from: usize,
+) {
+    for k in written.drain(from..) {
         owner[k] = usize::MAX;
         let slot = &layout.keys[k];
-        assignment[slot.offset..slot.offset + 1 + slot.width()]
-            .iter_mut()
-            .for_each(|v| *v = 0);
+        assignment[slot.offset..slot.offset + 1 + slot.width()].fill(0);
     }
 }

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use trellis_graph::{ControlSelector, EnumSet, Guard};
+use trellis_graph::EnumSet;
 
-use crate::domain::{SelKey, domain, key_of};
+use super::resolved::{GuardTable, KeyRef, ResolvedGuard, Shape};
+use crate::domain::SelKey;
 use crate::index::Index;
 use crate::predicate::{Pred, PredNode};
 
@@ -54,12 +55,22 @@ impl<'g> Layout<'g> {
         }
     }
 
-    /// Adds a key (if it has a domain) and returns its position.
-    pub(crate) fn add(&mut self, index: &Index<'g>, key: SelKey<'g>) -> Option<usize> {
-        if let Some(at) = self.position(&key) {
-            return Some(at);
+    /// Adds a key known to take `domain` and returns its position.
+    pub(crate) fn add(&mut self, key: SelKey<'g>, domain: &'g EnumSet) -> usize {
+        match self.position(&key) {
+            Some(at) => at,
+            None => self.insert(key, domain),
         }
-        let domain = domain(index, &key)?;
+    }
+
+    /// Empties the layout for the next check, keeping its buffers.
+    pub(crate) fn clear(&mut self) {
+        self.keys.clear();
+        self.by_key.clear();
+        self.stride = 0;
+    }
+
+    fn insert(&mut self, key: SelKey<'g>, domain: &'g EnumSet) -> usize {
         let at = self.keys.len();
         self.keys.push(KeySlot {
             key,
@@ -77,210 +88,228 @@ impl<'g> Layout<'g> {
                 .map(|(i, s)| (s.key, i))
                 .collect();
         }
-        Some(at)
-    }
-
-    pub(crate) fn slot(&self, index: &Index<'g>, sel: &'g ControlSelector) -> Option<usize> {
-        key_of(index, sel).and_then(|k| self.position(&k))
+        at
     }
 }
 
-/// A guard with selectors resolved to layout positions and labels to domain indices.
-#[derive(Debug)]
-enum CGuard {
-    In {
-        key: Option<(usize, Vec<usize>)>,
-    },
-    All(Vec<CGuard>),
-    Any(Vec<CGuard>),
-    Not(Box<CGuard>),
-    KOfN {
-        count: u64,
-        values: Vec<Option<(usize, Vec<usize>)>>,
-    },
-    KOfMap {
-        count: u64,
-        key: Option<(usize, Vec<usize>)>,
-    },
-}
-
-#[derive(Debug)]
+/// One compiled operation; operands always precede their users, so one pass in order
+/// evaluates a program.
+#[derive(Debug, Clone, Copy)]
 enum Op {
     Const(bool),
-    Guard(CGuard),
-    Not(usize),
-    And(Vec<usize>),
-    Or(Vec<usize>),
-    AtLeast(usize, Vec<usize>),
+    /// The key at `offset` is present and counts one of the labels in `labels` (a range of
+    /// [`Program::labels`]).
+    In {
+        offset: u32,
+        labels: (u32, u32),
+    },
+    /// The key at `offset` is present and its listed labels count at least `count` in all.
+    KOfMap {
+        offset: u32,
+        labels: (u32, u32),
+        count: u64,
+    },
+    Not(u32),
+    /// Ranges of [`Program::operands`].
+    And(u32, u32),
+    Or(u32, u32),
+    AtLeast(u64, u32, u32),
 }
 
-/// Predicates compiled against a layout; operands always precede their users.
+/// Predicates compiled against a layout.
 #[derive(Debug, Default)]
 pub(crate) struct Program {
     ops: Vec<Op>,
+    operands: Vec<u32>,
+    labels: Vec<u32>,
+    /// Operands of the compounds being compiled (a stack: nested compounds push above their
+    /// parent's and move theirs out before the parent continues).
+    pending: Vec<u32>,
     /// Compiled ops by predicate address; the predicates outlive the program (they are owned
     /// by the check's roots and the analyzer's control facts), so addresses stay unique.
     memo: crate::addrmap::AddrMap<usize>,
 }
 
-/// A label test against one key: present and some listed label counted.
-fn resolve_labels<'g>(
-    layout: &Layout<'g>,
-    index: &Index<'g>,
-    sel: &'g ControlSelector,
-    labels: &EnumSet,
-) -> Option<(usize, Vec<usize>)> {
-    let at = layout.slot(index, sel)?;
-    let slot = &layout.keys[at];
-    let wanted = labels
-        .iter()
-        .filter_map(|l| slot.label_index(l.as_str()))
-        .collect();
-    Some((at, wanted))
+/// Compiles one check's predicates: the layout they read and the resolved guards.
+pub(crate) struct Compiler<'a, 'g> {
+    pub(crate) program: &'a mut Program,
+    pub(crate) layout: &'a Layout<'g>,
+    pub(crate) index: &'a Index<'g>,
+    pub(crate) guards: &'a GuardTable<'g>,
 }
 
-impl Program {
-    /// An empty program with room for about `ops` compiled predicates (sized up front, as a
-    /// program lives for one check).
-    pub(crate) fn with_capacity(ops: usize) -> Self {
-        Self {
-            ops: Vec::with_capacity(ops),
-            memo: crate::addrmap::AddrMap::default(),
-        }
-    }
-
+impl<'g> Compiler<'_, 'g> {
     /// Compiles a predicate (memoized per shared node) and returns its op index.
-    pub(crate) fn compile<'g>(
-        &mut self,
-        pred: &Pred<'g>,
-        layout: &Layout<'g>,
-        index: &Index<'g>,
-    ) -> usize {
+    pub(crate) fn compile(&mut self, pred: &Pred<'g>) -> usize {
         let ptr = Rc::as_ptr(pred) as *const ();
-        if let Some(at) = self.memo.get(ptr) {
+        if let Some(at) = self.program.memo.get(ptr) {
             return *at;
         }
-        let op = match &**pred {
-            PredNode::Always => Op::Const(true),
-            PredNode::Never => Op::Const(false),
-            PredNode::Guard(g) => Op::Guard(compile_guard(g, layout, index)),
-            PredNode::Not(inner) => Op::Not(self.compile(inner, layout, index)),
-            PredNode::And(parts) => Op::And(self.compile_all(parts, layout, index)),
-            PredNode::Or(parts) => Op::Or(self.compile_all(parts, layout, index)),
-            PredNode::AtLeast(k, parts) => Op::AtLeast(*k, self.compile_all(parts, layout, index)),
+        let at = match &**pred {
+            PredNode::Always => self.program.push(Op::Const(true)),
+            PredNode::Never => self.program.push(Op::Const(false)),
+            PredNode::Guard(g) => {
+                let resolved = self.guards.get(self.index, g);
+                self.shape(&resolved, &resolved.shape)
+            }
+            PredNode::Not(inner) => {
+                let inner = self.compile(inner) as u32;
+                self.program.push(Op::Not(inner))
+            }
+            PredNode::And(parts) => {
+                let range = self.compile_all(parts);
+                self.program.push(Op::And(range.0, range.1))
+            }
+            PredNode::Or(parts) => {
+                let range = self.compile_all(parts);
+                self.program.push(Op::Or(range.0, range.1))
+            }
+            PredNode::AtLeast(k, parts) => {
+                let range = self.compile_all(parts);
+                self.program.push(Op::AtLeast(*k as u64, range.0, range.1))
+            }
         };
-        self.ops.push(op);
-        let at = self.ops.len() - 1;
-        self.memo.insert_new(ptr, at);
+        self.program.memo.insert_new(ptr, at);
         at
     }
 
-    fn compile_all<'g>(
+    fn compile_all(&mut self, parts: &[Pred<'g>]) -> (u32, u32) {
+        let base = self.program.pending.len();
+        for part in parts {
+            let op = self.compile(part) as u32;
+            self.program.pending.push(op);
+        }
+        self.program.operands_from(base)
+    }
+
+    /// Where the key lives in this check's assignments, with its labels copied into the
+    /// program; `None` when the check does not read the key.
+    fn locate(
         &mut self,
-        parts: &[Pred<'g>],
-        layout: &Layout<'g>,
-        index: &Index<'g>,
-    ) -> Vec<usize> {
-        parts
-            .iter()
-            .map(|p| self.compile(p, layout, index))
-            .collect()
+        resolved: &ResolvedGuard<'g>,
+        key: &KeyRef<'g>,
+    ) -> Option<(u32, (u32, u32))> {
+        let at = self.layout.position(&key.key)?;
+        let offset = self.layout.keys[at].offset as u32;
+        let start = self.program.labels.len() as u32;
+        self.program
+            .labels
+            .extend_from_slice(resolved.labels_of(key));
+        Some((offset, (start, self.program.labels.len() as u32)))
+    }
+
+    fn matches(&mut self, resolved: &ResolvedGuard<'g>, key: &Option<KeyRef<'g>>) -> usize {
+        match key.as_ref().and_then(|k| self.locate(resolved, k)) {
+            Some((offset, labels)) => self.program.push(Op::In { offset, labels }),
+            None => self.program.push(Op::Const(false)),
+        }
+    }
+
+    fn shape(&mut self, resolved: &ResolvedGuard<'g>, shape: &Shape<'g>) -> usize {
+        match shape {
+            Shape::In(key) => self.matches(resolved, key),
+            Shape::All(parts) | Shape::Any(parts) => {
+                let base = self.program.pending.len();
+                for part in parts {
+                    let op = self.shape(resolved, part) as u32;
+                    self.program.pending.push(op);
+                }
+                let (start, end) = self.program.operands_from(base);
+                let op = match shape {
+                    Shape::All(_) => Op::And(start, end),
+                    _ => Op::Or(start, end),
+                };
+                self.program.push(op)
+            }
+            Shape::Not(inner) => {
+                let inner = self.shape(resolved, inner) as u32;
+                self.program.push(Op::Not(inner))
+            }
+            Shape::KOfN { count, values } => {
+                let base = self.program.pending.len();
+                for value in values {
+                    let op = self.matches(resolved, value) as u32;
+                    self.program.pending.push(op);
+                }
+                let (start, end) = self.program.operands_from(base);
+                self.program.push(Op::AtLeast(*count, start, end))
+            }
+            Shape::KOfMap { count, key } => {
+                match key.as_ref().and_then(|k| self.locate(resolved, k)) {
+                    Some((offset, labels)) => self.program.push(Op::KOfMap {
+                        offset,
+                        labels,
+                        count: *count,
+                    }),
+                    None => self.program.push(Op::Const(false)),
+                }
+            }
+        }
+    }
+}
+
+impl Program {
+    fn push(&mut self, op: Op) -> usize {
+        self.ops.push(op);
+        self.ops.len() - 1
+    }
+
+    /// Moves the operands gathered on [`Program::pending`] since `base` into the operand list.
+    fn operands_from(&mut self, base: usize) -> (u32, u32) {
+        let start = self.operands.len() as u32;
+        self.operands.extend(self.pending.drain(base..));
+        (start, self.operands.len() as u32)
+    }
+
+    /// Empties the program for the next check, keeping its buffers.
+    pub(crate) fn clear(&mut self) {
+        self.ops.clear();
+        self.operands.clear();
+        self.labels.clear();
+        self.pending.clear();
+        self.memo.clear();
     }
 
     /// Evaluates every op over one assignment.
-    pub(crate) fn evaluate(&self, layout: &Layout, assignment: &[u32], values: &mut Vec<bool>) {
+    pub(crate) fn evaluate(&self, assignment: &[u32], values: &mut Vec<bool>) {
         values.clear();
+        let range = |start: u32, end: u32| &self.operands[start as usize..end as usize];
+        let labels = |(start, end): (u32, u32)| &self.labels[start as usize..end as usize];
         for op in &self.ops {
-            let value = match op {
-                Op::Const(b) => *b,
-                Op::Guard(g) => eval_guard(g, layout, assignment),
-                Op::Not(i) => !values[*i],
-                Op::And(parts) => parts.iter().all(|i| values[*i]),
-                Op::Or(parts) => parts.iter().any(|i| values[*i]),
-                Op::AtLeast(k, parts) => parts.iter().filter(|i| values[**i]).count() >= *k,
+            let value = match *op {
+                Op::Const(b) => b,
+                Op::In { offset, labels: l } => {
+                    let at = offset as usize;
+                    assignment[at] != 0
+                        && labels(l)
+                            .iter()
+                            .any(|l| assignment[at + 1 + *l as usize] > 0)
+                }
+                Op::KOfMap {
+                    offset,
+                    labels: l,
+                    count,
+                } => {
+                    let at = offset as usize;
+                    assignment[at] != 0
+                        && labels(l)
+                            .iter()
+                            .map(|l| u64::from(assignment[at + 1 + *l as usize]))
+                            .sum::<u64>()
+                            >= count
+                }
+                Op::Not(i) => !values[i as usize],
+                Op::And(start, end) => range(start, end).iter().all(|i| values[*i as usize]),
+                Op::Or(start, end) => range(start, end).iter().any(|i| values[*i as usize]),
+                Op::AtLeast(k, start, end) => {
+                    range(start, end)
+                        .iter()
+                        .filter(|i| values[**i as usize])
+                        .count() as u64
+                        >= k
+                }
             };
             values.push(value);
         }
-    }
-}
-
-fn compile_guard<'g>(guard: &'g Guard, layout: &Layout<'g>, index: &Index<'g>) -> CGuard {
-    match guard {
-        Guard::In { value, labels } => CGuard::In {
-            key: resolve_labels(layout, index, value, labels),
-        },
-        Guard::All { guards } => CGuard::All(
-            guards
-                .iter()
-                .map(|g| compile_guard(g, layout, index))
-                .collect(),
-        ),
-        Guard::Any { guards } => CGuard::Any(
-            guards
-                .iter()
-                .map(|g| compile_guard(g, layout, index))
-                .collect(),
-        ),
-        Guard::Not { guard } => CGuard::Not(Box::new(compile_guard(guard, layout, index))),
-        Guard::KOfN {
-            count,
-            values,
-            labels,
-        } => CGuard::KOfN {
-            count: count.get(),
-            values: values
-                .iter()
-                .map(|v| resolve_labels(layout, index, v, labels))
-                .collect(),
-        },
-        Guard::KOfMap {
-            count,
-            value,
-            labels,
-        } => CGuard::KOfMap {
-            count: count.get(),
-            key: resolve_labels(layout, index, value, labels),
-        },
-    }
-}
-
-/// Sum of the listed label counts of a key, or `None` when the key has no entry.
-fn counted(layout: &Layout, assignment: &[u32], key: &(usize, Vec<usize>)) -> Option<u64> {
-    let offset = layout.keys[key.0].offset;
-    if assignment[offset] == 0 {
-        return None;
-    }
-    Some(
-        key.1
-            .iter()
-            .map(|l| u64::from(assignment[offset + 1 + l]))
-            .sum(),
-    )
-}
-
-fn matches_in(layout: &Layout, assignment: &[u32], key: &Option<(usize, Vec<usize>)>) -> bool {
-    key.as_ref().is_some_and(|k| {
-        let offset = layout.keys[k.0].offset;
-        assignment[offset] != 0 && k.1.iter().any(|l| assignment[offset + 1 + l] > 0)
-    })
-}
-
-fn eval_guard(guard: &CGuard, layout: &Layout, assignment: &[u32]) -> bool {
-    match guard {
-        CGuard::In { key } => matches_in(layout, assignment, key),
-        CGuard::All(parts) => parts.iter().all(|g| eval_guard(g, layout, assignment)),
-        CGuard::Any(parts) => parts.iter().any(|g| eval_guard(g, layout, assignment)),
-        CGuard::Not(inner) => !eval_guard(inner, layout, assignment),
-        CGuard::KOfN { count, values } => {
-            let hits = values
-                .iter()
-                .filter(|v| matches_in(layout, assignment, v))
-                .count();
-            hits as u64 >= *count
-        }
-        CGuard::KOfMap { count, key } => key
-            .as_ref()
-            .and_then(|k| counted(layout, assignment, k))
-            .is_some_and(|sum| sum >= *count),
     }
 }
