@@ -82,6 +82,9 @@ impl WorkerIssue {
     }
 }
 
+/// A reference's descriptor with the outcome of validating it, or why it did not resolve.
+type Resolution = Result<(WorkerDescriptor, Result<(), String>), RegistryError>;
+
 /// Resolves every step and verifier (dead branches included, in pre-order) and checks each
 /// descriptor against the node's declaration. Independent of the analyzer.
 pub fn check_workers(spec: &GraphSpec, registry: &dyn WorkerRegistry) -> Vec<WorkerIssue> {
@@ -97,8 +100,10 @@ pub(crate) fn check_indexed(
     registry: &dyn WorkerRegistry,
 ) -> Vec<WorkerIssue> {
     let mut issues = Vec::new();
-    let mut resolved: BTreeMap<&WorkerRef, Result<WorkerDescriptor, RegistryError>> =
-        BTreeMap::new();
+    // Registries resolve exact references deterministically and validation depends on the
+    // descriptor alone, so each reference is resolved and validated once and every
+    // occurrence is checked against the same answers.
+    let mut resolved: BTreeMap<&WorkerRef, Resolution> = BTreeMap::new();
     for id in 0..index.len() as u32 {
         let node = index.node(id);
         let Some(exec) = node.executable() else {
@@ -112,25 +117,26 @@ pub(crate) fn check_indexed(
                 message,
             })
         };
-        // Registries resolve exact references deterministically, so each reference is
-        // resolved once and every occurrence is checked against the same answer.
-        let resolved = resolved
-            .entry(&exec.worker)
-            .or_insert_with(|| registry.resolve(&exec.worker));
-        let descriptor = match resolved {
-            Ok(d) => &*d,
+        let resolution = resolved.entry(&exec.worker).or_insert_with(|| {
+            registry.resolve(&exec.worker).map(|descriptor| {
+                let valid = descriptor.validate();
+                (descriptor, valid)
+            })
+        });
+        let descriptor = match resolution {
+            Ok((d, Ok(()))) => &*d,
+            Ok((_, Err(message))) => {
+                issue(
+                    WorkerIssueKind::DescriptorContract,
+                    format!("invalid resolved descriptor: {message}"),
+                );
+                continue;
+            }
             Err(e) => {
                 issue(WorkerIssueKind::Registry, e.to_string());
                 continue;
             }
         };
-        if let Err(message) = descriptor.validate() {
-            issue(
-                WorkerIssueKind::DescriptorContract,
-                format!("invalid resolved descriptor: {message}"),
-            );
-            continue;
-        }
         if descriptor.worker != exec.worker {
             issue(
                 WorkerIssueKind::DescriptorIdentity,
