@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use compact_str::CompactString;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -45,17 +47,20 @@ fn string_at<'a>(value: &'a Json, at: &At) -> Result<&'a str, ParseError> {
         .ok_or_else(|| invalid_type(value, "a string", at))
 }
 
+/// Identifiers keep their text inline when it fits (24 bytes, most names): a large graph
+/// holds tens of thousands of names, and one allocation each was half of what parsing and
+/// dropping a graph allocated.
 macro_rules! identifier {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(String);
+        pub struct $name(CompactString);
 
         impl $name {
             /// Validates `text` as this identifier kind.
             pub fn new(text: &str) -> Result<Self, String> {
                 check_identifier($kind, text)?;
-                Ok(Self(text.to_owned()))
+                Ok(Self(CompactString::new(text)))
             }
 
             pub fn read(value: &Json, at: &At) -> Result<Self, ParseError> {
@@ -63,13 +68,13 @@ macro_rules! identifier {
             }
 
             pub fn as_str(&self) -> &str {
-                &self.0
+                self.0.as_str()
             }
 
             /// Wraps a literal the caller knows to be valid (wire field names, built-in labels).
             pub fn from_static(text: &'static str) -> Self {
                 debug_assert!(check_identifier($kind, text).is_ok(), "invalid literal {text}");
-                Self(text.to_owned())
+                Self(CompactString::const_new(text))
             }
         }
 
