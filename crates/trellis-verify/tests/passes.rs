@@ -386,6 +386,70 @@ fn writes_become_readable_only_behind_a_route_excluding_errors() {
 }
 
 #[test]
+fn an_alternative_that_admits_some_error_labels_sees_the_step_failing() {
+    let reader = json!({"kind": "succeed", "name": "done", "output": result_output(),
+        "bindings": [{"target": ["result"], "value": {"source": "state", "path": ["result"]}}]});
+    // Only timeouts are routed away; a crash still reaches the reader, without the write.
+    let partly_routed = graph(seq(
+        "root",
+        vec![
+            writes(step("work"), "result"),
+            choice(
+                "route",
+                vec![(
+                    is_in(sel("work", "error", None), &["timeout"]),
+                    fail("failed"),
+                )],
+                Some(reader),
+            ),
+        ],
+    ));
+    assert_eq!(
+        messages(&analyze(&partly_routed)),
+        vec!["selector path is not definitely defined on every reaching path"]
+    );
+}
+
+#[test]
+fn a_verifier_routed_by_its_signal_alone_fails_where_no_label_counted() {
+    let reader = || {
+        json!({"kind": "succeed", "name": "done", "output": result_output(),
+        "bindings": [{"target": ["result"], "value": {"source": "state", "path": ["result"]}}]})
+    };
+    // Every label routes to the reader: the rest (the verifier ran and counted nothing, so it
+    // failed) goes to the fail terminal, and the write is definite before the reader.
+    let covered = graph(seq(
+        "root",
+        vec![
+            writes(verifier("judge"), "result"),
+            choice(
+                "route",
+                vec![(verdict("judge", &["accepted", "rejected"]), reader())],
+                Some(fail("failed")),
+            ),
+        ],
+    ));
+    assert!(analyze(&covered).is_empty());
+
+    // The reader is reached without a counted label as well, where the write never happened.
+    let uncovered = graph(seq(
+        "root",
+        vec![
+            writes(verifier("judge"), "result"),
+            choice(
+                "route",
+                vec![(verdict("judge", &["accepted"]), fail("failed"))],
+                Some(reader()),
+            ),
+        ],
+    ));
+    assert_eq!(
+        messages(&analyze(&uncovered)),
+        vec!["selector path is not definitely defined on every reaching path"]
+    );
+}
+
+#[test]
 fn node_output_reads_need_dominance_and_success() {
     let mut early = step("early");
     early["writeBindings"] = json!([{"value": {"node": "late", "channel": "out", "path": ["result"]}, "target": ["result"]}]);

@@ -181,34 +181,30 @@ impl<'g> Analyzer<'_, 'g> {
 
     /// Classifies every legal assignment by the first branch it satisfies (`n`: none).
     fn residuals(&self, space: &crate::assign::Assignments<'g>, n: usize) -> Vec<Residual> {
-        // Collected with repeats, then sorted and deduplicated once per alternative.
-        let mut mentioned: Vec<Vec<NodeId>> = vec![Vec::new(); n + 1];
+        // Failing nodes are collected with repeats, then sorted and deduplicated once per
+        // alternative; the mentioned nodes are the same in every assignment.
         let mut failing: Vec<Vec<NodeId>> = vec![Vec::new(); n + 1];
         let mut out = vec![Residual::default(); n + 1];
-        let mut failures = Vec::new();
         for a in 0..space.len() {
             let values = space.root_values(a);
             let first = values.iter().position(|v| *v).unwrap_or(n);
             out[first].reachable = true;
-            space.failures(a, &mut failures);
-            for (node, failed) in &failures {
-                mentioned[first].push(*node);
-                if *failed {
-                    failing[first].push(*node);
-                }
-            }
+            space.failing(a, &mut failing[first]);
         }
-        for (i, residual) in out.iter_mut().enumerate() {
-            for list in [&mut mentioned[i], &mut failing[i]] {
-                list.sort_unstable();
-                list.dedup();
+        let mut mentioned: Vec<NodeId> = space.mentioned().collect();
+        mentioned.sort_unstable();
+        for (residual, failing) in out.iter_mut().zip(&mut failing) {
+            if !residual.reachable {
+                continue;
             }
-            residual.succeeded = mentioned[i]
+            failing.sort_unstable();
+            failing.dedup();
+            residual.succeeded = mentioned
                 .iter()
                 .copied()
-                .filter(|node| failing[i].binary_search(node).is_err())
+                .filter(|node| failing.binary_search(node).is_err())
                 .collect();
-            residual.failed_pars = failing[i]
+            residual.failed_pars = failing
                 .iter()
                 .copied()
                 .filter(|node| matches!(self.index.node(*node), GraphNode::Par(_)))

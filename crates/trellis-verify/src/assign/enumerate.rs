@@ -132,6 +132,9 @@ pub(crate) struct Check<'a, 'g> {
     pub(crate) program: &'a Program,
     pub(crate) filters: &'a [Filter],
     pub(crate) dims: &'a [Dim],
+    /// No two dimensions assign the same key (see [`may_conflict`]): no combination can
+    /// conflict, so candidates are written without checking.
+    pub(crate) exclusive: bool,
 }
 
 /// Enumerates the product of `dims`, skipping conflicting combinations, counting them
@@ -147,6 +150,7 @@ pub(crate) fn enumerate(
         program,
         filters,
         dims,
+        exclusive,
     } = check;
     let layout = &expansion.layout;
     let Buffers {
@@ -201,19 +205,20 @@ pub(crate) fn enumerate(
         if steps > STEP_BUDGET {
             return Err(Ceiling);
         }
-        let conflict = entries(layout, candidate).any(|(k, counts)| {
-            owner[k] != usize::MAX && {
-                let offset = layout.keys[k].offset;
-                assignment[offset] != 1
-                    || assignment[offset + 1..offset + 1 + counts.len()] != *counts
-            }
-        });
+        let conflict = !exclusive
+            && entries(layout, candidate).any(|(k, counts)| {
+                owner[k] != usize::MAX && {
+                    let offset = layout.keys[k].offset;
+                    assignment[offset] != 1
+                        || assignment[offset + 1..offset + 1 + counts.len()] != *counts
+                }
+            });
         if conflict {
             continue;
         }
         starts[level] = written.len();
         for (k, counts) in entries(layout, candidate) {
-            if owner[k] == usize::MAX {
+            if exclusive || owner[k] == usize::MAX {
                 owner[k] = level;
                 written.push(k);
                 let offset = layout.keys[k].offset;

@@ -68,6 +68,8 @@ struct Workspace<'g> {
     filters: Vec<Filter>,
     presence_ops: BTreeMap<NodeId, usize>,
     dims: DimList,
+    /// No two dimensions share a key (computed with the dimensions).
+    exclusive: bool,
     scratch: dims::Scratch,
     enumeration: enumerate::Buffers,
     root_values: Vec<bool>,
@@ -120,7 +122,13 @@ impl<'g> Workspace<'g> {
             filters: &self.filters,
             presence_ops: &self.presence_ops,
         }
-        .build(&mut self.dims, &mut self.scratch)
+        .build(&mut self.dims, &mut self.scratch)?;
+        self.exclusive = !enumerate::may_conflict(
+            &self.expansion.layout,
+            self.dims.as_slice(),
+            &mut self.enumeration,
+        );
+        Ok(())
     }
 
     fn enumerate(
@@ -133,6 +141,7 @@ impl<'g> Workspace<'g> {
                 program: &self.program,
                 filters: &self.filters,
                 dims: self.dims.as_slice(),
+                exclusive: self.exclusive,
             },
             &mut self.enumeration,
             visit,
@@ -183,11 +192,7 @@ impl<'g> Assignments<'g> {
         let workspace = &mut *workspace;
         workspace.prepare(index, facts, roots)?;
         let dims = workspace.dims.as_slice();
-        let exact = !enumerate::may_conflict(
-            &workspace.expansion.layout,
-            dims,
-            &mut workspace.enumeration,
-        );
+        let exact = workspace.exclusive;
         if exact {
             let size = dims
                 .iter()

@@ -122,14 +122,20 @@ impl<'g> Assignments<'g> {
         &self.root_bits[i * self.roots..(i + 1) * self.roots]
     }
 
-    /// For every executable or par the assignment mentions through a signal, error or
-    /// correlation key: whether assignment `i` shows it failing (§6.8 refinement).
-    /// The result replaces the contents of `out` (a buffer reused across assignments).
-    pub(crate) fn failures(&self, i: usize, out: &mut Vec<(NodeId, bool)>) {
+    /// Every executable or par the check reads through a signal, error or correlation key
+    /// (the same for every assignment: a key is read whether or not it is present).
+    pub(crate) fn mentioned(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.keys
+            .chunk_by(|a, b| a.node == b.node)
+            .filter(|group| group.iter().any(|k| !matches!(k.role, Role::Other)))
+            .map(|group| group[0].node)
+    }
+
+    /// The mentioned nodes that assignment `i` shows failing (§6.8 refinement), appended to
+    /// `out`.
+    pub(crate) fn failing(&self, i: usize, out: &mut Vec<NodeId>) {
         let assignment = self.assignment(i);
-        out.clear();
         for group in self.keys.chunk_by(|a, b| a.node == b.node) {
-            let mut mentioned = false;
             let mut failed = false;
             let mut signals_present = false;
             let mut signal_total = 0u64;
@@ -137,19 +143,14 @@ impl<'g> Assignments<'g> {
                 let present = assignment[key.offset] != 0;
                 let counts = &assignment[key.offset + 1..key.offset + 1 + key.width];
                 match key.role {
-                    Role::Error => {
-                        mentioned = true;
-                        failed |= present && counts.iter().any(|c| *c > 0);
-                    }
+                    Role::Error => failed |= present && counts.iter().any(|c| *c > 0),
                     Role::Signal => {
-                        mentioned = true;
                         if present {
                             signals_present = true;
                             signal_total += counts.iter().map(|c| u64::from(*c)).sum::<u64>();
                         }
                     }
                     Role::Correlation { negative } => {
-                        mentioned = true;
                         failed |= present
                             && negative
                                 .iter()
@@ -158,9 +159,8 @@ impl<'g> Assignments<'g> {
                     Role::Other => {}
                 }
             }
-            failed |= signals_present && signal_total == 0;
-            if mentioned {
-                out.push((group[0].node, failed));
+            if failed || (signals_present && signal_total == 0) {
+                out.push(group[0].node);
             }
         }
     }
