@@ -51,9 +51,9 @@ impl<'g> Analyzer<'_, 'g> {
             and(parts)
         };
         let control = if valid {
-            self.assignments(&guards, At::node(id).field("branches"))
+            self.classify(&guards, At::node(id).field("branches"))
                 .ok()
-                .map(|space| self.residuals(&space, n))
+                .map(|classified| self.residuals(classified))
         } else {
             None
         };
@@ -179,24 +179,21 @@ impl<'g> Analyzer<'_, 'g> {
         effects
     }
 
-    /// Classifies every legal assignment by the first branch it satisfies (`n`: none).
-    fn residuals(&self, space: &crate::assign::Assignments<'g>, n: usize) -> Vec<Residual> {
-        // Failing nodes are collected with repeats, then sorted and deduplicated once per
-        // alternative; the mentioned nodes are the same in every assignment.
-        let mut failing: Vec<Vec<NodeId>> = vec![Vec::new(); n + 1];
-        let mut out = vec![Residual::default(); n + 1];
-        for a in 0..space.len() {
-            let values = space.root_values(a);
-            let first = values.iter().position(|v| *v).unwrap_or(n);
-            out[first].reachable = true;
-            space.failing(a, &mut failing[first]);
-        }
-        let mut mentioned: Vec<NodeId> = space.mentioned().collect();
+    /// What each alternative's legal assignments say: reachability, the nodes that succeed
+    /// on every one of them, and the pars that may fail.
+    fn residuals(&self, classified: crate::assign::Classified) -> Vec<Residual> {
+        let crate::assign::Classified {
+            reachable,
+            mut failing,
+            mut mentioned,
+        } = classified;
         mentioned.sort_unstable();
-        for (residual, failing) in out.iter_mut().zip(&mut failing) {
-            if !residual.reachable {
+        let mut out = vec![Residual::default(); reachable.len()];
+        for ((residual, reachable), failing) in out.iter_mut().zip(reachable).zip(&mut failing) {
+            if !reachable {
                 continue;
             }
+            residual.reachable = true;
             failing.sort_unstable();
             failing.dedup();
             residual.succeeded = mentioned

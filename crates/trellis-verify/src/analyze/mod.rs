@@ -12,7 +12,7 @@ use std::rc::Rc;
 
 use trellis_graph::{DiagnosticCode, GraphNode, NodeName, PayloadType, RecordField};
 
-use crate::assign::{Assignments, Ceiling, ControlFacts, Presence};
+use crate::assign::{Assignments, Ceiling, Check, Classified, ControlFacts, Presence};
 use crate::diag::{ASSIGNMENT_CEILING, At, Diags, Path, Step, extend};
 use crate::flow::{Effects, Flow, SPath, Ty};
 use crate::index::Index;
@@ -183,9 +183,9 @@ impl<'a, 'g> Analyzer<'a, 'g> {
             Some(None) => Err(crate::assign::Ceiling),
             None => {
                 let result = if single.is_some() {
-                    Assignments::satisfiable(self.index, &self.facts, roots, &|v| v[0])
+                    Check::satisfiable(self.index, &self.facts, roots, &|v| v[0])
                 } else {
-                    Assignments::satisfiable(self.index, &self.facts, roots, test)
+                    Check::satisfiable(self.index, &self.facts, roots, test)
                 };
                 if let Some(ptr) = single {
                     self.single_checks
@@ -207,13 +207,23 @@ impl<'a, 'g> Analyzer<'a, 'g> {
         result.ok()
     }
 
-    /// Builds the legal assignments of a check, reporting the ceiling at `at`.
+    /// The root values of a check's legal assignments, reporting the ceiling at `at`.
     pub(crate) fn assignments(
         &mut self,
         roots: &[Pred<'g>],
         at: At,
-    ) -> Result<Assignments<'g>, Ceiling> {
-        let result = Assignments::build(self.index, &self.facts, roots);
+    ) -> Result<Assignments, Ceiling> {
+        let result = Check::assignments(self.index, &self.facts, roots);
+        self.report_ceiling(result, at)
+    }
+
+    /// A choice's legal assignments classified by branch, reporting the ceiling at `at`.
+    pub(crate) fn classify(&mut self, roots: &[Pred<'g>], at: At) -> Result<Classified, Ceiling> {
+        let result = Check::classify(self.index, &self.facts, roots);
+        self.report_ceiling(result, at)
+    }
+
+    fn report_ceiling<T>(&mut self, result: Result<T, Ceiling>, at: At) -> Result<T, Ceiling> {
         if result.is_err() {
             self.diags.emit(
                 DiagnosticCode::CeilingExceeded,

@@ -17,7 +17,7 @@ use crate::nodeset::NodeId;
 use crate::predicate::{Pred, never_holds};
 
 pub(crate) use expansion::Expansion;
-pub(crate) use space::Assignments;
+pub(crate) use space::{Assignments, Classified};
 
 use dims::{DimList, Filter};
 use program::Program;
@@ -149,32 +149,75 @@ impl<'g> Workspace<'g> {
     }
 }
 
-impl<'g> Assignments<'g> {
-    /// Builds the legal assignments for `roots` (steps 1–7 of §6.4).
-    pub(crate) fn build(
+/// Checks over the legal control assignments of predicates (§6.4).
+pub(crate) struct Check;
+
+impl Check {
+    /// The root values of every legal assignment of `roots` (steps 1–7 of §6.4).
+    pub(crate) fn assignments<'g>(
         index: &Index<'g>,
         facts: &ControlFacts<'g>,
         roots: &[Pred<'g>],
-    ) -> Result<Self, Ceiling> {
+    ) -> Result<Assignments, Ceiling> {
         if let Some(values) = roots
             .iter()
             .map(crate::predicate::constant)
             .collect::<Option<Vec<bool>>>()
         {
             // Constant roots: the single empty assignment.
-            return Ok(Self::constant(values));
+            return Ok(Assignments::constant(values));
         }
         let mut workspace = facts.workspace.borrow_mut();
         let workspace = &mut *workspace;
         workspace.prepare(index, facts, roots)?;
-        let mut space = Self::empty(index, &workspace.expansion.layout, roots.len());
+        let mut space = Assignments::empty(roots.len());
         let root_ops = std::mem::take(&mut workspace.root_ops);
-        let result = workspace.enumerate(&mut |assignment, values| {
-            space.push(assignment, root_ops.iter().map(|op| values[*op]));
+        let result = workspace.enumerate(&mut |_, values| {
+            space.push(root_ops.iter().map(|op| values[*op]));
             enumerate::Next::Continue
         });
         workspace.root_ops = root_ops;
         result.map(|()| space)
+    }
+
+    /// Classifies the legal assignments of a choice's branch guards by the first guard that
+    /// holds, with the nodes each alternative may see failing.
+    pub(crate) fn classify<'g>(
+        index: &Index<'g>,
+        facts: &ControlFacts<'g>,
+        roots: &[Pred<'g>],
+    ) -> Result<Classified, Ceiling> {
+        let alternatives = roots.len() + 1;
+        let mut classified = Classified {
+            reachable: vec![false; alternatives],
+            failing: vec![Vec::new(); alternatives],
+            mentioned: Vec::new(),
+        };
+        if let Some(values) = roots
+            .iter()
+            .map(crate::predicate::constant)
+            .collect::<Option<Vec<bool>>>()
+        {
+            // Constant roots read no keys: the single empty assignment, failing nothing.
+            classified.reachable[values.iter().position(|v| *v).unwrap_or(roots.len())] = true;
+            return Ok(classified);
+        }
+        let mut workspace = facts.workspace.borrow_mut();
+        let workspace = &mut *workspace;
+        workspace.prepare(index, facts, roots)?;
+        let keys = space::FailureKeys::new(index, &workspace.expansion.layout);
+        classified.mentioned = keys.mentioned();
+        let root_ops = std::mem::take(&mut workspace.root_ops);
+        let result = workspace.enumerate(&mut |assignment, values| {
+            let first = (root_ops.iter())
+                .position(|op| values[*op])
+                .unwrap_or(root_ops.len());
+            classified.reachable[first] = true;
+            keys.failing(assignment, &mut classified.failing[first]);
+            enumerate::Next::Continue
+        });
+        workspace.root_ops = root_ops;
+        result.map(|()| classified)
     }
 
     /// Whether some legal assignment satisfies `test` on the root values. Stops at the first
@@ -182,7 +225,7 @@ impl<'g> Assignments<'g> {
     /// key); the ceiling is still reported exactly. `test` must be monotone (turning a root
     /// value from false to true never turns the answer from true to false), which lets roots
     /// that can never hold decide the answer without enumerating.
-    pub(crate) fn satisfiable(
+    pub(crate) fn satisfiable<'g>(
         index: &Index<'g>,
         facts: &ControlFacts<'g>,
         roots: &[Pred<'g>],

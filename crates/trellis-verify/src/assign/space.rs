@@ -1,5 +1,6 @@
-//! The legal assignments of one check, kept for callers that classify every assignment (choice
-//! residuals, join outcomes), with what each says about node failures (§6.8).
+//! What callers keep of a check's legal assignments: the root values of each (join outcomes),
+//! or each alternative's reachability and failing nodes (choice residuals, §6.8), gathered
+//! while enumerating so no assignment is stored.
 
 use trellis_graph::ControlSource;
 
@@ -8,16 +9,58 @@ use crate::domain::is_correlation_key;
 use crate::index::Index;
 use crate::nodeset::NodeId;
 
-/// The legal assignments of one check and the value of each root predicate on them.
-pub(crate) struct Assignments<'g> {
-    stride: usize,
+/// The value of every root predicate on each legal assignment of one check.
+pub(crate) struct Assignments {
     roots: usize,
-    data: Vec<u32>,
     root_bits: Vec<bool>,
     count: usize,
-    /// The check's keys ordered by node, then layout position, for failure classification.
-    keys: Vec<KeyInfo>,
-    _graph: std::marker::PhantomData<&'g ()>,
+}
+
+impl Assignments {
+    /// The single empty assignment of constant roots.
+    pub(super) fn constant(values: Vec<bool>) -> Self {
+        Self {
+            roots: values.len(),
+            root_bits: values,
+            count: 1,
+        }
+    }
+
+    pub(super) fn empty(roots: usize) -> Self {
+        Self {
+            roots,
+            root_bits: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Appends the root values of one assignment.
+    pub(super) fn push(&mut self, roots: impl Iterator<Item = bool>) {
+        self.root_bits.extend(roots);
+        self.count += 1;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// The value of every root predicate on assignment `i`.
+    pub(crate) fn root_values(&self, i: usize) -> &[bool] {
+        &self.root_bits[i * self.roots..(i + 1) * self.roots]
+    }
+}
+
+/// A choice check's legal assignments classified by the first root that holds on each
+/// (`roots.len()`: none holds).
+#[derive(Debug)]
+pub(crate) struct Classified {
+    /// Per alternative: whether some legal assignment selects it.
+    pub(crate) reachable: Vec<bool>,
+    /// Per alternative: the nodes some selecting assignment shows failing (with repeats).
+    pub(crate) failing: Vec<Vec<NodeId>>,
+    /// Every executable or par the check reads through a signal, error or correlation key
+    /// (the same for every assignment: a key is read whether or not it is present).
+    pub(crate) mentioned: Vec<NodeId>,
 }
 
 /// Where a key lives in an assignment and what it says about its node's failure.
@@ -59,83 +102,42 @@ impl Role {
     }
 }
 
-impl<'g> Assignments<'g> {
-    /// The single empty assignment of constant roots.
-    pub(super) fn constant(values: Vec<bool>) -> Self {
-        Self {
-            stride: 0,
-            roots: values.len(),
-            data: Vec::new(),
-            root_bits: values,
-            count: 1,
-            keys: Vec::new(),
-            _graph: std::marker::PhantomData,
-        }
-    }
+/// A check's keys ordered by node, then layout position, for failure classification.
+pub(super) struct FailureKeys {
+    keys: Vec<KeyInfo>,
+}
 
-    /// No assignments yet over `layout`'s keys.
-    pub(super) fn empty(index: &Index<'g>, layout: &Layout<'g>, roots: usize) -> Self {
-        let mut keys: Vec<(NodeId, usize)> = (layout.keys.iter().enumerate())
-            .map(|(pos, slot)| (slot.key.node, pos))
-            .collect();
-        keys.sort_unstable();
-        let keys = keys
-            .into_iter()
-            .map(|(node, pos)| {
-                let slot = &layout.keys[pos];
-                KeyInfo {
-                    node,
-                    offset: slot.offset,
-                    width: slot.width(),
-                    role: Role::of(index, slot),
-                }
+impl FailureKeys {
+    pub(super) fn new(index: &Index, layout: &Layout) -> Self {
+        let mut keys: Vec<KeyInfo> = (layout.keys.iter())
+            .map(|slot| KeyInfo {
+                node: slot.key.node,
+                offset: slot.offset,
+                width: slot.width(),
+                role: Role::of(index, slot),
             })
             .collect();
-        Self {
-            stride: layout.stride,
-            roots,
-            data: Vec::new(),
-            root_bits: Vec::new(),
-            count: 0,
-            keys,
-            _graph: std::marker::PhantomData,
-        }
+        keys.sort_by_key(|k| (k.node, k.offset));
+        Self { keys }
     }
 
-    /// Appends one assignment with its root values.
-    pub(super) fn push(&mut self, assignment: &[u32], roots: impl Iterator<Item = bool>) {
-        self.data.extend_from_slice(assignment);
-        self.root_bits.extend(roots);
-        self.count += 1;
+    fn groups(&self) -> impl Iterator<Item = &[KeyInfo]> + '_ {
+        self.keys.chunk_by(|a, b| a.node == b.node)
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.count
-    }
-
-    pub(crate) fn assignment(&self, i: usize) -> &[u32] {
-        &self.data[i * self.stride..(i + 1) * self.stride]
-    }
-
-    /// The value of every root predicate on assignment `i`.
-    pub(crate) fn root_values(&self, i: usize) -> &[bool] {
-        &self.root_bits[i * self.roots..(i + 1) * self.roots]
-    }
-
-    /// Every executable or par the check reads through a signal, error or correlation key
-    /// (the same for every assignment: a key is read whether or not it is present).
-    pub(crate) fn mentioned(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.keys
-            .chunk_by(|a, b| a.node == b.node)
+    /// The nodes the check reads through a signal, error or correlation key, ascending.
+    pub(super) fn mentioned(&self) -> Vec<NodeId> {
+        self.groups()
             .filter(|group| group.iter().any(|k| !matches!(k.role, Role::Other)))
             .map(|group| group[0].node)
+            .collect()
     }
 
-    /// The mentioned nodes that assignment `i` shows failing (§6.8 refinement), appended to
-    /// `out`.
-    pub(crate) fn failing(&self, i: usize, out: &mut Vec<NodeId>) {
-        let assignment = self.assignment(i);
-        for group in self.keys.chunk_by(|a, b| a.node == b.node) {
+    /// Appends to `out` the mentioned nodes `assignment` shows failing (§6.8 refinement): an
+    /// error counted, a negative join label counted, or signals read present with nothing
+    /// counted (the verifier ran and failed).
+    pub(super) fn failing(&self, assignment: &[u32], out: &mut Vec<NodeId>) {
+        for group in self.groups() {
             let mut failed = false;
             let mut signals_present = false;
             let mut signal_total = 0u64;
