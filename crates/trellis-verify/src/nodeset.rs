@@ -7,9 +7,22 @@ pub(crate) type NodeId = u32;
 /// pre-order positions, so the sets a subtree produces are clustered and stay small, while
 /// whole-graph sets degrade gracefully to a dense bit vector. Copies are proportional to the
 /// population, not to the graph size (a fixed-size bit set made the walk quadratic).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, PartialEq, Eq, Hash, Default)]
 pub(crate) struct NodeSet {
     words: Vec<(u32, u64)>,
+}
+
+impl Clone for NodeSet {
+    fn clone(&self) -> Self {
+        NodeSet {
+            words: self.words.clone(),
+        }
+    }
+
+    /// Reuses the buffer: a flow's failed set is replaced by each successor's.
+    fn clone_from(&mut self, source: &Self) {
+        self.words.clone_from(&source.words);
+    }
 }
 
 impl NodeSet {
@@ -165,6 +178,64 @@ mod tests {
                 a.iter().collect::<Vec<_>>(),
                 sa.into_iter().collect::<Vec<_>>()
             );
+        }
+    }
+
+    #[test]
+    fn clones_change_independently() {
+        use std::collections::BTreeSet;
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |n: u32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(n)) as u32
+        };
+        for _ in 0..500 {
+            let (mut a, mut sa) = (NodeSet::default(), BTreeSet::new());
+            for _ in 0..next(40) {
+                let id = next(2_000);
+                a.insert(id);
+                sa.insert(id);
+            }
+            let (mut b, mut sb) = (a.clone(), sa.clone());
+            for _ in 0..next(30) {
+                let id = next(2_000);
+                match next(4) {
+                    0 => {
+                        b.remove(id);
+                        sb.remove(&id);
+                    }
+                    1 => {
+                        let mut c = NodeSet::default();
+                        c.insert(id);
+                        c.insert(id + 64);
+                        b.union_with(&c);
+                        sb.extend([id, id + 64]);
+                    }
+                    2 => {
+                        b.union_with(&a);
+                        sb.extend(sa.iter().copied());
+                    }
+                    _ => {
+                        b.insert(id);
+                        sb.insert(id);
+                    }
+                }
+            }
+            if next(3) == 0 {
+                b.intersect_with(&a);
+                sb.retain(|id| sa.contains(id));
+            }
+            assert_eq!(
+                a.iter().collect::<Vec<_>>(),
+                sa.into_iter().collect::<Vec<_>>()
+            );
+            assert_eq!(
+                b.iter().collect::<Vec<_>>(),
+                sb.iter().copied().collect::<Vec<_>>()
+            );
+            assert!(sb.iter().all(|id| b.contains(*id)));
         }
     }
 
