@@ -92,6 +92,34 @@ pub(crate) struct Entry<'g> {
     pub(crate) children: Vec<NodeId>,
 }
 
+/// The number of node occurrences in the tree under `node`, itself included.
+fn subtree_size(node: &GraphNode) -> usize {
+    1 + match node {
+        GraphNode::Seq(seq) => seq.children.iter().map(subtree_size).sum(),
+        GraphNode::Choice(choice) => {
+            let branches: usize = choice.branches.iter().map(|b| subtree_size(&b.node)).sum();
+            branches + choice.otherwise.as_deref().map_or(0, subtree_size)
+        }
+        GraphNode::Par(par) => par.branches.iter().map(subtree_size).sum(),
+        GraphNode::Loop(l) => subtree_size(&l.body),
+        GraphNode::Map(m) => subtree_size(&m.body),
+        _ => 0,
+    }
+}
+
+/// The number of direct children of `node`.
+fn child_count(node: &GraphNode) -> usize {
+    match node {
+        GraphNode::Seq(seq) => seq.children.len(),
+        GraphNode::Choice(choice) => {
+            choice.branches.len() + usize::from(choice.otherwise.is_some())
+        }
+        GraphNode::Par(par) => par.branches.len(),
+        GraphNode::Loop(_) | GraphNode::Map(_) => 1,
+        _ => 0,
+    }
+}
+
 /// The node index plus the facts the index pass collects for later passes.
 #[derive(Debug)]
 pub(crate) struct Index<'g> {
@@ -106,9 +134,11 @@ pub(crate) struct Index<'g> {
 impl<'g> Index<'g> {
     /// Indexes `root`, reporting the index-time and global-limit diagnostics.
     pub(crate) fn build(root: &'g GraphNode, diags: &mut Diags) -> Self {
+        // Sized once: growing the name table rehashed it a dozen times on a large graph.
+        let size = subtree_size(root);
         let mut index = Index {
-            entries: Vec::new(),
-            by_name: FastMap::default(),
+            entries: Vec::with_capacity(size),
+            by_name: FastMap::with_capacity_and_hasher(size, Default::default()),
             write_references: Vec::new(),
             loops: Vec::new(),
         };
@@ -159,7 +189,7 @@ impl<'g> Index<'g> {
             via,
             canon,
             map_owner,
-            children: Vec::new(),
+            children: Vec::with_capacity(child_count(node)),
         });
         if canon != id {
             diags.emit(
