@@ -176,13 +176,7 @@ impl<'g> Index<'g> {
     ) -> NodeId {
         let id = self.entries.len() as NodeId;
         let name = node.name();
-        let canon = match self.by_name.get(name.as_str()) {
-            Some(first) => *first,
-            None => {
-                self.by_name.insert(name.as_str(), id);
-                id
-            }
-        };
+        let canon = *self.by_name.entry(name.as_str()).or_insert(id);
         self.entries.push(Entry {
             node,
             parent,
@@ -275,38 +269,47 @@ impl<'g> Index<'g> {
                 }
             }
         }
-        let mut guards: Vec<(&'g Guard, Vec<Step>)> = Vec::new();
         match node {
             GraphNode::Choice(choice) => {
                 for (i, branch) in choice.branches.iter().enumerate() {
-                    let steps = vec![Step::Field("branches"), Step::Index(i), Step::Field("when")];
-                    guards.push((&branch.when, steps));
+                    let steps = [Step::Field("branches"), Step::Index(i), Step::Field("when")];
+                    self.count_guard(id, &branch.when, &steps, diags, guard_total);
                 }
             }
             GraphNode::Loop(l) => {
                 self.loops.push(id);
                 if let Some(until) = &l.until {
-                    guards.push((until, vec![Step::Field("until")]));
+                    self.count_guard(id, until, &[Step::Field("until")], diags, guard_total);
                 }
             }
             GraphNode::Par(par) => {
                 if let Join::First { when } = &par.join {
-                    guards.push((when, vec![Step::Field("join"), Step::Field("when")]));
+                    let steps = [Step::Field("join"), Step::Field("when")];
+                    self.count_guard(id, when, &steps, diags, guard_total);
                 }
             }
             _ => {}
         }
-        for (guard, steps) in guards {
-            let count = guard.node_count();
-            *guard_total = guard_total.saturating_add(count);
-            if count > ceilings::GUARD_NODES {
-                diags.emit(
-                    DiagnosticCode::CeilingExceeded,
-                    "guard contains more than 4096 nodes",
-                    extend(&self.path(id), &steps),
-                    [],
-                );
-            }
+    }
+
+    /// Adds a guard's size to the graph's total and checks it against the per-guard ceiling.
+    fn count_guard(
+        &self,
+        id: NodeId,
+        guard: &Guard,
+        steps: &[Step],
+        diags: &mut Diags,
+        guard_total: &mut u64,
+    ) {
+        let count = guard.node_count();
+        *guard_total = guard_total.saturating_add(count);
+        if count > ceilings::GUARD_NODES {
+            diags.emit(
+                DiagnosticCode::CeilingExceeded,
+                "guard contains more than 4096 nodes",
+                extend(&self.path(id), steps),
+                [],
+            );
         }
     }
 
