@@ -60,7 +60,7 @@ impl Ahead {
     pub(crate) fn settle(
         self,
         index: &Index<'_>,
-        order: Option<Vec<NodeName>>,
+        order: Option<Vec<NodeId>>,
         diags: &mut Diags,
     ) -> (Option<StructuralBounds>, Option<Identity>) {
         match self {
@@ -80,12 +80,16 @@ impl Ahead {
 
 /// Whether the bounds carry the witness `order` gives: a ranking when there are loops (the
 /// order is then not part of them), else that very order.
-fn order_agrees(bounds: &StructuralBounds, index: &Index<'_>, order: Option<&[NodeName]>) -> bool {
+fn order_agrees(bounds: &StructuralBounds, index: &Index<'_>, order: Option<&[NodeId]>) -> bool {
     match (&bounds.termination, order) {
         (_, None) => false,
         (_, Some(_)) if !index.loops.is_empty() => true,
         (trellis_graph::TerminationWitness::Acyclic { order: predicted }, Some(order)) => {
-            predicted.as_slice() == order
+            predicted.len() == order.len()
+                && predicted
+                    .iter()
+                    .zip(order)
+                    .all(|(name, id)| name == index.name(*id))
         }
         _ => false,
     }
@@ -174,8 +178,11 @@ mod tests {
             assert!(diags.is_empty(), "{name}");
             let bounds = &verified.ir.bounds;
             assert_eq!(predict_bounds(&index).as_ref(), Some(bounds), "{name}");
-            let order = match &bounds.termination {
-                TerminationWitness::Acyclic { order } => order.clone(),
+            let order: Vec<crate::nodeset::NodeId> = match &bounds.termination {
+                TerminationWitness::Acyclic { order } => order
+                    .iter()
+                    .filter_map(|name| index.lookup(name.as_str()))
+                    .collect(),
                 TerminationWitness::Bounded { .. } => Vec::new(),
             };
             let ahead = Ahead::compute(&spec, &index);

@@ -194,6 +194,11 @@ fn drop_overlapped(
 impl<'g> Effects<'g> {
     /// Effects that change nothing (an implicit empty alternative) from `flow`.
     pub(crate) fn empty(flow: &Flow) -> Self {
+        Self::empty_failing(flow.failed.clone())
+    }
+
+    /// Effects that change nothing and leave `exit_failed` failed.
+    pub(crate) fn empty_failing(exit_failed: NodeSet) -> Self {
         Effects {
             definite_nodes: NodeSet::default(),
             unavailable_nodes: NodeSet::default(),
@@ -202,7 +207,7 @@ impl<'g> Effects<'g> {
             possible_writes: BTreeMap::new(),
             pending: Vec::new(),
             parallel: Vec::new(),
-            exit_failed: flow.failed.clone(),
+            exit_failed,
             falls_through: true,
             completion: always(),
         }
@@ -218,7 +223,8 @@ pub(crate) struct Tracker<'g> {
 
 impl<'g> Tracker<'g> {
     pub(crate) fn new(flow: Flow) -> Self {
-        let acc = Effects::empty(&flow);
+        // `exit_failed` is only read after `finish`, which sets it.
+        let acc = Effects::empty_failing(NodeSet::default());
         Tracker { flow, acc }
     }
 
@@ -254,7 +260,7 @@ impl<'g> Tracker<'g> {
                 record_possible(&mut acc.possible_writes, path, ty);
             }
         }
-        flow.failed = e.exit_failed.clone();
+        flow.failed.clone_from(&e.exit_failed);
         self.reconcile();
         self.resolve_pending();
     }
@@ -332,7 +338,7 @@ impl<'g> Tracker<'g> {
 
     /// The accumulated effects, with `failed` at exit.
     pub(crate) fn finish(mut self) -> (Flow, Effects<'g>) {
-        self.acc.exit_failed = self.flow.failed.clone();
+        self.acc.exit_failed.clone_from(&self.flow.failed);
         (self.flow, self.acc)
     }
 }

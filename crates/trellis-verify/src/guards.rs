@@ -17,9 +17,7 @@ pub(crate) fn validate<'g>(
     diags: &mut Diags,
 ) -> bool {
     let mut valid = true;
-    let mut occurrences = Vec::new();
-    selector_occurrences(guard, &mut occurrences);
-    for (sel, in_k_of_map) in occurrences {
+    for_each_selector(guard, &mut |sel, in_k_of_map| {
         let key = key_of(index, sel);
         let dominates = key.is_some_and(|k| {
             available(k.node)
@@ -43,7 +41,7 @@ pub(crate) fn validate<'g>(
                 [&sel.name],
             );
         }
-    }
+    });
     let mut labels = LabelCheck {
         index,
         base,
@@ -60,16 +58,22 @@ pub(crate) fn selector_occurrences<'g>(
     guard: &'g Guard,
     out: &mut Vec<(&'g ControlSelector, bool)>,
 ) {
+    for_each_selector(guard, &mut |sel, in_k_of_map| out.push((sel, in_k_of_map)));
+}
+
+/// Calls `visit` on every selector in pre-order with multiplicity, flagged when read by a
+/// `k_of_map` (no list is built: validation runs once per guard of every choice).
+fn for_each_selector<'g>(guard: &'g Guard, visit: &mut impl FnMut(&'g ControlSelector, bool)) {
     match guard {
-        Guard::In { value, .. } => out.push((value, false)),
-        Guard::KOfMap { value, .. } => out.push((value, true)),
-        Guard::KOfN { values, .. } => out.extend(values.iter().map(|v| (v, false))),
+        Guard::In { value, .. } => visit(value, false),
+        Guard::KOfMap { value, .. } => visit(value, true),
+        Guard::KOfN { values, .. } => values.iter().for_each(|v| visit(v, false)),
         Guard::All { guards } | Guard::Any { guards } => {
             for g in guards {
-                selector_occurrences(g, out);
+                for_each_selector(g, visit);
             }
         }
-        Guard::Not { guard } => selector_occurrences(guard, out),
+        Guard::Not { guard } => for_each_selector(guard, visit),
     }
 }
 

@@ -92,6 +92,34 @@ pub(crate) struct Entry<'g> {
     pub(crate) children: Vec<NodeId>,
 }
 
+/// The number of node occurrences in the tree under `node`, itself included.
+fn subtree_size(node: &GraphNode) -> usize {
+    1 + match node {
+        GraphNode::Seq(seq) => seq.children.iter().map(subtree_size).sum(),
+        GraphNode::Choice(choice) => {
+            let branches: usize = choice.branches.iter().map(|b| subtree_size(&b.node)).sum();
+            branches + choice.otherwise.as_deref().map_or(0, subtree_size)
+        }
+        GraphNode::Par(par) => par.branches.iter().map(subtree_size).sum(),
+        GraphNode::Loop(l) => subtree_size(&l.body),
+        GraphNode::Map(m) => subtree_size(&m.body),
+        _ => 0,
+    }
+}
+
+/// The number of direct children of `node`.
+fn child_count(node: &GraphNode) -> usize {
+    match node {
+        GraphNode::Seq(seq) => seq.children.len(),
+        GraphNode::Choice(choice) => {
+            choice.branches.len() + usize::from(choice.otherwise.is_some())
+        }
+        GraphNode::Par(par) => par.branches.len(),
+        GraphNode::Loop(_) | GraphNode::Map(_) => 1,
+        _ => 0,
+    }
+}
+
 /// The node index plus the facts the index pass collects for later passes.
 #[derive(Debug)]
 pub(crate) struct Index<'g> {
@@ -106,9 +134,11 @@ pub(crate) struct Index<'g> {
 impl<'g> Index<'g> {
     /// Indexes `root`, reporting the index-time and global-limit diagnostics.
     pub(crate) fn build(root: &'g GraphNode, diags: &mut Diags) -> Self {
+        // Sized once: growing the name table rehashed it a dozen times on a large graph.
+        let size = subtree_size(root);
         let mut index = Index {
-            entries: Vec::new(),
-            by_name: FastMap::default(),
+            entries: Vec::with_capacity(size),
+            by_name: FastMap::with_capacity_and_hasher(size, Default::default()),
             write_references: Vec::new(),
             loops: Vec::new(),
         };
@@ -146,20 +176,14 @@ impl<'g> Index<'g> {
     ) -> NodeId {
         let id = self.entries.len() as NodeId;
         let name = node.name();
-        let canon = match self.by_name.get(name.as_str()) {
-            Some(first) => *first,
-            None => {
-                self.by_name.insert(name.as_str(), id);
-                id
-            }
-        };
+        let canon = *self.by_name.entry(name.as_str()).or_insert(id);
         self.entries.push(Entry {
             node,
             parent,
             via,
             canon,
             map_owner,
-            children: Vec::new(),
+            children: Vec::with_capacity(child_count(node)),
         });
         if canon != id {
             diags.emit(
@@ -245,38 +269,47 @@ impl<'g> Index<'g> {
                 }
             }
         }
-        let mut guards: Vec<(&'g Guard, Vec<Step>)> = Vec::new();
         match node {
             GraphNode::Choice(choice) => {
                 for (i, branch) in choice.branches.iter().enumerate() {
-                    let steps = vec![Step::Field("branches"), Step::Index(i), Step::Field("when")];
-                    guards.push((&branch.when, steps));
+                    let steps = [Step::Field("branches"), Step::Index(i), Step::Field("when")];
+                    self.count_guard(id, &branch.when, &steps, diags, guard_total);
                 }
             }
             GraphNode::Loop(l) => {
                 self.loops.push(id);
                 if let Some(until) = &l.until {
-                    guards.push((until, vec![Step::Field("until")]));
+                    self.count_guard(id, until, &[Step::Field("until")], diags, guard_total);
                 }
             }
             GraphNode::Par(par) => {
                 if let Join::First { when } = &par.join {
-                    guards.push((when, vec![Step::Field("join"), Step::Field("when")]));
+                    let steps = [Step::Field("join"), Step::Field("when")];
+                    self.count_guard(id, when, &steps, diags, guard_total);
                 }
             }
             _ => {}
         }
-        for (guard, steps) in guards {
-            let count = guard.node_count();
-            *guard_total = guard_total.saturating_add(count);
-            if count > ceilings::GUARD_NODES {
-                diags.emit(
-                    DiagnosticCode::CeilingExceeded,
-                    "guard contains more than 4096 nodes",
-                    extend(&self.path(id), &steps),
-                    [],
-                );
-            }
+    }
+
+    /// Adds a guard's size to the graph's total and checks it against the per-guard ceiling.
+    fn count_guard(
+        &self,
+        id: NodeId,
+        guard: &Guard,
+        steps: &[Step],
+        diags: &mut Diags,
+        guard_total: &mut u64,
+    ) {
+        let count = guard.node_count();
+        *guard_total = guard_total.saturating_add(count);
+        if count > ceilings::GUARD_NODES {
+            diags.emit(
+                DiagnosticCode::CeilingExceeded,
+                "guard contains more than 4096 nodes",
+                extend(&self.path(id), steps),
+                [],
+            );
         }
     }
 

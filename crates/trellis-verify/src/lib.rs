@@ -227,7 +227,7 @@ fn analyze_passes(
     spec: &GraphSpec,
     index: &index::Index,
     diags: &mut Diags,
-) -> Option<Vec<trellis_graph::NodeName>> {
+) -> Option<Vec<nodeset::NodeId>> {
     if spec.profile != GraphProfile::Full {
         diags.emit(
             DiagnosticCode::InvalidGraphShape,
@@ -251,7 +251,7 @@ fn analyze_passes(
 /// The structural folds (pass 7), then the bounds when the graph is clean.
 fn fold_bounds(
     index: &index::Index,
-    order: Option<Vec<trellis_graph::NodeName>>,
+    order: Option<Vec<nodeset::NodeId>>,
     diags: &mut Diags,
 ) -> Option<StructuralBounds> {
     let fold = folds::fold_root(index, diags);
@@ -265,11 +265,13 @@ fn fold_bounds(
 /// and its folds.
 pub(crate) fn bounds_of(
     index: &index::Index,
-    order: Vec<trellis_graph::NodeName>,
+    order: Vec<nodeset::NodeId>,
     fold: &folds::Fold,
 ) -> Option<StructuralBounds> {
     let termination = if index.loops.is_empty() {
-        TerminationWitness::Acyclic { order }
+        TerminationWitness::Acyclic {
+            order: order.iter().map(|id| index.name(*id).clone()).collect(),
+        }
     } else {
         TerminationWitness::Bounded {
             ranking: index

@@ -61,15 +61,15 @@ pub(crate) fn merge_choice<'g>(
     contributing: &[&Effects<'g>],
     all: &[&Effects<'g>],
 ) -> Effects<'g> {
-    let mut merged = Effects::empty(flow);
+    let mut merged = Effects::empty_failing(NodeSet::default());
     union_possible(&mut merged.possible_writes, all);
     let Some(first) = contributing.first() else {
+        merged.exit_failed = flow.failed.clone();
         merged.falls_through = false;
         merged.completion = never();
         return merged;
     };
     merged.definite_nodes = first.definite_nodes.clone();
-    merged.exit_failed = NodeSet::default();
     for e in contributing {
         merged.definite_nodes.intersect_with(&e.definite_nodes);
         merged.unavailable_nodes.union_with(&e.unavailable_nodes);
@@ -147,7 +147,6 @@ pub(crate) fn merge_par<'g>(
     let all: Vec<&Effects> = branches.iter().collect();
     union_possible(&mut merged.possible_writes, &all);
     let mut candidates = NodeSet::default();
-    merged.exit_failed = flow.failed.clone();
     for e in branches {
         candidates.union_with(&e.definite_nodes);
         merged.unavailable_nodes.union_with(&e.unavailable_nodes);

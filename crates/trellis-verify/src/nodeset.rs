@@ -7,9 +7,22 @@ pub(crate) type NodeId = u32;
 /// pre-order positions, so the sets a subtree produces are clustered and stay small, while
 /// whole-graph sets degrade gracefully to a dense bit vector. Copies are proportional to the
 /// population, not to the graph size (a fixed-size bit set made the walk quadratic).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, PartialEq, Eq, Hash, Default)]
 pub(crate) struct NodeSet {
     words: Vec<(u32, u64)>,
+}
+
+impl Clone for NodeSet {
+    fn clone(&self) -> Self {
+        NodeSet {
+            words: self.words.clone(),
+        }
+    }
+
+    /// Reuses the buffer: a flow's failed set is replaced by each successor's.
+    fn clone_from(&mut self, source: &Self) {
+        self.words.clone_from(&source.words);
+    }
 }
 
 impl NodeSet {
@@ -46,70 +59,53 @@ impl NodeSet {
             .is_ok_and(|at| self.words[at].1 & bit != 0)
     }
 
-    /// The common union of a growing set: every word of `other` is already present or lies
-    /// past this set's last word (pre-order ids mostly grow), so no merged copy is needed.
-    /// Returns false, changing nothing, when a word would have to go in between.
-    fn union_in_place(&mut self, other: &NodeSet) -> bool {
-        let last = self.words.last().map_or(0, |(w, _)| *w);
-        let mut at = 0;
-        let mut tail = other.words.len();
-        for (j, (word, _)) in other.words.iter().enumerate() {
-            if *word > last {
-                tail = j;
-                break;
-            }
-            while self.words[at].0 < *word {
-                at += 1;
-            }
-            if self.words[at].0 != *word {
-                return false;
-            }
-        }
-        let mut at = 0;
-        for (word, bits) in &other.words[..tail] {
-            while self.words[at].0 < *word {
-                at += 1;
-            }
-            self.words[at].1 |= bits;
-        }
-        self.words.extend_from_slice(&other.words[tail..]);
-        true
-    }
-
+    /// Unions in place. Words of `other` below this set's first shared position are found by
+    /// binary search (sets are clustered, so a union touches only the tail of a large set),
+    /// matching words are or-ed in one pass, and missing words are merged in from the back
+    /// after growing the vector once, so no merged copy is built.
     pub(crate) fn union_with(&mut self, other: &NodeSet) {
-        if other.words.is_empty() {
+        let Some(&(first, _)) = other.words.first() else {
             return;
-        }
+        };
         if self.words.is_empty() {
-            self.words = other.words.clone();
+            self.words.clone_from(&other.words);
             return;
         }
-        if self.union_in_place(other) {
-            return;
-        }
-        let mut merged = Vec::with_capacity(self.words.len() + other.words.len());
-        let (mut i, mut j) = (0, 0);
-        while i < self.words.len() && j < other.words.len() {
-            let (a, b) = (self.words[i], other.words[j]);
-            match a.0.cmp(&b.0) {
-                std::cmp::Ordering::Less => {
-                    merged.push(a);
-                    i += 1;
-                }
-                std::cmp::Ordering::Greater => {
-                    merged.push(b);
-                    j += 1;
-                }
-                std::cmp::Ordering::Equal => {
-                    merged.push((a.0, a.1 | b.1));
-                    i += 1;
-                    j += 1;
-                }
+        let start = self.words.partition_point(|(w, _)| *w < first);
+        let mut missing = 0;
+        let mut i = start;
+        for &(word, bits) in &other.words {
+            while i < self.words.len() && self.words[i].0 < word {
+                i += 1;
+            }
+            match self.words.get_mut(i) {
+                Some(own) if own.0 == word => own.1 |= bits,
+                _ => missing += 1,
             }
         }
-        merged.extend_from_slice(&self.words[i..]);
-        merged.extend_from_slice(&other.words[j..]);
-        self.words = merged;
+        if missing == 0 {
+            return;
+        }
+        // Backward merge into the grown vector: `k` is the next slot to fill from the end,
+        // `i` and `j` the unmerged ends of the old words and of `other`.
+        let old = self.words.len();
+        self.words.resize(old + missing, (0, 0));
+        let (mut i, mut j, mut k) = (old, other.words.len(), old + missing);
+        while j > 0 {
+            k -= 1;
+            let theirs = other.words[j - 1];
+            if i > start && self.words[i - 1].0 >= theirs.0 {
+                // Equal words were or-ed already; the old entry moves as it is.
+                if self.words[i - 1].0 == theirs.0 {
+                    j -= 1;
+                }
+                self.words[k] = self.words[i - 1];
+                i -= 1;
+            } else {
+                self.words[k] = theirs;
+                j -= 1;
+            }
+        }
     }
 
     pub(crate) fn intersect_with(&mut self, other: &NodeSet) {
@@ -182,6 +178,64 @@ mod tests {
                 a.iter().collect::<Vec<_>>(),
                 sa.into_iter().collect::<Vec<_>>()
             );
+        }
+    }
+
+    #[test]
+    fn clones_change_independently() {
+        use std::collections::BTreeSet;
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |n: u32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(n)) as u32
+        };
+        for _ in 0..500 {
+            let (mut a, mut sa) = (NodeSet::default(), BTreeSet::new());
+            for _ in 0..next(40) {
+                let id = next(2_000);
+                a.insert(id);
+                sa.insert(id);
+            }
+            let (mut b, mut sb) = (a.clone(), sa.clone());
+            for _ in 0..next(30) {
+                let id = next(2_000);
+                match next(4) {
+                    0 => {
+                        b.remove(id);
+                        sb.remove(&id);
+                    }
+                    1 => {
+                        let mut c = NodeSet::default();
+                        c.insert(id);
+                        c.insert(id + 64);
+                        b.union_with(&c);
+                        sb.extend([id, id + 64]);
+                    }
+                    2 => {
+                        b.union_with(&a);
+                        sb.extend(sa.iter().copied());
+                    }
+                    _ => {
+                        b.insert(id);
+                        sb.insert(id);
+                    }
+                }
+            }
+            if next(3) == 0 {
+                b.intersect_with(&a);
+                sb.retain(|id| sa.contains(id));
+            }
+            assert_eq!(
+                a.iter().collect::<Vec<_>>(),
+                sa.into_iter().collect::<Vec<_>>()
+            );
+            assert_eq!(
+                b.iter().collect::<Vec<_>>(),
+                sb.iter().copied().collect::<Vec<_>>()
+            );
+            assert!(sb.iter().all(|id| b.contains(*id)));
         }
     }
 

@@ -10,15 +10,18 @@ use crate::diag::Diags;
 use crate::index::Index;
 use crate::nodeset::NodeId;
 
-/// Reports unknown references and cycles; returns the order of all node names when acyclic.
+/// Reports unknown references and cycles; returns the order of all nodes (canonical ids) when
+/// acyclic. Ids rather than names: with loops the order is not part of the bounds, so copying
+/// every name would be wasted.
 pub(crate) fn order<'g>(
     index: &Index<'g>,
     references: impl IntoIterator<Item = (NodeId, &'g NodeName)>,
     diags: &mut Diags,
-) -> Option<Vec<NodeName>> {
+) -> Option<Vec<NodeId>> {
     // Node ids are dense (0..index.len()), so per-node facts live in vectors indexed by id.
     let count = index.len();
-    let mut depends: Vec<(NodeId, NodeId)> = Vec::new();
+    let references = references.into_iter();
+    let mut depends: Vec<(NodeId, NodeId)> = Vec::with_capacity(references.size_hint().0);
     let mut blocked = vec![false; count];
     let mut unknown: BTreeSet<(NodeId, &'g NodeName)> = BTreeSet::new();
     for (referrer, target) in references {
@@ -53,22 +56,33 @@ pub(crate) fn order<'g>(
         waiting[*referrer as usize] += 1;
         users[*dep as usize].push(*referrer);
     }
-    let mut ready: BinaryHeap<Reverse<NodeId>> = nodes
+    // Kahn's algorithm, smallest ready id first. Nodes ready from the start are taken in
+    // ascending order straight from `initial`; only nodes freed later go through the heap.
+    let initial: Vec<NodeId> = nodes
         .iter()
         .copied()
         .filter(|n| waiting[*n as usize] == 0 && !blocked[*n as usize])
-        .map(Reverse)
         .collect();
+    let mut initial = initial.into_iter().peekable();
+    let mut freed: BinaryHeap<Reverse<NodeId>> = BinaryHeap::new();
     let mut ordered = Vec::with_capacity(nodes.len());
     let mut done = vec![false; count];
-    while let Some(Reverse(next)) = ready.pop() {
-        ordered.push(index.name(next).clone());
+    loop {
+        let next = match (initial.peek(), freed.peek()) {
+            (Some(a), Some(Reverse(b))) if b < a => freed.pop().map(|Reverse(b)| b),
+            (Some(_), _) => initial.next(),
+            (None, _) => freed.pop().map(|Reverse(b)| b),
+        };
+        let Some(next) = next else {
+            break;
+        };
+        ordered.push(next);
         done[next as usize] = true;
         for user in &users[next as usize] {
             let waits = &mut waiting[*user as usize];
             *waits -= 1;
             if *waits == 0 && !blocked[*user as usize] {
-                ready.push(Reverse(*user));
+                freed.push(Reverse(*user));
             }
         }
     }

@@ -4,8 +4,8 @@
 use std::rc::Rc;
 
 use trellis_graph::{
-    DataSelector, DiagnosticCode, FieldPath, GraphNode, InputBinding, OutputChannel, PayloadType,
-    StepNode, WriteBinding,
+    DataSelector, DiagnosticCode, FieldName, FieldPath, Fields, GraphNode, InputBinding,
+    OutputChannel, PayloadType, StepNode, WriteBinding,
 };
 
 use super::{Analyzer, Scope};
@@ -144,22 +144,23 @@ impl<'g> Analyzer<'_, 'g> {
                 );
             }
         }
-        for leaf in payload.required_leaf_paths() {
-            let Ok(leaf) = FieldPath::new(leaf) else {
-                continue;
+        let Some(fields) = payload.fields() else {
+            return;
+        };
+        uncovered_leaves(fields, bindings, &mut Vec::new(), &mut |leaf| {
+            let Ok(leaf) = FieldPath::new(leaf.iter().map(|name| (*name).clone()).collect()) else {
+                return;
             };
-            if !bindings.iter().any(|b| b.target.is_prefix_of(&leaf)) {
-                self.diags.emit(
-                    DiagnosticCode::UndefinedRead,
-                    format!(
-                        "required payload target {} is not defined by a binding",
-                        leaf.dotted()
-                    ),
-                    At::node(id).field(bindings_field).path(self.index),
-                    [],
-                );
-            }
-        }
+            self.diags.emit(
+                DiagnosticCode::UndefinedRead,
+                format!(
+                    "required payload target {} is not defined by a binding",
+                    leaf.dotted()
+                ),
+                At::node(id).field(bindings_field).path(self.index),
+                [],
+            );
+        });
     }
 
     /// Step and verifier: input bindings, write bindings, and the executable's effects.
@@ -302,6 +303,39 @@ impl<'g> Analyzer<'_, 'g> {
             }
         }
         facts
+    }
+}
+
+/// Calls `uncovered` with every required leaf path of `fields` (in the order of
+/// `PayloadType::required_leaf_paths`) that no binding target covers; the leaves are walked,
+/// not listed, since every executable's input is checked.
+fn uncovered_leaves<'t>(
+    fields: &'t Fields,
+    bindings: &[InputBinding],
+    prefix: &mut Vec<&'t FieldName>,
+    uncovered: &mut impl FnMut(&[&'t FieldName]),
+) {
+    for (name, field) in fields {
+        if !field.required {
+            continue;
+        }
+        prefix.push(name);
+        match field.ty.fields() {
+            Some(inner) if inner.values().any(|f| f.required) => {
+                uncovered_leaves(inner, bindings, prefix, uncovered);
+            }
+            _ => {
+                let covered = bindings.iter().any(|b| {
+                    let target = b.target.segments();
+                    target.len() <= prefix.len()
+                        && target.iter().zip(prefix.iter()).all(|(t, p)| t == *p)
+                });
+                if !covered {
+                    uncovered(prefix);
+                }
+            }
+        }
+        prefix.pop();
     }
 }
 
