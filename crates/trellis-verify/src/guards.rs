@@ -53,14 +53,6 @@ pub(crate) fn validate<'g>(
     valid && labels.valid
 }
 
-/// Selectors in pre-order with multiplicity, flagged when read by a `k_of_map`.
-pub(crate) fn selector_occurrences<'g>(
-    guard: &'g Guard,
-    out: &mut Vec<(&'g ControlSelector, bool)>,
-) {
-    for_each_selector(guard, &mut |sel, in_k_of_map| out.push((sel, in_k_of_map)));
-}
-
 /// Calls `visit` on every selector in pre-order with multiplicity, flagged when read by a
 /// `k_of_map` (no list is built: validation runs once per guard of every choice).
 fn for_each_selector<'g>(guard: &'g Guard, visit: &mut impl FnMut(&'g ControlSelector, bool)) {
