@@ -130,20 +130,20 @@ impl<'g> Analyzer<'_, 'g> {
             // Branch restriction: an alternative whose completion contradicts its residual
             // cannot continue after the choice.
             // An unconstrained completion adds nothing to a reachable residual.
+            // The conjunction is checked as the very predicate the alternative completes with,
+            // so an enclosing sequence that completes exactly when this alternative does
+            // finds the answer among the checks already made.
+            let completion = and(vec![residual, inner.completion.clone()]);
             let continues = inner.falls_through
                 && (control.is_none()
                     || crate::predicate::constant(&inner.completion) == Some(true)
                     || self
-                        .satisfiable(
-                            &[residual.clone(), inner.completion.clone()],
-                            At::node(id),
-                            &|v| v[0] && v[1],
-                        )
+                        .satisfiable(std::slice::from_ref(&completion), At::node(id), &|v| v[0])
                         .unwrap_or(true));
             let effects = if continues {
                 tracker.apply(&inner);
                 let (_, mut effects) = tracker.finish();
-                effects.completion = and(vec![residual, inner.completion.clone()]);
+                effects.completion = completion;
                 effects
             } else {
                 let mut effects = Effects::empty(flow);
