@@ -83,6 +83,12 @@ pub(crate) fn at_least(k: usize, parts: Vec<Pred<'_>>) -> Pred<'_> {
     if k == 0 {
         return always();
     }
+    // Constant operands read no guards, so folding them loses no key from the space (an
+    // all-join of branches that always complete is unconstrained).
+    if parts.iter().all(|p| constant(p).is_some()) {
+        let holding = parts.iter().filter(|p| constant(p) == Some(true)).count();
+        return if holding >= k { always() } else { never() };
+    }
     Rc::new(PredNode::AtLeast(k, parts))
 }
 

@@ -43,13 +43,16 @@ impl<'g> Analyzer<'_, 'g> {
         }
         let guards: Vec<Pred<'g>> = choice.branches.iter().map(|b| guard(&b.when)).collect();
         let n = guards.len();
-        let residual_pred = |i: usize| -> Pred<'g> {
-            let mut parts: Vec<Pred<'g>> = guards[..i.min(n)].iter().cloned().map(not).collect();
-            if i < n {
-                parts.push(guards[i].clone());
-            }
-            and(parts)
-        };
+        // Alternative `i` is taken when guard `i` is the first that holds (`n`: none holds).
+        let residual_preds: Vec<Pred<'g>> = (0..=n)
+            .map(|i| {
+                let mut parts: Vec<Pred<'g>> = guards[..i].iter().cloned().map(not).collect();
+                if i < n {
+                    parts.push(guards[i].clone());
+                }
+                and(parts)
+            })
+            .collect();
         let control = if valid {
             self.classify(&guards, At::node(id).field("branches"))
                 .ok()
@@ -57,6 +60,14 @@ impl<'g> Analyzer<'_, 'g> {
         } else {
             None
         };
+        if let Some(residuals) = &control {
+            // The last two residuals read every branch guard, so their own check would build
+            // this very space: its answer is whether the classification reached them (an
+            // enclosing sequence that continues after the choice asks exactly that).
+            for i in n.saturating_sub(1)..=n {
+                self.remember_single(&residual_preds[i], residuals[i].reachable);
+            }
+        }
         if let Some(residuals) = &control {
             for (i, residual) in residuals[..n].iter().enumerate() {
                 if !residual.reachable {
@@ -110,7 +121,7 @@ impl<'g> Analyzer<'_, 'g> {
             if let Some(residuals) = &control {
                 tracker.refine(&residuals[i].succeeded, &residuals[i].failed_pars);
             }
-            let residual = residual_pred(i);
+            let residual = residual_preds[i].clone();
             let Some(child) = child else {
                 // The implicit empty alternative of a non-exhaustive choice.
                 let (_, mut effects) = tracker.finish();

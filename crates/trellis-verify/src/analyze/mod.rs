@@ -207,6 +207,17 @@ impl<'a, 'g> Analyzer<'a, 'g> {
         result.ok()
     }
 
+    /// Records the answer of a single-root check already known from a larger one over the
+    /// same space (the first answer for a predicate stays).
+    pub(crate) fn remember_single(&mut self, pred: &Pred<'g>, satisfiable: bool) {
+        if crate::predicate::constant(pred).is_some() {
+            return;
+        }
+        self.single_checks
+            .entry(Rc::as_ptr(pred) as *const ())
+            .or_insert_with(|| (pred.clone(), Some(satisfiable)));
+    }
+
     /// The root values of a check's legal assignments, reporting the ceiling at `at`.
     pub(crate) fn assignments(
         &mut self,
