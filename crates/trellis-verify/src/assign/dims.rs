@@ -116,6 +116,10 @@ impl DimList {
     pub(crate) fn as_slice(&self) -> &[Dim] {
         &self.dims[..self.len]
     }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [Dim] {
+        &mut self.dims[..self.len]
+    }
 }
 
 /// Buffers the scalar dimensions are built in, kept between checks.

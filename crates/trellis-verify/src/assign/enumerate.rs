@@ -11,7 +11,7 @@ use crate::nodeset::NodeId;
 
 /// Enumeration steps allowed before a check is declared too large (guards against hangs
 /// when shared keys make most combinations conflict).
-const STEP_BUDGET: usize = ASSIGNMENT_LIMIT * 256;
+pub(crate) const STEP_BUDGET: usize = ASSIGNMENT_LIMIT * 256;
 
 /// A label a domain lacks.
 const ABSENT: u32 = u32::MAX;
@@ -124,6 +124,18 @@ pub(crate) fn may_conflict(layout: &Layout, dims: &[Dim], buffers: &mut Buffers)
         }
     }
     false
+}
+
+/// The steps [`enumerate`] takes over dimensions that share no key (every candidate of a
+/// level is tried under every combination of the levels above), saturating.
+pub(crate) fn steps(dims: &[Dim]) -> usize {
+    let mut combinations = 1usize;
+    let mut total = 0usize;
+    for dim in dims {
+        combinations = combinations.saturating_mul(dim.len());
+        total = total.saturating_add(combinations);
+    }
+    total
 }
 
 /// A prepared check, as enumeration reads it.

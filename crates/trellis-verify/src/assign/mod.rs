@@ -4,6 +4,7 @@
 mod dims;
 mod enumerate;
 mod expansion;
+mod merge;
 mod options;
 pub(crate) mod program;
 pub(crate) mod resolved;
@@ -70,6 +71,9 @@ struct Workspace<'g> {
     dims: DimList,
     /// No two dimensions share a key (computed with the dimensions).
     exclusive: bool,
+    /// The number of combinations of the dimensions as built, when within the ceiling.
+    size: Option<usize>,
+    merging: merge::MergeBuffers,
     scratch: dims::Scratch,
     enumeration: enumerate::Buffers,
     root_values: Vec<bool>,
@@ -128,6 +132,24 @@ impl<'g> Workspace<'g> {
             self.dims.as_slice(),
             &mut self.enumeration,
         );
+        self.size = (self.dims.as_slice().iter())
+            .try_fold(1usize, |acc, d| acc.checked_mul(d.len()))
+            .filter(|n| *n <= ASSIGNMENT_LIMIT);
+        // Without shared keys every combination is produced, so the ceiling and the step
+        // budget are decided by the sizes alone; within both, candidates no answer depends
+        // on can be merged without changing any answer or ceiling.
+        if self.exclusive
+            && self.size.is_some()
+            && enumerate::steps(self.dims.as_slice()) <= enumerate::STEP_BUDGET
+        {
+            merge::merge_indistinguishable(
+                index,
+                &self.expansion.layout,
+                &self.program,
+                &mut self.dims,
+                &mut self.merging,
+            );
+        }
         Ok(())
     }
 
@@ -234,14 +256,9 @@ impl Check {
         let mut workspace = facts.workspace.borrow_mut();
         let workspace = &mut *workspace;
         workspace.prepare(index, facts, roots)?;
-        let dims = workspace.dims.as_slice();
         let exact = workspace.exclusive;
         if exact {
-            let size = dims
-                .iter()
-                .try_fold(1usize, |acc, d| acc.checked_mul(d.len()))
-                .filter(|n| *n <= ASSIGNMENT_LIMIT);
-            if size.is_none() {
+            if workspace.size.is_none() {
                 return Err(Ceiling);
             }
             let mut optimistic = std::mem::take(&mut workspace.root_values);

@@ -97,14 +97,16 @@ impl<'g> Layout<'g> {
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Const(bool),
-    /// The key at `offset` is present and counts one of the labels in `labels` (a range of
-    /// [`Program::labels`]).
+    /// The key at layout position `key` (its words start at `offset`) is present and counts
+    /// one of the labels in `labels` (a range of [`Program::labels`]).
     In {
+        key: u32,
         offset: u32,
         labels: (u32, u32),
     },
-    /// The key at `offset` is present and its listed labels count at least `count` in all.
+    /// The key is present and its listed labels count at least `count` in all.
     KOfMap {
+        key: u32,
         offset: u32,
         labels: (u32, u32),
         count: u64,
@@ -188,19 +190,23 @@ impl<'g> Compiler<'_, 'g> {
         &mut self,
         resolved: &ResolvedGuard<'g>,
         key: &KeyRef<'g>,
-    ) -> Option<(u32, (u32, u32))> {
+    ) -> Option<(u32, u32, (u32, u32))> {
         let at = self.layout.position(&key.key)?;
         let offset = self.layout.keys[at].offset as u32;
         let start = self.program.labels.len() as u32;
         self.program
             .labels
             .extend_from_slice(resolved.labels_of(key));
-        Some((offset, (start, self.program.labels.len() as u32)))
+        Some((at as u32, offset, (start, self.program.labels.len() as u32)))
     }
 
     fn matches(&mut self, resolved: &ResolvedGuard<'g>, key: &Option<KeyRef<'g>>) -> usize {
         match key.as_ref().and_then(|k| self.locate(resolved, k)) {
-            Some((offset, labels)) => self.program.push(Op::In { offset, labels }),
+            Some((key, offset, labels)) => self.program.push(Op::In {
+                key,
+                offset,
+                labels,
+            }),
             None => self.program.push(Op::Const(false)),
         }
     }
@@ -236,7 +242,8 @@ impl<'g> Compiler<'_, 'g> {
             }
             Shape::KOfMap { count, key } => {
                 match key.as_ref().and_then(|k| self.locate(resolved, k)) {
-                    Some((offset, labels)) => self.program.push(Op::KOfMap {
+                    Some((key, offset, labels)) => self.program.push(Op::KOfMap {
+                        key,
                         offset,
                         labels,
                         count: *count,
@@ -274,30 +281,10 @@ impl Program {
     pub(crate) fn evaluate(&self, assignment: &[u32], values: &mut Vec<bool>) {
         values.clear();
         let range = |start: u32, end: u32| &self.operands[start as usize..end as usize];
-        let labels = |(start, end): (u32, u32)| &self.labels[start as usize..end as usize];
         for op in &self.ops {
             let value = match *op {
                 Op::Const(b) => b,
-                Op::In { offset, labels: l } => {
-                    let at = offset as usize;
-                    assignment[at] != 0
-                        && labels(l)
-                            .iter()
-                            .any(|l| assignment[at + 1 + *l as usize] > 0)
-                }
-                Op::KOfMap {
-                    offset,
-                    labels: l,
-                    count,
-                } => {
-                    let at = offset as usize;
-                    assignment[at] != 0
-                        && labels(l)
-                            .iter()
-                            .map(|l| u64::from(assignment[at + 1 + *l as usize]))
-                            .sum::<u64>()
-                            >= count
-                }
+                Op::In { .. } | Op::KOfMap { .. } => self.read(op, assignment),
                 Op::Not(i) => !values[i as usize],
                 Op::And(start, end) => range(start, end).iter().all(|i| values[*i as usize]),
                 Op::Or(start, end) => range(start, end).iter().any(|i| values[*i as usize]),
@@ -310,6 +297,44 @@ impl Program {
                 }
             };
             values.push(value);
+        }
+    }
+
+    /// Every op that reads a key, with the key's layout position.
+    pub(crate) fn key_reads(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.ops.iter().enumerate().filter_map(|(at, op)| match op {
+            Op::In { key, .. } | Op::KOfMap { key, .. } => Some((at, *key as usize)),
+            _ => None,
+        })
+    }
+
+    /// The value of an op that reads a key, on an assignment.
+    fn read(&self, op: &Op, assignment: &[u32]) -> bool {
+        match *op {
+            Op::In { offset, .. } | Op::KOfMap { offset, .. } => {
+                let at = offset as usize;
+                assignment[at] != 0 && self.read_counts(op, &assignment[at + 1..])
+            }
+            _ => false,
+        }
+    }
+
+    /// The value of op `at` (one that reads a key) given the key present with `counts`.
+    pub(crate) fn read_present(&self, at: usize, counts: &[u32]) -> bool {
+        self.read_counts(&self.ops[at], counts)
+    }
+
+    fn read_counts(&self, op: &Op, counts: &[u32]) -> bool {
+        let labels = |(start, end): (u32, u32)| &self.labels[start as usize..end as usize];
+        let count = |l: &u32| counts.get(*l as usize).copied().unwrap_or(0);
+        match *op {
+            Op::In { labels: l, .. } => labels(l).iter().any(|l| count(l) > 0),
+            Op::KOfMap {
+                labels: l,
+                count: k,
+                ..
+            } => labels(l).iter().map(|l| u64::from(count(l))).sum::<u64>() >= k,
+            _ => false,
         }
     }
 }

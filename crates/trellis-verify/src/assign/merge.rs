@@ -1,0 +1,255 @@
+//! Merges the candidates of a dimension that nothing downstream can tell apart: when no two
+//! dimensions share a key, every answer a check gives (guard values, correlation filters,
+//! which nodes fail) depends on a candidate only through the guards that read its keys and a
+//! few facts per key, so candidates that agree on those lead to the same answers (the four
+//! error labels of a step that every guard lists together, for example).
+
+use super::dims::{Dim, DimList, entries};
+use super::program::{Layout, Program};
+use crate::domain::is_correlation_key;
+use crate::index::Index;
+
+use trellis_graph::ControlSource;
+
+/// A label a domain lacks.
+const ABSENT: u32 = u32::MAX;
+
+#[cfg(test)]
+thread_local! {
+    /// Lets the differential test below analyse the same graph without merging.
+    static DISABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// What the failure classification and the correlation filters read from a key.
+#[derive(Debug, Clone, Copy)]
+enum Reading {
+    /// Present, and whether anything is counted (errors and signals).
+    Counted,
+    /// Present, and whether a positive or a negative join label is counted.
+    Correlation {
+        positive: [u32; 2],
+        negative: [u32; 2],
+    },
+    /// Read by guards only.
+    Guards,
+}
+
+/// Buffers kept between checks.
+#[derive(Debug, Default)]
+pub(crate) struct MergeBuffers {
+    readings: Vec<Reading>,
+    /// The ops reading each key: `reads[starts[k]..starts[k + 1]]`.
+    reads: Vec<usize>,
+    starts: Vec<usize>,
+    /// The keys every candidate of the dimension being merged assigns, ascending.
+    keys: Vec<usize>,
+    signature: Vec<bool>,
+    /// Signatures of the candidates kept so far, back to back.
+    kept: Vec<bool>,
+    merged: Dim,
+}
+
+/// Replaces every dimension by one candidate per class of indistinguishable candidates (the
+/// first of each class, in order). Only for dimensions that share no key: a key absent from a
+/// candidate is then absent from every assignment built with it, whatever the other
+/// dimensions choose.
+pub(crate) fn merge_indistinguishable(
+    index: &Index,
+    layout: &Layout,
+    program: &Program,
+    dims: &mut DimList,
+    buffers: &mut MergeBuffers,
+) {
+    #[cfg(test)]
+    if DISABLED.get() {
+        return;
+    }
+    let MergeBuffers {
+        readings,
+        reads,
+        starts,
+        keys,
+        signature,
+        kept,
+        merged,
+    } = buffers;
+    readings.clear();
+    readings.extend(layout.keys.iter().map(|slot| match slot.key.source {
+        ControlSource::Error | ControlSource::Signal => Reading::Counted,
+        ControlSource::Group if is_correlation_key(index, &slot.key) => {
+            let label = |l: &str| slot.label_index(l).map_or(ABSENT, |at| at as u32);
+            Reading::Correlation {
+                positive: [label("reached"), label("satisfied")],
+                negative: [label("quorum_unreachable"), label("no_satisfier")],
+            }
+        }
+        ControlSource::Group => Reading::Guards,
+    }));
+    // The ops reading each key, grouped by key.
+    let mut by_key: Vec<(usize, usize)> = program.key_reads().map(|(op, k)| (k, op)).collect();
+    by_key.sort_unstable();
+    reads.clear();
+    starts.clear();
+    let mut next = 0;
+    for k in 0..=layout.keys.len() {
+        starts.push(reads.len());
+        while next < by_key.len() && by_key[next].0 == k {
+            reads.push(by_key[next].1);
+            next += 1;
+        }
+    }
+    'dims: for dim in dims.as_mut_slice() {
+        if dim.len() < 2 {
+            continue;
+        }
+        kept.clear();
+        merged.clear();
+        keys.clear();
+        keys.extend(entries(layout, &dim[0]).map(|(k, _)| k));
+        for candidate in dim.iter() {
+            signature.clear();
+            let mut listed = 0;
+            for (k, counts) in entries(layout, candidate) {
+                if keys.get(listed) != Some(&k) {
+                    // Candidates over different keys (aggregates can be): left as built.
+                    continue 'dims;
+                }
+                listed += 1;
+                for op in &reads[starts[k]..starts[k + 1]] {
+                    signature.push(program.read_present(*op, counts));
+                }
+                push_facts(counts, readings[k], signature);
+            }
+            if listed != keys.len() {
+                continue 'dims;
+            }
+            let width = signature.len();
+            let seen = match width {
+                // Nothing reads these keys: every candidate is alike.
+                0 => merged.len() > 0,
+                _ => kept
+                    .chunks(width)
+                    .any(|other| other == signature.as_slice()),
+            };
+            if !seen {
+                kept.extend_from_slice(signature);
+                merged.push_zeroed(candidate);
+            }
+        }
+        if merged.len() < dim.len() {
+            std::mem::swap(dim, merged);
+        }
+    }
+}
+
+/// The facts of one present key that failure classification and filters read.
+fn push_facts(counts: &[u32], reading: Reading, out: &mut Vec<bool>) {
+    let counted = |labels: &[u32; 2]| {
+        labels
+            .iter()
+            .any(|l| *l != ABSENT && counts.get(*l as usize).is_some_and(|c| *c > 0))
+    };
+    match reading {
+        Reading::Counted => out.push(counts.iter().any(|c| *c > 0)),
+        Reading::Correlation { positive, negative } => {
+            out.push(counted(&positive));
+            out.push(counted(&negative));
+        }
+        Reading::Guards => {}
+    }
+}
+
+#[cfg(test)]
+#[allow(dead_code)] // shared with the integration tests; not every builder is used here
+#[path = "../../tests/support/build.rs"]
+mod build;
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::build::*;
+
+    /// A guard over the errors of writer `i` or, for a verifier, its verdict.
+    fn leaf(writers: usize) -> impl Strategy<Value = Value> {
+        let errors = proptest::sample::subsequence(ERRORS.to_vec(), 1..=4);
+        let verdicts = proptest::sample::subsequence(vec!["accepted", "rejected"], 1..=2);
+        (0..writers, any::<bool>(), errors, verdicts).prop_map(|(i, on_errors, e, v)| {
+            if on_errors || i % 2 == 0 {
+                is_in(sel(&format!("w{i}"), "error", None), &e)
+            } else {
+                verdict(&format!("w{i}"), &v)
+            }
+        })
+    }
+
+    fn guard(writers: usize) -> impl Strategy<Value = Value> {
+        leaf(writers).prop_recursive(2, 6, 2, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 1..=2)
+                    .prop_map(|g| json!({"kind": "any", "guards": g})),
+                prop::collection::vec(inner.clone(), 1..=2)
+                    .prop_map(|g| json!({"kind": "all", "guards": g})),
+                inner.prop_map(|g| json!({"kind": "not", "guard": g})),
+            ]
+        })
+    }
+
+    /// What an alternative leads to: a failure, or a reader of the writers' result.
+    fn ending(tag: usize, reads: bool) -> Value {
+        if reads {
+            json!({"kind": "succeed", "name": format!("done{tag}"), "output": result_output(),
+                   "bindings": [{"target": ["result"],
+                                 "value": {"source": "state", "path": ["result"]}}]})
+        } else {
+            fail(&format!("failed{tag}"))
+        }
+    }
+
+    /// Writers (even: steps, odd: verifiers), then a choice routing on their outcomes to
+    /// failures or readers: reachability, coverage and which writes are definite all depend
+    /// on the control checks.
+    fn routing() -> impl Strategy<Value = trellis_graph::GraphSpec> {
+        (1usize..=3).prop_flat_map(|writers| {
+            (
+                prop::collection::vec((guard(writers), any::<bool>()), 1..=3),
+                prop::option::of(any::<bool>()),
+            )
+                .prop_map(move |(branches, otherwise)| {
+                    let mut children: Vec<Value> = (0..writers)
+                        .map(|i| {
+                            let name = format!("w{i}");
+                            writes(
+                                if i % 2 == 0 {
+                                    step(&name)
+                                } else {
+                                    verifier(&name)
+                                },
+                                "result",
+                            )
+                        })
+                        .collect();
+                    let branches = (branches.into_iter().enumerate())
+                        .map(|(i, (when, reads))| (when, ending(i, reads)))
+                        .collect();
+                    children.push(choice("route", branches, otherwise.map(|r| ending(9, r))));
+                    graph(seq("root", children))
+                })
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Merging is an optimisation only: every diagnostic comes out the same without it.
+        #[test]
+        fn merging_changes_no_diagnostic(spec in routing()) {
+            let merged = crate::analyze(&spec);
+            super::DISABLED.set(true);
+            let plain = crate::analyze(&spec);
+            super::DISABLED.set(false);
+            prop_assert_eq!(merged, plain);
+        }
+    }
+}
