@@ -43,9 +43,11 @@ pub(crate) struct MergeBuffers {
     starts: Vec<usize>,
     /// The keys every candidate of the dimension being merged assigns, ascending.
     keys: Vec<usize>,
-    signature: Vec<bool>,
+    signature: Signature,
     /// Signatures of the candidates kept so far, back to back.
-    kept: Vec<bool>,
+    kept: Vec<u64>,
+    /// The ops reading keys, by key.
+    by_key: Vec<(usize, usize)>,
     merged: Dim,
 }
 
@@ -71,6 +73,7 @@ pub(crate) fn merge_indistinguishable(
         keys,
         signature,
         kept,
+        by_key,
         merged,
     } = buffers;
     readings.clear();
@@ -86,7 +89,8 @@ pub(crate) fn merge_indistinguishable(
         ControlSource::Group => Reading::Guards,
     }));
     // The ops reading each key, grouped by key.
-    let mut by_key: Vec<(usize, usize)> = program.key_reads().map(|(op, k)| (k, op)).collect();
+    by_key.clear();
+    by_key.extend(program.key_reads().map(|(op, k)| (k, op)));
     by_key.sort_unstable();
     reads.clear();
     starts.clear();
@@ -123,16 +127,16 @@ pub(crate) fn merge_indistinguishable(
             if listed != keys.len() {
                 continue 'dims;
             }
-            let width = signature.len();
+            let width = signature.words.len();
             let seen = match width {
                 // Nothing reads these keys: every candidate is alike.
                 0 => merged.len() > 0,
                 _ => kept
                     .chunks(width)
-                    .any(|other| other == signature.as_slice()),
+                    .any(|other| other == signature.words.as_slice()),
             };
             if !seen {
-                kept.extend_from_slice(signature);
+                kept.extend_from_slice(&signature.words);
                 merged.push_zeroed(candidate);
             }
         }
@@ -142,8 +146,32 @@ pub(crate) fn merge_indistinguishable(
     }
 }
 
+/// What a candidate shows, one bit per guard read or fact, packed.
+#[derive(Debug, Default)]
+struct Signature {
+    words: Vec<u64>,
+    bits: usize,
+}
+
+impl Signature {
+    fn clear(&mut self) {
+        self.words.clear();
+        self.bits = 0;
+    }
+
+    fn push(&mut self, bit: bool) {
+        if self.bits.is_multiple_of(64) {
+            self.words.push(0);
+        }
+        if bit && let Some(word) = self.words.last_mut() {
+            *word |= 1 << (self.bits % 64);
+        }
+        self.bits += 1;
+    }
+}
+
 /// The facts of one present key that failure classification and filters read.
-fn push_facts(counts: &[u32], reading: Reading, out: &mut Vec<bool>) {
+fn push_facts(counts: &[u32], reading: Reading, out: &mut Signature) {
     let counted = |labels: &[u32; 2]| {
         labels
             .iter()

@@ -80,12 +80,15 @@ struct Workspace<'g> {
 }
 
 impl<'g> Workspace<'g> {
-    /// Steps 1–5 of §6.4 for `roots`: expansion, compilation and dimensions.
+    /// Steps 1–5 of §6.4 for `roots`: expansion, compilation and dimensions. With `merge`,
+    /// indistinguishable candidates are merged (worth it when every assignment is visited;
+    /// a satisfiability check usually stops at its first witness).
     fn prepare(
         &mut self,
         index: &Index<'g>,
         facts: &ControlFacts<'g>,
         roots: &[Pred<'g>],
+        merge: bool,
     ) -> Result<(), Ceiling> {
         self.expansion.expand(index, facts, roots);
         self.program.clear();
@@ -138,7 +141,8 @@ impl<'g> Workspace<'g> {
         // Without shared keys every combination is produced, so the ceiling and the step
         // budget are decided by the sizes alone; within both, candidates no answer depends
         // on can be merged without changing any answer or ceiling.
-        if self.exclusive
+        if merge
+            && self.exclusive
             && self.size.is_some()
             && enumerate::steps(self.dims.as_slice()) <= enumerate::STEP_BUDGET
         {
@@ -191,7 +195,7 @@ impl Check {
         }
         let mut workspace = facts.workspace.borrow_mut();
         let workspace = &mut *workspace;
-        workspace.prepare(index, facts, roots)?;
+        workspace.prepare(index, facts, roots, true)?;
         let mut space = Assignments::empty(roots.len());
         let root_ops = std::mem::take(&mut workspace.root_ops);
         let result = workspace.enumerate(&mut |_, values| {
@@ -226,7 +230,7 @@ impl Check {
         }
         let mut workspace = facts.workspace.borrow_mut();
         let workspace = &mut *workspace;
-        workspace.prepare(index, facts, roots)?;
+        workspace.prepare(index, facts, roots, true)?;
         let keys = space::FailureKeys::new(index, &workspace.expansion.layout);
         classified.mentioned = keys.mentioned();
         let root_ops = std::mem::take(&mut workspace.root_ops);
@@ -255,7 +259,7 @@ impl Check {
     ) -> Result<bool, Ceiling> {
         let mut workspace = facts.workspace.borrow_mut();
         let workspace = &mut *workspace;
-        workspace.prepare(index, facts, roots)?;
+        workspace.prepare(index, facts, roots, false)?;
         let exact = workspace.exclusive;
         if exact {
             if workspace.size.is_none() {
