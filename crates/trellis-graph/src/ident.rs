@@ -15,13 +15,26 @@ use crate::limits::{
 };
 use crate::tree::Json;
 
+/// Bytes allowed after an identifier's first: ASCII letters, digits, `_`, `-` and `.` (a
+/// table: every name of a graph is checked, a byte at a time).
+static IDENTIFIER_BYTES: [bool; 256] = {
+    let mut allowed = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        allowed[b] = byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.');
+        b += 1;
+    }
+    allowed
+};
+
 /// Every allowed character is ASCII, so bytes are checked (a non-ASCII byte fails as its
 /// character would).
 fn is_identifier_syntax(text: &str) -> bool {
     match text.as_bytes() {
-        [first, rest @ ..] if first.is_ascii_alphabetic() || *first == b'_' => rest
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')),
+        [first, rest @ ..] if first.is_ascii_alphabetic() || *first == b'_' => {
+            rest.iter().all(|b| IDENTIFIER_BYTES[usize::from(*b)])
+        }
         _ => false,
     }
 }
