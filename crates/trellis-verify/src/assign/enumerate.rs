@@ -3,7 +3,7 @@
 
 use super::dims::{Dim, entries};
 use super::expansion::Expansion;
-use super::program::{Layout, Program};
+use super::program::{JoinLabels, Layout, Program};
 use super::{ASSIGNMENT_LIMIT, Ceiling};
 use crate::domain::is_correlation_key;
 use crate::index::Index;
@@ -12,9 +12,6 @@ use crate::nodeset::NodeId;
 /// Enumeration steps allowed before a check is declared too large (guards against hangs
 /// when shared keys make most combinations conflict).
 pub(crate) const STEP_BUDGET: usize = ASSIGNMENT_LIMIT * 256;
-
-/// A label a domain lacks.
-const ABSENT: u32 = u32::MAX;
 
 /// A par's correlation as a filter on assignments: the ops of its positive and negative
 /// predicates, and where its `joined`/`raced` key lives in the check's assignments.
@@ -26,14 +23,12 @@ pub(crate) struct Filter {
     key: Option<CorrelationKey>,
 }
 
-/// A correlation key's position and offset, with the domain positions of its positive
-/// (`reached`, `satisfied`) and negative (`quorum_unreachable`, `no_satisfier`) labels.
+/// A correlation key's position and offset, with its join labels.
 #[derive(Debug, Clone, Copy)]
 struct CorrelationKey {
     position: usize,
     offset: usize,
-    positive: [u32; 2],
-    negative: [u32; 2],
+    labels: JoinLabels,
 }
 
 /// The filter of `par`'s correlation over `layout`.
@@ -46,14 +41,10 @@ pub(crate) fn filter(
 ) -> Filter {
     let key = (layout.keys.iter().enumerate())
         .find(|(_, s)| s.key.node == par && is_correlation_key(index, &s.key))
-        .map(|(position, slot)| {
-            let label = |l: &str| slot.label_index(l).map_or(ABSENT, |at| at as u32);
-            CorrelationKey {
-                position,
-                offset: slot.offset,
-                positive: [label("reached"), label("satisfied")],
-                negative: [label("quorum_unreachable"), label("no_satisfier")],
-            }
+        .map(|(position, slot)| CorrelationKey {
+            position,
+            offset: slot.offset,
+            labels: slot.join_labels(),
         });
     Filter {
         par,
@@ -73,15 +64,9 @@ impl Filter {
         if assignment[key.offset] == 0 {
             return true;
         }
-        let count = |labels: &[u32; 2]| {
-            labels
-                .iter()
-                .filter(|l| **l != ABSENT)
-                .map(|l| assignment[key.offset + 1 + *l as usize])
-                .sum::<u32>()
-        };
-        (count(&key.positive) == 0 || values[self.positive])
-            && (count(&key.negative) == 0 || values[self.negative])
+        let counts = &assignment[key.offset + 1..];
+        (!JoinLabels::any_counted(&key.labels.positive, counts) || values[self.positive])
+            && (!JoinLabels::any_counted(&key.labels.negative, counts) || values[self.negative])
     }
 }
 

@@ -5,14 +5,11 @@
 //! error labels of a step that every guard lists together, for example).
 
 use super::dims::{Dim, DimList, entries};
-use super::program::{Layout, Program};
+use super::program::{JoinLabels, Layout, Program};
 use crate::domain::is_correlation_key;
 use crate::index::Index;
 
 use trellis_graph::ControlSource;
-
-/// A label a domain lacks.
-const ABSENT: u32 = u32::MAX;
 
 #[cfg(test)]
 thread_local! {
@@ -26,10 +23,7 @@ enum Reading {
     /// Present, and whether anything is counted (errors and signals).
     Counted,
     /// Present, and whether a positive or a negative join label is counted.
-    Correlation {
-        positive: [u32; 2],
-        negative: [u32; 2],
-    },
+    Correlation(JoinLabels),
     /// Read by guards only.
     Guards,
 }
@@ -80,11 +74,7 @@ pub(crate) fn merge_indistinguishable(
     readings.extend(layout.keys.iter().map(|slot| match slot.key.source {
         ControlSource::Error | ControlSource::Signal => Reading::Counted,
         ControlSource::Group if is_correlation_key(index, &slot.key) => {
-            let label = |l: &str| slot.label_index(l).map_or(ABSENT, |at| at as u32);
-            Reading::Correlation {
-                positive: [label("reached"), label("satisfied")],
-                negative: [label("quorum_unreachable"), label("no_satisfier")],
-            }
+            Reading::Correlation(slot.join_labels())
         }
         ControlSource::Group => Reading::Guards,
     }));
@@ -172,16 +162,11 @@ impl Signature {
 
 /// The facts of one present key that failure classification and filters read.
 fn push_facts(counts: &[u32], reading: Reading, out: &mut Signature) {
-    let counted = |labels: &[u32; 2]| {
-        labels
-            .iter()
-            .any(|l| *l != ABSENT && counts.get(*l as usize).is_some_and(|c| *c > 0))
-    };
     match reading {
         Reading::Counted => out.push(counts.iter().any(|c| *c > 0)),
-        Reading::Correlation { positive, negative } => {
-            out.push(counted(&positive));
-            out.push(counted(&negative));
+        Reading::Correlation(labels) => {
+            out.push(JoinLabels::any_counted(&labels.positive, counts));
+            out.push(JoinLabels::any_counted(&labels.negative, counts));
         }
         Reading::Guards => {}
     }

@@ -28,6 +28,36 @@ impl KeySlot<'_> {
     pub(crate) fn label_index(&self, label: &str) -> Option<usize> {
         self.domain.iter().position(|l| l.as_str() == label)
     }
+
+    /// For a par's `joined`/`raced` key: the domain positions of its positive (`reached`,
+    /// `satisfied`) and negative (`quorum_unreachable`, `no_satisfier`) labels,
+    /// [`LABEL_ABSENT`] where the domain lacks one.
+    pub(crate) fn join_labels(&self) -> JoinLabels {
+        let label = |l: &str| self.label_index(l).map_or(LABEL_ABSENT, |at| at as u32);
+        JoinLabels {
+            positive: [label("reached"), label("satisfied")],
+            negative: [label("quorum_unreachable"), label("no_satisfier")],
+        }
+    }
+}
+
+/// A label position a domain lacks.
+pub(crate) const LABEL_ABSENT: u32 = u32::MAX;
+
+/// The positive and negative labels of a join key (see [`KeySlot::join_labels`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JoinLabels {
+    pub(crate) positive: [u32; 2],
+    pub(crate) negative: [u32; 2],
+}
+
+impl JoinLabels {
+    /// Whether `counts` (a join key's label counts) counts one of `labels`.
+    pub(crate) fn any_counted(labels: &[u32; 2], counts: &[u32]) -> bool {
+        labels
+            .iter()
+            .any(|l| *l != LABEL_ABSENT && counts.get(*l as usize).is_some_and(|c| *c > 0))
+    }
 }
 
 /// Layouts up to this many keys find a key by scanning: nearly every check reads a handful of

@@ -4,7 +4,7 @@
 
 use trellis_graph::ControlSource;
 
-use super::program::{KeySlot, Layout};
+use super::program::{JoinLabels, KeySlot, Layout};
 use crate::domain::is_correlation_key;
 use crate::index::Index;
 use crate::nodeset::NodeId;
@@ -78,10 +78,9 @@ struct KeyInfo {
 enum Role {
     Error,
     Signal,
-    /// A par's `joined`/`raced` key; a count of either negative label means it failed
-    /// (`u32::MAX` where the domain lacks the label).
+    /// A par's `joined`/`raced` key; a count of either negative label means it failed.
     Correlation {
-        negative: [u32; 2],
+        labels: JoinLabels,
     },
     Other,
 }
@@ -91,12 +90,9 @@ impl Role {
         match slot.key.source {
             ControlSource::Error => Role::Error,
             ControlSource::Signal => Role::Signal,
-            ControlSource::Group if is_correlation_key(index, &slot.key) => {
-                let label = |l: &str| slot.label_index(l).map_or(u32::MAX, |at| at as u32);
-                Role::Correlation {
-                    negative: [label("quorum_unreachable"), label("no_satisfier")],
-                }
-            }
+            ControlSource::Group if is_correlation_key(index, &slot.key) => Role::Correlation {
+                labels: slot.join_labels(),
+            },
             ControlSource::Group => Role::Other,
         }
     }
@@ -152,11 +148,8 @@ impl FailureKeys {
                             signal_total += counts.iter().map(|c| u64::from(*c)).sum::<u64>();
                         }
                     }
-                    Role::Correlation { negative } => {
-                        failed |= present
-                            && negative
-                                .iter()
-                                .any(|l| counts.get(*l as usize).is_some_and(|c| *c > 0));
+                    Role::Correlation { labels } => {
+                        failed |= present && JoinLabels::any_counted(&labels.negative, counts);
                     }
                     Role::Other => {}
                 }
