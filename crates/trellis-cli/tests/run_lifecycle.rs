@@ -195,6 +195,16 @@ fn run_killed_mid_way(sandbox: &Sandbox) -> String {
     wait_until("gateSecond to start", STATE_TIMEOUT, || {
         (sandbox.invocation_count("gateSecond") == 1).then_some(())
     });
+    // The worker notes its invocation just before it writes its first log line, and the
+    // controller records that line as it reads it: kill only once the line is in the ledger,
+    // so the tests ask for what a crash keeps rather than for how fast the controller reads.
+    let (mut follower, stdout) = sandbox.spawn_reading(&["logs", &run_id]);
+    let recorded = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .any(|line| line.contains("gateSecond attempt 1 starting"));
+    assert!(recorded, "gateSecond's first log line is recorded");
+    let _ = follower.child.kill();
+    let _ = follower.child.wait();
     let controller = controller_pid(&run_id).expect("the controller runs");
     send_signal(controller, libc::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
