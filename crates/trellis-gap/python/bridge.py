@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import traceback
+import types
 import typing
 
 _PROTO = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -24,6 +25,7 @@ _IMPORT_LOCKS = {}
 _TOOL_MODULES = {}
 _TOOL_MODULES_LOCK = threading.Lock()
 _CURRENT = threading.local()
+_PACKAGES_LOCK = threading.RLock()
 
 
 def _send(frame):
@@ -172,15 +174,89 @@ class NodeContext:
         _send({"id": self._state.run_id, "kind": "publish", "value": _jsonable(value)})
 
 
-def _import_fresh(path, module_name):
+def _synthetic_package(dotted, path=None):
+    """Installs (once) an empty package `dotted` and its parents in sys.modules."""
+    existing = sys.modules.get(dotted)
+    if existing is not None:
+        return existing
+    parent, _, leaf = dotted.rpartition(".")
+    if parent:
+        _synthetic_package(parent)
+    module = types.ModuleType(dotted)
+    module.__package__ = dotted
+    module.__path__ = [path] if path else []
+    sys.modules[dotted] = module
+    if parent:
+        setattr(sys.modules[parent], leaf, module)
+    return module
+
+
+def _install_bundle(package):
+    """The bundle's `gap_skills.<ns>.<bundle>` package (pinned at its directory) and `.scripts`."""
+    with _PACKAGES_LOCK:
+        root = _synthetic_package(package["name"], package["dir"])
+        root.__gap_bundle_dir__ = package["dir"]
+        root.__gap_prompts__ = dict(package.get("prompts") or {})
+        _synthetic_package(package["name"] + ".scripts", package["scripts_dir"])
+
+
+def load_prompt(package, name, **variables):
+    """Reads prompt `name` of the skill bundle that `package` (a script's `__package__`) is in.
+
+    `name` is a logical name from SKILL.md `gap.prompts`, else a path relative to the bundle
+    (also tried under `prompts/`, with and without `.md`). `{{ key }}` placeholders are
+    replaced by the keyword arguments.
+    """
+    bundle = None
+    dotted = package or ""
+    while dotted:
+        bundle = getattr(sys.modules.get(dotted), "__gap_bundle_dir__", None)
+        if bundle:
+            prompts = sys.modules[dotted].__gap_prompts__
+            break
+        dotted = dotted.rpartition(".")[0]
+    if not bundle:
+        raise ValueError("load_prompt: package %r is not inside a skill bundle" % (package,))
+    candidates = [prompts[name]] if name in prompts else []
+    candidates += [name, os.path.join("prompts", name), os.path.join("prompts", name + ".md")]
+    for rel in candidates:
+        path = os.path.join(bundle, rel)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            for key, value in variables.items():
+                for placeholder in ("{{%s}}" % key, "{{ %s }}" % key):
+                    text = text.replace(placeholder, str(value))
+            return text
+    raise FileNotFoundError("load_prompt: no prompt %r in bundle %s" % (name, bundle))
+
+
+def _install_gap_shims():
+    """`gap.skills.load_prompt` for bundle scripts, unless a real `gap` package is installed."""
+    try:
+        if importlib.util.find_spec("gap") is not None:
+            return
+    except (ImportError, ValueError):
+        return
+    skills = _synthetic_package("gap.skills")
+    skills.load_prompt = load_prompt
+    skills.tool = tool
+    _synthetic_package("gap.tools").tool = tool
+
+
+def _import_fresh(path, module_name, package=None):
     if not os.path.isfile(path):
         raise FileNotFoundError("script file not found: %s" % path)
+    if package:
+        _install_bundle(package)
     lock = _IMPORT_LOCKS.setdefault(module_name, threading.Lock())
     with lock:
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ImportError("cannot import %s" % path)
         module = importlib.util.module_from_spec(spec)
+        if package:
+            module.__package__ = module_name.rpartition(".")[0]
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
@@ -223,7 +299,7 @@ def _error_payload(exc, wrapped):
 def _run_script(msg, state):
     streaming = bool(msg.get("streaming"))
     try:
-        module = _import_fresh(msg["script_path"], msg["module_name"])
+        module = _import_fresh(msg["script_path"], msg["module_name"], msg.get("package"))
     except BaseException as exc:  # import errors propagate unwrapped in the reference
         return {"kind": "run_error", "error": _error_payload(exc, False)}
     fn = getattr(module, "run", None)
@@ -255,15 +331,32 @@ def _run_script(msg, state):
     return {"kind": "run_result", "value": _jsonable(result), "dropped": dropped}
 
 
-def _tool_module(path):
+_DECORATED_TOOLS = {}
+
+
+def tool(name, summary="", scope="runtime", tags=()):
+    """`@tool(name, …)`: registers a bundle's tool function under its flat tool name."""
+    def register(fn):
+        _DECORATED_TOOLS[name] = fn
+        return fn
+    return register
+
+
+def _tool_module(path, package=None):
     with _TOOL_MODULES_LOCK:
         module = _TOOL_MODULES.get(path)
         if module is None:
-            name = "_trellis_tools_%d" % len(_TOOL_MODULES)
+            if package:
+                _install_bundle(package)
+                name = package["name"] + ".tools"
+            else:
+                name = "_trellis_tools_%d" % len(_TOOL_MODULES)
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:
                 raise ImportError("cannot import tool module %s" % path)
             module = importlib.util.module_from_spec(spec)
+            if package:
+                module.__package__ = package["name"]
             sys.modules[name] = module
             spec.loader.exec_module(module)
             _TOOL_MODULES[path] = module
@@ -271,8 +364,11 @@ def _tool_module(path):
 
 
 def _call_tool(msg, state):
-    module = _tool_module(msg["module_path"])
-    fn = getattr(module, msg["function"], None)
+    module = _tool_module(msg["module_path"], msg.get("package"))
+    if msg["function"]:
+        fn = getattr(module, msg["function"], None)
+    else:
+        fn = _DECORATED_TOOLS.get(msg["tool"])
     if fn is None or not callable(fn):
         raise ToolError(msg["tool"], "function %s not found in %s" % (msg["function"], msg["module_path"]))
     params = inspect.signature(fn).parameters
@@ -291,25 +387,74 @@ def _call_tool(msg, state):
     return {"kind": "run_result", "value": _jsonable(result)}
 
 
+def _run_signature(fn):
+    """Required/accepted parameter names of run() (ctx, *args, **kwargs left out)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    required, accepted, var_kw = [], [], False
+    for name, param in params.items():
+        if name == "ctx":
+            continue
+        if param.kind == param.VAR_KEYWORD:
+            var_kw = True
+            continue
+        if param.kind == param.VAR_POSITIONAL:
+            continue
+        accepted.append(name)
+        if param.default is param.empty:
+            required.append(name)
+    return {"required": required, "accepted": accepted, "var_kw": var_kw}
+
+
+def _returned_fields(fn, module):
+    """Field names of run()'s return TypedDict, or None when it declares none."""
+    try:
+        ret = typing.get_type_hints(fn, globalns=vars(module)).get("return")
+        if ret is None or ret is type(None) or not hasattr(ret, "__annotations__"):
+            return None
+        return list(typing.get_type_hints(ret).keys())
+    except Exception:
+        return None
+
+
+def _schema_error(fn, module):
+    """Why run()'s typed schema cannot be read, or None."""
+    try:
+        hints = typing.get_type_hints(fn, globalns=vars(module))
+    except Exception as exc:
+        return "cannot resolve type hints on run(): %s" % exc
+    for name, param in inspect.signature(fn).parameters.items():
+        if name == "ctx" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if name not in hints:
+            return "parameter '%s' on run() missing type annotation" % name
+    ret = hints.get("return", type(None))
+    if ret is not type(None) and not typing.is_typeddict(ret):
+        return "run() return type must be a TypedDict or None, got %r" % (ret,)
+    return None
+
+
 def _introspect(msg, state):
     path = msg["script_path"]
+    reply = {"kind": "introspect_result", "error": None, "signature": None, "returned": None}
     try:
         module = _import_fresh(path, "_trellis_introspect_%d" % state.run_id)
-        fn = getattr(module, "run", None)
-        if fn is None or not callable(fn):
-            raise ValueError("no callable run()")
-        hints = typing.get_type_hints(fn)
-        for name, param in inspect.signature(fn).parameters.items():
-            if name == "ctx" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            if name not in hints:
-                raise ValueError("parameter '%s' has no type annotation" % name)
-        ret = hints.get("return", type(None))
-        if ret is not type(None) and not typing.is_typeddict(ret):
-            raise ValueError("return type %r is not a TypedDict or None" % (ret,))
-        return {"kind": "introspect_result", "error": None}
     except BaseException as exc:
-        return {"kind": "introspect_result", "error": "%s: %s" % (type(exc).__name__, exc)}
+        reply["error"] = "%s: %s" % (type(exc).__name__, exc)
+        return reply
+    fn = getattr(module, "run", None)
+    if fn is None or not callable(fn):
+        reply["error"] = "script '%s' missing run() function" % os.path.basename(path)
+        return reply
+    reply["signature"] = _run_signature(fn)
+    reply["returned"] = _returned_fields(fn, module)
+    try:
+        reply["error"] = _schema_error(fn, module)
+    except BaseException as exc:
+        reply["error"] = "%s: %s" % (type(exc).__name__, exc)
+    return reply
 
 
 _HANDLERS = {"run": _run_script, "call_tool": _call_tool, "introspect": _introspect}
@@ -338,6 +483,7 @@ def _serve(msg):
 
 
 def main():
+    _install_gap_shims()
     _send({"id": None, "kind": "ready", "pid": os.getpid()})
     for raw in sys.stdin.buffer:
         try:

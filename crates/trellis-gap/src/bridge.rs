@@ -450,26 +450,56 @@ impl BridgeHooks for IntrospectHooks {
 }
 
 impl crate::validate::ScriptIntrospector for PythonIntrospector {
-    fn introspect(&self, path: &Path) -> Result<(), String> {
+    fn introspect(&self, path: &Path) -> crate::validate::ScriptReport {
+        use crate::validate::{RunSignature, ScriptReport};
+        let failed = |reason: String| ScriptReport {
+            schema_error: Some(reason),
+            ..ScriptReport::default()
+        };
         if !path.is_file() {
-            return Err(format!("script file not found: {}", path.display()));
+            return failed(format!("script file not found: {}", path.display()));
         }
-        let bridge = self.slot.get().map_err(|e| e.to_string())?;
+        let bridge = match self.slot.get() {
+            Ok(bridge) => bridge,
+            Err(e) => return failed(e.to_string()),
+        };
         let mut payload = Map::new();
         payload.insert("script_path".to_string(), json!(path.to_string_lossy()));
-        let reply = bridge
-            .request(
-                "introspect",
-                payload,
-                &IntrospectHooks {
-                    deadline: Instant::now() + INTROSPECT_TIMEOUT,
-                },
-                Duration::from_secs(1),
-            )
-            .map_err(|e| e.to_string())?;
-        match reply.get("error") {
-            Some(Value::String(reason)) => Err(reason.clone()),
-            _ => Ok(()),
+        let reply = match bridge.request(
+            "introspect",
+            payload,
+            &IntrospectHooks {
+                deadline: Instant::now() + INTROSPECT_TIMEOUT,
+            },
+            Duration::from_secs(1),
+        ) {
+            Ok(reply) => reply,
+            Err(e) => return failed(e.to_string()),
+        };
+        let names = |value: Option<&Value>| -> Option<Vec<String>> {
+            value?.as_array().map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+        };
+        let signature = reply
+            .get("signature")
+            .filter(|s| s.is_object())
+            .map(|s| RunSignature {
+                required: names(s.get("required")).unwrap_or_default(),
+                accepted: names(s.get("accepted")).unwrap_or_default(),
+                var_kw: s.get("var_kw").and_then(Value::as_bool).unwrap_or(false),
+            });
+        ScriptReport {
+            schema_error: reply
+                .get("error")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            signature,
+            returned: names(reply.get("returned")),
         }
     }
 }

@@ -218,9 +218,13 @@ impl<'a> NodeContext<'a> {
         tool: &str,
         module_path: &Path,
         function: &str,
+        package: Option<&Value>,
         args: Map<String, Value>,
     ) -> Result<Value, ToolError> {
         let mut payload = Map::new();
+        if let Some(package) = package {
+            payload.insert("package".into(), package.clone());
+        }
         payload.insert("tool".into(), json!(tool));
         payload.insert("module_path".into(), json!(module_path.to_string_lossy()));
         payload.insert("function".into(), json!(function));

@@ -13,6 +13,7 @@ mod pyfmt;
 mod refs;
 mod report;
 mod schema;
+mod skills;
 mod stream;
 mod tools;
 mod trace;
@@ -36,9 +37,14 @@ pub use model::{
 pub use pyfmt::{py_repr, py_str};
 pub use refs::{LocalOutputs, ResolveError, ScopeValue, resolve_input, resolve_ref};
 pub use report::{ValidationReport, is_gap_path};
+pub use skills::{
+    BundleKind, CanonicalScript, SkillBundle, SkillError, SkillRegistry, parse_skill_md,
+};
 pub use stream::{CancelToken, StreamSlot, StreamTimeout};
 pub use tools::{Tool, ToolDescriptor, ToolError, ToolRegistry, load_command_manifest};
-pub use validate::{ScriptIntrospector, SkillContract, SkillRegistry, ValidateOptions, validate};
+pub use validate::{
+    MAX_SUBGRAPH_NESTING, RunSignature, ScriptIntrospector, ScriptReport, ValidateOptions, validate,
+};
 
 /// Runs `workflow` with default options and the given tool registry, ignoring progress events.
 pub fn execute_with_defaults(workflow: &Workflow, tool_registry: ToolRegistry) -> ExecutionResult {

@@ -14,6 +14,7 @@ use trellis_gap::{
 use trellis_runtime::gap_runner::{GapRun, run_gap};
 
 use crate::cmd::run::{RunArgs, machine_output};
+use crate::cmd::validate::load_skill_dirs;
 use crate::context::Context;
 
 #[derive(Debug, Args)]
@@ -36,6 +37,10 @@ pub struct GapArgs {
     /// GaP: register the built-in `stub.*` test tools.
     #[arg(long)]
     pub stub_tools: bool,
+    /// GaP: skill bundles under DIR (repeatable): contract checks, `gap_skills.*` packages for
+    /// their subgraphs' scripts (`load_prompt`), canonical scripts, and their `tools.py` tools.
+    #[arg(long, value_name = "DIR")]
+    pub skills: Vec<PathBuf>,
 }
 
 fn tool_registry(args: &GapArgs, workflow_dir: &Path) -> anyhow::Result<ToolRegistry> {
@@ -109,11 +114,16 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
         );
     }
     let workflow = load_workflow(path).map_err(|e| anyhow!("{e}"))?;
-    let registry = tool_registry(&args.gap, &workflow.workflow_dir)?;
+    let skills = load_skill_dirs(&args.gap.skills)?;
+    let mut registry = tool_registry(&args.gap, &workflow.workflow_dir)?;
+    registry
+        .register_bundle_tools(&skills)
+        .map_err(|e| anyhow!("skill bundle tools: {e}"))?;
     let issues: Vec<Issue> = validate(
         &workflow,
         &ValidateOptions {
             tool_registry: Some(&registry),
+            skill_registry: (!skills.is_empty()).then_some(&skills),
             ..ValidateOptions::default()
         },
     );
@@ -128,6 +138,7 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
     let mut options = ExecuteOptions {
         trace_dir: args.gap.trace_dir.clone(),
         tool_registry: Arc::new(registry),
+        skill_registry: Arc::new(skills),
         ..ExecuteOptions::default()
     };
     if let Some(file) = &args.gap.inputs {

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use serde_json::{Value, json};
-use trellis_gap::{PythonConfig, PythonIntrospector, ValidateOptions, ValidationReport};
+use trellis_gap::{
+    PythonConfig, PythonIntrospector, SkillRegistry, ValidateOptions, ValidationReport,
+};
 use trellis_graph::{GraphNode, GraphSpec, JsonPath, StaticRegistry};
 use trellis_verify::{Verification, VerifiedGraph};
 
@@ -31,6 +33,13 @@ pub struct ValidateArgs {
     /// Print exactly one JSON object instead of a report.
     #[arg(long)]
     pub json: bool,
+    /// GaP: check subgraphs against the skill bundles under DIR (S4, SK1–SK4); repeatable.
+    #[arg(long, value_name = "DIR")]
+    pub skills: Vec<PathBuf>,
+    /// GaP: also reconcile each skill subgraph's `success_values ∪ {on_error}` with the
+    /// bundle's declared exit conditions, as generated graphs must (needs --skills).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl ValidateArgs {
@@ -69,9 +78,15 @@ fn validate_gap(args: &ValidateArgs, path: &Path) -> anyhow::Result<u8> {
             "--input and --registry apply to GraphSpec graphs; GaP workflows take `trellis run --inputs`"
         );
     }
+    if args.strict && args.skills.is_empty() {
+        bail!("--strict reconciles exits against skill bundles; name them with --skills DIR");
+    }
+    let skills = load_skill_dirs(&args.skills)?;
     let introspector = PythonIntrospector::new(PythonConfig::from_env());
     let options = ValidateOptions {
         script_introspector: Some(&introspector),
+        skill_registry: (!args.skills.is_empty()).then_some(&skills),
+        reconcile_exits: args.strict,
         ..ValidateOptions::default()
     };
     let report = ValidationReport::for_path(path, &options);
@@ -94,6 +109,17 @@ fn validate_gap(args: &ValidateArgs, path: &Path) -> anyhow::Result<u8> {
     Ok(u8::try_from(report.exit_code()).unwrap_or(1))
 }
 
+/// Loads every `--skills DIR` into one registry (bundle names must be unique across them).
+pub fn load_skill_dirs(dirs: &[PathBuf]) -> anyhow::Result<SkillRegistry> {
+    let mut registry = SkillRegistry::new();
+    for dir in dirs {
+        registry
+            .load_dir(dir)
+            .map_err(|e| anyhow!("skill registry {}: {e}", dir.display()))?;
+    }
+    Ok(registry)
+}
+
 /// Verifies a GraphSpec with the built-in registry or `--registry FILE`.
 pub fn verify_spec(spec: &GraphSpec, registry: Option<&Path>) -> anyhow::Result<Verification> {
     Ok(match registry {
@@ -108,6 +134,9 @@ pub fn verify_spec(spec: &GraphSpec, registry: Option<&Path>) -> anyhow::Result<
 }
 
 fn validate_graph(args: &ValidateArgs, path: &Path, value: &Value) -> anyhow::Result<u8> {
+    if !args.skills.is_empty() || args.strict {
+        bail!("--skills and --strict apply to GaP workflows");
+    }
     let spec = match GraphSpec::parse(value, &JsonPath::root()) {
         Ok(spec) => spec,
         Err(error) => {

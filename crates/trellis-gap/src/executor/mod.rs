@@ -2,6 +2,7 @@
 
 mod nodes;
 mod scope;
+mod subgraph;
 
 use crate::bridge::{BridgeSlot, LogSink, PythonConfig};
 use crate::context::{GuardLimits, NodeContext, RunShared};
@@ -9,6 +10,7 @@ use crate::events::{ExecutionResult, ExitStatus, RunEvent, RunObserver};
 use crate::issue::{Issue, graph_validation_message};
 use crate::model::{EndStatus, IN, NodeType, OBSERVATION_STREAM, Workflow};
 use crate::refs::ScopeValue;
+use crate::skills::SkillRegistry;
 use crate::stream::CancelToken;
 use crate::tools::{ToolError, ToolRegistry};
 use crate::trace::TraceWriter;
@@ -35,6 +37,9 @@ pub struct ExecuteOptions {
     pub max_workers: usize,
     /// Tools available to tool nodes, recovery calls and `ctx.tool`.
     pub tool_registry: Arc<ToolRegistry>,
+    /// Skill bundles: S4/SK rules before the run, `gap_skills.*` packages for the scripts of a
+    /// bundle's subgraphs, and canonical scripts not shipped beside the workflow.
+    pub skill_registry: Arc<SkillRegistry>,
     /// How to start the Python bridge.
     pub python: PythonConfig,
     /// Super-step cap per scope (default `$GAP_ITERATION_CAP`, else 10000).
@@ -64,6 +69,7 @@ impl Default for ExecuteOptions {
             trace_dir: None,
             max_workers: 8,
             tool_registry: Arc::new(ToolRegistry::new()),
+            skill_registry: Arc::new(SkillRegistry::new()),
             python: PythonConfig::from_env(),
             node_visit_cap: std::env::var("GAP_ITERATION_CAP")
                 .ok()
@@ -184,6 +190,7 @@ fn run_validated(
 ) -> ExecutionResult {
     let validate_options = ValidateOptions {
         tool_registry: Some(&options.tool_registry),
+        skill_registry: (!options.skill_registry.is_empty()).then_some(&*options.skill_registry),
         ..ValidateOptions::default()
     };
     let issues = validate(workflow, &validate_options);
@@ -275,6 +282,7 @@ impl Executor<'_> {
             nodes: &wf.nodes,
             edges: &wf.edges,
             conditional: &wf.conditional_edges,
+            depth: 0,
         };
         let (outcome, _) = self.run_scope(&top, ScopeValue::Value(Value::Object(in_value)));
         let outputs = self.lock_cross().clone();
