@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import threading
+import time
 import traceback
 import types
 import typing
@@ -143,16 +144,8 @@ class NodeContext:
         self.policy_executor = None
 
     def tool(self, name, **kwargs):
-        state = self._state
-        with state.cond:
-            call_id = state.next_call
-            state.next_call += 1
-        _send({"id": state.run_id, "kind": "tool_call", "call_id": call_id,
-               "tool": name, "kwargs": _jsonable(kwargs)})
-        with state.cond:
-            while call_id not in state.replies:
-                state.cond.wait(0.5)
-            reply = state.replies.pop(call_id)
+        reply = _round_trip(self._state, {"kind": "tool_call", "tool": name,
+                                          "kwargs": _jsonable(kwargs)})
         if reply["kind"] == "tool_result":
             return reply.get("value")
         error = reply.get("error", {})
@@ -242,6 +235,58 @@ def _install_gap_shims():
     skills.load_prompt = load_prompt
     skills.tool = tool
     _synthetic_package("gap.tools").tool = tool
+    verify = _synthetic_package("gap.runtime.verify")
+    verify.Checkpoint = Checkpoint
+    verify.World = _World
+
+
+def _round_trip(state, frame):
+    """Sends a callback frame for this run and waits for the host's answer to it."""
+    with state.cond:
+        call_id = state.next_call
+        state.next_call += 1
+    frame = dict(frame, id=state.run_id, call_id=call_id)
+    _send(frame)
+    with state.cond:
+        while call_id not in state.replies:
+            state.cond.wait(0.5)
+        return state.replies.pop(call_id)
+
+
+class StreamUnavailable(Exception):
+    """The observation stream has no observation yet (or none is running)."""
+
+
+_STREAM_MARKER = "__trellis_observation_stream__"
+
+
+class ObservationStreamHandle:
+    """The observation stream as a node sees it; every read is recorded in the trace."""
+
+    def __init__(self, state, name):
+        self._state = state
+        self.name = name
+
+    def _read(self, timeout):
+        reply = _round_trip(self._state, {"kind": "stream_latest", "name": self.name,
+                                          "timeout": float(timeout)})
+        if reply["kind"] != "stream_value":
+            raise StreamUnavailable(reply.get("error", {}).get("message", "stream unavailable"))
+        return reply.get("value"), reply.get("age_s", 0.0)
+
+    def latest(self, timeout=2.0):
+        return self._read(timeout)[0]
+
+    def latest_with_age(self, timeout=2.0):
+        return self._read(timeout)
+
+
+def _wrap_streams(inputs, state):
+    """Top-level input values standing for the observation stream become handles."""
+    for key, value in list(inputs.items()):
+        if isinstance(value, dict) and value.get(_STREAM_MARKER) is True and len(value) == 1:
+            inputs[key] = ObservationStreamHandle(state, key)
+    return inputs
 
 
 def _import_fresh(path, module_name, package=None):
@@ -315,6 +360,7 @@ def _run_script(msg, state):
     kept = {k: v for k, v in inputs.items() if k in accepted}
     dropped = [k for k in inputs if k not in accepted]
     ctx = NodeContext(state, msg.get("node_id", ""), streaming)
+    _wrap_streams(kept, state)
     try:
         result = fn(ctx, **kept)
     except TaskCancelled:
@@ -380,6 +426,7 @@ def _call_tool(msg, state):
         raise ToolArgumentError(msg["tool"], "tool '%s' got extraneous arguments %r; accepted: %s"
                                 % (msg["tool"], extra, ", ".join(named)))
     ctx = NodeContext(state, msg.get("node_id", ""), bool(msg.get("streaming")))
+    kwargs = _wrap_streams(dict(kwargs), state)
     if "ctx" in params:
         result = fn(ctx, **kwargs)
     else:
@@ -457,7 +504,106 @@ def _introspect(msg, state):
     return reply
 
 
-_HANDLERS = {"run": _run_script, "call_tool": _call_tool, "introspect": _introspect}
+_CONNECTORS = {}
+
+
+def _connector_call(msg, state):
+    """Calls `function()` of a connector module (imported once); a missing one is reported."""
+    path = msg["module_path"]
+    with _TOOL_MODULES_LOCK:
+        module = _CONNECTORS.get(path)
+        if module is None:
+            spec = importlib.util.spec_from_file_location("_trellis_connector_%d" % len(_CONNECTORS), path)
+            if spec is None or spec.loader is None:
+                raise ImportError("cannot import connector module %s" % path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            _CONNECTORS[path] = module
+    fn = getattr(module, msg["function"], None)
+    if fn is None or not callable(fn):
+        return {"kind": "run_result", "missing": True, "value": None}
+    return {"kind": "run_result", "value": _jsonable(fn())}
+
+
+class _World(dict):
+    """A world snapshot: a dict whose keys also read as attributes, nested ones too."""
+
+    def __getattr__(self, name):
+        try:
+            return _as_world(self[name])
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key):
+        return _as_world(dict.__getitem__(self, key))
+
+
+def _as_world(value):
+    if isinstance(value, dict) and not isinstance(value, _World):
+        return _World(value)
+    return value
+
+
+class Checkpoint:
+    """A postcondition over the world snapshot (sidecars may also use plain dicts)."""
+
+    def __init__(self, name, predicate, subgraph="", rationale="", validate=True, weight=1.0,
+                 diagnostics_fn=None):
+        self.name, self.predicate, self.subgraph = name, predicate, subgraph
+        self.rationale, self.validate, self.weight = rationale, validate, weight
+        self.diagnostics_fn = diagnostics_fn
+
+
+def _call_arity(fn, world, outputs):
+    """`fn(world, outputs)` when it takes two positional parameters, else `fn(world)`."""
+    try:
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        positional = [p for p in inspect.signature(fn).parameters.values() if p.kind in kinds]
+        two = len(positional) >= 2
+    except (TypeError, ValueError):
+        two = False
+    return fn(world, outputs) if two else fn(world)
+
+
+def _checkpoints(msg, state):
+    path = msg["path"]
+    namespace = {"__name__": "_checkpoints_" + os.path.splitext(os.path.basename(path))[0],
+                 "__file__": path, "Checkpoint": Checkpoint}
+    with open(path, encoding="utf-8") as handle:
+        exec(compile(handle.read(), path, "exec"), namespace)
+    entries = namespace.get("CHECKPOINTS")
+    if not isinstance(entries, list):
+        raise ValueError("checkpoint module %s did not export CHECKPOINTS as a list" % path)
+    world = _as_world(msg.get("world"))
+    outputs = msg.get("outputs") or {}
+    results = []
+    for index, entry in enumerate(entries):
+        get = entry.get if isinstance(entry, dict) else (lambda key, default=None, e=entry: getattr(e, key, default))
+        name, predicate = get("name"), get("predicate")
+        if not isinstance(name, str) or not callable(predicate):
+            raise ValueError("CHECKPOINTS[%d] needs a string name and a callable predicate" % index)
+        if not get("validate", True):
+            continue
+        started = time.perf_counter()
+        passed, error, diagnostics = False, None, None
+        try:
+            passed = bool(_call_arity(predicate, world, outputs))
+        except Exception as exc:
+            error = "%s: %s" % (type(exc).__name__, exc)
+        diagnose = get("diagnostics_fn") or get("diagnostics")
+        if callable(diagnose):
+            try:
+                found = _call_arity(diagnose, world, outputs)
+                diagnostics = _jsonable(found) if isinstance(found, dict) else None
+            except Exception:
+                diagnostics = None
+        results.append({"name": name, "passed": passed, "validate": True, "eval_error": error,
+                        "diagnostics": diagnostics, "eval_time_s": time.perf_counter() - started})
+    return {"kind": "checkpoint_results", "results": results}
+
+
+_HANDLERS = {"run": _run_script, "call_tool": _call_tool, "introspect": _introspect,
+             "connector_call": _connector_call, "checkpoints": _checkpoints}
 
 
 def _serve(msg):
@@ -493,7 +639,7 @@ def main():
         kind = msg.get("kind")
         if kind in _HANDLERS:
             threading.Thread(target=_serve, args=(msg,), daemon=True).start()
-        elif kind in ("tool_result", "tool_error"):
+        elif kind in ("tool_result", "tool_error", "stream_value", "stream_error"):
             with _RUNS_LOCK:
                 state = _RUNS.get(msg.get("id"))
             if state is not None:

@@ -1,5 +1,6 @@
 //! The CPython bridge process: spawn, JSON-lines framing, request multiplexing and crash detection.
 
+use crate::observation::Sample;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -16,6 +17,8 @@ pub const BRIDGE_SOURCE: &str = include_str!("../python/bridge.py");
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(10);
 const STDERR_TAIL_LINES: usize = 20;
+/// Longest a Python stream read may wait for its first observation.
+const MAX_STREAM_WAIT_S: f64 = 60.0;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -89,6 +92,11 @@ pub(crate) trait BridgeHooks {
     fn log(&self, stream: &str, line: &str);
     /// True once the node should stop.
     fn is_cancelled(&self) -> bool;
+    /// `handle.latest()` on the observation stream from Python: `Err(message)` is raised there
+    /// as `StreamUnavailable`.
+    fn stream_latest(&self, _name: &str, _timeout: Duration) -> Result<Sample, String> {
+        Err("no observation stream is running".to_string())
+    }
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
@@ -314,6 +322,7 @@ impl Bridge {
                     let kind = frame.get("kind").and_then(Value::as_str).unwrap_or("");
                     match kind {
                         "tool_call" => self.answer_tool_call(id, &frame, hooks)?,
+                        "stream_latest" => self.answer_stream_read(id, &frame, hooks)?,
                         "publish" => {
                             hooks.publish(frame.get("value").cloned().unwrap_or(Value::Null))
                         }
@@ -339,6 +348,29 @@ impl Bridge {
                 _ => {}
             }
         }
+    }
+
+    fn answer_stream_read(
+        &self,
+        id: u64,
+        frame: &Value,
+        hooks: &dyn BridgeHooks,
+    ) -> Result<(), BridgeError> {
+        let call_id = frame.get("call_id").cloned().unwrap_or(Value::Null);
+        let name = frame.get("name").and_then(Value::as_str).unwrap_or("");
+        let timeout = frame
+            .get("timeout")
+            .and_then(Value::as_f64)
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .map(|t| Duration::from_secs_f64(t.min(MAX_STREAM_WAIT_S)))
+            .unwrap_or(Duration::from_secs(2));
+        let reply = match hooks.stream_latest(name, timeout) {
+            Ok(sample) => json!({"id": id, "kind": "stream_value", "call_id": call_id,
+                                 "value": sample.value, "sampled_at": sample.sampled_at, "age_s": sample.age_s}),
+            Err(message) => json!({"id": id, "kind": "stream_error", "call_id": call_id,
+                                   "error": {"type": "StreamUnavailable", "message": message}}),
+        };
+        self.send(&reply)
     }
 
     fn answer_tool_call(

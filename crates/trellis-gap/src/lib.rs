@@ -3,12 +3,15 @@
 //! Typical use: [`load_workflow`] → [`validate`] → [`execute`] (or [`execute_with_defaults`]).
 
 mod bridge;
+mod checkpoint;
+mod connector;
 mod context;
 mod events;
 mod executor;
 mod issue;
 mod loader;
 mod model;
+mod observation;
 mod pyfmt;
 mod refs;
 mod report;
@@ -20,6 +23,8 @@ mod trace;
 mod validate;
 
 pub use bridge::{BRIDGE_SOURCE, BridgeError, PythonConfig, PythonIntrospector};
+pub use checkpoint::{CheckpointMode, CheckpointResult};
+pub use connector::{CONNECTOR_CALL_TIMEOUT, CommandConnector, Connector, PythonConnector};
 pub use context::{GuardLimits, NodeContext};
 pub use events::{
     CollectingObserver, ExecutionResult, ExitStatus, NullObserver, RunEvent, RunObserver,
@@ -33,6 +38,10 @@ pub use loader::{
 pub use model::{
     ConditionalEdge, END, EndStatus, ExitDecl, IN, InputValue, NodeDef, NodeType,
     OBSERVATION_STREAM, Ref, START, SubgraphDef, ToolCall, Workflow,
+};
+pub use observation::{
+    DEFAULT_OBSERVATION_HZ, ObservationStream, STREAM_MARKER_KEY, Sample, StreamUnavailable,
+    observation_hz, stream_marker,
 };
 pub use pyfmt::{py_repr, py_str};
 pub use refs::{LocalOutputs, ResolveError, ScopeValue, resolve_input, resolve_ref};

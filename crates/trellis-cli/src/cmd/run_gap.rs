@@ -8,8 +8,9 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail};
 use clap::Args;
 use trellis_gap::{
-    ExecuteOptions, Issue, RunEvent, ToolRegistry, ValidateOptions, load_command_manifest,
-    load_workflow, read_inputs_file, render_issues, validate,
+    CheckpointMode, CommandConnector, Connector, ExecuteOptions, Issue, PythonConfig,
+    PythonConnector, RunEvent, ToolRegistry, ValidateOptions, load_command_manifest, load_workflow,
+    read_inputs_file, render_issues, validate,
 };
 use trellis_runtime::gap_runner::{GapRun, run_gap};
 
@@ -41,6 +42,43 @@ pub struct GapArgs {
     /// their subgraphs' scripts (`load_prompt`), canonical scripts, and their `tools.py` tools.
     #[arg(long, value_name = "DIR")]
     pub skills: Vec<PathBuf>,
+    /// GaP: a Python module whose `get_observation()` feeds the observation stream and whose
+    /// `world_snapshot()` the checkpoints are judged against.
+    #[arg(long, value_name = "MODULE.py", conflicts_with = "connector_command")]
+    pub connector: Option<PathBuf>,
+    /// GaP: a connector program (words split on whitespace) answering JSON lines
+    /// `{"id","op":"get_observation"|"world_snapshot"}` with `{"id","value"}`.
+    #[arg(long, value_name = "COMMAND")]
+    pub connector_command: Option<String>,
+    /// GaP: evaluate `checkpoints/<subgraph>.py` after each success-path subgraph exit:
+    /// `off`, `warn` (record and log failures) or `strict` (a failure fails the run).
+    #[arg(long, value_name = "MODE", default_value = "warn", value_parser = parse_checkpoints)]
+    pub checkpoints: CheckpointMode,
+}
+
+fn parse_checkpoints(text: &str) -> Result<CheckpointMode, String> {
+    CheckpointMode::parse(text).ok_or_else(|| format!("expected off, warn or strict, got {text:?}"))
+}
+
+fn connector(args: &GapArgs) -> anyhow::Result<Option<Arc<dyn Connector>>> {
+    if let Some(module) = &args.connector {
+        if !module.is_file() {
+            bail!("--connector {}: no such file", module.display());
+        }
+        return Ok(Some(Arc::new(PythonConnector::new(
+            module.clone(),
+            PythonConfig::from_env(),
+        ))));
+    }
+    match &args.connector_command {
+        None => Ok(None),
+        Some(command) => {
+            let argv: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+            let connector =
+                CommandConnector::spawn(&argv).map_err(|e| anyhow!("--connector-command: {e}"))?;
+            Ok(Some(Arc::new(connector)))
+        }
+    }
 }
 
 fn tool_registry(args: &GapArgs, workflow_dir: &Path) -> anyhow::Result<ToolRegistry> {
@@ -95,6 +133,12 @@ fn progress_line(event: &RunEvent) -> Option<String> {
         RunEvent::Log { node_id, line, .. } => {
             format!("  {} {line}", node_id.as_deref().unwrap_or("·"))
         }
+        RunEvent::CheckpointEvaluated { result } => format!(
+            "  checkpoint {}.{} {}",
+            result.subgraph,
+            result.name,
+            if result.passed { "passed" } else { "FAILED" }
+        ),
         RunEvent::RecoveryCall {
             tool,
             error: Some(e),
@@ -139,6 +183,8 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
         trace_dir: args.gap.trace_dir.clone(),
         tool_registry: Arc::new(registry),
         skill_registry: Arc::new(skills),
+        checkpoints: args.gap.checkpoints,
+        connector: connector(&args.gap)?,
         ..ExecuteOptions::default()
     };
     if let Some(file) = &args.gap.inputs {

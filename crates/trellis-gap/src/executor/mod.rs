@@ -1,14 +1,20 @@
 //! Executor entry point: validation gate, trace setup, top-level scope, end node and recovery.
 
+mod checkpoints;
 mod nodes;
 mod scope;
 mod subgraph;
 
 use crate::bridge::{BridgeSlot, LogSink, PythonConfig};
+use crate::checkpoint::{CheckpointMode, CheckpointResult};
+use crate::connector::Connector;
 use crate::context::{GuardLimits, NodeContext, RunShared};
 use crate::events::{ExecutionResult, ExitStatus, RunEvent, RunObserver};
 use crate::issue::{Issue, graph_validation_message};
 use crate::model::{EndStatus, IN, NodeType, OBSERVATION_STREAM, Workflow};
+use crate::observation::{
+    DEFAULT_OBSERVATION_HZ, ObservationStream, observation_hz, stream_marker,
+};
 use crate::refs::ScopeValue;
 use crate::skills::SkillRegistry;
 use crate::stream::CancelToken;
@@ -18,6 +24,7 @@ use crate::validate::{ValidateOptions, validate};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -52,6 +59,13 @@ pub struct ExecuteOptions {
     pub guard_limits: GuardLimits,
     /// Cancelling this token stops the run (running bodies get the grace period).
     pub cancel: CancelToken,
+    /// Where observations and world snapshots come from.
+    pub connector: Option<Arc<dyn Connector>>,
+    /// Polling rate when neither `meta.observation_stream_hz` nor `$GAP_OBSERVATION_STREAM_HZ`
+    /// sets one.
+    pub observation_hz: f64,
+    /// How subgraph checkpoint sidecars are treated.
+    pub checkpoints: CheckpointMode,
 }
 
 impl Default for ExecuteOptions {
@@ -79,6 +93,9 @@ impl Default for ExecuteOptions {
             stream_publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             guard_limits: GuardLimits::from_env(),
             cancel: CancelToken::new(),
+            connector: None,
+            observation_hz: DEFAULT_OBSERVATION_HZ,
+            checkpoints: CheckpointMode::Off,
         }
     }
 }
@@ -106,6 +123,9 @@ pub(crate) enum ExecError {
     /// The run was cancelled; never routed through `on_error`.
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// A strict checkpoint failed; never routed through `on_error`.
+    #[error("VerificationFailed: {0}")]
+    Verification(String),
 }
 
 impl ExecError {
@@ -113,7 +133,7 @@ impl ExecError {
     pub(crate) fn is_terminal(&self) -> bool {
         match self {
             ExecError::Node { terminal, .. } => *terminal,
-            ExecError::Guard(_) | ExecError::Cancelled(_) => true,
+            ExecError::Guard(_) | ExecError::Cancelled(_) | ExecError::Verification(_) => true,
             _ => false,
         }
     }
@@ -154,6 +174,10 @@ pub(crate) struct Executor<'a> {
     /// First node failure of the run, as "<full_id>: <text>".
     pub first_error: Mutex<Option<String>>,
     pub visits: Mutex<IndexMap<String, u32>>,
+    /// Every checkpoint evaluated so far, in order.
+    pub checkpoint_results: Mutex<Vec<CheckpointResult>>,
+    /// The "no world snapshot" warning is given once per run.
+    pub snapshot_warned: AtomicBool,
 }
 
 /// Validates and runs `workflow`, reporting progress to `observer`; never panics on bad input.
@@ -173,6 +197,7 @@ pub fn execute(
 
 fn empty_result(error: String) -> ExecutionResult {
     ExecutionResult {
+        checkpoints: Vec::new(),
         exit_status: None,
         end_node: None,
         outputs: IndexMap::new(),
@@ -235,23 +260,40 @@ fn run_validated(
             let _ = tx.send((stream.to_string(), line.to_string()));
         }
     });
+    let observation = options.connector.as_ref().map(|connector| {
+        let hz = observation_hz(&workflow.meta, options.observation_hz);
+        Arc::new(ObservationStream::start(Arc::clone(connector), hz))
+    });
+    let mut run = RunShared::new(
+        &options.tool_registry,
+        observer,
+        BridgeSlot::new(options.python.clone(), sink),
+        trace,
+        options.cancel.clone(),
+        options.guard_limits,
+        options.cancel_grace,
+    );
+    run.observation = observation;
     let executor = Executor {
-        run: RunShared::new(
-            &options.tool_registry,
-            observer,
-            BridgeSlot::new(options.python.clone(), sink),
-            trace,
-            options.cancel.clone(),
-            options.guard_limits,
-            options.cancel_grace,
-        ),
+        run,
         workflow,
         options,
         cross_outputs: Mutex::new(IndexMap::new()),
         first_error: Mutex::new(None),
         visits: Mutex::new(IndexMap::new()),
+        checkpoint_results: Mutex::new(Vec::new()),
+        snapshot_warned: AtomicBool::new(false),
     };
     let mut result = executor.run_top_level();
+    // The stream stops with the run, before anything else is torn down.
+    if let Some(stream) = &executor.run.observation {
+        stream.stop();
+    }
+    result.checkpoints = executor
+        .checkpoint_results
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
     executor.run.bridge.shutdown(BRIDGE_SHUTDOWN_GRACE);
     for (stream, line) in log_rx.try_iter() {
         sink_observer.on_event(&RunEvent::Log {
@@ -274,7 +316,11 @@ impl Executor<'_> {
 
     fn run_top_level(&self) -> ExecutionResult {
         let mut in_value = Map::new();
-        in_value.insert(OBSERVATION_STREAM.to_string(), Value::Null);
+        let stream = match self.run.observation {
+            Some(_) => stream_marker(),
+            None => Value::Null,
+        };
+        in_value.insert(OBSERVATION_STREAM.to_string(), stream);
         in_value.extend(self.options.inputs.clone());
         let wf = self.workflow;
         let top = scope::ScopeDef {

@@ -4,7 +4,8 @@
 use super::scope::ScopeDef;
 use super::{ExecError, Executor};
 use crate::events::RunEvent;
-use crate::model::NodeDef;
+use crate::model::{NodeDef, OBSERVATION_STREAM};
+use crate::observation::stream_marker;
 use crate::pyfmt::{py_list, py_str, py_type_name};
 use crate::refs::{LocalOutputs, ScopeValue, resolve_input, resolve_ref};
 use crate::validate::MAX_SUBGRAPH_NESTING;
@@ -35,6 +36,9 @@ impl Executor<'_> {
             })?;
         let call_site = scope.full_id(name);
         let visit = self.next_visit(&format!("subgraph:{sg_name}"));
+        if let Some(trace) = &self.run.trace {
+            trace.count_visit(&call_site, visit);
+        }
         self.run.emit(RunEvent::SubgraphEntered {
             node_id: call_site.clone(),
             subgraph: sg_name.clone(),
@@ -117,6 +121,9 @@ impl Executor<'_> {
             cross.shift_remove(sg_name);
             cross.insert(sg_name.clone(), outputs.clone());
         }
+        if !error_path {
+            self.run_checkpoints(sg_name, &call_site, visit, &outputs)?;
+        }
         self.run.emit(RunEvent::SubgraphExited {
             subgraph: sg_name.clone(),
             exit_value: exit_value.clone(),
@@ -170,6 +177,10 @@ impl Executor<'_> {
     ) -> Result<Map<String, Value>, ExecError> {
         let mut bound = Map::new();
         for input in declared.keys() {
+            if input == OBSERVATION_STREAM && self.run.observation.is_some() {
+                bound.insert(input.clone(), stream_marker());
+                continue;
+            }
             let mut value = self.options.inputs.get(input).cloned();
             {
                 let cross = self.cross_outputs.lock().unwrap_or_else(|p| p.into_inner());
