@@ -72,6 +72,9 @@ enum Command {
     Template(cmd::template::TemplateCommand),
     /// Print a JSON Schema of a document Trellis reads (for editors).
     Schema(cmd::schema::SchemaArgs),
+    /// Work with GaP trace directories.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = "__controller", hide = true)]
     Controller { run: String },
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => with_context(|ctx| cmd::control::resume(ctx, args)),
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
+        Command::Trace(command) => cmd::trace::run(command),
         Command::Controller { run } => cmd::control::controller(run),
     };
     match outcome {

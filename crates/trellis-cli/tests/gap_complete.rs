@@ -156,3 +156,77 @@ fn run_checkpoints_warn_succeeds_with_the_failure_recorded_and_strict_fails() {
         "VerificationFailed: checkpoint(s) failed after subgraph 'sg' (visit 1): cube_on_table"
     );
 }
+
+#[test]
+fn trace_diff_reports_the_first_divergence_and_exit_codes() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_workflow(
+        dir.path(),
+        &json!({"version": 3, "nodes": {
+            "first": {"type": "tool", "tool": "stub.const", "inputs": {"value": {"$ref": "in.v"}}},
+            "done": {"type": "end", "status": "success"}},
+            "edges": [["START", "first"], ["first", "done"]]}),
+    );
+    let traces = tempfile::tempdir().unwrap();
+    let run = |name: &str, v: i64| {
+        let inputs = dir.path().join(format!("{name}.json"));
+        std::fs::write(&inputs, json!({"v": v}).to_string()).unwrap();
+        let trace = traces.path().join(name);
+        let out = trellis(
+            home.path(),
+            &[
+                "run",
+                dir.path().to_str().unwrap(),
+                "--stub-tools",
+                "--inputs",
+                inputs.to_str().unwrap(),
+                "--trace-dir",
+                trace.to_str().unwrap(),
+                "--json",
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        trace
+    };
+    let (a, same, other) = (run("a", 1), run("same", 1), run("other", 2));
+    let diff = |x: &Path, y: &Path| {
+        trellis(
+            home.path(),
+            &[
+                "trace",
+                "diff",
+                x.to_str().unwrap(),
+                y.to_str().unwrap(),
+                "--json",
+            ],
+        )
+    };
+    let agree = diff(&a, &same);
+    assert_eq!(agree.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&agree.stdout).unwrap();
+    assert_eq!(report["first_divergence"], Value::Null);
+    let differ = diff(&a, &other);
+    assert_eq!(differ.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&differ.stdout).unwrap();
+    assert_eq!(
+        report["first_divergence"],
+        json!({"node": "first", "visit": 0, "kind": "inputs", "path": "$.value", "a": 1, "b": 2})
+    );
+    let missing = trellis(
+        home.path(),
+        &[
+            "trace",
+            "diff",
+            a.to_str().unwrap(),
+            dir.path().join("nope").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("dag_trace.json not found"));
+}

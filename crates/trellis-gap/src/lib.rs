@@ -20,6 +20,7 @@ mod skills;
 mod stream;
 mod tools;
 mod trace;
+mod trace_diff;
 mod validate;
 
 pub use bridge::{BRIDGE_SOURCE, BridgeError, PythonConfig, PythonIntrospector};
@@ -51,6 +52,9 @@ pub use skills::{
 };
 pub use stream::{CancelToken, StreamSlot, StreamTimeout};
 pub use tools::{Tool, ToolDescriptor, ToolError, ToolRegistry, load_command_manifest};
+pub use trace_diff::{
+    Divergence, NodeAgreement, TraceDiff, TraceDiffError, diff_traces, first_difference,
+};
 pub use validate::{
     MAX_SUBGRAPH_NESTING, RunSignature, ScriptIntrospector, ScriptReport, ValidateOptions, validate,
 };
