@@ -416,7 +416,8 @@ def _call_tool(msg, state):
     else:
         fn = _DECORATED_TOOLS.get(msg["tool"])
     if fn is None or not callable(fn):
-        raise ToolError(msg["tool"], "function %s not found in %s" % (msg["function"], msg["module_path"]))
+        what = ("function %s" % msg["function"]) if msg["function"] else ("no @tool(%r)" % msg["tool"])
+        raise ToolError(msg["tool"], "%s not found in %s" % (what, msg["module_path"]))
     params = inspect.signature(fn).parameters
     var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
     kwargs = msg.get("kwargs") or {}
