@@ -12,7 +12,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The bridge program, embedded at build time and passed to the interpreter with `-c`.
-pub const BRIDGE_SOURCE: &str = include_str!("../python/bridge.py");
+pub const BRIDGE_SOURCE: &str = concat!(
+    include_str!("../python/bridge.py"),
+    "\n",
+    include_str!("../python/bridge_bundles.py")
+);
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(10);

@@ -163,3 +163,17 @@ fn python_module_and_command_connectors_feed_the_stream() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn a_top_level_node_reads_the_stream_through_in() {
+    let document = json!({
+        "version": 3, "meta": {"observation_stream_hz": 100},
+        "nodes": {"read": {"type": "script", "script": "scripts/stream_reader.py",
+                           "inputs": {"stream": {"$ref": "in.observation_stream"}, "reads": 3, "pause_s": 0.02}},
+                  "done": {"type": "end", "status": "success"}},
+        "edges": [["START", "read"], ["read", "done"]]
+    });
+    let ticker = Arc::new(Ticker::default());
+    let result = run(&document, ticker, None);
+    assert!(result.is_success(), "{result:?}");
+}
