@@ -7,6 +7,7 @@ import {
   ReactFlow,
   ReactFlowProvider,
   useReactFlow,
+  useStore,
   type Edge,
 } from "@xyflow/react";
 import { useCallback, useEffect, useMemo, useState } from "react";
@@ -14,6 +15,7 @@ import type { Diagnostic } from "../api/types";
 import type { NodeRunState } from "../run/state";
 import { defaultCollapsed, layoutGraph, type Layout } from "./layout";
 import type { GraphModel } from "./model";
+import { edgeTypes } from "./edges";
 import { drawnType, nodeTypes, type DrawnNode } from "./nodes";
 
 export interface GraphCanvasProps {
@@ -27,7 +29,9 @@ export interface GraphCanvasProps {
   reveal?: string[];
 }
 
-const EDGE_LABEL_MAX = 42;
+const EDGE_LABEL_MAX = 34;
+/** The smallest zoom the first view uses when the page is wide enough for it. */
+const MIN_START_ZOOM = 0.75;
 
 function shortLabel(label: string | undefined): string | undefined {
   if (!label) return undefined;
@@ -74,9 +78,17 @@ function Canvas({ model, states, pins, selected, onSelect, reveal }: GraphCanvas
     };
   }, [model, collapsed]);
 
+  // Fit the whole graph, unless that makes it unreadable: then start readable, at the top.
+  const canvasWidth = useStore((store) => store.width);
+  const canvasHeight = useStore((store) => store.height);
   useEffect(() => {
-    if (layout) requestAnimationFrame(() => void flow.fitView({ padding: 0.08, maxZoom: 1.1 }));
-  }, [layout, flow]);
+    if (!layout || canvasWidth === 0 || canvasHeight === 0) return;
+    const fit = Math.min(1.1, (canvasWidth * 0.94) / layout.width, (canvasHeight * 0.94) / layout.height);
+    const zoom = Math.max(fit, Math.min(MIN_START_ZOOM, (canvasWidth * 0.94) / layout.width));
+    const x = Math.max(8, (canvasWidth - layout.width * zoom) / 2);
+    const y = fit >= zoom ? (canvasHeight - layout.height * zoom) / 2 : 12;
+    void flow.setViewport({ x, y, zoom });
+  }, [layout, flow, canvasWidth, canvasHeight]);
 
   const toggle = useCallback((id: string) => {
     setCollapsed((current) => {
@@ -123,8 +135,9 @@ function Canvas({ model, states, pins, selected, onSelect, reveal }: GraphCanvas
       id: edge.id,
       source: edge.source,
       target: edge.target,
-      type: "smoothstep",
+      type: edge.label ? "labelled" : "smoothstep",
       label: shortLabel(edge.label),
+      data: { fullLabel: edge.label },
       className: `edge-${edge.kind}`,
       markerEnd: { type: MarkerType.ArrowClosed, width: 14, height: 14 },
       zIndex: 2,
@@ -137,6 +150,7 @@ function Canvas({ model, states, pins, selected, onSelect, reveal }: GraphCanvas
       nodes={nodes}
       edges={edges}
       nodeTypes={nodeTypes}
+      edgeTypes={edgeTypes}
       nodesDraggable={false}
       nodesConnectable={false}
       elementsSelectable

@@ -73,7 +73,10 @@ export function guardSummary(guard: unknown): string {
       const value = isObject(guard.value) ? guard.value : {};
       const labels = Array.isArray(guard.labels) ? guard.labels.map(String) : [];
       if (text(value.source) === "error") {
-        return `${text(value.name) ?? "?"} error ∈ {${labels.join(", ")}}`;
+        // All four error channels: the node failed, however.
+        return labels.length >= 4
+          ? `${text(value.name) ?? "?"} failed`
+          : `${text(value.name) ?? "?"} error ∈ {${labels.join(", ")}}`;
       }
       const subject = [text(value.name), text(value.field)].filter(Boolean).join(".");
       return `${subject || selectorSummary(value)} ∈ {${labels.join(", ")}}`;
@@ -104,8 +107,10 @@ function frameSummary(node: Json, kind: string, childCount: number): string {
     }
     case "choice":
       return `first matching of ${childCount} branches`;
-    case "loop":
-      return `up to ${count(node.maxIterations) ?? "?"} rounds`;
+    case "loop": {
+      const body = isObject(node.body) && node.body.kind === "seq" ? text(node.body.name) : undefined;
+      return `up to ${count(node.maxIterations) ?? "?"} rounds${body ? ` of ${body}` : ""}`;
+    }
     case "map":
       return `each item of ${selectorSummary(node.over)} · at most ${count(node.maxItems) ?? "?"}`;
     default:
@@ -117,14 +122,25 @@ function frameSummary(node: Json, kind: string, childCount: number): string {
 export function graphSpecModel(document: unknown): GraphModel {
   const model = emptyModel();
   const root = isObject(document) ? document.root : undefined;
-  if (isObject(root)) readNode(model, root, "root", undefined);
+  if (isObject(root)) readNode(model, root, "root", undefined, true);
   return model;
 }
 
-/** Reads one node (and everything under it); returns its id. */
-function readNode(model: GraphModel, node: Json, id: string, parent: string | undefined): string {
+/**
+ * Reads one node (and everything under it); returns its id. A sequence that is the root or a
+ * loop's or map's body is `inline`: its children go straight into the enclosing frame (a frame
+ * around a frame's only child says nothing), and its name refers to that frame.
+ */
+function readNode(
+  model: GraphModel,
+  node: Json,
+  id: string,
+  parent: string | undefined,
+  inline = false,
+): string {
   const kind = text(node.kind) ?? "?";
   const name = text(node.name) ?? "?";
+  if (kind === "seq" && inline) return readInlineSequence(model, node, id, parent, name);
   const isGroup = GROUP_KINDS.has(kind);
   const entry: ModelNode = {
     id,
@@ -185,9 +201,34 @@ function readNode(model: GraphModel, node: Json, id: string, parent: string | un
       addEdge(model, decision, target, "otherwise", "otherwise");
     }
   } else if ((kind === "loop" || kind === "map") && isObject(node.body)) {
-    readNode(model, node.body, `${id}/body`, id);
+    readNode(model, node.body, `${id}/body`, id, true);
   }
   const shown = entry.children.filter((child) => model.nodes.get(child)?.kind !== "decision");
   entry.summary = isGroup ? frameSummary(node, kind, shown.length) : undefined;
   return id;
+}
+
+function readInlineSequence(
+  model: GraphModel,
+  node: Json,
+  id: string,
+  parent: string | undefined,
+  name: string,
+): string {
+  const children = Array.isArray(node.children) ? node.children.filter(isObject) : [];
+  let previous: string | undefined;
+  let first: string | undefined;
+  children.forEach((child, index) => {
+    const childId = readNode(model, child, `${id}/children/${index}`, parent);
+    if (previous) addEdge(model, previous, childId, "flow");
+    first ??= childId;
+    previous = childId;
+  });
+  const stand = parent ?? first;
+  if (stand) {
+    const named = model.byName.get(name);
+    if (named) named.push(stand);
+    else model.byName.set(name, [stand]);
+  }
+  return stand ?? id;
 }

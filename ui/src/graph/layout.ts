@@ -59,7 +59,7 @@ const ROOT_OPTIONS: Record<string, string> = {
   "elk.algorithm": "layered",
   "elk.direction": "DOWN",
   "elk.hierarchyHandling": "INCLUDE_CHILDREN",
-  "elk.layered.spacing.nodeNodeBetweenLayers": "40",
+  "elk.layered.spacing.nodeNodeBetweenLayers": "52",
   "elk.spacing.nodeNode": "26",
   "elk.spacing.componentComponent": "26",
   "elk.layered.nodePlacement.strategy": "BRANDES_KOEPF",

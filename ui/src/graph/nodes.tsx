@@ -173,7 +173,7 @@ function frameHeadline(node: ModelNode, run: NodeRunState | undefined): string {
   }
   if (node.kind === "map") {
     const limit = node.maxItems !== undefined ? ` (≤ ${node.maxItems})` : "";
-    return run && run.items > 0 ? `${run.items} items${limit}` : `over ${node.over ?? "?"}${limit}`;
+    return `over ${node.over ?? "?"}${limit}`;
   }
   return node.summary ?? node.kind;
 }
@@ -209,7 +209,12 @@ function FrameNode({ data }: NodeProps<DrawnNode>) {
       </div>
       <div className="frame-sub">
         {frameHeadline(node, run)}
-        {run && run.items > 0 && node.kind === "map" && <ItemCounts run={run} />}
+        {run && run.items > 0 && node.kind === "map" && (
+          <>
+            {" · "}
+            <ItemCounts run={run} />
+          </>
+        )}
         {collapsed && run && run.executions.length > 0 && node.kind !== "map" && (
           <span className={`state-label state-${state}`}> · {state}</span>
         )}

@@ -133,7 +133,13 @@ export function RunPage({ runId }: { runId: string }) {
 
   const runStatus = shownFold.status ?? status.status;
   const ended = shownFold.endedAtMs ?? status.endedAtMs;
-  const tokens = shownFold.tokens ?? status.tokens;
+  // The run's totals, or the sum over its executions when those are further along.
+  const summed = views.reduce(
+    (sum, view) => ({ input: sum.input + (view.tokens?.input ?? 0), output: sum.output + (view.tokens?.output ?? 0) }),
+    { input: 0, output: 0 },
+  );
+  const reported = shownFold.tokens ?? status.tokens;
+  const tokens = summed.input + summed.output > reported.input + reported.output ? summed : reported;
   const selectedNode = selected ? model.nodes.get(selected) : undefined;
   const result = shownFold.result;
 

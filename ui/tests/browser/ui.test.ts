@@ -1,0 +1,129 @@
+// The browser suite: watch a software-change run live, inspect it, force-stop another, and pin
+// a diagnostic on the validate page, asserting on what the page shows.
+import { mkdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { launchBrowser, type Browser } from "./browser";
+import { startTarget, type Target } from "./target";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const SCREENSHOTS = `${here}../../../target/ui-screenshots`;
+
+let target: Target;
+let browser: Browser;
+let page: Page;
+
+beforeAll(async () => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  target = await startTarget();
+  browser = await launchBrowser();
+  page = await browser.context.newPage();
+  page.on("pageerror", (error) => {
+    throw error;
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await target?.close();
+});
+
+async function stateOf(selector: string): Promise<string | null> {
+  return page.locator(selector).first().getAttribute("data-state");
+}
+
+/** Polls the page every 50 ms until `read` returns one of `wanted`; records every value seen. */
+async function waitForStates(selector: string, wanted: string[], seen: Set<string>, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const state = await stateOf(selector).catch(() => null);
+    if (state) seen.add(state);
+    if (state && wanted.includes(state)) return state;
+    await page.waitForTimeout(50);
+  }
+  throw new Error(`${selector} never reached ${wanted.join("|")}; saw ${[...seen].join(", ")}`);
+}
+
+describe("trellis ui in Chromium", () => {
+  test("a new run appears in the list without a reload, and its page follows it live", async () => {
+    await page.goto(`${target.url}/#/`);
+    await page.waitForSelector('[data-testid="runs-table"]');
+    await expect.poll(() => page.locator(".live-dot.on").count(), { timeout: 10_000 }).toBe(1);
+    await target.startRun("Write a friendly greeting", false);
+    const row = page.locator('[data-testid="run-row"]', { hasText: "Write a friendly greeting" });
+    await row.waitFor({ timeout: 15_000 });
+
+    await row.locator("a").click();
+    await page.waitForSelector('[data-testid="node-worker"]');
+    const worker = new Set<string>();
+    await waitForStates('[data-testid="node-worker"]', ["running"], worker);
+    await waitForStates('[data-testid="node-worker"]', ["succeeded"], worker);
+    expect([...worker]).toContain("running");
+
+    const acceptance = new Set<string>();
+    await waitForStates('[data-testid="node-acceptance"]', ["rejected"], acceptance);
+    await waitForStates('[data-testid="node-acceptance"]', ["accepted"], acceptance, 60_000);
+    await expect.poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 30_000 }).toBe("succeeded");
+  });
+
+  test("the repair round shows on the timeline", async () => {
+    await page.getByRole("tab", { name: "Timeline" }).click();
+    await expect(page.locator('[data-testid="round-marker"][data-round="2"]').count()).resolves.toBe(1);
+    const bars = page.locator('[data-testid="timeline-bar"][data-node="worker"]');
+    await expect(bars.count()).resolves.toBe(2);
+    await expect(bars.nth(1).getAttribute("data-round")).resolves.toBe("2");
+    const rejected = page.locator('[data-testid="timeline-bar"][data-node="code"][data-state="rejected"]');
+    await expect(rejected.count()).resolves.toBe(1);
+  });
+
+  test("the inspector shows a reviewer's diagnostic", async () => {
+    await page.locator('[data-testid="node-code"]').click();
+    const inspector = page.locator('[data-testid="inspector"]');
+    await inspector.waitFor();
+    await expect(inspector.getAttribute("data-node")).resolves.toBe("code");
+    // Round 1: the rejection, with the reviewer's finding.
+    await inspector.getByRole("tab", { name: /round 1/ }).click();
+    const diagnostic = inspector.locator('[data-testid="inspector-diagnostic"]');
+    await expect.poll(() => diagnostic.textContent(), { timeout: 10_000 }).toContain("exclamation mark");
+    await expect(inspector.locator('[data-testid="inspector-signals"]').textContent()).resolves.toContain("rejected");
+    await page.screenshot({ path: `${SCREENSHOTS}/run-page.png` });
+  });
+
+  test("force-stop ends a second run force_stopped", async () => {
+    await target.startRun("A change to stop", true);
+    await page.goto(`${target.url}/#/`);
+    const row = page.locator('[data-testid="run-row"]', { hasText: "A change to stop" });
+    await row.waitFor({ timeout: 15_000 });
+    await row.locator("a").click();
+    await waitForStates('[data-testid="node-worker"]', ["running"], new Set());
+    await page.getByTestId("force-stop").click();
+    await page.getByRole("dialog").waitFor();
+    await page.getByTestId("confirm").click();
+    await expect
+      .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 30_000 })
+      .toBe("force_stopped");
+    await expect(page.getByTestId("force-stop").isDisabled()).resolves.toBe(true);
+  });
+
+  test("the validate page pins a diagnostic on the node it names", async () => {
+    const template = JSON.parse(readFileSync(`${here}../../../templates/single-worker.json`, "utf8")) as {
+      root: { children: { name: string; branches?: { node: { name: string } }[]; otherwise?: { name: string } }[] };
+    };
+    // Rename the `done` terminal to `worker`: the graph now uses the name twice.
+    const choice = template.root.children.find((child) => child.otherwise !== undefined || child.branches);
+    const terminal = choice?.otherwise ?? choice?.branches?.[0]?.node;
+    if (!terminal) throw new Error("single-worker template changed shape");
+    terminal.name = "worker";
+
+    await page.goto(`${target.url}/#/validate`);
+    await page.getByTestId("document").fill(JSON.stringify(template, null, 2));
+    await page.getByTestId("validate").click();
+    const report = page.getByTestId("report");
+    await expect.poll(() => report.getAttribute("data-status"), { timeout: 15_000 }).toBe("rejected");
+    await expect(page.getByTestId("diagnostic").first().textContent()).resolves.toContain("worker");
+    const pinned = page.locator('[data-testid="node-worker"]:has([data-testid="diagnostic-pin"])');
+    await expect.poll(() => pinned.count(), { timeout: 10_000 }).toBeGreaterThan(0);
+    await page.screenshot({ path: `${SCREENSHOTS}/validate-page.png` });
+  });
+});
