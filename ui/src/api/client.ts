@@ -11,6 +11,8 @@ import type {
   ValidationReport,
 } from "./types";
 
+import * as normalize from "./normalize";
+
 const API = "/api/v1";
 
 /** An answer that was not 2xx, with the server's problem code when it sent one. */
@@ -86,23 +88,28 @@ function query(params: Record<string, string | number | undefined>): string {
 }
 
 export const api = {
-  listRuns: (filter: RunQuery, signal?: AbortSignal) =>
-    getJson<{ runs: RunSummary[] }>(`/runs${query({ ...filter })}`, signal),
-  runStatus: (runId: string, signal?: AbortSignal) =>
-    getJson<RunStatus>(`/runs/${encodeURIComponent(runId)}`, signal),
+  listRuns: async (filter: RunQuery, signal?: AbortSignal): Promise<{ runs: RunSummary[] }> => {
+    const answer = await getJson<{ runs?: unknown[] } | unknown[]>(`/runs${query({ ...filter })}`, signal);
+    const runs = Array.isArray(answer) ? answer : (answer.runs ?? []);
+    return { runs: runs.map(normalize.runSummary) };
+  },
+  runStatus: async (runId: string, signal?: AbortSignal): Promise<RunStatus> =>
+    normalize.runStatus(await getJson<unknown>(`/runs/${encodeURIComponent(runId)}`, signal)),
   runGraph: (runId: string, signal?: AbortSignal) =>
     getJson<RunGraph>(`/runs/${encodeURIComponent(runId)}/graph`, signal),
-  execution: (runId: string, execution: number | string, signal?: AbortSignal) =>
-    getJson<ExecutionDetail>(
-      `/runs/${encodeURIComponent(runId)}/executions/${encodeURIComponent(String(execution))}`,
-      signal,
+  execution: async (runId: string, execution: number | string, signal?: AbortSignal): Promise<ExecutionDetail> =>
+    normalize.executionDetail(
+      await getJson<unknown>(
+        `/runs/${encodeURIComponent(runId)}/executions/${encodeURIComponent(String(execution))}`,
+        signal,
+      ),
     ),
-  forceStop: (runId: string) =>
-    postJson<RunStatus>(`/runs/${encodeURIComponent(runId)}/force-stop`, {}),
+  forceStop: async (runId: string): Promise<RunStatus> =>
+    normalize.runStatus(await postJson<unknown>(`/runs/${encodeURIComponent(runId)}/force-stop`, {})),
   resume: (runId: string) =>
     postJson<{ runId: string }>(`/runs/${encodeURIComponent(runId)}/resume`, {}),
-  validate: (document: unknown, kind?: DocumentKind) =>
-    postJson<ValidationReport>(`/validate`, kind ? { document, kind } : { document }),
+  validate: async (document: unknown, kind?: DocumentKind): Promise<ValidationReport> =>
+    normalize.validationReport(await postJson<unknown>(`/validate`, kind ? { document, kind } : { document })),
   templates: () => getJson<TemplateInfo[]>(`/templates`),
   template: (name: string) => getJson<TemplateDetail>(`/templates/${encodeURIComponent(name)}`),
 };

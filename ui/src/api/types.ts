@@ -99,6 +99,7 @@ export interface LogLine {
 }
 
 export interface WorkerBinding {
+  kind?: string;
   harness?: string;
   provider?: string;
   model?: string;
@@ -125,6 +126,8 @@ export interface ExecutionDetail extends ExecutionSummary {
   attempts?: AttemptDetail[];
   binding?: WorkerBinding;
   worker?: string;
+  /** Other attempts of the same node occurrence (execution ids). */
+  siblings?: number[];
 }
 
 /** The compiled shape of one node, as `layout` lists it. */

@@ -2,6 +2,7 @@
 // inspector of a clicked node, the force-stop and resume controls, and the replay scrubber.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { api, streamUrls } from "../api/client";
+import { watchEvent } from "../api/normalize";
 import { subscribe } from "../api/stream";
 import type { RunGraph, RunStatus, WatchEvent } from "../api/types";
 import { useNow } from "../app/hooks";
@@ -64,10 +65,13 @@ export function RunPage({ runId }: { runId: string }) {
         setFold(foldFromStatus(loadedStatus));
         setError(undefined);
         if (!isLive(loadedStatus.status)) return;
-        subscription = subscribe<WatchEvent>(
+        subscription = subscribe<unknown>(
           { url: (cursor) => streamUrls.watch(runId, cursor), initialCursor: loadedStatus.cursor },
           {
-            onEvent: (event) => setFold((current) => (current ? applyEvent(current, event) : current)),
+            onEvent: (raw) => {
+              const event = watchEvent(raw);
+              setFold((current) => (current ? applyEvent(current, event) : current));
+            },
             onStateChange: setConnected,
           },
         );
@@ -86,11 +90,12 @@ export function RunPage({ runId }: { runId: string }) {
   const startReplay = useCallback(() => {
     setReplayState({ events: [], position: 0, loading: true });
     replaySubscription.current?.close();
-    replaySubscription.current = subscribe<WatchEvent>(
+    replaySubscription.current = subscribe<unknown>(
       { url: (cursor) => streamUrls.watch(runId, cursor) },
       {
-        onEvent: (event) =>
+        onEvent: (raw) =>
           setReplayState((current) => {
+            const event = watchEvent(raw);
             if (!current) return current;
             const atEnd = current.position === current.events.length;
             const events = [...current.events, event];

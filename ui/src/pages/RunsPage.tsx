@@ -2,6 +2,7 @@
 // search by title.
 import { useEffect, useMemo, useState } from "react";
 import { api, streamUrls } from "../api/client";
+import { runSummary } from "../api/normalize";
 import { subscribe } from "../api/stream";
 import type { RunSummary } from "../api/types";
 import { navigate, useNow } from "../app/hooks";
@@ -59,10 +60,13 @@ export function RunsPage() {
   }, [status, search]);
 
   useEffect(() => {
-    const subscription = subscribe<RunSummary>(
+    const subscription = subscribe<unknown>(
       { url: () => streamUrls.runs(), eventNames: ["run"] },
       {
-        onEvent: (run) => setRuns((current) => new Map(current).set(run.runId, run)),
+        onEvent: (raw) => {
+          const run = runSummary(raw);
+          setRuns((current) => new Map(current).set(run.runId, run));
+        },
         onStateChange: setConnected,
       },
     );

@@ -37,7 +37,7 @@ function JsonBlock({ value }: { value: unknown }) {
 
 function executionLabel(view: ExecutionView): string {
   const parts = [`#${view.key}`];
-  if (view.round > 1 || view.iteration !== undefined) parts.push(`round ${view.round}`);
+  parts.push(`round ${view.round}`);
   if (view.attempt > 1) parts.push(`attempt ${view.attempt}`);
   if (view.itemKey !== undefined) parts.push(`item ${view.itemKey}`);
   return parts.join(" · ");
@@ -56,7 +56,17 @@ function DiagnosticView({ value }: { value: unknown }) {
   );
 }
 
-function ExecutionPane({ runId, view, now }: { runId: string; view: ExecutionView; now: number }) {
+function ExecutionPane({
+  runId,
+  view,
+  now,
+  onPick,
+}: {
+  runId: string;
+  view: ExecutionView;
+  now: number;
+  onPick: (key: string) => void;
+}) {
   const [detail, setDetail] = useState<ExecutionDetail | undefined>();
   const [error, setError] = useState<string | undefined>();
   // Fetch again when the execution settles, so output and diagnostic appear live.
@@ -125,7 +135,7 @@ function ExecutionPane({ runId, view, now }: { runId: string; view: ExecutionVie
           <dt>worker</dt>
           <dd>{detail?.worker ?? "–"}</dd>
           <dt>harness</dt>
-          <dd>{binding?.harness ?? "–"}</dd>
+          <dd>{binding?.harness ?? binding?.kind ?? "–"}</dd>
           {binding?.provider && (
             <>
               <dt>provider</dt>
@@ -166,6 +176,22 @@ function ExecutionPane({ runId, view, now }: { runId: string; view: ExecutionVie
           <dd>{formatCost(detail?.costUsd ?? view.costUsd)}</dd>
         </dl>
       </Section>
+      {detail?.siblings && detail.siblings.length > 1 && (
+        <Section title="Attempts of this step">
+          <div className="execution-picker">
+            {detail.siblings.map((id) => (
+              <button
+                type="button"
+                key={id}
+                className={`chip${String(id) === view.key ? " active" : ""}`}
+                onClick={() => onPick(String(id))}
+              >
+                #{id}
+              </button>
+            ))}
+          </div>
+        </Section>
+      )}
       {detail?.attempts && detail.attempts.length > 1 && (
         <Section title="Attempts">
           <ol className="attempts">
@@ -238,7 +264,7 @@ export function Inspector({ runId, node, run, executionKey, onPickExecution, onC
               {executions.length} executions; pick one on the timeline or in its map's items.
             </p>
           )}
-          {chosen && <ExecutionPane key={chosen.key} runId={runId} view={chosen} now={now} />}
+          {chosen && <ExecutionPane key={chosen.key} runId={runId} view={chosen} now={now} onPick={onPickExecution} />}
         </>
       )}
     </aside>

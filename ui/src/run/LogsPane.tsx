@@ -2,6 +2,7 @@
 // unless the reader scrolls up or turns following off.
 import { useEffect, useMemo, useRef, useState } from "react";
 import { streamUrls } from "../api/client";
+import { logLine } from "../api/normalize";
 import { subscribe } from "../api/stream";
 import type { LogLine } from "../api/types";
 
@@ -35,15 +36,16 @@ export function LogsPane({ runId, nodes, node: fixedNode, execution, compact }: 
   useEffect(() => {
     setLines([]);
     setEnded(false);
-    const subscription = subscribe<LogLine>(
+    const subscription = subscribe<unknown>(
       {
         url: (cursor) =>
           streamUrls.logs(runId, cursor, node || undefined, level === "debug" ? undefined : level),
         eventNames: ["log"],
       },
       {
-        onEvent: (line) =>
+        onEvent: (raw) =>
           setLines((current) => {
+            const line = logLine(raw);
             const next = current.length >= MAX_LINES ? current.slice(-MAX_LINES + 1) : current.slice();
             next.push(line);
             return next;

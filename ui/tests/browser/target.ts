@@ -16,7 +16,7 @@ export async function startTarget(): Promise<Target> {
   return {
     url: server.url,
     startRun: async (title, hold) => {
-      server.runs.startSoftwareChange(title, 900, hold);
+      server.runs.startSoftwareChange(title, 1200, hold);
     },
     close: server.close,
   };

@@ -22,7 +22,44 @@ beforeAll(async () => {
   page.on("pageerror", (error) => {
     throw error;
   });
+  await page.addInitScript(recordStates);
 });
+
+/**
+ * Runs in the page before its own scripts: records, per test id, every `data-state` an element
+ * takes, so a transition is seen however briefly it lasts.
+ */
+function recordStates() {
+  const seen: Record<string, string[]> = {};
+  (window as unknown as { __seen: typeof seen }).__seen = seen;
+  const record = (element: Element) => {
+    const id = element.getAttribute("data-testid");
+    const state = element.getAttribute("data-state");
+    if (!id || !state) return;
+    const list = (seen[id] ??= []);
+    if (list[list.length - 1] !== state) list.push(state);
+  };
+  new MutationObserver((mutations) => {
+    for (const mutation of mutations) {
+      if (mutation.type === "attributes") record(mutation.target as Element);
+      for (const added of mutation.addedNodes) {
+        if (!(added instanceof Element)) continue;
+        record(added);
+        added.querySelectorAll("[data-state]").forEach(record);
+      }
+    }
+  }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ["data-state"] });
+}
+
+async function statesSeen(testId: string): Promise<string[]> {
+  return page.evaluate((id) => (window as unknown as { __seen: Record<string, string[]> }).__seen[id] ?? [], testId);
+}
+
+/** Whether `sequence` holds `first` and, later, `then`. */
+function inOrder(sequence: string[], first: string, then: string): boolean {
+  const at = sequence.indexOf(first);
+  return at !== -1 && sequence.indexOf(then, at + 1) !== -1;
+}
 
 afterAll(async () => {
   await browser?.close();
@@ -56,15 +93,15 @@ describe("trellis ui in Chromium", () => {
 
     await row.locator("a").click();
     await page.waitForSelector('[data-testid="node-worker"]');
-    const worker = new Set<string>();
-    await waitForStates('[data-testid="node-worker"]', ["running"], worker);
-    await waitForStates('[data-testid="node-worker"]', ["succeeded"], worker);
-    expect([...worker]).toContain("running");
-
-    const acceptance = new Set<string>();
-    await waitForStates('[data-testid="node-acceptance"]', ["rejected"], acceptance);
-    await waitForStates('[data-testid="node-acceptance"]', ["accepted"], acceptance, 60_000);
-    await expect.poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 30_000 }).toBe("succeeded");
+    await expect
+      .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 60_000 })
+      .toBe("succeeded");
+    // The page changed under our eyes: each node went through its states without a reload.
+    const worker = await statesSeen("node-worker");
+    expect(inOrder(worker, "running", "succeeded"), `worker went ${worker.join(" → ")}`).toBe(true);
+    const acceptance = await statesSeen("node-acceptance");
+    expect(inOrder(acceptance, "rejected", "accepted"), `acceptance went ${acceptance.join(" → ")}`).toBe(true);
+    expect(await page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("succeeded");
   });
 
   test("the repair round shows on the timeline", async () => {
