@@ -127,6 +127,50 @@ describe("trellis ui in Chromium", () => {
     await page.screenshot({ path: `${SCREENSHOTS}/run-page.png` });
   });
 
+  test("the logs pane lists the run's lines and filters them by node", async () => {
+    await page.getByRole("tab", { name: "Logs" }).click();
+    const lines = page.getByTestId("log-line");
+    await expect.poll(() => lines.count(), { timeout: 10_000 }).toBeGreaterThan(3);
+    await page.getByLabel("Filter logs by node").selectOption("code");
+    await expect.poll(async () => {
+      const nodes = await page.locator('[data-testid="log-line"] .log-node').allTextContents();
+      return nodes.length > 0 && nodes.every((node) => node === "code");
+    }, { timeout: 10_000 }).toBe(true);
+    await page.getByRole("tab", { name: "Timeline" }).click();
+  });
+
+  test("the replay scrubber shows the run as it was after each event", async () => {
+    await page.getByTestId("replay").click();
+    const count = page.getByTestId("scrub-count");
+    await expect.poll(async () => {
+      const [at, total] = ((await count.textContent()) ?? "").split("/").map((part) => Number.parseInt(part, 10));
+      return total !== undefined && total > 5 && at === total;
+    }, { timeout: 10_000 }).toBe(true);
+    await page.getByRole("button", { name: "First event" }).click();
+    await expect.poll(() => page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("pending");
+    // Step until the worker's first dispatch: it shows running, then later succeeded.
+    for (let step = 0; step < 10; step += 1) {
+      if ((await page.getAttribute('[data-testid="node-worker"]', "data-state")) === "running") break;
+      await page.getByRole("button", { name: "Step forward" }).click();
+    }
+    expect(await page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("running");
+    await page.getByRole("button", { name: "Last event" }).click();
+    await expect.poll(() => page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("succeeded");
+    await page.getByRole("button", { name: "Back to live" }).click();
+  });
+
+  test("the runs list filters by status and searches titles", async () => {
+    await page.goto(`${target.url}/#/`);
+    const rows = page.getByTestId("run-row");
+    await rows.first().waitFor();
+    await page.getByLabel("Search runs by title").fill("friendly");
+    await expect.poll(() => rows.count()).toBe(1);
+    await page.getByLabel("Search runs by title").fill("");
+    await page.getByLabel("Filter by status").selectOption("running");
+    await expect.poll(() => page.locator('[data-testid="run-row"][data-status="succeeded"]').count()).toBe(0);
+    await page.getByLabel("Filter by status").selectOption("all");
+  });
+
   test("force-stop ends a second run force_stopped", async () => {
     await target.startRun("A change to stop", true);
     await page.goto(`${target.url}/#/`);
