@@ -101,7 +101,8 @@ export function runStatus(raw: unknown): RunStatus {
 export function executionDetail(raw: unknown): ExecutionDetail {
   const detail = isObject(raw) ? raw : {};
   const summary = executionSummary(detail);
-  const outcome = summary.outcome;
+  // `result` is the whole outcome (with output and diagnostic); `outcome` may be its summary.
+  const outcome = isObject(detail.result) ? (detail.result as WorkerOutcome) : summary.outcome;
   const binding = isObject(detail.binding) ? detail.binding : undefined;
   const siblings = Array.isArray(detail.siblings) ? detail.siblings.filter((id): id is number => typeof id === "number") : undefined;
   return {

@@ -177,7 +177,7 @@ function ExecutionPane({
         </dl>
       </Section>
       {detail?.siblings && detail.siblings.length > 1 && (
-        <Section title="Attempts of this step">
+        <Section title="Rounds and attempts of this occurrence">
           <div className="execution-picker">
             {detail.siblings.map((id) => (
               <button
