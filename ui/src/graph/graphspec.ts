@@ -87,9 +87,19 @@ export function guardSummary(guard: unknown): string {
       return parts(guard.guards).join(" and ");
     case "not":
       return `not (${guardSummary(guard.guard)})`;
-    case "atLeast":
-    case "at_least":
-      return `at least ${String(guard.count ?? "?")} of (${parts(guard.guards).join(", ")})`;
+    case "k_of_n": {
+      const labels = Array.isArray(guard.labels) ? guard.labels.map(String) : [];
+      const values = (Array.isArray(guard.values) ? guard.values : []).map((value) =>
+        isObject(value) ? [text(value.name), text(value.source) === "error" ? "error" : text(value.field)].filter(Boolean).join(".") : "?",
+      );
+      return `${String(guard.count ?? "?")} of (${values.join(", ")}) ∈ {${labels.join(", ")}}`;
+    }
+    case "k_of_map": {
+      const labels = Array.isArray(guard.labels) ? guard.labels.map(String) : [];
+      const value = isObject(guard.value) ? guard.value : {};
+      const subject = [text(value.name), text(value.source) === "error" ? "error" : text(value.field)].filter(Boolean).join(".");
+      return `${String(guard.count ?? "?")} items' ${subject} ∈ {${labels.join(", ")}}`;
+    }
     default:
       return kind ?? "?";
   }

@@ -69,5 +69,24 @@ describe("graphSpecModel", () => {
       }),
     ).toBe("acceptance.verdict ∈ {accepted} and code error ∈ {timeout}");
     expect(guardSummary({ kind: "not", guard: { kind: "any", guards: [] } })).toBe("not ()");
+    expect(
+      guardSummary({
+        kind: "k_of_map",
+        count: 1,
+        labels: ["timeout"],
+        value: { name: "mapWork", source: "error", field: null },
+      }),
+    ).toBe("1 items' mapWork.error ∈ {timeout}");
+    expect(
+      guardSummary({
+        kind: "k_of_n",
+        count: 2,
+        labels: ["accepted"],
+        values: [
+          { name: "a", source: "signal", field: "verdict" },
+          { name: "b", source: "signal", field: "verdict" },
+        ],
+      }),
+    ).toBe("2 of (a.verdict, b.verdict) ∈ {accepted}");
   });
 });
