@@ -198,18 +198,37 @@ impl GitHub {
             1
         };
         let mut attempt = 0;
-        loop {
+        let result = loop {
             attempt += 1;
             match self.send_once(method.clone(), path, query, body, op).await {
                 Err(error) if error.is_transient() && attempt < attempts => {
                     if matches!(error, ForgeError::RateLimited { .. }) {
-                        return Err(error);
+                        break Err(error);
                     }
                     tokio::time::sleep(RETRY_DELAY * attempt).await;
                 }
-                other => return other,
+                other => break other,
+            }
+        };
+        // GitHub answers 404 both for a missing object and a repository the token cannot see:
+        // one look at the repository tells which, so the error names the real problem.
+        if let Err(ForgeError::NotFound { repository, .. }) = &result {
+            let probe = Op {
+                repo: op.repo,
+                action: "read the repository",
+                resource: None,
+            };
+            let repo_path = op.repo.api_path();
+            if let Err(ForgeError::RepositoryNotFound { .. }) = self
+                .send_once(Method::GET, &repo_path, &[], None, &probe)
+                .await
+            {
+                return Err(ForgeError::RepositoryNotFound {
+                    repository: repository.clone(),
+                });
             }
         }
+        result
     }
 
     async fn send_once(

@@ -395,3 +395,75 @@ async fn works_against_an_enterprise_api_base() {
         Err(ForgeError::NotFound { .. })
     ));
 }
+
+#[tokio::test]
+async fn reads_are_retried_through_server_errors_and_writes_are_not() {
+    let fake = fake().await;
+    let github = client(&fake, TOKEN);
+    fake.fail_next(502, 2, false);
+    let repository = github.repository(&repo()).await.unwrap();
+    assert_eq!(repository.full_name, "acme/app");
+    assert_eq!(fake.calls_to("GET", "/repos/acme/app").len(), 3);
+
+    let number = github
+        .find_or_create_pull(&repo(), &draft("t"))
+        .await
+        .unwrap()
+        .pull
+        .number;
+    fake.fail_next(502, 1, false);
+    let update = trellis_forge::PullUpdate {
+        title: Some("new".into()),
+        ..Default::default()
+    };
+    let failed = github
+        .update_pull(&repo(), number, &update)
+        .await
+        .unwrap_err();
+    assert_eq!(failed.code(), "forge.unavailable");
+    assert_eq!(
+        fake.calls_to("PATCH", "/pulls/1").len(),
+        1,
+        "a write is sent once"
+    );
+
+    // A read that keeps failing stops the operation before its write.
+    let issue = fake.add_issue("acme/app", "i", "", &[]);
+    fake.fail_next(500, 3, false);
+    let marker = ReportMarker::new("k").unwrap();
+    let down = github
+        .post_report(&repo(), issue, &marker, "r")
+        .await
+        .unwrap_err();
+    assert_eq!(down.code(), "forge.unavailable");
+    assert_eq!(fake.calls_to("GET", "/comments").len(), 3);
+    assert!(fake.calls_to("POST", "/comments").is_empty());
+}
+
+#[tokio::test]
+async fn rate_limits_and_missing_permissions_are_told_apart() {
+    let fake = fake().await;
+    let github = client(&fake, TOKEN);
+    fake.fail_next(403, 1, true);
+    let limited = github.repository(&repo()).await.unwrap_err();
+    assert_eq!(
+        limited,
+        ForgeError::RateLimited {
+            reset_at: Some(1_767_225_600)
+        }
+    );
+    assert_eq!(
+        fake.calls_to("GET", "/repos/acme/app").len(),
+        1,
+        "not retried"
+    );
+    fake.fail_next(403, 1, false);
+    let forbidden = github.pull(&repo(), 1).await.unwrap_err();
+    assert_eq!(forbidden.code(), "forge.forbidden");
+    assert!(
+        forbidden
+            .to_string()
+            .starts_with("the token may not read a pull request in acme/app (403)"),
+        "{forbidden}"
+    );
+}

@@ -115,12 +115,27 @@ pub enum Action {
         #[serde(default)]
         description: String,
     },
+    /// Answers the next `count` API calls with `status` instead of serving them; with
+    /// `rateLimited`, as GitHub does when the rate limit is exhausted (403 with
+    /// `x-ratelimit-remaining: 0`).
+    #[serde(rename_all = "camelCase")]
+    FailNext {
+        status: u16,
+        #[serde(default = "one")]
+        count: u32,
+        #[serde(default)]
+        rate_limited: bool,
+    },
     /// Sets whether a pull request can be merged (`null`: GitHub is still computing it).
     SetMergeable {
         repository: String,
         number: u64,
         mergeable: Option<bool>,
     },
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn main_branch() -> String {

@@ -271,6 +271,16 @@ impl FakeGitHub {
         });
     }
 
+    /// Answers the next `count` API calls with `status` (a rate-limit 403 with
+    /// `rate_limited`).
+    pub fn fail_next(&self, status: u16, count: u32, rate_limited: bool) {
+        self.must(Action::FailNext {
+            status,
+            count,
+            rate_limited,
+        });
+    }
+
     /// The bodies of an issue's or pull request's conversation comments, oldest first.
     pub fn comment_bodies(&self, repository: &str, number: u64) -> Vec<String> {
         let world = lock(&self.shared.world);

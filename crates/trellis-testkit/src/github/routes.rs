@@ -65,6 +65,8 @@ pub(crate) struct Answer {
     pub status: StatusCode,
     pub body: Value,
     pub link: Option<String>,
+    /// Answer with GitHub's exhausted rate-limit headers.
+    pub rate_limited: bool,
 }
 
 pub(crate) fn ok(body: Value) -> Answer {
@@ -72,6 +74,7 @@ pub(crate) fn ok(body: Value) -> Answer {
         status: StatusCode::OK,
         body,
         link: None,
+        rate_limited: false,
     }
 }
 
@@ -91,6 +94,21 @@ pub(crate) fn fail(status: StatusCode, message: &str) -> Answer {
             "status": status.as_u16().to_string(),
         }),
         link: None,
+        rate_limited: false,
+    }
+}
+
+/// A failure a test injected with `failNext`.
+fn injected(status: u16, rate_limited: bool) -> Answer {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let message = if rate_limited {
+        "API rate limit exceeded for installation."
+    } else {
+        status.canonical_reason().unwrap_or("Injected failure")
+    };
+    Answer {
+        rate_limited,
+        ..fail(status, message)
     }
 }
 
@@ -179,14 +197,18 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 .collect();
             let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
             let mut world = lock(&shared.world);
-            route(
-                &mut world,
-                &shared.links,
-                &parts.method,
-                &segments,
-                &query_map,
-                &body,
-            )
+            if let Some((status, rate_limited)) = world.failures.pop_front() {
+                injected(status, rate_limited)
+            } else {
+                route(
+                    &mut world,
+                    &shared.links,
+                    &parts.method,
+                    &segments,
+                    &query_map,
+                    &body,
+                )
+            }
         }
     };
     {
@@ -209,6 +231,11 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         .map(|next| next.replacen("<?", &format!("<{}{raw_path}?", shared.links.api), 1));
     if let Some(link) = link.and_then(|l| HeaderValue::from_str(&l).ok()) {
         response.headers_mut().insert(header::LINK, link);
+    }
+    if answer.rate_limited {
+        let headers = response.headers_mut();
+        headers.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        headers.insert("x-ratelimit-reset", HeaderValue::from_static("1767225600"));
     }
     response
 }
@@ -299,8 +326,7 @@ fn route(
             if merged {
                 Answer {
                     status: StatusCode::NO_CONTENT,
-                    body: Value::Null,
-                    link: None,
+                    ..ok(Value::Null)
                 }
             } else {
                 not_found()

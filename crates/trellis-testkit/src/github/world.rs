@@ -13,6 +13,8 @@ pub use super::action::Action;
 #[derive(Debug, Default)]
 pub(crate) struct World {
     pub repos: BTreeMap<String, Repo>,
+    /// Injected failures still to answer: status and whether it is a rate-limit answer.
+    pub failures: std::collections::VecDeque<(u16, bool)>,
     next_id: u64,
     tick: u64,
 }
@@ -344,6 +346,19 @@ impl World {
                     description,
                 });
                 Ok(json!({"id": id}))
+            }
+            Action::FailNext {
+                status,
+                count,
+                rate_limited,
+            } => {
+                if !(400..=599).contains(&status) {
+                    return Err(format!("failure status {status} is not 4xx or 5xx"));
+                }
+                for _ in 0..count.min(1_000) {
+                    self.failures.push_back((status, rate_limited));
+                }
+                Ok(json!({}))
             }
             Action::SetMergeable {
                 repository,
