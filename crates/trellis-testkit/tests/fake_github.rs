@@ -444,3 +444,93 @@ fn the_binary_serves_a_seed_and_takes_actions_while_running() {
         ]
     );
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn branches_pushed_to_a_bare_repository_are_seen_and_move_pull_heads() {
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("origin.git");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(
+        dir.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["commit", "-q", "--allow-empty", "-m", "init"]);
+    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    git(
+        &work,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "main",
+            "main:refs/heads/trellis/abc",
+        ],
+    );
+
+    let fake = FakeGitHub::start_blocking(TOKEN).unwrap();
+    fake.apply_json(&json!({"action": "addRepository", "repository": "acme/app", "gitDir": bare}))
+        .unwrap();
+    let addr = fake.addr();
+    let auth = bearer();
+    let first = git(&work, &["rev-parse", "HEAD"]);
+    let (status, _, branch) = http(
+        addr,
+        "GET",
+        "/repos/acme/app/branches/trellis/abc",
+        auth.as_deref(),
+        None,
+    );
+    assert_eq!((status, &branch["commit"]["sha"]), (200, &json!(first)));
+    let draft = json!({"title": "t", "head": "trellis/abc", "base": "main"});
+    let (status, _, pull) = http(
+        addr,
+        "POST",
+        "/repos/acme/app/pulls",
+        auth.as_deref(),
+        Some(&draft),
+    );
+    assert_eq!((status, &pull["head"]["sha"]), (201, &json!(first)));
+
+    git(&work, &["commit", "-q", "--allow-empty", "-m", "repair"]);
+    git(
+        &work,
+        &["push", "-q", "origin", "HEAD:refs/heads/trellis/abc"],
+    );
+    let second = git(&work, &["rev-parse", "HEAD"]);
+    let (_, _, pull) = http(
+        addr,
+        "GET",
+        "/repos/acme/app/pulls/1",
+        auth.as_deref(),
+        None,
+    );
+    assert_eq!(pull["head"]["sha"], json!(second));
+    let (status, _, _) = http(
+        addr,
+        "GET",
+        "/repos/acme/app/branches/nope",
+        auth.as_deref(),
+        None,
+    );
+    assert_eq!(status, 404);
+}
