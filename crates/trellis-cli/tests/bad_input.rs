@@ -110,6 +110,26 @@ fn input_that_does_not_match_the_initial_input_is_refused() {
 }
 
 #[test]
+fn a_review_template_given_a_task_is_refused() {
+    let sandbox = Sandbox::new();
+    for template in ["issue-review", "pr-review"] {
+        let output = sandbox.trellis(&[
+            "run",
+            "--template",
+            template,
+            "--task",
+            "review it",
+            "--json",
+        ]);
+        assert_one_line_error(
+            &output,
+            &[template, "GitHub issue or pull request", "--input FILE"],
+        );
+    }
+    assert_no_run(&sandbox);
+}
+
+#[test]
 fn an_unknown_run_id_is_refused_by_every_run_command() {
     let sandbox = Sandbox::new();
     let unknown = "01a229f6-f791-7144-841c-2b885e31093f";

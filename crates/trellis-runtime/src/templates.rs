@@ -10,14 +10,26 @@ pub struct Template {
     pub summary: &'static str,
     document: &'static str,
     push_variant: Option<&'static str>,
+    /// Where the input comes from: a task text, or a GitHub issue or pull request.
+    source: InputSource,
 }
 
-const TEMPLATES: [Template; 2] = [
+/// What a template's input is built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputSource {
+    /// `{"task": …}` from `--task`.
+    Task,
+    /// A GitHub issue or pull request, resolved by `trellis_forge` (`--task-from URL`).
+    ForgeUrl,
+}
+
+const TEMPLATES: [Template; 5] = [
     Template {
         name: "single-worker",
         summary: "One agent does the task in the workspace; the run fails if the agent fails.",
         document: include_str!("../../../templates/single-worker.json"),
         push_variant: None,
+        source: InputSource::Task,
     },
     Template {
         name: "software-change",
@@ -25,6 +37,30 @@ const TEMPLATES: [Template; 2] = [
                   parallel, rejections go back for repair (at most ten repairs).",
         document: include_str!("../../../templates/software-change.json"),
         push_variant: Some(include_str!("../../../templates/software-change-push.json")),
+        source: InputSource::Task,
+    },
+    Template {
+        name: "issue-review",
+        summary: "Reviews a GitHub issue against the code and posts one report comment on it.",
+        document: include_str!("../../../templates/issue-review.json"),
+        push_variant: None,
+        source: InputSource::ForgeUrl,
+    },
+    Template {
+        name: "pr-review",
+        summary: "Reviews a pull request: classifies its claims, reproduces them, checks the code, \
+                  posts one review comment.",
+        document: include_str!("../../../templates/pr-review.json"),
+        push_variant: None,
+        source: InputSource::ForgeUrl,
+    },
+    Template {
+        name: "auto-research",
+        summary: "Research in rounds (options.iterations, default 10): three scouts propose in \
+                  parallel, a researcher works, an independent reviewer judges.",
+        document: include_str!("../../../templates/auto-research.json"),
+        push_variant: None,
+        source: InputSource::Task,
     },
 ];
 
@@ -52,6 +88,11 @@ impl Template {
 
     pub fn supports_push(&self) -> bool {
         self.push_variant.is_some()
+    }
+
+    /// Where this template's input comes from.
+    pub fn input_source(&self) -> InputSource {
+        self.source
     }
 
     /// The initial input built from a task description.

@@ -107,6 +107,10 @@ fn prepare_template(args: &RunArgs, name: &str) -> anyhow::Result<Option<Prepare
     let text = template.document(args.push).map_err(anyhow::Error::msg)?;
     let value: Value = serde_json::from_str(text).context("built-in template")?;
     let input = match (&args.task, &args.input) {
+        (Some(_), _) if template.input_source() == templates::InputSource::ForgeUrl => bail!(
+            "template {name} reviews a GitHub issue or pull request, not a task: give its input \
+             with --input FILE (the shape of initialInput in `trellis template show {name}`)"
+        ),
         (Some(task), _) => Some(template.input_for_task(task)),
         (None, Some(_)) => None,
         (None, None) => bail!("template {name} needs a task: --task \"…\" (or --input FILE)"),
