@@ -74,6 +74,16 @@ pub mod postgres {
             Ok(schema)
         }
 
+        /// A schema someone else created and will drop (a child process's view of its
+        /// parent's schema); dropping this leaves it in place.
+        pub fn existing(url: &str, name: &str) -> Self {
+            Self {
+                url: url.to_owned(),
+                name: name.to_owned(),
+                owner: None,
+            }
+        }
+
         /// Options for a store on this schema: small pool, fast (NORMAL) durability.
         pub fn options(&self) -> PostgresOptions {
             PostgresOptions {

@@ -113,15 +113,8 @@ impl TestLedger {
         let url = trellis_ledger::testing::postgres::server_url()
             .unwrap()
             .unwrap();
-        let schema = trellis_ledger::testing::postgres::TestSchema::attach(&url, name).unwrap();
+        let schema = trellis_ledger::testing::postgres::TestSchema::existing(&url, name);
         Some(Self::Postgres(schema))
-    }
-
-    /// Leaves the ledger in place (a child's view of its parent's ledger).
-    pub fn keep(self) {
-        if let Self::Postgres(schema) = self {
-            schema.keep();
-        }
     }
 }
 
