@@ -106,11 +106,10 @@ pub(super) async fn wait_for_change(
 ) -> Result<Cursor, LedgerError> {
     let deadline = Instant::now() + timeout.min(MAX_WAIT);
     let wanted = format!("{} {}", shared.schema, run_id);
-    let (mut notices, mut listening) = shared.listener.subscribe();
-    // Until the listener is in place a notification could be missed; wait for it briefly
-    // (bounded by the caller's deadline) before the first look.
-    let settle = deadline.min(Instant::now() + FALLBACK_POLL);
-    let _ = tokio::time::timeout_at(settle, listening.wait_for(|on| *on)).await;
+    // Subscribed before the first look: an append committed after it is either notified or,
+    // when the listener is only now connecting, covered by the wake-up it sends once it
+    // listens.
+    let (mut notices, listening) = shared.listener.subscribe();
     loop {
         let latest = latest_cursor(&shared, &run_id).await?;
         if latest < after {
