@@ -98,12 +98,12 @@ fn bench_pairs(
     store: &dyn RunStore,
 ) {
     group.bench_with_input(id, &base, |b, &base| {
-        let mut runs = 0u64;
         b.iter_custom(|iterations| {
             let mut total = Duration::ZERO;
             for _ in 0..iterations {
-                runs += 1;
-                let run = run_with(store, &format!("key-{base}-{runs}"), base);
+                // Stores outlive a benchmark (criterion calls this more than once), so every
+                // run needs a key of its own.
+                let run = run_with(store, &format!("key-{}", RunId::generate()), base);
                 let begun = Instant::now();
                 for e in base + 1..=base + PAIRS_PER_ITERATION {
                     black_box(store.append(&run, &[started(e)]).expect("started"));

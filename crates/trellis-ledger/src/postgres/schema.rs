@@ -156,7 +156,8 @@ async fn current_version(
             "SELECT current_schema(),
                  to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL,
                  (SELECT count(*) FROM pg_class c
-                  WHERE c.relnamespace = to_regnamespace(current_schema())
+                  WHERE c.relnamespace =
+                        (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
                     AND c.relkind IN ('r', 'p', 'v', 'm')
                     AND c.relname IN ('runs', 'run_heads', 'run_events', 'run_executions'))",
             &[&MIGRATIONS_TABLE],
