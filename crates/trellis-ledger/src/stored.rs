@@ -153,6 +153,7 @@ pub(crate) fn prepare_batch(
 }
 
 /// JSON text of a value the ledger itself built (progress, snapshots), which always serializes.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn to_json_text(
     value: &impl serde::Serialize,
     what: &str,
