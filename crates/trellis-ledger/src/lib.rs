@@ -1,4 +1,4 @@
-//! Durable run storage: append-only events with cursors, run snapshots and idempotent submissions, SQLite by default behind a narrow storage trait.
+//! Durable run storage: append-only events with cursors, run snapshots and idempotent submissions, SQLite by default (PostgreSQL for many hosts) behind a narrow storage trait.
 //!
 //! The ledger is the single source of truth of every run. A run is admitted once per
 //! submission key ([`RunStore::create_or_get`]); from then on its state changes only through
@@ -28,11 +28,15 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod limits;
+pub mod location;
 pub mod logtext;
 pub mod observe;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod snapshot;
 pub mod sqlite;
 pub mod store;
+mod stored;
 pub mod testing;
 
 pub use apply::fold_snapshot;
@@ -43,6 +47,9 @@ pub use event::{
     TerminalResult, TokenCounts, VoidReason,
 };
 pub use ids::{Phase, RunId, RunKind};
+pub use location::{LEDGER_ENV, LedgerLocation, redact_url};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use snapshot::{
     ControllerInfo, ExecutionSnapshot, ExecutionState, RunHead, RunProgress, RunSnapshot,
 };
