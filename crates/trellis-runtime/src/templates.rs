@@ -1,11 +1,12 @@
 //! Built-in templates: graph documents embedded in the binary and admitted by the same verifier
 //! as user graphs.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// One built-in template.
 #[derive(Debug, Clone, Copy)]
-pub struct Template {
+pub(crate) struct Template {
     pub name: &'static str,
     pub summary: &'static str,
     document: &'static str,
@@ -64,25 +65,52 @@ const TEMPLATES: [Template; 5] = [
     },
 ];
 
-/// Every built-in template, in listing order.
-pub fn all() -> &'static [Template] {
-    &TEMPLATES
-}
-
-pub fn find(name: &str) -> Option<&'static Template> {
+pub(crate) fn find(name: &str) -> Option<&'static Template> {
     TEMPLATES.iter().find(|t| t.name == name)
 }
 
+/// A built-in template as front ends list it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Whether it has a variant that delivers the accepted change by `git push`.
+    pub supports_push: bool,
+}
+
+impl TemplateInfo {
+    fn of(template: &Template) -> Self {
+        Self {
+            name: template.name,
+            description: template.summary,
+            supports_push: template.supports_push(),
+        }
+    }
+
+    /// The graph document (GraphSpec JSON text); `push` selects the push-delivery variant.
+    pub fn document(&self, push: bool) -> Option<&'static str> {
+        find(self.name).and_then(|t| t.document(push))
+    }
+}
+
+/// Every built-in template, in listing order.
+pub fn templates() -> Vec<TemplateInfo> {
+    TEMPLATES.iter().map(TemplateInfo::of).collect()
+}
+
+/// The built-in template called `name`.
+pub fn template(name: &str) -> Option<TemplateInfo> {
+    find(name).map(TemplateInfo::of)
+}
+
 impl Template {
-    /// The graph document text; `push` selects the variant that delivers by git push.
-    pub fn document(&self, push: bool) -> Result<&'static str, String> {
+    /// The graph document text; `push` selects the variant that delivers by git push (none
+    /// when the template has no such variant).
+    pub fn document(&self, push: bool) -> Option<&'static str> {
         match (push, self.push_variant) {
-            (false, _) => Ok(self.document),
-            (true, Some(variant)) => Ok(variant),
-            (true, None) => Err(format!(
-                "template {} has no push delivery variant",
-                self.name
-            )),
+            (false, _) => Some(self.document),
+            (true, variant) => variant,
         }
     }
 

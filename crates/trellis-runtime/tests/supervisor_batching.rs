@@ -17,9 +17,9 @@ use trellis_ledger::{
     Cursor, Durability, EventFilter, LogStream, NewRun, RunEvent, RunId, RunKind, RunStore,
     SqliteOptions, SqliteStore, TerminalResult,
 };
-use trellis_runtime::plan::RuntimePlan;
-use trellis_runtime::reuse::ReuseIndex;
-use trellis_runtime::supervisor::{Harnesses, RunContext, Supervisor, history_of};
+use trellis_runtime::testing::{
+    Harnesses, ReuseIndex, RunContext, RuntimePlan, Supervisor, history_of,
+};
 
 /// Each execution announces itself, then waits for a permit before it succeeds with `null`.
 struct GatedHarness {
@@ -133,7 +133,7 @@ fn fixture(graph: &GraphSpec) -> (Fixture, RunContext) {
         scratch: dir.path().join("scratch"),
         secrets: SecretEnv::new(Default::default()),
         base_env: vec![],
-        reuse: ReuseIndex::empty(),
+        reuse: ReuseIndex::default(),
         wake: Arc::new(tokio::sync::Notify::new()),
     };
     let fixture = Fixture {

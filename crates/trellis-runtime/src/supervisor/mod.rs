@@ -272,7 +272,7 @@ impl Supervisor {
                 continue;
             }
             if self.active.is_empty() {
-                return Err(RuntimeError::Invalid(
+                return Err(RuntimeError::Internal(
                     "the reducer neither dispatched nor finished while nothing runs".into(),
                 ));
             }
@@ -316,7 +316,7 @@ impl Supervisor {
     fn reduce(&self) -> Result<Reduction, RuntimeError> {
         self.reducer
             .decide()
-            .map_err(|e| RuntimeError::Invalid(format!("the run's history does not replay: {e}")))
+            .map_err(|e| RuntimeError::Internal(format!("the run's history does not replay: {e}")))
     }
 
     /// Cancels everything running, waits for the workers to go, and ends the run.
@@ -390,14 +390,14 @@ impl Supervisor {
 
     fn update(&mut self, execution: u64, state: EngineState) -> Result<(), RuntimeError> {
         let record = self.records.get_mut(&execution).ok_or_else(|| {
-            RuntimeError::Invalid(format!(
+            RuntimeError::Internal(format!(
                 "execution {execution} is unknown to the supervisor"
             ))
         })?;
         record.state = state;
         self.undecided = true;
         self.reducer.apply(record).map_err(|e| {
-            RuntimeError::Invalid(format!("reducer rejected execution {execution}: {e}"))
+            RuntimeError::Internal(format!("reducer rejected execution {execution}: {e}"))
         })
     }
 
@@ -451,7 +451,7 @@ impl Supervisor {
                 .into_mut();
             self.reducer
                 .apply(record)
-                .map_err(|e| RuntimeError::Invalid(format!("reducer rejected a dispatch: {e}")))?;
+                .map_err(|e| RuntimeError::Internal(format!("reducer rejected a dispatch: {e}")))?;
         }
         Ok(())
     }

@@ -46,7 +46,7 @@ impl Supervisor {
                 for joined in finished {
                     match joined {
                         Ok(done) => settled.push(done),
-                        Err(_) => return Err(RuntimeError::Invalid("a worker panicked".to_owned())),
+                        Err(_) => return Err(RuntimeError::Internal("a worker panicked".to_owned())),
                     }
                 }
                 self.complete(settled)?;
