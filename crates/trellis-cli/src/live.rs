@@ -7,12 +7,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use crossterm::{cursor, execute, terminal};
-use trellis_graph::{GraphNode, GraphSpec, WorkerOutcome};
-use trellis_ledger::{
-    Cursor, EventFilter, ExecutionState, LogLevel, RunEvent, RunId, RunSnapshot, TerminalResult,
+use trellis_runtime::{
+    Cursor, ExecutionPhase, GraphLayout, LogEntry, LogFilter, LogLevel, RunId, RunStatus, Runtime,
+    Subscription, TerminalResult,
 };
 
-use crate::context::Context;
 use crate::render::{human_ms, human_tokens};
 
 const REFRESH: Duration = Duration::from_millis(150);
@@ -25,35 +24,30 @@ struct Row {
 }
 
 pub struct LiveView<'a> {
-    ctx: &'a Context,
+    runtime: &'a Runtime,
     run_id: RunId,
     rows: Vec<Row>,
     drawn_lines: u16,
-    log_cursor: Cursor,
+    /// Warnings (silence notices) as the run writes them.
+    warnings_feed: Option<Subscription<LogEntry>>,
     /// Latest silence warning per node.
     warnings: HashMap<String, String>,
 }
 
-fn rows_of(spec: &GraphSpec) -> Vec<Row> {
-    fn walk(node: &GraphNode, depth: usize, rows: &mut Vec<Row>) {
-        if matches!(node, GraphNode::Succeed(_) | GraphNode::Fail(_)) {
-            return;
-        }
-        rows.push(Row {
-            depth,
-            name: node.name().to_string(),
-            executable: node.executable().is_some(),
-        });
-        for child in node.children() {
-            walk(child, depth + 1, rows);
-        }
-    }
-    let mut rows = Vec::new();
-    walk(&spec.root, 0, &mut rows);
-    rows
+fn rows_of(layout: &GraphLayout) -> Vec<Row> {
+    layout
+        .nodes
+        .iter()
+        .filter(|n| !matches!(n.kind, "succeed" | "fail"))
+        .map(|n| Row {
+            depth: n.depth as usize,
+            name: n.name.clone(),
+            executable: n.executable,
+        })
+        .collect()
 }
 
-/// What the ledger says about one node's executions.
+/// What the run says about one node's executions.
 #[derive(Default)]
 struct NodeState {
     running: Vec<u64>,
@@ -65,22 +59,24 @@ struct NodeState {
     last_signal: Option<String>,
 }
 
-fn node_states(snapshot: &RunSnapshot) -> HashMap<String, NodeState> {
+fn node_states(status: &RunStatus) -> HashMap<String, NodeState> {
     let mut states: HashMap<String, NodeState> = HashMap::new();
-    for e in snapshot.executions.values() {
-        let state = states.entry(e.node.to_string()).or_default();
+    for e in &status.executions {
+        let state = states.entry(e.node.clone()).or_default();
         state.total += 1;
-        match &e.state {
-            ExecutionState::Active {} => state.running.push(e.started_at_ms),
-            ExecutionState::Completed { outcome, .. } => match outcome.as_ref() {
-                WorkerOutcome::Error { code, .. } => state.failed.push(code.as_str().to_owned()),
-                WorkerOutcome::Verifier { signals, .. } => {
+        match (e.phase, &e.outcome) {
+            (ExecutionPhase::Active, _) => state.running.push(e.started_at_ms),
+            (ExecutionPhase::Voided, _) => state.voided += 1,
+            (ExecutionPhase::Completed, Some(outcome)) => match outcome.code {
+                Some(code) => state.failed.push(code.to_owned()),
+                None => {
                     state.succeeded += 1;
-                    state.last_signal = signals.values().next().map(|l| l.to_string());
+                    if outcome.status == "verifier" {
+                        state.last_signal = outcome.signals.values().next().cloned();
+                    }
                 }
-                WorkerOutcome::Verified { .. } => state.succeeded += 1,
             },
-            ExecutionState::Voided { .. } => state.voided += 1,
+            (ExecutionPhase::Completed, None) => state.succeeded += 1,
         }
     }
     states
@@ -116,53 +112,60 @@ fn describe(state: Option<&NodeState>, now: u64) -> String {
     }
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 impl<'a> LiveView<'a> {
-    pub fn new(ctx: &'a Context, run_id: RunId, spec: Option<&GraphSpec>) -> anyhow::Result<Self> {
-        Ok(Self {
-            ctx,
+    pub fn new(runtime: &'a Runtime, run_id: RunId, layout: Option<&GraphLayout>) -> Self {
+        let warnings = LogFilter {
+            min_level: Some(LogLevel::Warn),
+            ..LogFilter::default()
+        };
+        let warnings_feed = runtime
+            .logs(&run_id, Cursor::START, warnings)
+            .ok()
+            .map(|stream| stream.subscribe());
+        Self {
+            runtime,
             run_id,
-            rows: spec.map(rows_of).unwrap_or_default(),
+            rows: layout.map(rows_of).unwrap_or_default(),
             drawn_lines: 0,
-            log_cursor: Cursor::START,
+            warnings_feed,
             warnings: HashMap::new(),
-        })
+        }
     }
 
-    fn collect_warnings(&mut self, snapshot: &RunSnapshot) -> anyhow::Result<()> {
-        let events = self.ctx.store.events_after(
-            &self.run_id,
-            self.log_cursor,
-            1000,
-            EventFilter::LogsOnly,
-        )?;
-        for stored in events {
-            self.log_cursor = stored.cursor;
-            if let RunEvent::Log {
-                execution: Some(id),
-                level: LogLevel::Warn,
-                message,
-                ..
-            } = &stored.event
-                && let Some(e) = snapshot.executions.get(id)
+    fn collect_warnings(&mut self) {
+        let Some(feed) = &mut self.warnings_feed else {
+            return;
+        };
+        while let Some(entry) = feed.try_next() {
+            // A broken feed only costs the warnings; the tree keeps updating.
+            let Ok(entry) = entry else { break };
+            if entry.record.level == LogLevel::Warn
+                && let Some(node) = entry.node
             {
-                self.warnings.insert(e.node.to_string(), message.clone());
+                self.warnings.insert(node, entry.record.message);
             }
         }
-        Ok(())
     }
 
-    fn frame(&self, snapshot: &RunSnapshot) -> Vec<String> {
-        let now = trellis_ledger::store::now_ms();
-        let head = &snapshot.head;
-        let started = head.progress.started_at_ms.unwrap_or(head.created_at_ms);
-        let end = head.progress.finished_at_ms.unwrap_or(now);
+    fn frame(&self, status: &RunStatus) -> Vec<String> {
+        let now = now_ms();
+        let summary = &status.summary;
+        let started = summary.started_at_ms.unwrap_or(summary.created_at_ms);
+        let end = summary.finished_at_ms.unwrap_or(now);
         let mut lines = vec![format!(
             "{}  {}  {}",
-            head.title,
-            head.progress.phase.as_str(),
+            summary.title,
+            summary.phase().as_str(),
             human_ms(end.saturating_sub(started))
         )];
-        let states = node_states(snapshot);
+        let states = node_states(status);
         for row in &self.rows {
             let indent = "  ".repeat(row.depth);
             if row.executable {
@@ -178,7 +181,7 @@ impl<'a> LiveView<'a> {
                 lines.push(format!("{indent}{}", row.name));
             }
         }
-        let usage = &head.progress.token_usage;
+        let usage = &summary.token_usage;
         if usage.input_tokens + usage.output_tokens > 0 {
             lines.push(format!("tokens {}", human_tokens(usage)));
         }
@@ -210,27 +213,23 @@ impl<'a> LiveView<'a> {
 
     /// Redraws until the run ends, then prints the summary and returns the exit code.
     pub fn run(mut self) -> anyhow::Result<u8> {
-        let mut last_check = std::time::Instant::now();
         loop {
-            let snapshot = self.ctx.store.snapshot(&self.run_id)?;
-            self.collect_warnings(&snapshot)?;
-            let lines = self.frame(&snapshot);
+            // Reading the status also finalizes a run whose controller died.
+            let status = self.runtime.status(&self.run_id)?;
+            self.collect_warnings();
+            let lines = self.frame(&status);
             self.draw(&lines)?;
-            if snapshot.head.is_finished() {
-                return summary(&snapshot);
-            }
-            if last_check.elapsed() > Duration::from_millis(500) {
-                self.ctx.reconcile(&self.run_id)?;
-                last_check = std::time::Instant::now();
+            if status.summary.terminal().is_some() {
+                return summary(&status);
             }
             std::thread::sleep(REFRESH);
         }
     }
 }
 
-fn summary(snapshot: &RunSnapshot) -> anyhow::Result<u8> {
-    let run = snapshot.head.run_id.as_str();
-    match &snapshot.head.progress.terminal {
+fn summary(status: &RunStatus) -> anyhow::Result<u8> {
+    let run = status.summary.run_id.as_str();
+    match status.summary.terminal() {
         Some(TerminalResult::Succeeded { output }) => {
             outln!("✓ run {run} succeeded");
             if !output.is_null() {

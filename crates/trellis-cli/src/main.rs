@@ -1,4 +1,5 @@
-//! The `trellis` binary: validate, run, observe and control typed workflow graphs.
+//! The `trellis` binary: validate, run, observe and control typed workflow graphs. Argument
+//! parsing and rendering only: every operation goes through the run API of `trellis-runtime`.
 
 /// `println!` that reports a closed standard output as an error instead of panicking, so a
 /// reader going away (`trellis list | head`) ends the command quietly.
@@ -19,7 +20,6 @@ macro_rules! out {
 
 mod cmd;
 mod context;
-mod document;
 mod live;
 mod render;
 
@@ -73,14 +73,14 @@ enum Command {
     /// Print a JSON Schema of a document Trellis reads (for editors).
     Schema(cmd::schema::SchemaArgs),
     /// The detached controller of one run (started by `trellis run`).
-    #[command(name = "__controller", hide = true)]
+    #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
 }
 
-fn with_context(
-    command: impl FnOnce(&context::Context) -> anyhow::Result<u8>,
+fn with_runtime(
+    command: impl FnOnce(&trellis_runtime::Runtime) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {
-    command(&context::Context::open()?)
+    command(&context::open_runtime()?)
 }
 
 fn main() -> ExitCode {
@@ -88,15 +88,15 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Command::Validate(args) => cmd::validate::run(args),
         Command::Run(args) => cmd::run::run(args),
-        Command::Status(args) => with_context(|ctx| cmd::observe::status(ctx, args)),
-        Command::List(args) => with_context(|ctx| cmd::observe::list(ctx, args)),
-        Command::Watch(args) => with_context(|ctx| cmd::observe::watch(ctx, args)),
-        Command::Logs(args) => with_context(|ctx| cmd::observe::logs(ctx, args)),
-        Command::ForceStop(args) => with_context(|ctx| cmd::control::force_stop(ctx, args)),
-        Command::Resume(args) => with_context(|ctx| cmd::control::resume(ctx, args)),
+        Command::Status(args) => with_runtime(|rt| cmd::observe::status(rt, args)),
+        Command::List(args) => with_runtime(|rt| cmd::observe::list(rt, args)),
+        Command::Watch(args) => with_runtime(|rt| cmd::observe::watch(rt, args)),
+        Command::Logs(args) => with_runtime(|rt| cmd::observe::logs(rt, args)),
+        Command::ForceStop(args) => with_runtime(|rt| cmd::control::force_stop(rt, args)),
+        Command::Resume(args) => with_runtime(|rt| cmd::control::resume(rt, args)),
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
-        Command::Controller { run } => cmd::control::controller(run),
+        Command::Controller { run } => with_runtime(|rt| cmd::control::controller(rt, run)),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

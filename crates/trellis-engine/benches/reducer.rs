@@ -9,6 +9,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use serde_json::{Value, json};
 use trellis_engine::{ExecutionId, ExecutionRecord, ExecutionState, History, Reducer, reduce};
 use trellis_graph::{GraphSpec, JsonPath, WorkerOutcome};
+use trellis_run_model::Cursor;
 
 fn spec(root: Value) -> GraphSpec {
     let doc = json!({"profile": "openengine.graph.full/v1",
@@ -106,7 +107,7 @@ fn drive(graph: &GraphSpec, input: &Value, full_replay: bool) -> usize {
                     attempt: dispatch.attempt,
                     input: dispatch.input,
                     dispatched_at: position,
-                    state: ExecutionState::Active,
+                    state: ExecutionState::Active {},
                 };
                 reducer.apply(&record).expect("dispatch applies");
                 index.insert(record.execution, history.executions.len());
@@ -119,10 +120,11 @@ fn drive(graph: &GraphSpec, input: &Value, full_replay: bool) -> usize {
         position += 1;
         settled += 1;
         let record = &mut history.executions[index[&execution]];
-        record.state = ExecutionState::Settled {
-            at: position,
-            outcome: outcome(record.occurrence.node.as_str(), settled),
-        };
+        record.state = ExecutionState::completed(
+            Cursor::at(position).expect("position"),
+            0,
+            outcome(record.occurrence.node.as_str(), settled),
+        );
         reducer.apply(record).expect("settlement applies");
     }
 }

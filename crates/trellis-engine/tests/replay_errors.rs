@@ -10,6 +10,7 @@ use trellis_engine::{
     ReplayError, VoidReason, reduce,
 };
 use trellis_graph::{GraphSpec, NodeName, WorkerErrorCode, WorkerOutcome};
+use trellis_run_model::Cursor;
 
 fn linear() -> GraphSpec {
     graph(seq(
@@ -47,11 +48,11 @@ impl R {
             attempt: 1,
             input,
             at,
-            state: ExecutionState::Active,
+            state: ExecutionState::Active {},
         }
     }
     fn settled(mut self, at: u64, outcome: WorkerOutcome) -> Self {
-        self.state = ExecutionState::Settled { at, outcome };
+        self.state = ExecutionState::completed(Cursor::at(at).expect("position"), 0, outcome);
         self
     }
     fn build(self) -> ExecutionRecord {
@@ -243,7 +244,8 @@ fn retries_must_follow_crashes_with_the_next_attempt() {
 fn voids_the_reducer_did_not_ask_for_are_refused() {
     let mut voided = R::new(1, "a", json!({"x": 1}), 1);
     voided.state = ExecutionState::Voided {
-        at: 2,
+        at: Cursor::at(2).expect("position"),
+        at_ms: 0,
         reason: VoidReason::ParallelJoin,
     };
     assert_eq!(
@@ -265,7 +267,8 @@ fn voids_the_reducer_did_not_ask_for_are_refused() {
     ));
     let mut slow = R::new(2, "slow", json!(null), 2);
     slow.state = ExecutionState::Voided {
-        at: 4,
+        at: Cursor::at(4).expect("position"),
+        at_ms: 0,
         reason: VoidReason::MapTerminal,
     };
     let h = history(vec![

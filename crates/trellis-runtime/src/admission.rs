@@ -242,6 +242,10 @@ pub enum AdmissionError {
     UnknownTemplate(String),
     #[error("template {0} needs a task (or an input document)")]
     TemplateNeedsTask(String),
+    #[error(
+        "template {0} reviews a GitHub issue or pull request, not a task: give it an input document"
+    )]
+    TaskNotAccepted(String),
     #[error("template {0} has no push delivery variant")]
     NoPushVariant(String),
     #[error("{} is a GaP workflow, not a GraphSpec graph", path.display())]
@@ -278,6 +282,7 @@ impl AdmissionError {
             Self::Workspace { .. } => "admission.workspace",
             Self::UnknownTemplate(_) => "admission.unknown_template",
             Self::TemplateNeedsTask(_) => "admission.template_needs_task",
+            Self::TaskNotAccepted(_) => "admission.task_not_accepted",
             Self::NoPushVariant(_) => "admission.no_push_variant",
             Self::GapWorkflow { .. } => "admission.gap_workflow",
             Self::GapRejected { .. } => "admission.gap_rejected",
@@ -413,9 +418,14 @@ fn admit_input(
     graph: &ReadGraph,
 ) -> Result<Value, AdmissionError> {
     let input = match (source, &graph.template) {
-        (InputSource::Task(task), Some(name)) => templates::find(name)
-            .map(|t| t.input_for_task(task))
-            .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?,
+        (InputSource::Task(task), Some(name)) => {
+            let template = templates::find(name)
+                .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?;
+            if template.input_source() != templates::TemplateInput::Task {
+                return Err(AdmissionError::TaskNotAccepted(name.clone()));
+            }
+            template.input_for_task(task)
+        }
         (InputSource::Task(task), None) => json!({ "task": task }),
         (InputSource::File(path), _) => read_json_file(path, "input")?,
         (InputSource::Document(value), _) => value.clone(),

@@ -50,28 +50,31 @@ pub use streams::{
     LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,
     WatchedExecution,
 };
-pub use templates::{TemplateInfo, template, templates};
+pub use templates::{TemplateInfo, TemplateInput, template, templates};
 pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
 pub use views::{
-    BindingView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds, GraphLayout,
-    LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunStatus, RunSummary, Termination,
+    BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
+    GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunStatus, RunSummary,
+    Termination,
 };
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.
 pub use trellis_ledger::observe::{ActiveExecution, PhaseStatus};
-pub use trellis_ledger::{
-    Cursor, LogLevel, LogStream as LogSource, Phase, RunId, RunKind, SettledBy, TerminalResult,
-    TokenCounts as TokenUsage, VoidReason,
+pub use trellis_ledger::{Phase, RunKind};
+pub use trellis_run_model::{
+    Cursor, LogLevel, LogStream, RunId, SettledBy, TerminalResult, TokenUsage, VoidReason,
 };
 
 /// Graph diagnostics, for rendering a rejected graph.
 pub mod diagnostics {
-    pub use trellis_graph::{DiagnosticCode, GraphDiagnostic, PathSegment};
+    pub use trellis_graph::{DiagnosticCode, FieldName, GraphDiagnostic, NodeName, PathSegment};
 }
 
 /// GaP workflow progress events and results, for rendering a GaP run.
 pub mod gap {
-    pub use trellis_gap::{ExecutionResult as GapResult, RunEvent as GapEvent};
+    pub use trellis_gap::{
+        ExecutionResult as GapResult, RunEvent as GapEvent, ValidationReport as GapValidationReport,
+    };
 }
 
 /// The JSON Schema of GraphSpec documents (`graph.json`), for editors.

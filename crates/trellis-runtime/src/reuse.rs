@@ -57,8 +57,9 @@ impl ReuseIndex {
         queue.pop_front()
     }
 
+    /// How many settled outcomes are left to reuse.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.by_occurrence.values().map(VecDeque::len).sum()
     }
 }

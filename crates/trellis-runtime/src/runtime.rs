@@ -382,12 +382,6 @@ impl Runtime {
     pub fn run_controller(&self, run_id: &RunId) -> Result<(), RuntimeError> {
         crate::controller::run_detached(&self.home, self.store.clone(), run_id)
     }
-
-    /// The ledger, for this crate's tests.
-    #[cfg(test)]
-    pub(crate) fn store(&self) -> &Arc<dyn RunStore> {
-        &self.store
-    }
 }
 
 /// The built-in template a GraphSpec run's graph came from.

@@ -14,7 +14,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use trellis_ledger::observe::{EventFollower, PhaseStatus, StatusTracker, execution_ref};
 use trellis_ledger::{
-    Cursor, EventFilter, LogLevel, LogStream as LogSource, RunEvent, RunId, RunStore, StoredEvent,
+    Cursor, EventFilter, LogLevel, LogStream, RunEvent, RunId, RunStore, StoredEvent,
 };
 
 use crate::error::RuntimeError;
@@ -232,15 +232,6 @@ pub struct LogFilter {
     pub min_level: Option<LogLevel>,
 }
 
-fn severity(level: LogLevel) -> u8 {
-    match level {
-        LogLevel::Error => 3,
-        LogLevel::Warn => 2,
-        LogLevel::Info => 1,
-        LogLevel::Debug => 0,
-    }
-}
-
 /// One log line of a run. `record` is the reference shape (`level`, `target`, `message`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -255,7 +246,7 @@ pub struct LogEntry {
     pub execution_id: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    pub stream: LogSource,
+    pub stream: LogStream,
     pub record: LogRecord,
     /// When the line was written, by the writer's clock.
     pub at_ms: u64,
@@ -342,7 +333,7 @@ impl LogsStream {
         if self
             .filter
             .min_level
-            .is_some_and(|min| severity(*level) < severity(min))
+            .is_some_and(|min| !level.at_least(min))
             || self.filter.execution.is_some_and(|e| *execution != Some(e))
         {
             return Ok(());
@@ -365,8 +356,8 @@ impl LogsStream {
             record: LogRecord {
                 level: *level,
                 target: match stream {
-                    LogSource::Output | LogSource::Error => "agent",
-                    LogSource::System => "trellis",
+                    LogStream::Output | LogStream::Error => "agent",
+                    LogStream::System => "trellis",
                 },
                 message: message.clone(),
             },
@@ -480,6 +471,11 @@ impl<T: Send + 'static> Subscription<T> {
     /// The next item; `None` once the stream ended.
     pub async fn next(&mut self) -> Option<Result<T, RuntimeError>> {
         self.receiver.recv().await
+    }
+
+    /// The next item if one is waiting, without blocking (for a synchronous poller).
+    pub fn try_next(&mut self) -> Option<Result<T, RuntimeError>> {
+        self.receiver.try_recv().ok()
     }
 }
 

@@ -12,13 +12,14 @@ pub(crate) struct Template {
     document: &'static str,
     push_variant: Option<&'static str>,
     /// Where the input comes from: a task text, or a GitHub issue or pull request.
-    source: InputSource,
+    source: TemplateInput,
 }
 
 /// What a template's input is built from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputSource {
-    /// `{"task": …}` from `--task`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TemplateInput {
+    /// `{"task": …}` from a task text.
     Task,
     /// A GitHub issue or pull request, resolved by `trellis_forge` (`--task-from URL`).
     ForgeUrl,
@@ -30,7 +31,7 @@ const TEMPLATES: [Template; 5] = [
         summary: "One agent does the task in the workspace; the run fails if the agent fails.",
         document: include_str!("../../../templates/single-worker.json"),
         push_variant: None,
-        source: InputSource::Task,
+        source: TemplateInput::Task,
     },
     Template {
         name: "software-change",
@@ -38,14 +39,14 @@ const TEMPLATES: [Template; 5] = [
                   parallel, rejections go back for repair (at most ten repairs).",
         document: include_str!("../../../templates/software-change.json"),
         push_variant: Some(include_str!("../../../templates/software-change-push.json")),
-        source: InputSource::Task,
+        source: TemplateInput::Task,
     },
     Template {
         name: "issue-review",
         summary: "Reviews a GitHub issue against the code and posts one report comment on it.",
         document: include_str!("../../../templates/issue-review.json"),
         push_variant: None,
-        source: InputSource::ForgeUrl,
+        source: TemplateInput::ForgeUrl,
     },
     Template {
         name: "pr-review",
@@ -53,7 +54,7 @@ const TEMPLATES: [Template; 5] = [
                   posts one review comment.",
         document: include_str!("../../../templates/pr-review.json"),
         push_variant: None,
-        source: InputSource::ForgeUrl,
+        source: TemplateInput::ForgeUrl,
     },
     Template {
         name: "auto-research",
@@ -61,7 +62,7 @@ const TEMPLATES: [Template; 5] = [
                   parallel, a researcher works, an independent reviewer judges.",
         document: include_str!("../../../templates/auto-research.json"),
         push_variant: None,
-        source: InputSource::Task,
+        source: TemplateInput::Task,
     },
 ];
 
@@ -77,6 +78,8 @@ pub struct TemplateInfo {
     pub description: &'static str,
     /// Whether it has a variant that delivers the accepted change by `git push`.
     pub supports_push: bool,
+    /// What its input is built from.
+    pub input: TemplateInput,
 }
 
 impl TemplateInfo {
@@ -85,6 +88,7 @@ impl TemplateInfo {
             name: template.name,
             description: template.summary,
             supports_push: template.supports_push(),
+            input: template.source,
         }
     }
 
@@ -119,7 +123,7 @@ impl Template {
     }
 
     /// Where this template's input comes from.
-    pub fn input_source(&self) -> InputSource {
+    pub fn input_source(&self) -> TemplateInput {
         self.source
     }
 

@@ -10,7 +10,7 @@ use trellis_graph::{GraphNode, GraphSpec, TerminationWitness, WorkerOutcome};
 use trellis_ledger::observe::{PhaseStatus, execution_ref, status_view};
 use trellis_ledger::{
     Cursor, ExecutionSnapshot, ExecutionState, Phase, RunHead, RunId, RunKind, RunSnapshot,
-    SettledBy, TokenCounts, VoidReason,
+    SettledBy, TokenUsage, VoidReason,
 };
 use trellis_verify::VerifiedGraph;
 
@@ -35,7 +35,7 @@ pub struct RunSummary {
     pub started_at_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<u64>,
-    pub token_usage: TokenCounts,
+    pub token_usage: TokenUsage,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<RunId>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,7 +98,19 @@ pub struct RunStatus {
     pub force_stop_requested: bool,
     /// How many executions the run has started (active, settled or voided).
     pub executions_started: u64,
+    /// The controller process that last attached to the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller: Option<ControllerView>,
     pub executions: Vec<ExecutionSummary>,
+}
+
+/// A run's controller process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerView {
+    pub pid: u32,
+    pub host: String,
+    pub started_at_ms: u64,
 }
 
 impl RunStatus {
@@ -108,6 +120,16 @@ impl RunStatus {
             summary: RunSummary::of(&snapshot.head, template),
             force_stop_requested: snapshot.head.progress.force_stop_requested,
             executions_started: snapshot.head.progress.executions_started,
+            controller: snapshot
+                .head
+                .progress
+                .controller
+                .as_ref()
+                .map(|c| ControllerView {
+                    pid: c.pid,
+                    host: c.host.clone(),
+                    started_at_ms: c.started_at_ms,
+                }),
             executions: snapshot
                 .executions
                 .iter()
@@ -184,7 +206,7 @@ pub struct ExecutionSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_usage: Option<TokenCounts>,
+    pub token_usage: Option<TokenUsage>,
     /// The predecessor run whose settled outcome this execution reused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reused_from: Option<RunId>,

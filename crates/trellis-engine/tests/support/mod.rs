@@ -9,6 +9,7 @@ use trellis_engine::{
     ReplayError, Void, reduce,
 };
 use trellis_graph::{GraphSpec, WorkerErrorCode, WorkerOutcome};
+use trellis_run_model::Cursor;
 
 // ---- graph DSL -------------------------------------------------------------------------------
 
@@ -259,7 +260,7 @@ impl Run {
             attempt: dispatch.attempt,
             input: dispatch.input.clone(),
             dispatched_at: position,
-            state: ExecutionState::Active,
+            state: ExecutionState::Active {},
         });
     }
 
@@ -273,7 +274,8 @@ impl Run {
         self.update(
             void.execution,
             ExecutionState::Voided {
-                at,
+                at: Cursor::at(at).expect("position"),
+                at_ms: 0,
                 reason: void.reason,
             },
         )
@@ -303,7 +305,10 @@ impl Run {
         outcome: WorkerOutcome,
     ) -> Reduction {
         let at = self.next_position();
-        self.update(execution, ExecutionState::Settled { at, outcome })
+        self.update(
+            execution,
+            ExecutionState::completed(Cursor::at(at).expect("position"), 0, outcome),
+        )
     }
 
     /// Settles the only active execution of `node` at map indices `indices`.
@@ -315,7 +320,7 @@ impl Run {
             .filter(|r| {
                 r.occurrence.node.as_str() == node
                     && r.occurrence.map_indices == indices
-                    && r.state == ExecutionState::Active
+                    && r.state.is_active()
             })
             .map(|r| r.execution)
             .collect();
@@ -349,7 +354,7 @@ impl Run {
         self.history
             .executions
             .iter()
-            .filter(|r| r.state == ExecutionState::Active)
+            .filter(|r| r.state.is_active())
             .map(|r| label(r.occurrence.node.as_str(), &r.occurrence.map_indices))
             .collect()
     }

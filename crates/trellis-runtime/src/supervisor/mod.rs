@@ -19,13 +19,12 @@ use trellis_agents::{
     Binding, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, NodeContract, SecretEnv,
 };
 use trellis_engine::{
-    Dispatch, ExecutionId, ExecutionRecord, ExecutionState as EngineState, History, NodeInstanceId,
-    Occurrence, Reducer, Reduction, TerminalResult as EngineTerminal, VoidReason as EngineVoid,
+    Dispatch, ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, Reducer, Reduction,
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName};
 use trellis_ledger::{
-    ExecutionState, LogStream, RunEvent, RunHead, RunId, RunSnapshot, RunStore, TerminalResult,
-    TokenCounts, VoidReason,
+    Cursor, ExecutionState, LogStream, RunEvent, RunHead, RunId, RunSnapshot, RunStore,
+    TerminalResult, TokenUsage, VoidReason,
 };
 
 use crate::error::RuntimeError;
@@ -99,7 +98,7 @@ pub struct Supervisor {
     tasks: FuturesUnordered<WorkerFuture>,
     events_tx: mpsc::Sender<(u64, HarnessEvent)>,
     events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
-    usage: TokenCounts,
+    usage: TokenUsage,
     /// The run's ledger sequence as of this supervisor's last append or read; only another
     /// process's append (a force-stop request) moves the run past it.
     known_sequence: u64,
@@ -136,7 +135,7 @@ fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
     facts
 }
 
-/// Converts the ledger's executions into the reducer's history.
+/// The reducer's history of a run: its recorded executions, in dispatch order.
 pub fn history_of(snapshot: &RunSnapshot) -> History {
     let executions = snapshot
         .executions
@@ -151,26 +150,18 @@ pub fn history_of(snapshot: &RunSnapshot) -> History {
             attempt: e.attempt,
             input: e.input.clone(),
             dispatched_at: e.started_at.sequence(),
-            state: match &e.state {
-                ExecutionState::Active {} => EngineState::Active,
-                ExecutionState::Completed { at, outcome, .. } => EngineState::Settled {
-                    at: at.sequence(),
-                    outcome: (**outcome).clone(),
-                },
-                ExecutionState::Voided { at, reason, .. } => EngineState::Voided {
-                    at: at.sequence(),
-                    reason: match reason {
-                        VoidReason::ParallelJoin => EngineVoid::ParallelJoin,
-                        VoidReason::MapTerminal => EngineVoid::MapTerminal,
-                    },
-                },
-            },
+            state: e.state.clone(),
         })
         .collect();
     History { executions }
 }
 
-fn over_budget(budget: &Budget, usage: &TokenCounts) -> bool {
+/// The position a ledger sequence number names (every sequence the ledger returned is one).
+fn position(sequence: u64) -> Result<Cursor, RuntimeError> {
+    Ok(Cursor::at(sequence).map_err(trellis_ledger::LedgerError::from)?)
+}
+
+fn over_budget(budget: &Budget, usage: &TokenUsage) -> bool {
     budget
         .input_tokens
         .is_some_and(|max| usage.input_tokens > max)
@@ -330,7 +321,7 @@ impl Supervisor {
         Ok(())
     }
 
-    async fn finish(mut self, terminal: EngineTerminal) -> Result<(), RuntimeError> {
+    async fn finish(mut self, result: TerminalResult) -> Result<(), RuntimeError> {
         // A verified graph settles everything before its terminal; anything still running
         // here is cancelled and voided rather than left behind.
         if !self.active.is_empty() {
@@ -351,10 +342,6 @@ impl Supervisor {
         // be stopping. The run is not finished until every worker group is gone.
         while self.tasks.next().await.is_some() {}
         self.flush_events()?;
-        let result = match terminal {
-            EngineTerminal::Succeeded { output } => TerminalResult::Succeeded { output },
-            EngineTerminal::Failed { reason } => TerminalResult::Failed { reason },
-        };
         self.append(&[RunEvent::Terminal { result }])?;
         Ok(())
     }
@@ -365,30 +352,27 @@ impl Supervisor {
             .iter()
             .map(|v| RunEvent::ExecutionVoided {
                 execution: v.execution.0,
-                reason: match v.reason {
-                    EngineVoid::ParallelJoin => VoidReason::ParallelJoin,
-                    EngineVoid::MapTerminal => VoidReason::MapTerminal,
-                },
+                reason: v.reason,
             })
             .collect();
         let last = self.append(&events)?;
         let first = last + 1 - events.len() as u64;
+        let now = trellis_ledger::store::now_ms();
         for (i, v) in reduction.voids.iter().enumerate() {
             if let Some(active) = self.active.remove(&v.execution.0) {
                 active.cancel.cancel();
             }
-            self.update(
-                v.execution.0,
-                EngineState::Voided {
-                    at: first + i as u64,
-                    reason: v.reason,
-                },
-            )?;
+            let state = ExecutionState::Voided {
+                at: position(first + i as u64)?,
+                at_ms: now,
+                reason: v.reason,
+            };
+            self.update(v.execution.0, state)?;
         }
         Ok(())
     }
 
-    fn update(&mut self, execution: u64, state: EngineState) -> Result<(), RuntimeError> {
+    fn update(&mut self, execution: u64, state: ExecutionState) -> Result<(), RuntimeError> {
         let record = self.records.get_mut(&execution).ok_or_else(|| {
             RuntimeError::Internal(format!(
                 "execution {execution} is unknown to the supervisor"
@@ -442,7 +426,7 @@ impl Supervisor {
                 attempt: d.attempt,
                 input: d.input.clone(),
                 dispatched_at: first + i as u64,
-                state: EngineState::Active,
+                state: ExecutionState::Active {},
             };
             let record = self
                 .records
@@ -466,13 +450,14 @@ impl Supervisor {
                     reused_from: Some(reused.source.clone()),
                     settled_by: None,
                 }])?;
-                self.update(
-                    d.execution.0,
-                    EngineState::Settled {
-                        at,
-                        outcome: reused.outcome,
-                    },
-                )?;
+                let state = ExecutionState::Completed {
+                    at: position(at)?,
+                    at_ms: trellis_ledger::store::now_ms(),
+                    outcome: Box::new(reused.outcome),
+                    reused_from: Some(reused.source),
+                    settled_by: None,
+                };
+                self.update(d.execution.0, state)?;
             } else {
                 self.start(d)?;
             }
@@ -563,6 +548,8 @@ impl Supervisor {
                 settled_by: None,
             },
         ])?;
-        self.update(execution, EngineState::Settled { at, outcome })
+        let state =
+            ExecutionState::completed(position(at)?, trellis_ledger::store::now_ms(), outcome);
+        self.update(execution, state)
     }
 }

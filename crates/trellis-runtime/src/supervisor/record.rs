@@ -1,9 +1,9 @@
 //! What the supervisor records while workers run: their log lines, processes and token usage
 //! as they come, and their outcomes — with the dispatches those lead to, in one commit.
 
-use trellis_agents::{ExecutionResult, HarnessEvent, LogStream as AgentStream, TokenUsage};
-use trellis_engine::{Dispatch, ExecutionState as EngineState};
-use trellis_ledger::{LogLevel, LogStream, RunEvent, TokenCounts};
+use trellis_agents::{ExecutionResult, HarnessEvent};
+use trellis_engine::Dispatch;
+use trellis_ledger::{Cursor, ExecutionState, LogStream, RunEvent};
 
 use futures_util::{FutureExt, StreamExt};
 
@@ -17,16 +17,6 @@ pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: Stri
         level: stream.default_level(),
         message,
         timestamp_ms: trellis_ledger::store::now_ms(),
-    }
-}
-
-fn counts(usage: &TokenUsage) -> TokenCounts {
-    TokenCounts {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cache_read_tokens: usage.cache_read_tokens,
-        cache_write_tokens: usage.cache_write_tokens,
-        cost_usd: usage.cost_usd,
     }
 }
 
@@ -91,26 +81,20 @@ impl Supervisor {
                         process_group,
                     }
                 }
-                HarnessEvent::Log { stream, message } => {
-                    let stream = match stream {
-                        AgentStream::Output => LogStream::Output,
-                        AgentStream::Error => LogStream::Error,
-                        AgentStream::System => LogStream::System,
-                    };
-                    let mut event = log_event(Some(execution), stream, message);
-                    if let RunEvent::Log { level, message, .. } = &mut event
-                        && message.starts_with("no output for ")
-                    {
-                        *level = LogLevel::Warn;
-                    }
-                    event
-                }
+                HarnessEvent::Log {
+                    stream,
+                    level,
+                    message,
+                } => RunEvent::Log {
+                    execution: Some(execution),
+                    stream,
+                    level,
+                    message,
+                    timestamp_ms: trellis_ledger::store::now_ms(),
+                },
                 HarnessEvent::Usage(usage) => {
-                    self.usage.add(&counts(&usage));
-                    RunEvent::TokenUsage {
-                        execution,
-                        usage: counts(&usage),
-                    }
+                    self.usage.add(&usage);
+                    RunEvent::TokenUsage { execution, usage }
                 }
             });
         }
@@ -144,12 +128,14 @@ impl Supervisor {
         // process append first, the batch lands later than planned; the reducer compares
         // positions only for order, which a uniform shift of the newest batch preserves.
         let tentative_first = self.known_sequence + 1;
+        let now = trellis_ledger::store::now_ms();
         for (i, (execution, result)) in settled.into_iter().enumerate() {
-            let state = EngineState::Settled {
-                at: tentative_first + i as u64,
-                outcome: result.outcome,
-            };
-            self.update(execution, state)?;
+            let at = Cursor::at(tentative_first + i as u64)
+                .map_err(trellis_ledger::LedgerError::from)?;
+            self.update(
+                execution,
+                ExecutionState::completed(at, now, result.outcome),
+            )?;
         }
         if let Some(dispatches) = self.dispatches_only()? {
             match self.record_dispatches(&mut events, &dispatches) {
