@@ -2,22 +2,21 @@
 //! record outcomes before reducing again, void losers, honour force-stop and budgets.
 
 mod record;
+mod worker;
 
 use record::log_event;
+use worker::{WorkerFuture, worker_future};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::{
-    Binding, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, NodeContract, SecretEnv,
-};
+use trellis_agents::{Binding, ExecutionRequest, Harness, HarnessEvent, NodeContract, SecretEnv};
 use trellis_engine::{
     Dispatch, ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, Reducer, Reduction,
 };
@@ -94,7 +93,7 @@ pub struct Supervisor {
     active: HashMap<u64, Active>,
     /// The running workers' futures, polled by the supervisor itself: on the controller's
     /// single-threaded runtime a spawned task bought nothing but a trip through the
-    /// scheduler (and a poll of the I/O driver) per step. A panic is caught per worker.
+    /// scheduler (and a poll of the I/O driver) per step. A panic settles its own execution.
     tasks: FuturesUnordered<WorkerFuture>,
     events_tx: mpsc::Sender<(u64, HarnessEvent)>,
     events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
@@ -113,10 +112,6 @@ pub struct Supervisor {
     /// The run's head as `new` read it, for `run` to start from without reading it again.
     initial_head: Option<RunHead>,
 }
-
-/// One worker's run to its result, or the panic that ended it.
-type WorkerFuture =
-    std::pin::Pin<Box<dyn Future<Output = std::thread::Result<(u64, ExecutionResult)>> + Send>>;
 
 fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
     let mut facts = HashMap::new();
@@ -510,28 +505,12 @@ impl Supervisor {
                 cancel: cancel.clone(),
             },
         );
-        let shared = self.events_tx.clone();
-        let worker = async move {
-            let (tx, mut rx) = mpsc::channel(1024);
-            let run = harness.execute(request, tx, cancel);
-            tokio::pin!(run);
-            let result = loop {
-                tokio::select! {
-                    result = &mut run => break result,
-                    Some(event) = rx.recv() => { let _ = shared.send((execution, event)).await; }
-                }
-            };
-            // Everything the worker said reaches the shared queue before its outcome does.
-            while let Some(event) = rx.recv().await {
-                let _ = shared.send((execution, event)).await;
-            }
-            if uses_scratch {
-                let _ = std::fs::remove_dir_all(&scratch);
-            }
-            (execution, result)
-        };
-        self.tasks.push(Box::pin(
-            std::panic::AssertUnwindSafe(worker).catch_unwind(),
+        self.tasks.push(worker_future(
+            harness,
+            request,
+            cancel,
+            self.events_tx.clone(),
+            uses_scratch.then_some(scratch),
         ));
         Ok(())
     }

@@ -32,14 +32,7 @@ impl Supervisor {
                     finished.push(more);
                 }
                 self.flush_events()?;
-                let mut settled = Vec::with_capacity(finished.len());
-                for joined in finished {
-                    match joined {
-                        Ok(done) => settled.push(done),
-                        Err(_) => return Err(RuntimeError::Internal("a worker panicked".to_owned())),
-                    }
-                }
-                self.complete(settled)?;
+                self.complete(finished)?;
             }
             Some((execution, event)) = self.events_rx.recv() => {
                 let mut batch = vec![(execution, event)];
