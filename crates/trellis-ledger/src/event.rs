@@ -5,6 +5,8 @@ use serde_json::Value;
 use trellis_graph::{NodeName, WorkerOutcome};
 
 use trellis_run_model::sanitize_log_message;
+
+use crate::transitions::EventKind;
 pub use trellis_run_model::{
     Cursor, LogLevel, LogStream, ReusedOutcome, SettledBy, TerminalResult, TokenUsage, VoidReason,
 };
@@ -98,21 +100,26 @@ pub enum EventFilter {
 }
 
 impl RunEvent {
+    /// The kind of this event.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Self::RunStarted {} => EventKind::RunStarted,
+            Self::ControllerAttached { .. } => EventKind::ControllerAttached,
+            Self::NodeStarted { .. } => EventKind::NodeStarted,
+            Self::NodeCompleted { .. } => EventKind::NodeCompleted,
+            Self::ExecutionVoided { .. } => EventKind::ExecutionVoided,
+            Self::Log { .. } => EventKind::Log,
+            Self::WorkerProcess { .. } => EventKind::WorkerProcess,
+            Self::TokenUsage { .. } => EventKind::TokenUsage,
+            Self::ForceStopRequested {} => EventKind::ForceStopRequested,
+            Self::Terminal { .. } => EventKind::Terminal,
+            Self::GapEvent { .. } => EventKind::GapEvent,
+        }
+    }
+
     /// The `kind` tag of this event.
     pub fn kind_name(&self) -> &'static str {
-        match self {
-            Self::RunStarted {} => "run_started",
-            Self::ControllerAttached { .. } => "controller_attached",
-            Self::NodeStarted { .. } => "node_started",
-            Self::NodeCompleted { .. } => "node_completed",
-            Self::ExecutionVoided { .. } => "execution_voided",
-            Self::Log { .. } => "log",
-            Self::WorkerProcess { .. } => "worker_process",
-            Self::TokenUsage { .. } => "token_usage",
-            Self::ForceStopRequested {} => "force_stop_requested",
-            Self::Terminal { .. } => "terminal",
-            Self::GapEvent { .. } => "gap_event",
-        }
+        self.kind().as_str()
     }
 
     /// The execution this event is about, if any.

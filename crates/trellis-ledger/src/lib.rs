@@ -38,6 +38,7 @@ pub mod sqlite;
 pub mod store;
 mod stored;
 pub mod testing;
+pub mod transitions;
 
 pub use apply::fold_snapshot;
 pub use cursor::Cursor;
@@ -50,6 +51,7 @@ pub use postgres::{PostgresOptions, PostgresStore};
 pub use snapshot::{ControllerInfo, ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+pub use transitions::{EventKind, transition};
 pub use trellis_run_model::{
     CursorError, ExecutionState, LogLevel, LogStream, ReusedOutcome, SettledBy, TerminalResult,
     TokenUsage, VoidReason,
