@@ -170,9 +170,20 @@ impl Sandbox {
         finish(self.spawn(args), COMMAND_TIMEOUT, args)
     }
 
+    /// Runs `trellis ARGS` to its end with extra environment variables.
+    pub fn trellis_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> CliOutput {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        finish(self.start(command), COMMAND_TIMEOUT, args)
+    }
+
     /// Starts `trellis ARGS` in the background; collect it with [`finish`].
     pub fn spawn(&self, args: &[&str]) -> Running {
-        let mut child = self.command(args).spawn().expect("start trellis");
+        self.start(self.command(args))
+    }
+
+    fn start(&self, mut command: Command) -> Running {
+        let mut child = command.spawn().expect("start trellis");
         let stdout = drain(child.stdout.take().expect("stdout"));
         let stderr = drain(child.stderr.take().expect("stderr"));
         Running {
