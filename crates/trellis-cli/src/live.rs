@@ -26,11 +26,15 @@ struct Row {
 pub struct LiveView<'a> {
     runtime: &'a Runtime,
     run_id: RunId,
-    rows: Vec<Row>,
+    tree: Tree,
     drawn_lines: u16,
     /// Warnings (silence notices) as the run writes them.
     warnings_feed: Option<Subscription<LogEntry>>,
-    /// Latest silence warning per node.
+}
+
+/// What the view draws: the graph's rows and the latest silence warning per node.
+struct Tree {
+    rows: Vec<Row>,
     warnings: HashMap<String, String>,
 }
 
@@ -119,43 +123,9 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-impl<'a> LiveView<'a> {
-    pub fn new(runtime: &'a Runtime, run_id: RunId, layout: Option<&GraphLayout>) -> Self {
-        let warnings = LogFilter {
-            min_level: Some(LogLevel::Warn),
-            ..LogFilter::default()
-        };
-        let warnings_feed = runtime
-            .logs(&run_id, Cursor::START, warnings)
-            .ok()
-            .map(|stream| stream.subscribe());
-        Self {
-            runtime,
-            run_id,
-            rows: layout.map(rows_of).unwrap_or_default(),
-            drawn_lines: 0,
-            warnings_feed,
-            warnings: HashMap::new(),
-        }
-    }
-
-    fn collect_warnings(&mut self) {
-        let Some(feed) = &mut self.warnings_feed else {
-            return;
-        };
-        while let Some(entry) = feed.try_next() {
-            // A broken feed only costs the warnings; the tree keeps updating.
-            let Ok(entry) = entry else { break };
-            if entry.record.level == LogLevel::Warn
-                && let Some(node) = entry.node
-            {
-                self.warnings.insert(node, entry.record.message);
-            }
-        }
-    }
-
-    fn frame(&self, status: &RunStatus) -> Vec<String> {
-        let now = now_ms();
+impl Tree {
+    /// The lines of one frame at wall-clock time `now`.
+    fn frame(&self, status: &RunStatus, now: u64) -> Vec<String> {
         let summary = &status.summary;
         let started = summary.started_at_ms.unwrap_or(summary.created_at_ms);
         let end = summary.finished_at_ms.unwrap_or(now);
@@ -187,6 +157,44 @@ impl<'a> LiveView<'a> {
         }
         lines
     }
+}
+
+impl<'a> LiveView<'a> {
+    pub fn new(runtime: &'a Runtime, run_id: RunId, layout: Option<&GraphLayout>) -> Self {
+        let warnings = LogFilter {
+            min_level: Some(LogLevel::Warn),
+            ..LogFilter::default()
+        };
+        let warnings_feed = runtime
+            .logs(&run_id, Cursor::START, warnings)
+            .ok()
+            .map(|stream| stream.subscribe());
+        Self {
+            runtime,
+            run_id,
+            tree: Tree {
+                rows: layout.map(rows_of).unwrap_or_default(),
+                warnings: HashMap::new(),
+            },
+            drawn_lines: 0,
+            warnings_feed,
+        }
+    }
+
+    fn collect_warnings(&mut self) {
+        let Some(feed) = &mut self.warnings_feed else {
+            return;
+        };
+        while let Some(entry) = feed.try_next() {
+            // A broken feed only costs the warnings; the tree keeps updating.
+            let Ok(entry) = entry else { break };
+            if entry.record.level == LogLevel::Warn
+                && let Some(node) = entry.node
+            {
+                self.tree.warnings.insert(node, entry.record.message);
+            }
+        }
+    }
 
     fn draw(&mut self, lines: &[String]) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
@@ -217,7 +225,7 @@ impl<'a> LiveView<'a> {
             // Reading the status also finalizes a run whose controller died.
             let status = self.runtime.status(&self.run_id)?;
             self.collect_warnings();
-            let lines = self.frame(&status);
+            let lines = self.tree.frame(&status, now_ms());
             self.draw(&lines)?;
             if status.summary.terminal().is_some() {
                 return summary(&status);
@@ -227,21 +235,179 @@ impl<'a> LiveView<'a> {
     }
 }
 
+/// Prints the closing summary; the exit code follows the result.
 fn summary(status: &RunStatus) -> anyhow::Result<u8> {
+    out!("{}", summary_text(status));
+    Ok(if status.summary.succeeded() { 0 } else { 1 })
+}
+
+/// The closing summary of a finished run.
+fn summary_text(status: &RunStatus) -> String {
     let run = status.summary.run_id.as_str();
     match status.summary.terminal() {
+        Some(TerminalResult::Succeeded { output }) if output.is_null() => {
+            format!("✓ run {run} succeeded\n")
+        }
         Some(TerminalResult::Succeeded { output }) => {
-            outln!("✓ run {run} succeeded");
-            if !output.is_null() {
-                outln!("  output {output}");
-            }
-            Ok(0)
+            format!("✓ run {run} succeeded\n  output {output}\n")
         }
         Some(TerminalResult::Failed { reason }) => {
-            outln!("✗ run {run} failed: {reason}");
-            outln!("  see `trellis logs {run}`");
-            Ok(1)
+            format!("✗ run {run} failed: {reason}\n  see `trellis logs {run}`\n")
         }
-        None => Ok(1),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use trellis_runtime::{
+        ActiveExecution, Cursor, ExecutionSummary, LayoutNode, OutcomeSummary, PhaseStatus,
+        RunKind, RunSummary, TokenUsage,
+    };
+
+    use super::*;
+
+    const START: u64 = 1_700_000_000_000;
+
+    fn node(name: &str, kind: &'static str, depth: u32) -> LayoutNode {
+        LayoutNode {
+            name: name.to_owned(),
+            kind,
+            parent: None,
+            depth,
+            executable: matches!(kind, "step" | "verifier"),
+            worker: None,
+            max_iterations: None,
+            max_items: None,
+        }
+    }
+
+    fn execution(id: u64, node: &str, phase: ExecutionPhase) -> ExecutionSummary {
+        ExecutionSummary {
+            id,
+            reference: format!("ex-{id}"),
+            node: node.to_owned(),
+            map_indices: vec![],
+            attempt: 1,
+            worker: format!("command.{node}@1"),
+            phase,
+            outcome: None,
+            started_at_ms: START + 1_000 * id,
+            ended_at_ms: None,
+            token_usage: None,
+            reused_from: None,
+            settled_by: None,
+            void_reason: None,
+        }
+    }
+
+    fn outcome(
+        status: &'static str,
+        code: Option<&'static str>,
+        signal: Option<&str>,
+    ) -> OutcomeSummary {
+        OutcomeSummary {
+            status,
+            code,
+            signals: signal
+                .map(|label| BTreeMap::from([("verdict".to_owned(), label.to_owned())]))
+                .unwrap_or_default(),
+        }
+    }
+
+    fn status(phase: PhaseStatus, executions: Vec<ExecutionSummary>) -> RunStatus {
+        RunStatus {
+            summary: RunSummary {
+                run_id: RunId::new("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b").unwrap(),
+                title: "Add a --verbose flag".to_owned(),
+                kind: RunKind::Graphspec,
+                template: Some("software-change".to_owned()),
+                graph_identity: None,
+                at_cursor: Cursor::at(12).unwrap(),
+                status: phase,
+                created_at_ms: START,
+                started_at_ms: Some(START + 50),
+                finished_at_ms: None,
+                token_usage: TokenUsage {
+                    input_tokens: 12_345,
+                    output_tokens: 678,
+                    cost_usd: Some(0.125),
+                    ..TokenUsage::default()
+                },
+                predecessor: None,
+                successor: None,
+            },
+            force_stop_requested: false,
+            executions_started: executions.len() as u64,
+            controller: None,
+            executions,
+        }
+    }
+
+    /// A repair round in progress: the worker crashed once then succeeded, one reviewer
+    /// rejected, the other still runs (and went quiet).
+    #[test]
+    fn a_frame_shows_each_node_with_its_state() {
+        let layout = GraphLayout {
+            nodes: vec![
+                node("run", "seq", 0),
+                node("work", "step", 1),
+                node("reviews", "par", 1),
+                node("acceptance", "verifier", 2),
+                node("code", "verifier", 2),
+                node("deliver", "verifier", 1),
+                node("done", "succeed", 1),
+            ],
+        };
+        let mut crashed = execution(1, "work", ExecutionPhase::Completed);
+        crashed.outcome = Some(outcome("error", Some("crash"), None));
+        let mut worked = execution(2, "work", ExecutionPhase::Completed);
+        worked.outcome = Some(outcome("verified", None, None));
+        let mut rejected = execution(3, "acceptance", ExecutionPhase::Completed);
+        rejected.outcome = Some(outcome("verifier", None, Some("rejected")));
+        let reviewing = execution(4, "code", ExecutionPhase::Active);
+        let running = PhaseStatus::Running {
+            active_executions: vec![ActiveExecution {
+                execution: "ex-4".to_owned(),
+                node: trellis_runtime::diagnostics::NodeName::new("code").unwrap(),
+            }],
+        };
+        let status = status(running, vec![crashed, worked, rejected, reviewing]);
+        let mut tree = Tree {
+            rows: rows_of(&layout),
+            warnings: HashMap::new(),
+        };
+        tree.warnings.insert(
+            "code".to_owned(),
+            "no output for 5m from node code".to_owned(),
+        );
+        insta::assert_snapshot!(tree.frame(&status, START + 65_250).join("\n"));
+    }
+
+    #[test]
+    fn the_summary_says_how_the_run_ended() {
+        let succeeded = status(
+            PhaseStatus::Finished {
+                terminal_result: TerminalResult::Succeeded {
+                    output: serde_json::json!({"result": 42}),
+                },
+            },
+            vec![],
+        );
+        let failed = status(
+            PhaseStatus::Finished {
+                terminal_result: TerminalResult::Failed {
+                    reason: "worker_failed".to_owned(),
+                },
+            },
+            vec![],
+        );
+        insta::assert_snapshot!(format!(
+            "{}{}",
+            summary_text(&succeeded),
+            summary_text(&failed)
+        ));
     }
 }
