@@ -130,7 +130,9 @@ fn prepare(dir: &Path, graph: &GraphSpec, input: &Value, durability: Durability)
     RunContext {
         store: Arc::new(store),
         run_id,
-        graph: graph.clone(),
+        graph: trellis_engine::RunnableGraph::verify_builtin(graph.clone())
+            .expect("the graph verifies")
+            .0,
         input: input.clone(),
         plan,
         harnesses: Harnesses {

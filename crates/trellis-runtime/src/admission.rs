@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use trellis_agents::Binding;
+use trellis_engine::{Refusal, RunnableGraph};
 use trellis_graph::{GraphDiagnostic, GraphSpec, JsonPath, PayloadType, StaticRegistry};
 use trellis_verify::{Verification, VerifiedGraph};
 
@@ -91,7 +92,7 @@ impl AdmitRequest {
 /// accepts, so nothing unverified ever reaches the engine.
 #[derive(Debug, Clone)]
 pub struct Admitted {
-    pub(crate) spec: GraphSpec,
+    pub(crate) graph: RunnableGraph,
     pub(crate) verified: VerifiedGraph,
     pub(crate) input: Value,
     pub(crate) plan: Option<RuntimePlan>,
@@ -128,7 +129,7 @@ impl Admitted {
 
     /// The graph's shape, for drawing.
     pub fn layout(&self) -> GraphLayout {
-        GraphLayout::of(&self.spec)
+        GraphLayout::of(self.graph.spec())
     }
 
     /// What would run: identity, worst-case bounds, budget and the binding kind per node
@@ -295,13 +296,14 @@ impl AdmissionError {
 /// Admits a graph, its input and its plan. Needs no state directory.
 pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     let graph = read_graph(&request.graph)?;
-    let (spec, verified) = verify(&graph.value, &graph.shown)?;
-    let input = admit_input(&spec, &request.input, &graph)?;
+    let (runnable, verified) = verify(&graph.value, &graph.shown)?;
+    let spec = runnable.spec();
+    let input = admit_input(spec, &request.input, &graph)?;
     let mut notices = Vec::new();
     let (plan, workspace) = match &request.plan {
         PlanSource::Unchecked => (None, None),
         source => {
-            let plan = admit_plan(&spec, source, &mut notices)?;
+            let plan = admit_plan(spec, source, &mut notices)?;
             let workspace = admit_workspace(request.workspace.as_deref())?;
             (Some(plan), Some(workspace))
         }
@@ -312,7 +314,7 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
         _ => graph.default_title,
     };
     Ok(Admitted {
-        spec,
+        graph: runnable,
         verified,
         input,
         plan,
@@ -378,18 +380,24 @@ fn read_graph(source: &GraphSource) -> Result<ReadGraph, AdmissionError> {
     }
 }
 
-/// Parses and verifies a GraphSpec document with the built-in registry.
+/// Parses and verifies a GraphSpec document with the built-in registry: the graph a run may
+/// run, and its verification (IR, identity, bounds).
 pub(crate) fn verify(
     value: &Value,
     shown: &str,
-) -> Result<(GraphSpec, VerifiedGraph), AdmissionError> {
+) -> Result<(RunnableGraph, VerifiedGraph), AdmissionError> {
     let spec =
         GraphSpec::parse(value, &JsonPath::root()).map_err(|e| AdmissionError::InvalidGraph {
             shown: shown.to_owned(),
             error: e.to_string(),
         })?;
-    let verified = verify_spec(&spec, shown, None)?;
-    Ok((spec, verified))
+    RunnableGraph::verify_builtin(spec).map_err(|refused| match refused {
+        Refusal::Rejected(diagnostics) => AdmissionError::Rejected {
+            shown: shown.to_owned(),
+            diagnostics,
+        },
+        Refusal::Internal(message) => AdmissionError::VerifierInternal(message),
+    })
 }
 
 /// Verifies a parsed graph with the built-in registry, or `registry`.
@@ -525,7 +533,7 @@ fn admit_workspace(workspace: Option<&Path>) -> Result<PathBuf, AdmissionError> 
 #[derive(Debug, Clone)]
 pub(crate) struct Readmitted {
     pub submission: Submission,
-    pub spec: GraphSpec,
+    pub graph: RunnableGraph,
     pub identity: String,
 }
 
@@ -537,19 +545,19 @@ pub(crate) fn readmit(stored: &Value, run: &str) -> Result<Readmitted, Admission
     };
     let submission: Submission =
         serde_json::from_value(stored.clone()).map_err(|e| invalid(e.to_string()))?;
-    let (spec, verified) = verify(&submission.graph, "graph").map_err(|e| match e {
+    let (graph, verified) = verify(&submission.graph, "graph").map_err(|e| match e {
         AdmissionError::Rejected { diagnostics, .. } => invalid(format!(
             "graph no longer verifies ({} diagnostics)",
             diagnostics.len()
         )),
         other => invalid(other.to_string()),
     })?;
-    check_input(&spec, &submission.input).map_err(|e| invalid(e.to_string()))?;
-    check_plan(&submission.plan, &spec)?;
+    check_input(graph.spec(), &submission.input).map_err(|e| invalid(e.to_string()))?;
+    check_plan(&submission.plan, graph.spec())?;
     Ok(Readmitted {
         identity: verified.identity.to_string(),
         submission,
-        spec,
+        graph,
     })
 }
 

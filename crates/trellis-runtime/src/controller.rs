@@ -143,7 +143,7 @@ fn drive(
     let context = RunContext {
         store: store.clone(),
         run_id: run_id.clone(),
-        graph: admitted.spec,
+        graph: admitted.graph,
         input: admitted.submission.input.clone(),
         plan,
         harnesses,

@@ -101,7 +101,7 @@ impl Runtime {
         };
         let source = read_source(&workspace);
         let submission = Submission {
-            graph: admitted.spec.to_value(),
+            graph: admitted.graph.spec().to_value(),
             input: admitted.input,
             plan,
             workspace,
@@ -235,14 +235,14 @@ impl Runtime {
         match record.kind {
             RunKind::Graphspec => {
                 let graph = record.submission.get("graph").cloned().unwrap_or_default();
-                let (spec, verified) = verify(&graph, "graph")?;
+                let (runnable, verified) = verify(&graph, "graph")?;
                 Ok(RunGraph {
                     run_id: record.run_id,
                     kind: record.kind,
                     graph,
                     identity: Some(verified.identity.to_string()),
                     bounds: Some(GraphBounds::of(&verified)),
-                    layout: Some(GraphLayout::of(&spec)),
+                    layout: Some(GraphLayout::of(runnable.spec())),
                 })
             }
             RunKind::Gap => {

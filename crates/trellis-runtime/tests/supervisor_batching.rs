@@ -121,7 +121,9 @@ fn fixture(graph: &GraphSpec) -> (Fixture, RunContext) {
     let context = RunContext {
         store: Arc::new(store),
         run_id: run_id.clone(),
-        graph: graph.clone(),
+        graph: trellis_engine::RunnableGraph::verify_builtin(graph.clone())
+            .expect("the graph verifies")
+            .0,
         input: Value::Null,
         plan,
         harnesses: Harnesses {
@@ -206,7 +208,10 @@ fn an_append_by_another_process_between_steps_leaves_the_run_equal_to_its_replay
     assert_eq!(fixture.harness.calls.load(Ordering::SeqCst), 3);
     let snapshot = store.snapshot(&fixture.run_id).unwrap();
     assert_eq!(snapshot.executions.len(), 3);
-    let replay = trellis_engine::reduce(&graph, &Value::Null, &history_of(&snapshot)).unwrap();
+    let runnable = trellis_engine::RunnableGraph::verify_builtin(graph.clone())
+        .unwrap()
+        .0;
+    let replay = trellis_engine::reduce(&runnable, &Value::Null, &history_of(&snapshot)).unwrap();
     assert_eq!(
         replay.terminal,
         Some(trellis_engine::TerminalResult::Succeeded {

@@ -201,7 +201,9 @@ impl Fixture {
         RunContext {
             store: self.store.clone(),
             run_id,
-            graph: graph.clone(),
+            graph: trellis_engine::RunnableGraph::verify_builtin(graph.clone())
+                .expect("the graph verifies")
+                .0,
             input: Value::Null,
             plan,
             harnesses: Harnesses {

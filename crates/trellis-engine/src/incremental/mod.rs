@@ -13,7 +13,7 @@ mod value;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
-use trellis_graph::{GraphSpec, WorkerOutcome};
+use trellis_graph::WorkerOutcome;
 
 use crate::decision::{Dispatch, Reduction, TerminalResult, Void};
 use crate::error::ReplayError;
@@ -21,6 +21,7 @@ use crate::history::{
     ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, VoidReason,
 };
 use crate::paths::fill_root_state;
+use crate::runnable::RunnableGraph;
 use machine::{FrameKind, Machine, Outcome};
 use plan::{NodeId, Plan, PlanKind};
 use value::PValue;
@@ -54,7 +55,8 @@ pub struct Reducer {
 
 impl Reducer {
     /// Starts a run: evaluates the graph over the initial input with an empty history.
-    pub fn new(graph: &GraphSpec, initial_input: &Value) -> Self {
+    pub fn new(graph: &RunnableGraph, initial_input: &Value) -> Self {
+        let graph = graph.spec();
         let plan = Plan::new(graph, initial_input);
         let state = fill_root_state(graph.root.group_state(), initial_input);
         let mut machine = Machine::new(plan, PValue::from_json(&state));
@@ -73,7 +75,7 @@ impl Reducer {
     }
 
     /// Rebuilds the reducer for an existing history by applying its changes in ledger order.
-    pub fn from_history(graph: &GraphSpec, initial_input: &Value, history: &History) -> Self {
+    pub fn from_history(graph: &RunnableGraph, initial_input: &Value, history: &History) -> Self {
         let mut reducer = Self::new(graph, initial_input);
         // The history lists executions in dispatch order; anything else is refused up front.
         let mut previous = 0;

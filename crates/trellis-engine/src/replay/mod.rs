@@ -9,7 +9,7 @@ mod parallel;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
-use trellis_graph::{GraphNode, GraphSpec, WorkerOutcome, WorkerRef};
+use trellis_graph::{GraphNode, WorkerOutcome, WorkerRef};
 
 use crate::decision::{Dispatch, Reduction, TerminalResult, TraceDecision, Void};
 use crate::error::ReplayError;
@@ -17,6 +17,7 @@ use crate::history::{
     ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, VoidReason,
 };
 use crate::paths::fill_root_state;
+use crate::runnable::RunnableGraph;
 use crate::shape::Shape;
 use context::Context;
 pub(crate) use exec::channel_label;
@@ -28,10 +29,11 @@ pub(crate) use exec::channel_label;
 /// turn, so its cost grows with the history times those positions. It is meant for tests and
 /// audits; the runtime uses [`crate::Reducer`] (or [`crate::Reducer::from_history`]).
 pub fn reduce(
-    graph: &GraphSpec,
+    graph: &RunnableGraph,
     initial_input: &Value,
     history: &History,
 ) -> Result<Reduction, ReplayError> {
+    let graph = graph.spec();
     let shape = Shape::new(graph, initial_input);
     let mut replay = Replay::new(&shape, history)?;
     let mut root = Context::new(fill_root_state(graph.root.group_state(), initial_input));

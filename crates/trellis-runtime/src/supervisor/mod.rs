@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{Binding, ExecutionRequest, Harness, HarnessEvent, NodeContract, SecretEnv};
 use trellis_engine::{
-    Dispatch, ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, Reducer, Reduction,
+    Dispatch, ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, Reducer,
+    Reduction, RunnableGraph,
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName};
 use trellis_ledger::{
@@ -67,7 +68,7 @@ struct NodeFacts {
 pub struct RunContext {
     pub store: Arc<dyn RunStore>,
     pub run_id: RunId,
-    pub graph: GraphSpec,
+    pub graph: RunnableGraph,
     pub input: Value,
     pub plan: RuntimePlan,
     pub harnesses: Harnesses,
@@ -181,7 +182,7 @@ impl Supervisor {
             .collect();
         let (events_tx, events_rx) = mpsc::channel(4096);
         Ok(Self {
-            nodes: node_facts(&ctx.graph),
+            nodes: node_facts(ctx.graph.spec()),
             usage: snapshot.head.progress.token_usage,
             known_sequence: snapshot.head.cursor.sequence(),
             force_stop_requested: snapshot.head.progress.force_stop_requested,
