@@ -1,10 +1,15 @@
 //! What most commands need: the opened runtime, run ids, and whether stdout is a terminal.
 
-use trellis_runtime::{RunId, Runtime, RuntimeOptions, parse_run_id};
+use trellis_runtime::{LedgerLocation, RunId, Runtime, RuntimeOptions, parse_run_id};
 
-/// Opens `$TRELLIS_HOME` (created on first use) and its ledger.
-pub fn open_runtime() -> anyhow::Result<Runtime> {
-    Ok(Runtime::open(RuntimeOptions::default())?)
+/// Opens `$TRELLIS_HOME` (created on first use) and the ledger: `ledger` when given (`--ledger`),
+/// else the runtime's default.
+pub fn open_runtime(ledger: Option<&str>) -> anyhow::Result<Runtime> {
+    let ledger = ledger.map(LedgerLocation::parse).transpose()?;
+    Ok(Runtime::open(RuntimeOptions {
+        ledger,
+        ..RuntimeOptions::default()
+    })?)
 }
 
 /// Parses a run id argument.

@@ -45,6 +45,10 @@ use clap::{Parser, Subcommand};
                   State lives in $TRELLIS_HOME (default ~/.local/state/trellis)."
 )]
 struct Cli {
+    /// The ledger: a SQLite file or a postgres:// URL (default: $TRELLIS_LEDGER, else
+    /// ledger.sqlite3 in $TRELLIS_HOME).
+    #[arg(long, global = true, value_name = "LOCATION")]
+    ledger: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -78,25 +82,27 @@ enum Command {
 }
 
 fn with_runtime(
+    ledger: Option<&str>,
     command: impl FnOnce(&trellis_runtime::Runtime) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {
-    command(&context::open_runtime()?)
+    command(&context::open_runtime(ledger)?)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let ledger = cli.ledger.as_deref();
     let outcome = match &cli.command {
         Command::Validate(args) => cmd::validate::run(args),
-        Command::Run(args) => cmd::run::run(args),
-        Command::Status(args) => with_runtime(|rt| cmd::observe::status(rt, args)),
-        Command::List(args) => with_runtime(|rt| cmd::observe::list(rt, args)),
-        Command::Watch(args) => with_runtime(|rt| cmd::observe::watch(rt, args)),
-        Command::Logs(args) => with_runtime(|rt| cmd::observe::logs(rt, args)),
-        Command::ForceStop(args) => with_runtime(|rt| cmd::control::force_stop(rt, args)),
-        Command::Resume(args) => with_runtime(|rt| cmd::control::resume(rt, args)),
+        Command::Run(args) => cmd::run::run(args, ledger),
+        Command::Status(args) => with_runtime(ledger, |rt| cmd::observe::status(rt, args)),
+        Command::List(args) => with_runtime(ledger, |rt| cmd::observe::list(rt, args)),
+        Command::Watch(args) => with_runtime(ledger, |rt| cmd::observe::watch(rt, args)),
+        Command::Logs(args) => with_runtime(ledger, |rt| cmd::observe::logs(rt, args)),
+        Command::ForceStop(args) => with_runtime(ledger, |rt| cmd::control::force_stop(rt, args)),
+        Command::Resume(args) => with_runtime(ledger, |rt| cmd::control::resume(rt, args)),
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
-        Command::Controller { run } => with_runtime(|rt| cmd::control::controller(rt, run)),
+        Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -23,8 +23,6 @@ pub enum RuntimeError {
         location: String,
         cause: LedgerError,
     },
-    #[error("ledger {0}: only SQLite ledgers (a file path) are supported by this build")]
-    UnsupportedLedger(String),
     #[error("{0:?} is not a run id: {1}")]
     InvalidRunId(String, String),
     #[error("{context}: {cause}")]
@@ -73,7 +71,6 @@ impl RuntimeError {
             Self::Admission(error) => error.code(),
             Self::NoHome => "runtime.no_home",
             Self::StateDirectory { .. } => "runtime.state_directory",
-            Self::UnsupportedLedger(_) => "runtime.unsupported_ledger",
             Self::InvalidRunId(..) => "run.invalid_id",
             Self::Io { .. } => "runtime.io",
             Self::WorkspaceBusy { .. } => "run.workspace_busy",

@@ -41,9 +41,7 @@ pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;
 pub use gap_runner::{GapOutcome, GapRunRequest};
 pub use launch::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
-pub use options::{
-    LedgerLocation, Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions,
-};
+pub use options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
 pub use plan::PlanError;
 pub use runtime::{Runtime, parse_run_id};
 pub use streams::{
@@ -51,6 +49,7 @@ pub use streams::{
     WatchedExecution,
 };
 pub use templates::{TemplateInfo, TemplateInput, template, templates};
+pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
 pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
 pub use views::{
     BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,

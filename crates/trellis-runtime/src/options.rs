@@ -3,33 +3,9 @@
 
 use std::path::PathBuf;
 
+use trellis_ledger::LedgerLocation;
+
 use crate::RunId;
-
-/// Where the ledger lives.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum LedgerLocation {
-    /// `ledger.sqlite3` in the state directory.
-    #[default]
-    Default,
-    /// A SQLite ledger file elsewhere.
-    Sqlite(PathBuf),
-    /// A database URL (`postgres://…`); this build supports none yet.
-    Url(String),
-}
-
-impl LedgerLocation {
-    /// Reads a `--ledger` value: a URL when it has a scheme (`postgres://…`), else a SQLite
-    /// file path (`sqlite:PATH` also works).
-    pub fn parse(text: &str) -> Self {
-        if let Some(path) = text.strip_prefix("sqlite:") {
-            return Self::Sqlite(PathBuf::from(path.trim_start_matches("//")));
-        }
-        if text.contains("://") {
-            return Self::Url(text.to_owned());
-        }
-        Self::Sqlite(PathBuf::from(text))
-    }
-}
 
 /// How to open a runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -37,7 +13,9 @@ pub struct RuntimeOptions {
     /// The state directory; `None` means `$TRELLIS_HOME`, else `$XDG_STATE_HOME/trellis`,
     /// else `~/.local/state/trellis`.
     pub home: Option<PathBuf>,
-    pub ledger: LedgerLocation,
+    /// The ledger: `None` means `$TRELLIS_LEDGER` when set, else `ledger.sqlite3` in the state
+    /// directory. A detached controller is handed the same location.
+    pub ledger: Option<LedgerLocation>,
     /// The program started as a run's detached controller (it must call
     /// [`crate::Runtime::run_controller`] when given [`crate::CONTROLLER_COMMAND`] and a run id);
     /// `None` means the current executable.

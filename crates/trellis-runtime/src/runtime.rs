@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use trellis_gap::RunEvent as GapEvent;
 use trellis_ledger::{
-    Cursor, RunFilter, RunId, RunKind, RunRecord, RunStore, SqliteStore, TerminalResult,
+    Cursor, LEDGER_ENV, LedgerLocation, RunFilter, RunId, RunKind, RunRecord, RunStore,
+    TerminalResult,
 };
 
 use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, readmit, verify};
@@ -16,9 +17,7 @@ use crate::error::RuntimeError;
 use crate::gap_runner::{self, GapOutcome, GapRunRequest};
 use crate::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::launch::{LaunchRequest, Launched, Start, controller_env, launch};
-use crate::options::{
-    LedgerLocation, Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions,
-};
+use crate::options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
 use crate::recovery::{TerminalReason, finalize_orphaned, reconcile};
 use crate::streams::{LogFilter, LogsStream, WatchStream};
 use crate::submission::{StoredSource, Submission};
@@ -36,6 +35,8 @@ const STOP_WAIT: Duration = Duration::from_secs(15);
 pub struct Runtime {
     home: TrellisHome,
     store: Arc<dyn RunStore>,
+    /// The ledger chosen explicitly (option or `$TRELLIS_LEDGER`), handed to controllers.
+    ledger: Option<LedgerLocation>,
     controller_program: Option<PathBuf>,
 }
 
@@ -55,18 +56,21 @@ impl Runtime {
             path: root.clone(),
             reason: e.to_string(),
         })?;
-        let path = match options.ledger {
-            LedgerLocation::Default => home.ledger_path(),
-            LedgerLocation::Sqlite(path) => path,
-            LedgerLocation::Url(url) => return Err(RuntimeError::UnsupportedLedger(url)),
+        let ledger = match options.ledger {
+            Some(location) => Some(location),
+            None => LedgerLocation::from_env()?,
         };
-        let store = SqliteStore::open(&path).map_err(|cause| RuntimeError::OpenLedger {
-            location: path.display().to_string(),
+        let location = ledger
+            .clone()
+            .unwrap_or_else(|| LedgerLocation::Sqlite(home.ledger_path()));
+        let store = location.open().map_err(|cause| RuntimeError::OpenLedger {
+            location: location.to_string(),
             cause,
         })?;
         Ok(Self {
             home,
-            store: Arc::new(store),
+            store,
+            ledger,
             controller_program: options.controller_program,
         })
     }
@@ -133,7 +137,20 @@ impl Runtime {
                     None => std::env::current_exe()
                         .map_err(|e| RuntimeError::io("cannot locate the trellis binary", e))?,
                 },
-                env: controller_env(&submission.plan.connection_names()),
+                env: {
+                    let mut env = controller_env(&submission.plan.connection_names());
+                    // The controller opens the same ledger (a URL may carry a password: it
+                    // travels in the environment only, never in arguments or on disk).
+                    if let Some(location) = &self.ledger {
+                        let text = match location {
+                            LedgerLocation::Sqlite(path) => path.display().to_string(),
+                            LedgerLocation::Postgres(url) => url.clone(),
+                        };
+                        env.retain(|(name, _)| name != LEDGER_ENV);
+                        env.push((LEDGER_ENV.to_owned(), text));
+                    }
+                    env
+                },
             },
         })
     }

@@ -67,14 +67,14 @@ pub struct RunArgs {
     pub gap: run_gap::GapArgs,
 }
 
-pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
+pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     let graph = match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
         (Some(name), _) => GraphSource::Template {
             name: name.clone(),
             push: args.push,
         },
         (None, Some(path)) => match classify(path)? {
-            DocumentKind::Gap { path } => return run_gap::run(args, &path),
+            DocumentKind::Gap { path } => return run_gap::run(args, &path, ledger),
             _ => GraphSource::File(path.clone()),
         },
         (None, None) => {
@@ -126,7 +126,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let layout = admitted.layout();
-    let runtime = open_runtime()?;
+    let runtime = open_runtime(ledger)?;
     let receipt = runtime.submit(
         admitted,
         SubmitOptions {

@@ -65,7 +65,7 @@ fn progress_line(event: &RunEvent) -> Option<String> {
     })
 }
 
-pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
+pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<u8> {
     if args.runtime_config.is_some()
         || args.uniform_runtime_config.is_some()
         || args.input.is_some()
@@ -86,7 +86,7 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
         submission_key: args.submission_key.clone(),
     };
     let machine = machine_output(args.json);
-    let runtime = open_runtime()?;
+    let runtime = open_runtime(ledger)?;
     let forward = move |event: &RunEvent| {
         let mut out = std::io::stdout().lock();
         let line = if machine {
