@@ -2,11 +2,12 @@
 //! runtime, its lines handed to the calling thread, cancellation asked of the caller.
 
 use std::collections::VecDeque;
-use std::sync::OnceLock;
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::runtime::{Handle, Runtime};
-use tokio::sync::mpsc;
+use tokio::runtime::Runtime;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::lines::Stream;
@@ -38,29 +39,36 @@ fn runtime() -> Result<&'static Runtime, String> {
 /// What the runner tells the calling thread.
 enum Note {
     Line(Stream, String),
+    Done(ProcessReport),
 }
 
 /// Queues lines for the calling thread; delivery waits while the caller is behind.
 struct ToCaller {
-    tx: mpsc::Sender<Note>,
-    pending: VecDeque<Note>,
+    tx: std_mpsc::Sender<Note>,
+    /// One permit per line the caller may still have queued.
+    room: Arc<Semaphore>,
+    pending: VecDeque<(Stream, String)>,
 }
 
 impl ProcessObserver for ToCaller {
     fn line(&mut self, stream: Stream, line: &str) {
-        self.pending.push_back(Note::Line(stream, line.to_owned()));
+        self.pending.push_back((stream, line.to_owned()));
     }
 
     fn delivered(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             while !self.pending.is_empty() {
-                // Reserve first: a cancelled wait loses no line.
-                let Ok(permit) = self.tx.reserve().await else {
+                // Take the room first: a cancelled wait loses no line.
+                let Ok(permit) = self.room.acquire().await else {
                     self.pending.clear();
                     return;
                 };
-                if let Some(note) = self.pending.pop_front() {
-                    permit.send(note);
+                permit.forget();
+                if let Some((stream, line)) = self.pending.pop_front()
+                    && self.tx.send(Note::Line(stream, line)).is_err()
+                {
+                    self.pending.clear();
+                    return;
                 }
             }
         })
@@ -69,48 +77,52 @@ impl ProcessObserver for ToCaller {
 
 /// Runs the process to its end on the calling thread's behalf: `on_line` sees every line on
 /// this thread; `is_cancelled` is asked at least every [`CANCEL_POLL`] and, once true, stops
-/// the process group like the async runner's cancellation.
+/// the process group like the async runner's cancellation. The calling thread only waits on
+/// a channel, so it may be any thread (a blocking task of an async runtime included).
 pub fn run_blocking(
     spec: &ProcessSpec,
     limits: &ProcessLimits,
     is_cancelled: &dyn Fn() -> bool,
     on_line: &mut dyn FnMut(Stream, &str),
 ) -> ProcessReport {
-    if Handle::try_current().is_ok() {
-        return ProcessReport::spawn_failed(
-            "the blocking process runner was called from async code; use run_process".into(),
-        );
-    }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(message) => return ProcessReport::spawn_failed(message),
     };
-    let (tx, mut rx) = mpsc::channel(CALLER_QUEUE);
+    let (tx, rx) = std_mpsc::channel();
+    let room = Arc::new(Semaphore::new(CALLER_QUEUE));
     let cancel = CancellationToken::new();
-    let task = runtime.spawn({
+    runtime.spawn({
         let spec = spec.clone();
         let limits = limits.clone();
         let cancel = cancel.clone();
+        let room = Arc::clone(&room);
         async move {
             let mut observer = ToCaller {
-                tx,
+                tx: tx.clone(),
+                room,
                 pending: VecDeque::new(),
             };
-            run_process(&spec, &limits, &cancel, &mut observer).await
+            let report = run_process(&spec, &limits, &cancel, &mut observer).await;
+            let _ = tx.send(Note::Done(report));
         }
     });
     loop {
-        let next = runtime.block_on(async { tokio::time::timeout(CANCEL_POLL, rx.recv()).await });
-        match next {
-            Ok(Some(Note::Line(stream, line))) => on_line(stream, &line),
-            Ok(None) => break,
-            Err(_) => {}
+        match rx.recv_timeout(CANCEL_POLL) {
+            Ok(Note::Line(stream, line)) => {
+                on_line(stream, &line);
+                room.add_permits(1);
+            }
+            Ok(Note::Done(report)) => return report,
+            Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => {
+                return ProcessReport::spawn_failed(
+                    "the process runner stopped without a report".into(),
+                );
+            }
         }
         if !cancel.is_cancelled() && is_cancelled() {
             cancel.cancel();
         }
     }
-    runtime
-        .block_on(task)
-        .unwrap_or_else(|e| ProcessReport::spawn_failed(format!("the process runner failed: {e}")))
 }
