@@ -58,6 +58,8 @@ pub(crate) struct RunShared<'a> {
     pub guard_limits: GuardLimits,
     guard_counts: Mutex<[u64; 3]>,
     pub cancel_grace: Duration,
+    /// Longest a script or Python tool body may run.
+    pub script_timeout: Duration,
 }
 
 impl<'a> RunShared<'a> {
@@ -69,6 +71,7 @@ impl<'a> RunShared<'a> {
         cancel: CancelToken,
         guard_limits: GuardLimits,
         cancel_grace: Duration,
+        script_timeout: Duration,
     ) -> Self {
         RunShared {
             registry,
@@ -79,6 +82,7 @@ impl<'a> RunShared<'a> {
             guard_limits,
             guard_counts: Mutex::new([0; 3]),
             cancel_grace,
+            script_timeout,
         }
     }
 
@@ -240,7 +244,13 @@ impl<'a> NodeContext<'a> {
         payload: Map<String, Value>,
     ) -> Result<Value, BridgeError> {
         let bridge = self.run.bridge.get()?;
-        bridge.request(kind, payload, self, self.run.cancel_grace)
+        bridge.request(
+            kind,
+            payload,
+            self,
+            self.run.cancel_grace,
+            Some(self.run.script_timeout),
+        )
     }
 }
 
@@ -249,6 +259,11 @@ fn bridge_tool_error(tool: &str, error: BridgeError) -> ToolError {
         BridgeError::Abandoned => ToolError::Cancelled {
             message: format!("python tool '{tool}' did not stop within the grace period"),
         },
+        BridgeError::TimedOut { seconds } => ToolError::failed(
+            tool,
+            "TimeoutError",
+            format!("python tool '{tool}' did not finish within {seconds}s"),
+        ),
         other => ToolError::Bridge {
             message: other.to_string(),
         },
