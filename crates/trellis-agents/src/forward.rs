@@ -109,7 +109,7 @@ impl ProcessObserver for LogForwarder {
 /// Folds line breaks into ` ⏎ ` so one event stays one line, and bounds the length.
 pub fn one_line(text: &str) -> String {
     let trimmed = text.trim_end_matches(['\n', '\r']);
-    let folded = if trimmed.contains(['\n', '\r']) {
+    let folded = if memchr::memchr2(b'\n', b'\r', trimmed.as_bytes()).is_some() {
         trimmed.replace("\r\n", "\n").replace(['\n', '\r'], " ⏎ ")
     } else {
         trimmed.to_owned()

@@ -160,7 +160,10 @@ fn bridge_env(config: &PythonConfig) -> Vec<(String, String)> {
         .filter(|(k, _)| k != FRAME_LIMIT_VAR)
         .collect();
     env.extend(config.extra_env.iter().cloned());
-    env.push((FRAME_LIMIT_VAR.to_owned(), MAX_BRIDGE_FRAME_BYTES.to_string()));
+    env.push((
+        FRAME_LIMIT_VAR.to_owned(),
+        MAX_BRIDGE_FRAME_BYTES.to_string(),
+    ));
     env
 }
 

@@ -130,7 +130,10 @@ fn a_flooding_tool_with_a_grandchild_times_out_in_bounded_memory() {
     let logged = counter.0.load(Ordering::Relaxed);
     assert!(logged > 0, "stderr lines reached the log");
     let grandchild = read_pid(&pid_file);
-    assert!(gone_soon(grandchild), "grandchild {grandchild} outlived its node");
+    assert!(
+        gone_soon(grandchild),
+        "grandchild {grandchild} outlived its node"
+    );
     eprintln!("flood: peak memory +{grew_kib} KiB, {logged} stderr lines logged");
 }
 
@@ -170,7 +173,9 @@ fn a_script_returning_too_much_fails_its_node_clearly() {
     let (result, _) = run_with(&scratch, ToolRegistry::new(), |_| {});
     let error = result.error.expect("the node fails");
     assert!(
-        error.contains(&format!("script output exceeds {MAX_BRIDGE_FRAME_BYTES} bytes")),
+        error.contains(&format!(
+            "script output exceeds {MAX_BRIDGE_FRAME_BYTES} bytes"
+        )),
         "{error}"
     );
 }
@@ -223,7 +228,10 @@ fn a_hanging_script_times_out_and_its_bridge_is_stopped() {
     );
     assert!(started.elapsed() < Duration::from_secs(20));
     let bridge = read_pid(&dir.path().join("pid"));
-    assert!(gone_soon(bridge), "the bridge {bridge} still runs the stuck body");
+    assert!(
+        gone_soon(bridge),
+        "the bridge {bridge} still runs the stuck body"
+    );
 }
 
 /// Issue 19 #6: cancelling the run (what `force-stop` does) stops a hanging script.
@@ -246,5 +254,8 @@ fn cancelling_a_run_stops_a_hanging_script() {
     assert!(!result.is_success());
     assert!(started.elapsed() < Duration::from_secs(20));
     let bridge = read_pid(&dir.path().join("pid"));
-    assert!(gone_soon(bridge), "the bridge {bridge} still runs the stuck body");
+    assert!(
+        gone_soon(bridge),
+        "the bridge {bridge} still runs the stuck body"
+    );
 }

@@ -63,7 +63,7 @@ impl LineSplitter {
     /// up without completing one (the partial line is kept for the next call).
     pub fn next_line(&mut self, data: &mut &[u8]) -> Option<RawLine> {
         while !data.is_empty() {
-            let newline = data.iter().position(|&b| b == b'\n');
+            let newline = memchr::memchr(b'\n', data);
             if self.skipping {
                 let consumed = newline.map_or(data.len(), |i| i + 1);
                 self.skipping = newline.is_none();

@@ -108,12 +108,17 @@ impl Tool for CommandTool {
             ..ProcessLimits::default()
         };
         let mut stderr_tail = StderrTail::default();
-        let report = run_blocking(&spec, &limits, &|| ctx.is_cancelled(), &mut |stream, line| {
-            if stream == Stream::Stderr {
-                ctx.log("stderr", line);
-                stderr_tail.push(line);
-            }
-        });
+        let report = run_blocking(
+            &spec,
+            &limits,
+            &|| ctx.is_cancelled(),
+            &mut |stream, line| {
+                if stream == Stream::Stderr {
+                    ctx.log("stderr", line);
+                    stderr_tail.push(line);
+                }
+            },
+        );
         match report.end {
             ProcessEnd::Exited { code: 0 } => {}
             ProcessEnd::Cancelled => {
