@@ -336,3 +336,53 @@ fn force_stop_stops_a_gap_run_stuck_in_a_hanging_script() {
         (!process_alive(bridge)).then_some(())
     });
 }
+
+/// Issue 19 #16: a GaP script returning 100 MB (after printing a line longer than the ledger
+/// takes) failed with "event 0 of the batch was rejected…" and the run was later marked
+/// `runtime_lost`. Now its node fails with a clear error and the run ends normally.
+#[test]
+fn a_gap_script_returning_100_mb_fails_its_node_and_the_run_ends_cleanly() {
+    let sandbox = Sandbox::new();
+    let flow = sandbox.workspace.join("big");
+    std::fs::create_dir_all(flow.join("scripts")).expect("flow dir");
+    std::fs::write(
+        flow.join("scripts/huge.py"),
+        "def run(ctx):\n    print('w' * 40000)\n    return {'blob': 'x' * (100 * 1024 * 1024)}\n",
+    )
+    .expect("script");
+    std::fs::write(
+        flow.join("workflow.json"),
+        json!({"version": 3, "nodes": {
+            "huge": {"type": "script", "script": "scripts/huge.py"},
+            "done": {"type": "end", "status": "success"}},
+            "edges": [["START", "huge"], ["huge", "done"]]})
+        .to_string(),
+    )
+    .expect("workflow");
+    let workflow = flow.join("workflow.json");
+    let out = sandbox.trellis(&["run", workflow.to_str().expect("UTF-8"), "--json"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(!out.stderr.contains("rejected"), "{out:?}");
+    let listed = sandbox.trellis(&["list", "--json"]).success().json();
+    let run = listed["runs"][0]["runId"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    assert_eq!(
+        sandbox.status(&run)["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "workflow_failed"})
+    );
+    let messages = log_messages(&sandbox, &run);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("script output exceeds 524288 bytes")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("[huge] wwww") && m.len() <= 4096 + 64),
+        "the long line is kept, cut"
+    );
+}

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use trellis_agents::forward::one_line;
 use trellis_gap::{
     CancelToken, ExecuteOptions, ExecutionResult, RunEvent as GapEvent, RunObserver, Workflow,
 };
@@ -21,9 +22,26 @@ use crate::home::{Lease, LeaseAttempt, TrellisHome};
 use crate::log_budget::LogBudget;
 use crate::recovery::TerminalReason;
 
-/// Largest workflow result recorded with the terminal event (the ledger bounds one event to
-/// `MAX_EVENT_JSON_BYTES`; the rest is the event's envelope).
-const MAX_RESULT_BYTES: usize = trellis_ledger::limits::MAX_EVENT_JSON_BYTES - 64 * 1024;
+/// Largest workflow result or progress payload recorded in one event (the ledger bounds one
+/// event to `MAX_EVENT_JSON_BYTES`; the rest is the event's envelope).
+const MAX_PAYLOAD_BYTES: usize = trellis_ledger::limits::MAX_EVENT_JSON_BYTES - 64 * 1024;
+
+/// A progress event as recorded: whole, or — when it would not fit one ledger event (a
+/// subgraph's many large outputs) — its kind and node with the size that was left out.
+fn recorded_payload(event: &GapEvent) -> Value {
+    let payload = serde_json::to_value(event).unwrap_or(Value::Null);
+    let size = serde_json::to_vec(&payload).map_or(usize::MAX, |bytes| bytes.len());
+    if size <= MAX_PAYLOAD_BYTES {
+        return payload;
+    }
+    let field = |name: &str| payload.get(name).cloned().unwrap_or(Value::Null);
+    json!({
+        "event": field("event"),
+        "node_id": field("node_id"),
+        "subgraph": field("subgraph"),
+        "omitted_bytes": size,
+    })
+}
 
 /// Most events one ledger transaction carries; keeps batches well under the ledger's bound.
 const BATCH_EVENTS: usize = 512;
@@ -97,10 +115,11 @@ impl RunObserver for LedgerObserver<'_> {
                 } else {
                     LogLevel::Info
                 },
-                message: match node_id {
+                // One bounded line, as a harness records it (the ledger refuses longer ones).
+                message: one_line(&match node_id {
                     Some(node) => format!("[{node}] {line}"),
                     None => line.clone(),
-                },
+                }),
                 timestamp_ms: trellis_ledger::store::now_ms(),
             },
             // Past its node's budget; said once at the end of the run.
@@ -108,7 +127,7 @@ impl RunObserver for LedgerObserver<'_> {
             // The final result is recorded as the terminal event.
             GapEvent::RunFinished { .. } => return,
             other => RunEvent::GapEvent {
-                payload: serde_json::to_value(other).unwrap_or(Value::Null),
+                payload: recorded_payload(other),
             },
         };
         if let Ok(sender) = self.ledger.lock() {
@@ -240,11 +259,11 @@ pub fn run_gap(
     } else if result.is_success() {
         let output = serde_json::to_value(&result).unwrap_or(Value::Null);
         let size = serde_json::to_vec(&output).map_or(usize::MAX, |bytes| bytes.len());
-        if size <= MAX_RESULT_BYTES {
+        if size <= MAX_PAYLOAD_BYTES {
             TerminalResult::Succeeded { output }
         } else {
             closing.push(error_log(format!(
-                "the workflow's result is {size} bytes, over the {MAX_RESULT_BYTES} bytes a \
+                "the workflow's result is {size} bytes, over the {MAX_PAYLOAD_BYTES} bytes a \
                  run's result may take; it is not recorded"
             )));
             TerminalResult::Failed {
