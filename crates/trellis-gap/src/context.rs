@@ -48,6 +48,13 @@ impl GuardLimits {
     }
 }
 
+/// How long a script or Python tool body may run, and how long it gets to stop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyTimes {
+    pub cancel_grace: Duration,
+    pub script_timeout: Duration,
+}
+
 /// State shared by every node of one execution.
 pub(crate) struct RunShared<'a> {
     pub registry: &'a ToolRegistry,
@@ -70,8 +77,7 @@ impl<'a> RunShared<'a> {
         trace: Option<TraceWriter>,
         cancel: CancelToken,
         guard_limits: GuardLimits,
-        cancel_grace: Duration,
-        script_timeout: Duration,
+        times: BodyTimes,
     ) -> Self {
         RunShared {
             registry,
@@ -81,8 +87,8 @@ impl<'a> RunShared<'a> {
             cancel,
             guard_limits,
             guard_counts: Mutex::new([0; 3]),
-            cancel_grace,
-            script_timeout,
+            cancel_grace: times.cancel_grace,
+            script_timeout: times.script_timeout,
         }
     }
 

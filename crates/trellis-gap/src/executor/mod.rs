@@ -4,7 +4,7 @@ mod nodes;
 mod scope;
 
 use crate::bridge::{BridgeSlot, LogSink, PythonConfig};
-use crate::context::{GuardLimits, NodeContext, RunShared};
+use crate::context::{BodyTimes, GuardLimits, NodeContext, RunShared};
 use crate::events::{ExecutionResult, ExitStatus, RunEvent, RunObserver};
 use crate::issue::{Issue, graph_validation_message};
 use crate::model::{EndStatus, IN, NodeType, OBSERVATION_STREAM, Workflow};
@@ -247,8 +247,10 @@ fn run_validated(
             trace,
             options.cancel.clone(),
             options.guard_limits,
-            options.cancel_grace,
-            options.script_timeout,
+            BodyTimes {
+                cancel_grace: options.cancel_grace,
+                script_timeout: options.script_timeout,
+            },
         ),
         workflow,
         options,
