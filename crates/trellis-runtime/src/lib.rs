@@ -12,6 +12,7 @@ pub mod templates;
 pub use error::RuntimeError;
 pub mod controller;
 pub mod launch;
+pub mod log_budget;
 pub mod reuse;
 pub mod submission;
 pub mod supervisor;

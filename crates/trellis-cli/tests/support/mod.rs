@@ -172,7 +172,14 @@ impl Sandbox {
 
     /// Starts `trellis ARGS` in the background; collect it with [`finish`].
     pub fn spawn(&self, args: &[&str]) -> Running {
-        let mut child = self.command(args).spawn().expect("start trellis");
+        self.spawn_with_env(args, &[])
+    }
+
+    /// Like [`Sandbox::spawn`], with extra environment variables (connection values).
+    pub fn spawn_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Running {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        let mut child = command.spawn().expect("start trellis");
         let stdout = drain(child.stdout.take().expect("stdout"));
         let stderr = drain(child.stderr.take().expect("stderr"));
         Running {

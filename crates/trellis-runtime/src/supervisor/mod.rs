@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +29,7 @@ use trellis_ledger::{
 };
 
 use crate::error::RuntimeError;
+use crate::log_budget::LogBudget;
 use crate::plan::{Budget, RuntimePlan};
 use crate::recovery::{TerminalReason, finalize};
 use crate::reuse::ReuseIndex;
@@ -113,6 +114,8 @@ pub struct Supervisor {
     force_stop_requested: bool,
     /// The run's head as `new` read it, for `run` to start from without reading it again.
     initial_head: Option<RunHead>,
+    /// How much of each execution's output was recorded (and dropped).
+    log_budgets: HashMap<u64, LogBudget>,
 }
 
 /// One worker's run to its result, or the panic that ended it.
@@ -211,6 +214,7 @@ impl Supervisor {
             tasks: FuturesUnordered::new(),
             events_tx,
             events_rx,
+            log_budgets: HashMap::new(),
         })
     }
 
@@ -324,8 +328,7 @@ impl Supervisor {
         for active in self.active.values() {
             active.cancel.cancel();
         }
-        while self.tasks.next().await.is_some() {}
-        self.flush_events()?;
+        self.drain_workers().await?;
         finalize(self.ctx.store.as_ref(), &self.ctx.run_id, reason)?;
         Ok(())
     }
@@ -349,8 +352,7 @@ impl Supervisor {
         }
         // Executions voided earlier (join losers) were only cancelled; their workers may still
         // be stopping. The run is not finished until every worker group is gone.
-        while self.tasks.next().await.is_some() {}
-        self.flush_events()?;
+        self.drain_workers().await?;
         let result = match terminal {
             EngineTerminal::Succeeded { output } => TerminalResult::Succeeded { output },
             EngineTerminal::Failed { reason } => TerminalResult::Failed { reason },

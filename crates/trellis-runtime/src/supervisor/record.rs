@@ -3,12 +3,13 @@
 
 use trellis_agents::{ExecutionResult, HarnessEvent, LogStream as AgentStream, TokenUsage};
 use trellis_engine::{Dispatch, ExecutionState as EngineState};
-use trellis_ledger::{LogLevel, LogStream, RunEvent, TokenCounts};
+use trellis_ledger::{LogLevel, LogStream, RunEvent, SettledBy, TokenCounts};
 
 use futures_util::{FutureExt, StreamExt};
 
 use super::{STOP_POLL, Supervisor};
 use crate::error::RuntimeError;
+use crate::log_budget::LogBudget;
 
 pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: String) -> RunEvent {
     RunEvent::Log {
@@ -18,6 +19,16 @@ pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: Stri
         message,
         timestamp_ms: trellis_ledger::store::now_ms(),
     }
+}
+
+/// The warning that part of an execution's output was dropped, if any was.
+fn dropped_record(execution: u64, budget: &LogBudget) -> Option<RunEvent> {
+    let note = budget.dropped_note()?;
+    let mut event = log_event(Some(execution), LogStream::System, note);
+    if let RunEvent::Log { level, .. } = &mut event {
+        *level = LogLevel::Warn;
+    }
+    Some(event)
 }
 
 fn counts(usage: &TokenUsage) -> TokenCounts {
@@ -65,6 +76,37 @@ impl Supervisor {
         Ok(())
     }
 
+    /// Waits for every worker to end while still recording what they say (a worker whose
+    /// lines wait for room would otherwise never see its cancellation), then records what
+    /// was dropped of each execution's output.
+    pub(super) async fn drain_workers(&mut self) -> Result<(), RuntimeError> {
+        loop {
+            tokio::select! {
+                joined = self.tasks.next() => {
+                    if joined.is_none() {
+                        break;
+                    }
+                }
+                Some(first) = self.events_rx.recv() => {
+                    let mut batch = vec![first];
+                    while let Ok(more) = self.events_rx.try_recv() {
+                        batch.push(more);
+                    }
+                    self.record_events(batch)?;
+                }
+            }
+        }
+        self.flush_events()?;
+        let notes: Vec<RunEvent> = std::mem::take(&mut self.log_budgets)
+            .into_iter()
+            .filter_map(|(execution, budget)| dropped_record(execution, &budget))
+            .collect();
+        if !notes.is_empty() {
+            self.append(&notes)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn flush_events(&mut self) -> Result<(), RuntimeError> {
         let mut batch = Vec::new();
         while let Ok(event) = self.events_rx.try_recv() {
@@ -97,6 +139,16 @@ impl Supervisor {
                         AgentStream::Error => LogStream::Error,
                         AgentStream::System => LogStream::System,
                     };
+                    // Trellis's own notes are few and say why an execution ended: never dropped.
+                    if stream != LogStream::System
+                        && !self
+                            .log_budgets
+                            .entry(execution)
+                            .or_default()
+                            .admit(message.len())
+                    {
+                        continue;
+                    }
                     let mut event = log_event(Some(execution), stream, message);
                     if let RunEvent::Log { level, message, .. } = &mut event
                         && message.starts_with("no output for ")
@@ -129,21 +181,30 @@ impl Supervisor {
         if settled.is_empty() {
             return Ok(());
         }
+        // What was dropped of an execution's output is said just before its outcome.
         let mut events: Vec<RunEvent> = settled
             .iter()
-            .map(|(execution, result)| RunEvent::NodeCompleted {
+            .filter_map(|(execution, _)| {
+                let budget = self.log_budgets.remove(execution)?;
+                dropped_record(*execution, &budget)
+            })
+            .collect();
+        events.extend(settled.iter().map(|(execution, result)| {
+            RunEvent::NodeCompleted {
                 execution: *execution,
                 outcome: result.outcome.clone(),
                 reused_from: None,
-                settled_by: None,
-            })
-            .collect();
+                settled_by: result
+                    .killed_from_outside
+                    .map(|_| SettledBy::KilledFromOutside),
+            }
+        }));
         // The outcomes are applied at the positions they will take, so that the next decision
         // can ride in the same commit: a sequential step then costs one commit, not two. Nothing
         // acts on that decision before the commit that makes both durable. Should another
         // process append first, the batch lands later than planned; the reducer compares
         // positions only for order, which a uniform shift of the newest batch preserves.
-        let tentative_first = self.known_sequence + 1;
+        let tentative_first = self.known_sequence + 1 + (events.len() - settled.len()) as u64;
         for (i, (execution, result)) in settled.into_iter().enumerate() {
             let state = EngineState::Settled {
                 at: tentative_first + i as u64,
