@@ -1,7 +1,7 @@
-//! A lightweight JSON tree for parsing wire types: arrays and objects are slices in an arena
-//! (objects keep their keys in document order) and strings borrow from the document when they
-//! can, so reading a large graph costs a few arena chunks instead of an allocation per value,
-//! and dropping the tree is freeing the arena.
+//! The borrowed JSON tree: arrays and objects are slices in an arena (objects keep their keys
+//! in document order) and strings borrow from the document when they can, so reading a large
+//! graph costs a few arena chunks instead of an allocation per value, and dropping the tree is
+//! freeing the arena.
 
 use std::fmt;
 
@@ -96,6 +96,7 @@ impl<'a> JsonObject<'a> {
         self.0.is_empty()
     }
 
+    /// The first key, in document order, that repeats an earlier one.
     fn first_duplicate(&self) -> Option<&str> {
         if self.0.len() <= LINEAR_DUPLICATE_CHECK {
             return self
@@ -105,9 +106,12 @@ impl<'a> JsonObject<'a> {
                 .find(|(i, (k, _))| self.0[..*i].iter().any(|(seen, _)| seen == k))
                 .map(|(_, (k, _))| *k);
         }
-        let mut keys: Vec<&str> = self.keys().collect();
+        let mut keys: Vec<(&str, usize)> = self.keys().zip(0..).collect();
         keys.sort_unstable();
-        keys.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+        keys.windows(2)
+            .filter(|w| w[0].0 == w[1].0)
+            .min_by_key(|w| w[1].1)
+            .map(|w| w[1].0)
     }
 }
 
@@ -163,6 +167,15 @@ impl<'a> Json<'a> {
         matches!(self, Self::Null)
     }
 
+    /// The tree of the value `deserializer` yields, refusing repeated object keys (for
+    /// `Deserialize` implementations reading through the tree).
+    pub fn deserialize_in<'de: 'a, D: de::Deserializer<'de>>(
+        deserializer: D,
+        arena: &'a Arena,
+    ) -> Result<Self, D::Error> {
+        TreeSeed(arena.alloc()).deserialize(deserializer)
+    }
+
     /// A tree borrowing from `value` (for callers that already hold a `serde_json::Value`).
     pub fn from_value(value: &'a Value, arena: &'a Arena) -> Self {
         Self::from_value_in(value, arena.alloc())
@@ -199,19 +212,6 @@ impl<'a> Json<'a> {
                     .map(|(k, v)| (k.to_owned(), v.to_value()))
                     .collect(),
             ),
-        }
-    }
-
-    /// How serde names this value in `invalid type` messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Null => "null".to_owned(),
-            Self::Bool(b) => format!("boolean `{b}`"),
-            Self::Number(n) if n.is_f64() => format!("floating point `{n}`"),
-            Self::Number(n) => format!("integer `{n}`"),
-            Self::String(s) => format!("string {}", Value::String(s.to_string())),
-            Self::Array(_) => "sequence".to_owned(),
-            Self::Object(_) => "map".to_owned(),
         }
     }
 }
@@ -353,12 +353,12 @@ mod tests {
                 .contains("duplicate field `a`")
         );
         let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":1")).collect();
-        let text = format!("{{{},\"k7\":2}}", many.join(","));
+        let text = format!("{{{},\"k9\":2,\"k7\":2}}", many.join(","));
         assert!(
             tree(&text, &Arena::new())
                 .unwrap_err()
                 .to_string()
-                .contains("duplicate field `k7`")
+                .contains("duplicate field `k9`")
         );
     }
 }
