@@ -65,12 +65,15 @@ pub struct JsonObject<'a>(&'a [(&'a str, Json<'a>)]);
 /// Above this many members, duplicate keys are found with a sorted copy instead of a scan.
 const LINEAR_DUPLICATE_CHECK: usize = 16;
 
+// The accessors are `#[inline]` because the typed readers of other crates call them for every
+// member they look up, and without it they could not be inlined across the crate boundary.
 impl<'a> JsonObject<'a> {
     /// Members known to have distinct keys.
     pub(crate) fn from_members(members: &'a [(&'a str, Json<'a>)]) -> Self {
         Self(members)
     }
 
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&'a Json<'a>> {
         // Lengths and first bytes settle most mismatches without a byte-wise comparison.
         let first = key.as_bytes().first();
@@ -80,18 +83,22 @@ impl<'a> JsonObject<'a> {
             .map(|(_, v)| v)
     }
 
+    #[inline]
     pub fn keys(&self) -> impl Iterator<Item = &'a str> + use<'a> {
         self.0.iter().map(|(k, _)| *k)
     }
 
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a Json<'a>)> + use<'a> {
         self.0.iter().map(|(k, v)| (*k, v))
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -122,12 +129,14 @@ impl<'a> IntoIterator for &JsonObject<'a> {
         fn(&'a (&'a str, Json<'a>)) -> (&'a str, &'a Json<'a>),
     >;
 
+    #[inline]
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter().map(|(k, v)| (*k, v))
     }
 }
 
 impl<'a> Json<'a> {
+    #[inline]
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Self::String(s) => Some(s),
@@ -135,6 +144,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_array(&self) -> Option<&[Json<'a>]> {
         match self {
             Self::Array(items) => Some(items),
@@ -142,6 +152,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_object(&self) -> Option<&JsonObject<'a>> {
         match self {
             Self::Object(map) => Some(map),
@@ -149,6 +160,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Self::Bool(b) => Some(*b),
@@ -156,6 +168,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_u64(&self) -> Option<u64> {
         match self {
             Self::Number(n) => n.as_u64(),
@@ -163,6 +176,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn is_null(&self) -> bool {
         matches!(self, Self::Null)
     }
