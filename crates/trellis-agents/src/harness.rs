@@ -64,6 +64,20 @@ pub enum HarnessEvent {
 pub struct ExecutionResult {
     pub outcome: WorkerOutcome,
     pub usage: TokenUsage,
+    /// The worker was killed by this signal, sent from outside Trellis: the outcome is not of
+    /// the work's own making, so a resumed run runs the execution again.
+    pub killed_from_outside: Option<i32>,
+}
+
+impl ExecutionResult {
+    /// A result the worker itself produced.
+    pub fn settled(outcome: WorkerOutcome, usage: TokenUsage) -> Self {
+        Self {
+            outcome,
+            usage,
+            killed_from_outside: None,
+        }
+    }
 }
 
 pub type EventSink = mpsc::Sender<HarnessEvent>;

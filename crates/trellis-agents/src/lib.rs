@@ -19,7 +19,6 @@ pub mod exec;
 pub mod forward;
 pub mod harness;
 pub mod lane;
-pub mod process;
 pub mod prompt;
 mod protocol;
 pub mod redact;

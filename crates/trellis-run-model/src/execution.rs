@@ -84,7 +84,8 @@ pub struct ReusedOutcome {
     pub execution: u64,
 }
 
-/// Why Trellis, not the worker, settled an execution.
+/// Why Trellis, not the worker, settled an execution (or why its outcome is not the work's
+/// own). Such outcomes are never reused by a resumed run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SettledBy {
@@ -94,6 +95,9 @@ pub enum SettledBy {
     ForceStop,
     /// The run's budget was exhausted and it was cancelled.
     BudgetExhausted,
+    /// A signal Trellis did not send killed the worker: the run went on by its graph with a
+    /// `crash`, and a resumed run runs the execution again.
+    KilledFromOutside,
 }
 
 /// Why an active execution was voided (cancelled because its result can no longer matter).

@@ -45,6 +45,7 @@ impl Harness for InstantHarness {
                     artifacts: vec![],
                 },
                 usage: TokenUsage::default(),
+                killed_from_outside: None,
             }
         })
     }

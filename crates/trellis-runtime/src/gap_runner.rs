@@ -1,17 +1,19 @@
 //! Runs a GaP workflow in this process while recording it in the ledger, so `status`, `watch`
 //! and `logs` work on GaP runs like on GraphSpec runs.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use trellis_agents::forward::one_line;
 use trellis_gap::{
-    ExecuteOptions, ExecutionResult, Issue, RunEvent as GapEvent, RunObserver, ToolRegistry,
-    ValidateOptions, Workflow, load_command_manifest, load_workflow, read_inputs_file,
-    render_issues, validate,
+    CancelToken, ExecuteOptions, ExecutionResult, Issue, RunEvent as GapEvent, RunObserver,
+    ToolRegistry, ValidateOptions, Workflow, load_command_manifest, load_workflow,
+    read_inputs_file, render_issues, validate,
 };
 use trellis_ledger::{
     Admission, LogLevel, LogStream, NewRun, RunEvent, RunId, RunKind, RunStore, TerminalResult,
@@ -20,9 +22,35 @@ use trellis_ledger::{
 use crate::admission::AdmissionError;
 use crate::error::RuntimeError;
 use crate::home::{Lease, LeaseAttempt, TrellisHome};
+use crate::log_budget::LogBudget;
+use crate::recovery::TerminalReason;
+
+/// Largest workflow result or progress payload recorded in one event (the ledger bounds one
+/// event to `MAX_EVENT_JSON_BYTES`; the rest is the event's envelope).
+const MAX_PAYLOAD_BYTES: usize = trellis_ledger::limits::MAX_EVENT_JSON_BYTES - 64 * 1024;
+
+/// A progress event as recorded: whole, or — when it would not fit one ledger event (a
+/// subgraph's many large outputs) — its kind and node with the size that was left out.
+fn recorded_payload(event: &GapEvent) -> Value {
+    let payload = serde_json::to_value(event).unwrap_or(Value::Null);
+    let size = serde_json::to_vec(&payload).map_or(usize::MAX, |bytes| bytes.len());
+    if size <= MAX_PAYLOAD_BYTES {
+        return payload;
+    }
+    let field = |name: &str| payload.get(name).cloned().unwrap_or(Value::Null);
+    json!({
+        "event": field("event"),
+        "node_id": field("node_id"),
+        "subgraph": field("subgraph"),
+        "omitted_bytes": size,
+    })
+}
 
 /// Most events one ledger transaction carries; keeps batches well under the ledger's bound.
 const BATCH_EVENTS: usize = 512;
+
+/// How often the run is checked for a force-stop request.
+const STOP_POLL: Duration = Duration::from_millis(200);
 
 /// A GaP workflow to run, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -146,6 +174,37 @@ pub(crate) struct GapRun {
 struct LedgerObserver<'a> {
     ledger: Mutex<Sender<RunEvent>>,
     forward: &'a (dyn Fn(&GapEvent) + Send + Sync),
+    /// Each node's output lines against its log budget (run-level lines under `None`).
+    budgets: Mutex<HashMap<Option<String>, LogBudget>>,
+}
+
+impl LedgerObserver<'_> {
+    /// Whether a line of `node` still fits its log budget.
+    fn admit(&self, node: &Option<String>, bytes: usize) -> bool {
+        let mut budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        budgets.entry(node.clone()).or_default().admit(bytes)
+    }
+
+    /// One warning per node whose output was cut short by its budget.
+    fn dropped_records(&self) -> Vec<RunEvent> {
+        let budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        budgets
+            .iter()
+            .filter_map(|(node, budget)| {
+                let note = budget.dropped_note()?;
+                Some(RunEvent::Log {
+                    execution: None,
+                    stream: LogStream::System,
+                    level: LogLevel::Warn,
+                    message: match node {
+                        Some(node) => format!("[{node}] {note}"),
+                        None => note,
+                    },
+                    timestamp_ms: trellis_ledger::store::now_ms(),
+                })
+            })
+            .collect()
+    }
 }
 
 impl RunObserver for LedgerObserver<'_> {
@@ -156,7 +215,7 @@ impl RunObserver for LedgerObserver<'_> {
                 node_id,
                 stream,
                 line,
-            } => RunEvent::Log {
+            } if self.admit(node_id, line.len()) => RunEvent::Log {
                 execution: None,
                 stream: if stream == "stderr" {
                     LogStream::Error
@@ -168,16 +227,19 @@ impl RunObserver for LedgerObserver<'_> {
                 } else {
                     LogLevel::Info
                 },
-                message: match node_id {
+                // One bounded line, as a harness records it (the ledger refuses longer ones).
+                message: one_line(&match node_id {
                     Some(node) => format!("[{node}] {line}"),
                     None => line.clone(),
-                },
+                }),
                 timestamp_ms: trellis_ledger::store::now_ms(),
             },
+            // Past its node's budget; said once at the end of the run.
+            GapEvent::Log { .. } => return,
             // The final result is recorded as the terminal event.
             GapEvent::RunFinished { .. } => return,
             other => RunEvent::GapEvent {
-                payload: serde_json::to_value(other).unwrap_or(Value::Null),
+                payload: recorded_payload(other),
             },
         };
         if let Ok(sender) = self.ledger.lock() {
@@ -186,15 +248,27 @@ impl RunObserver for LedgerObserver<'_> {
     }
 }
 
-/// Appends queued events in batches until the queue closes; returns the first ledger error.
+/// Appends queued events in batches until the queue closes, and cancels the run once a
+/// force-stop is requested; returns the first ledger error.
 fn spawn_writer(
     store: Arc<dyn RunStore>,
     run_id: RunId,
     queue: Receiver<RunEvent>,
+    cancel: CancelToken,
 ) -> JoinHandle<Option<String>> {
     std::thread::spawn(move || {
         let mut failure = None;
+        let mut stop_checked = Instant::now();
         loop {
+            if !cancel.is_set() && stop_checked.elapsed() >= STOP_POLL {
+                stop_checked = Instant::now();
+                if store
+                    .head(&run_id)
+                    .is_ok_and(|head| head.progress.force_stop_requested)
+                {
+                    cancel.cancel();
+                }
+            }
             let first = match queue.recv_timeout(Duration::from_millis(50)) {
                 Ok(event) => event,
                 Err(RecvTimeoutError::Timeout) => continue,
@@ -265,33 +339,53 @@ pub(crate) fn run_gap(
     store.append(&run_id, &[RunEvent::RunStarted {}, controller_attached()])?;
 
     let (sender, queue) = mpsc::channel();
-    let writer = spawn_writer(store.clone(), run_id.clone(), queue);
+    let cancel = run.options.cancel.clone();
+    let writer = spawn_writer(store.clone(), run_id.clone(), queue, cancel.clone());
     let observer = LedgerObserver {
         ledger: Mutex::new(sender),
         forward,
+        budgets: Mutex::new(HashMap::new()),
     };
     let result = trellis_gap::execute(&run.workflow, run.options, &observer);
+    let mut closing = observer.dropped_records();
     drop(observer);
     let write_failure = writer.join().ok().flatten();
 
-    let terminal = if result.is_success() {
-        TerminalResult::Succeeded {
-            output: serde_json::to_value(&result).unwrap_or(Value::Null),
+    let error_log = |message: String| RunEvent::Log {
+        execution: None,
+        stream: LogStream::System,
+        level: LogLevel::Error,
+        message,
+        timestamp_ms: trellis_ledger::store::now_ms(),
+    };
+    let stopped = store
+        .head(&run_id)
+        .is_ok_and(|head| head.progress.force_stop_requested);
+    let terminal = if stopped {
+        TerminalResult::Failed {
+            reason: TerminalReason::ForceStopped.label().to_owned(),
+        }
+    } else if result.is_success() {
+        let output = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let size = serde_json::to_vec(&output).map_or(usize::MAX, |bytes| bytes.len());
+        if size <= MAX_PAYLOAD_BYTES {
+            TerminalResult::Succeeded { output }
+        } else {
+            closing.push(error_log(format!(
+                "the workflow's result is {size} bytes, over the {MAX_PAYLOAD_BYTES} bytes a \
+                 run's result may take; it is not recorded"
+            )));
+            TerminalResult::Failed {
+                reason: "workflow_failed".to_owned(),
+            }
         }
     } else {
         TerminalResult::Failed {
             reason: "workflow_failed".to_owned(),
         }
     };
-    let mut closing = Vec::new();
     if let Some(error) = &result.error {
-        closing.push(RunEvent::Log {
-            execution: None,
-            stream: LogStream::System,
-            level: LogLevel::Error,
-            message: format!("workflow failed: {error}"),
-            timestamp_ms: trellis_ledger::store::now_ms(),
-        });
+        closing.push(error_log(format!("workflow failed: {error}")));
     }
     closing.push(RunEvent::Terminal { result: terminal });
     store.append(&run_id, &closing)?;

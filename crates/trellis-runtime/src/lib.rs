@@ -21,6 +21,7 @@ mod gap_runner;
 mod harnesses;
 mod home;
 mod launch;
+mod log_budget;
 mod options;
 mod plan;
 mod recovery;
@@ -61,7 +62,8 @@ pub use views::{
 pub use trellis_ledger::observe::{ActiveExecution, PhaseStatus};
 pub use trellis_ledger::{Phase, RunKind};
 pub use trellis_run_model::{
-    Cursor, LogLevel, LogStream, RunId, SettledBy, TerminalResult, TokenUsage, VoidReason,
+    Cursor, LogLevel, LogStream, MAX_LOG_MESSAGE_BYTES, RunId, SettledBy, TerminalResult,
+    TokenUsage, VoidReason,
 };
 
 /// Graph diagnostics, for rendering a rejected graph.

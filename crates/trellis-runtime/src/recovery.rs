@@ -163,7 +163,7 @@ fn finalize_and_kill(
                         if let Some(group) =
                             snapshot.executions.get(id).and_then(|e| e.process_group)
                         {
-                            trellis_agents::process::signal_group(group, libc::SIGKILL);
+                            trellis_process::kill_group(group);
                         }
                     }
                 }

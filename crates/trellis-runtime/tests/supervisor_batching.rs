@@ -54,6 +54,7 @@ impl Harness for GatedHarness {
             ExecutionResult {
                 outcome,
                 usage: TokenUsage::default(),
+                killed_from_outside: None,
             }
         })
     }

@@ -86,17 +86,20 @@ impl Harness for Scripted {
                 ExecutionResult {
                     outcome: WorkerOutcome::failure(WorkerErrorCode::Refusal),
                     usage,
+                    killed_from_outside: None,
                 }
             };
             match behaviour {
                 Behaviour::Succeed => ExecutionResult {
                     outcome: verified(),
                     usage,
+                    killed_from_outside: None,
                 },
                 Behaviour::PanicOnce if call == 1 => panic!("scripted worker bug in {node}"),
                 Behaviour::PanicOnce => ExecutionResult {
                     outcome: verified(),
                     usage,
+                    killed_from_outside: None,
                 },
                 Behaviour::Spend(tokens) => {
                     let spent = TokenUsage {

@@ -182,6 +182,13 @@ impl Sandbox {
         self.start(self.command(args))
     }
 
+    /// Like [`Sandbox::spawn`], with extra environment variables (connection values).
+    pub fn spawn_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Running {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        self.start(command)
+    }
+
     fn start(&self, mut command: Command) -> Running {
         let mut child = command.spawn().expect("start trellis");
         let stdout = drain(child.stdout.take().expect("stdout"));

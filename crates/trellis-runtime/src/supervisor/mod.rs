@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +28,7 @@ use trellis_ledger::{
 };
 
 use crate::error::RuntimeError;
+use crate::log_budget::LogBudget;
 use crate::plan::{Budget, RuntimePlan};
 use crate::recovery::{TerminalReason, finalize};
 use crate::reuse::ReuseIndex;
@@ -112,6 +113,8 @@ pub struct Supervisor {
     force_stop_requested: bool,
     /// The run's head as `new` read it, for `run` to start from without reading it again.
     initial_head: Option<RunHead>,
+    /// How much of each execution's output was recorded (and dropped).
+    log_budgets: HashMap<u64, LogBudget>,
 }
 
 fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
@@ -198,6 +201,7 @@ impl Supervisor {
             tasks: FuturesUnordered::new(),
             events_tx,
             events_rx,
+            log_budgets: HashMap::new(),
         })
     }
 
@@ -311,8 +315,7 @@ impl Supervisor {
         for active in self.active.values() {
             active.cancel.cancel();
         }
-        while self.tasks.next().await.is_some() {}
-        self.flush_events()?;
+        self.drain_workers().await?;
         finalize(self.ctx.store.as_ref(), &self.ctx.run_id, reason)?;
         Ok(())
     }
@@ -336,8 +339,7 @@ impl Supervisor {
         }
         // Executions voided earlier (join losers) were only cancelled; their workers may still
         // be stopping. The run is not finished until every worker group is gone.
-        while self.tasks.next().await.is_some() {}
-        self.flush_events()?;
+        self.drain_workers().await?;
         self.append(&[RunEvent::Terminal { result }])?;
         Ok(())
     }

@@ -68,6 +68,7 @@ pub(super) fn worker_future(
                 ExecutionResult {
                     outcome: WorkerOutcome::failure(WorkerErrorCode::Crash),
                     usage: TokenUsage::default(),
+                    killed_from_outside: None,
                 }
             }
         };

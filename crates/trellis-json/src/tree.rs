@@ -1,7 +1,7 @@
-//! A lightweight JSON tree for parsing wire types: arrays and objects are slices in an arena
-//! (objects keep their keys in document order) and strings borrow from the document when they
-//! can, so reading a large graph costs a few arena chunks instead of an allocation per value,
-//! and dropping the tree is freeing the arena.
+//! The borrowed JSON tree: arrays and objects are slices in an arena (objects keep their keys
+//! in document order) and strings borrow from the document when they can, so reading a large
+//! graph costs a few arena chunks instead of an allocation per value, and dropping the tree is
+//! freeing the arena.
 
 use std::fmt;
 
@@ -65,12 +65,15 @@ pub struct JsonObject<'a>(&'a [(&'a str, Json<'a>)]);
 /// Above this many members, duplicate keys are found with a sorted copy instead of a scan.
 const LINEAR_DUPLICATE_CHECK: usize = 16;
 
+// The accessors are `#[inline]` because the typed readers of other crates call them for every
+// member they look up, and without it they could not be inlined across the crate boundary.
 impl<'a> JsonObject<'a> {
     /// Members known to have distinct keys.
     pub(crate) fn from_members(members: &'a [(&'a str, Json<'a>)]) -> Self {
         Self(members)
     }
 
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&'a Json<'a>> {
         // Lengths and first bytes settle most mismatches without a byte-wise comparison.
         let first = key.as_bytes().first();
@@ -80,22 +83,27 @@ impl<'a> JsonObject<'a> {
             .map(|(_, v)| v)
     }
 
+    #[inline]
     pub fn keys(&self) -> impl Iterator<Item = &'a str> + use<'a> {
         self.0.iter().map(|(k, _)| *k)
     }
 
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a Json<'a>)> + use<'a> {
         self.0.iter().map(|(k, v)| (*k, v))
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// The first key, in document order, that repeats an earlier one.
     fn first_duplicate(&self) -> Option<&str> {
         if self.0.len() <= LINEAR_DUPLICATE_CHECK {
             return self
@@ -105,9 +113,12 @@ impl<'a> JsonObject<'a> {
                 .find(|(i, (k, _))| self.0[..*i].iter().any(|(seen, _)| seen == k))
                 .map(|(_, (k, _))| *k);
         }
-        let mut keys: Vec<&str> = self.keys().collect();
+        let mut keys: Vec<(&str, usize)> = self.keys().zip(0..).collect();
         keys.sort_unstable();
-        keys.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+        keys.windows(2)
+            .filter(|w| w[0].0 == w[1].0)
+            .min_by_key(|w| w[1].1)
+            .map(|w| w[1].0)
     }
 }
 
@@ -118,12 +129,14 @@ impl<'a> IntoIterator for &JsonObject<'a> {
         fn(&'a (&'a str, Json<'a>)) -> (&'a str, &'a Json<'a>),
     >;
 
+    #[inline]
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter().map(|(k, v)| (*k, v))
     }
 }
 
 impl<'a> Json<'a> {
+    #[inline]
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Self::String(s) => Some(s),
@@ -131,6 +144,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_array(&self) -> Option<&[Json<'a>]> {
         match self {
             Self::Array(items) => Some(items),
@@ -138,6 +152,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_object(&self) -> Option<&JsonObject<'a>> {
         match self {
             Self::Object(map) => Some(map),
@@ -145,6 +160,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Self::Bool(b) => Some(*b),
@@ -152,6 +168,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn as_u64(&self) -> Option<u64> {
         match self {
             Self::Number(n) => n.as_u64(),
@@ -159,8 +176,18 @@ impl<'a> Json<'a> {
         }
     }
 
+    #[inline]
     pub fn is_null(&self) -> bool {
         matches!(self, Self::Null)
+    }
+
+    /// The tree of the value `deserializer` yields, refusing repeated object keys (for
+    /// `Deserialize` implementations reading through the tree).
+    pub fn deserialize_in<'de: 'a, D: de::Deserializer<'de>>(
+        deserializer: D,
+        arena: &'a Arena,
+    ) -> Result<Self, D::Error> {
+        TreeSeed(arena.alloc()).deserialize(deserializer)
     }
 
     /// A tree borrowing from `value` (for callers that already hold a `serde_json::Value`).
@@ -199,19 +226,6 @@ impl<'a> Json<'a> {
                     .map(|(k, v)| (k.to_owned(), v.to_value()))
                     .collect(),
             ),
-        }
-    }
-
-    /// How serde names this value in `invalid type` messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Null => "null".to_owned(),
-            Self::Bool(b) => format!("boolean `{b}`"),
-            Self::Number(n) if n.is_f64() => format!("floating point `{n}`"),
-            Self::Number(n) => format!("integer `{n}`"),
-            Self::String(s) => format!("string {}", Value::String(s.to_string())),
-            Self::Array(_) => "sequence".to_owned(),
-            Self::Object(_) => "map".to_owned(),
         }
     }
 }
@@ -353,12 +367,12 @@ mod tests {
                 .contains("duplicate field `a`")
         );
         let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":1")).collect();
-        let text = format!("{{{},\"k7\":2}}", many.join(","));
+        let text = format!("{{{},\"k9\":2,\"k7\":2}}", many.join(","));
         assert!(
             tree(&text, &Arena::new())
                 .unwrap_err()
                 .to_string()
-                .contains("duplicate field `k7`")
+                .contains("duplicate field `k9`")
         );
     }
 }

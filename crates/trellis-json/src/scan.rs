@@ -9,7 +9,7 @@ use serde_json::Number;
 use crate::tree::{Alloc, Json, JsonObject};
 
 /// Nesting this reader handles itself; deeper documents go to serde_json, whose recursion limit
-/// ([`crate::limits::MAX_JSON_NESTING`]) then decides.
+/// ([`crate::MAX_NESTING`]) then decides.
 pub(crate) const SCAN_DEPTH: usize = 96;
 
 /// Bytes that end a plain run inside a string: the quote, the backslash and control bytes.
@@ -49,7 +49,7 @@ pub(crate) fn scan<'a>(
     arena: Alloc<'a>,
     second: &'a mut bumpalo::Bump,
 ) -> Option<Json<'a>> {
-    match crate::scan_split::split_point(text).filter(|_| crate::cores::second_core()) {
+    match crate::scan_split::split_point(text).filter(|_| crate::parallel::second_core()) {
         Some(at) => crate::scan_split::scan_in_two(text, arena, second, at),
         None => Scanner::new(text, arena).document(),
     }
