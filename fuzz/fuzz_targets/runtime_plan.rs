@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use trellis_graph::GraphSpec;
 use trellis_graph::json::parse_strict;
-use trellis_runtime::plan::RuntimePlan;
+use trellis_runtime::testing::RuntimePlan;
 
 /// The graph plans are admitted against: the software-change template with delivery.
 fn graph() -> Option<&'static GraphSpec> {

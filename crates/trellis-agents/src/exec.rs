@@ -1,8 +1,6 @@
 //! The exec harness: runs a command with `{"run","node","attempt","input"}` on stdin and reads
 //! one JSON reply from stdout. Exit 75 is a refusal, any other non-zero exit a crash.
 
-use std::path::{Component, Path, PathBuf};
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
@@ -35,23 +33,6 @@ impl Harness for ExecHarness {
     ) -> BoxFuture<'a, ExecutionResult> {
         Box::pin(run_command(request, events, cancel))
     }
-}
-
-/// Resolves the binding's `cwd` inside the workspace; `..` and absolute paths are refused.
-fn working_directory(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, String> {
-    let Some(relative) = cwd else {
-        return Ok(workspace.to_path_buf());
-    };
-    let path = Path::new(relative);
-    if path
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(format!(
-            "command cwd {relative:?} must be a relative path inside the workspace"
-        ));
-    }
-    Ok(workspace.join(path))
 }
 
 /// The environment a command sees: `PATH`, `HOME`, the run identity, its literal `env` and the
@@ -104,7 +85,7 @@ async fn command_outcome(
         forwarder.system("command binding has an empty command".into());
         return failure(WorkerErrorCode::Crash);
     };
-    let cwd = match working_directory(&request.workspace, binding.cwd.as_deref()) {
+    let cwd = match binding.working_directory(&request.workspace) {
         Ok(cwd) => cwd,
         Err(message) => {
             forwarder.system(message);
@@ -188,20 +169,4 @@ fn parse_reply(request: &ExecutionRequest, stdout: &[u8]) -> Result<WorkerOutcom
     let value: Value = serde_json::from_str(text.trim())
         .map_err(|e| format!("stdout is not one JSON object ({e})"))?;
     request.contract.accept_command_reply(&value)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cwd_stays_inside_the_workspace() {
-        let ws = Path::new("/w");
-        assert_eq!(
-            working_directory(ws, Some("a/b")).unwrap(),
-            Path::new("/w/a/b")
-        );
-        assert!(working_directory(ws, Some("../x")).is_err());
-        assert!(working_directory(ws, Some("/etc")).is_err());
-    }
 }

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use trellis_process::{BoxFuture, ProcessObserver, Stream};
 
-use crate::harness::{EventSink, ExecutionRequest, HarnessEvent, LogStream};
+use crate::harness::{EventSink, ExecutionRequest, HarnessEvent, LogLevel, LogStream};
 use crate::redact::Redactor;
 
-/// Longest log message a harness emits; longer ones are cut with a marker.
-pub const MAX_LOG_MESSAGE_BYTES: usize = 4096;
+/// Longest log message a harness emits: the run vocabulary's one bound.
+pub use trellis_run_model::MAX_LOG_MESSAGE_BYTES;
 
 /// Forwards process activity to the event sink as redacted log lines.
 pub(crate) struct LogForwarder {
@@ -41,11 +41,20 @@ impl LogForwarder {
         self.emit(LogStream::System, &message);
     }
 
-    /// Queues one redacted, single-line, bounded message. Secrets are masked before the
-    /// message is folded or cut, so neither a line break nor the cut can split one.
+    /// Queues one redacted, single-line, bounded message at its stream's usual level.
     pub fn emit(&mut self, stream: LogStream, message: &str) {
+        self.emit_at(stream, stream.default_level(), message);
+    }
+
+    /// Queues one redacted, single-line, bounded message at `level`. Secrets are masked
+    /// before the message is folded or cut, so neither a line break nor the cut can split one.
+    pub fn emit_at(&mut self, stream: LogStream, level: LogLevel, message: &str) {
         let message = one_line(&self.redactor.apply(message));
-        self.event(HarnessEvent::Log { stream, message });
+        self.event(HarnessEvent::Log {
+            stream,
+            level,
+            message,
+        });
     }
 
     /// Queues an event; it is sent at once when the sink has room and nothing waits before it.
@@ -94,11 +103,12 @@ impl ProcessObserver for LogForwarder {
     }
 
     fn silent(&mut self, quiet_for: Duration) {
-        self.system(format!(
+        let message = format!(
             "no output for {} from node {}",
             human_duration(quiet_for),
             self.node
-        ));
+        );
+        self.emit_at(LogStream::System, LogLevel::Warn, &message);
     }
 
     fn delivered(&mut self) -> BoxFuture<'_, ()> {
@@ -114,10 +124,11 @@ pub fn one_line(text: &str) -> String {
     } else {
         trimmed.to_owned()
     };
-    truncate(&folded, MAX_LOG_MESSAGE_BYTES)
+    trellis_run_model::bound_log_message(folded)
 }
 
-/// Cuts `text` to at most `max` bytes (on a character boundary), marking the cut.
+/// Cuts an excerpt (of a reply, of a validation error) to at most `max` bytes on a character
+/// boundary, marking the cut.
 pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
@@ -155,8 +166,8 @@ mod tests {
         assert_eq!(one_line("a\nb\r\nc\n"), "a ⏎ b ⏎ c");
         let long = "é".repeat(MAX_LOG_MESSAGE_BYTES);
         let cut = one_line(&long);
-        assert!(cut.len() <= MAX_LOG_MESSAGE_BYTES + "… [truncated]".len());
-        assert!(cut.ends_with("… [truncated]"));
+        assert!(cut.len() <= MAX_LOG_MESSAGE_BYTES);
+        assert!(cut.ends_with(&format!("[truncated, over {MAX_LOG_MESSAGE_BYTES} bytes]")));
     }
 
     fn forwarder(

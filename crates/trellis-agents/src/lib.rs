@@ -32,8 +32,8 @@ pub use binding::{AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort
 pub use contract::NodeContract;
 pub use exec::ExecHarness;
 pub use harness::{
-    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
-    TokenUsage,
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogLevel,
+    LogStream, TokenUsage,
 };
 pub use lane::{
     AgentLane, HarnessKind, LaneChoiceError, Provider, UnsupportedLane, detect_installed_cli,

@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::graph::*;
 use support::{
-    COMMAND_TIMEOUT, STATE_TIMEOUT, Sandbox, controller_pid, finish, process_alive, send_signal,
-    uniform_worker_plan, wait_until,
+    COMMAND_TIMEOUT, STATE_TIMEOUT, Sandbox, Signal, controller_pid, finish, process_alive,
+    send_signal, uniform_worker_plan, wait_until,
 };
-use trellis_ledger::{ExecutionState, SettledBy};
+use trellis_runtime::{ExecutionPhase, MAX_LOG_MESSAGE_BYTES, SettledBy, parse_run_id};
 
 /// State `{value}`: `node` runs, then the run succeeds unless it failed.
 fn one_step(node: Value) -> Value {
@@ -225,21 +225,22 @@ fn a_worker_killed_from_outside_runs_again_on_resume() {
     let args = one_step_args(&sandbox, step_named("victimWork"), &[]);
     let run = sandbox.start_detached(&args);
     let (worker, _) = sandbox.worker_pids("victimWork");
-    send_signal(worker, libc::SIGKILL);
+    send_signal(worker, Signal::SIGKILL);
     let terminal = sandbox.wait_finished(&run);
     assert_eq!(
         terminal,
         json!({"status": "failed", "reason": "worker_failed"}),
         "the run went on by its graph"
     );
-    let snapshot = sandbox.snapshot(&run);
-    let settled: Vec<Option<SettledBy>> = snapshot
+    let run_id = parse_run_id(&run).expect("run id");
+    let status = sandbox.runtime().status(&run_id).expect("status");
+    let settled: Vec<Option<SettledBy>> = status
         .executions
-        .values()
-        .filter(|e| e.node.as_str() == "victimWork")
-        .map(|e| match &e.state {
-            ExecutionState::Completed { settled_by, .. } => *settled_by,
-            other => panic!("not completed: {other:?}"),
+        .iter()
+        .filter(|e| e.node == "victimWork")
+        .map(|e| {
+            assert_eq!(e.phase, ExecutionPhase::Completed, "{e:?}");
+            e.settled_by
         })
         .collect();
     assert_eq!(settled, [Some(SettledBy::KilledFromOutside)]);
@@ -277,9 +278,9 @@ fn a_stopped_controller_does_not_turn_a_finished_step_into_a_timeout() {
         (sandbox.invocation_count("pauseWork") == 1).then_some(())
     });
     let controller = controller_pid(&run).expect("the controller runs");
-    send_signal(controller, libc::SIGSTOP);
+    send_signal(controller, Signal::SIGSTOP);
     std::thread::sleep(Duration::from_millis(3_000));
-    send_signal(controller, libc::SIGCONT);
+    send_signal(controller, Signal::SIGCONT);
     assert_eq!(
         sandbox.wait_finished(&run),
         json!({"status": "succeeded", "output": null}),
@@ -382,7 +383,7 @@ fn a_gap_script_returning_100_mb_fails_its_node_and_the_run_ends_cleanly() {
     assert!(
         messages
             .iter()
-            .any(|m| m.starts_with("[huge] wwww") && m.len() <= 4096 + 64),
+            .any(|m| m.starts_with("[huge] wwww") && m.len() <= MAX_LOG_MESSAGE_BYTES),
         "the long line is kept, cut"
     );
 }

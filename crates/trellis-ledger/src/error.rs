@@ -111,3 +111,9 @@ impl LedgerError {
         }
     }
 }
+
+impl From<trellis_run_model::CursorError> for LedgerError {
+    fn from(_: trellis_run_model::CursorError) -> Self {
+        Self::InvalidCursor
+    }
+}

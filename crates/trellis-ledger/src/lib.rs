@@ -38,20 +38,21 @@ pub mod sqlite;
 pub mod store;
 mod stored;
 pub mod testing;
+pub mod transitions;
 
 pub use apply::fold_snapshot;
 pub use cursor::Cursor;
 pub use error::LedgerError;
-pub use event::{
-    EventFilter, LogLevel, LogStream, ReusedOutcome, RunEvent, SettledBy, StoredEvent,
-    TerminalResult, TokenCounts, VoidReason,
-};
+pub use event::{EventFilter, RunEvent, StoredEvent};
 pub use ids::{Phase, RunId, RunKind};
 pub use location::{LEDGER_ENV, LedgerLocation, redact_url};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
-pub use snapshot::{
-    ControllerInfo, ExecutionSnapshot, ExecutionState, RunHead, RunProgress, RunSnapshot,
-};
+pub use snapshot::{ControllerInfo, ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+pub use transitions::{EventKind, transition};
+pub use trellis_run_model::{
+    CursorError, ExecutionState, LogLevel, LogStream, ReusedOutcome, SettledBy, TerminalResult,
+    TokenUsage, VoidReason,
+};

@@ -88,7 +88,7 @@ pub(crate) fn stored_run_id(text: &str) -> Result<RunId, LedgerError> {
 }
 
 pub(crate) fn stored_cursor(sequence: i64) -> Result<Cursor, LedgerError> {
-    Cursor::at(to_u64(sequence)?)
+    Ok(Cursor::at(to_u64(sequence)?)?)
 }
 
 /// An execution snapshot from its stored JSON text.

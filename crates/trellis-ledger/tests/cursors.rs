@@ -196,7 +196,7 @@ backend_tests! {
 #[test]
 fn malformed_cursor_text_is_a_clear_error() {
     for text in ["", "c1:", "c1:x", "v2:3", "c1:007", "42"] {
-        let error = Cursor::parse(text).unwrap_err();
+        let error = LedgerError::from(Cursor::parse(text).unwrap_err());
         assert_eq!(error, LedgerError::InvalidCursor);
         assert_eq!(error.code(), "cursor.invalid");
     }

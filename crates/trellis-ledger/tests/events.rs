@@ -8,7 +8,7 @@ use serde_json::json;
 use trellis_ledger::limits::{MAX_EVENT_JSON_BYTES, MAX_LOG_MESSAGE_BYTES};
 use trellis_ledger::{
     Cursor, EventFilter, ExecutionState, LedgerError, LogLevel, LogStream, Phase, RunEvent, RunId,
-    RunKind, RunStore, TerminalResult, TokenCounts, VoidReason,
+    RunKind, RunStore, TerminalResult, TokenUsage, VoidReason,
 };
 
 fn rejected(store: &dyn RunStore, run: &RunId, events: &[RunEvent]) -> (usize, String) {
@@ -260,7 +260,7 @@ backend_tests! {
         let (store, run) = running(ledger);
         let usage = |input, cost| RunEvent::TokenUsage {
             execution: 1,
-            usage: TokenCounts {
+            usage: TokenUsage {
                 input_tokens: input,
                 output_tokens: 2,
                 cache_read_tokens: 3,

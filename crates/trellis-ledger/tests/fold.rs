@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use serde_json::json;
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
 use trellis_ledger::{
-    Cursor, EventFilter, LogStream, RunEvent, RunStore, StoredEvent, TerminalResult, TokenCounts,
+    Cursor, EventFilter, LogStream, RunEvent, RunStore, StoredEvent, TerminalResult, TokenUsage,
     VoidReason, fold_snapshot,
 };
 
@@ -38,7 +38,7 @@ fn event_strategy() -> impl Strategy<Value = RunEvent> {
         2 => (execution, 0u64..1000, proptest::option::of(0.0f64..2.0)).prop_map(
             |(e, tokens, cost)| RunEvent::TokenUsage {
                 execution: e,
-                usage: TokenCounts {
+                usage: TokenUsage {
                     input_tokens: tokens,
                     output_tokens: tokens / 2,
                     cache_read_tokens: 1,
@@ -117,7 +117,7 @@ fn to_event(store: &dyn RunStore, run: &trellis_ledger::RunId, op: &Op) -> RunEv
         Op::Report(n, true) => RunEvent::log(Some(pick(*n)), LogStream::Error, "oops\r\n", 3),
         Op::Report(n, false) => RunEvent::TokenUsage {
             execution: pick(*n),
-            usage: TokenCounts {
+            usage: TokenUsage {
                 input_tokens: 100,
                 output_tokens: 10,
                 cache_read_tokens: 0,

@@ -210,6 +210,7 @@ impl Harness for GitDelivery {
             let log = |message: String| {
                 let _ = events.try_send(HarnessEvent::Log {
                     stream: LogStream::System,
+                    level: LogStream::System.default_level(),
                     message: redactor.apply(&message),
                 });
             };

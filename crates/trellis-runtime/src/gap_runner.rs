@@ -2,7 +2,7 @@
 //! and `logs` work on GaP runs like on GraphSpec runs.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -11,12 +11,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use trellis_agents::forward::one_line;
 use trellis_gap::{
-    CancelToken, ExecuteOptions, ExecutionResult, RunEvent as GapEvent, RunObserver, Workflow,
+    CancelToken, ExecuteOptions, ExecutionResult, Issue, RunEvent as GapEvent, RunObserver,
+    ToolRegistry, ValidateOptions, Workflow, load_command_manifest, load_workflow,
+    read_inputs_file, render_issues, validate,
 };
 use trellis_ledger::{
     Admission, LogLevel, LogStream, NewRun, RunEvent, RunId, RunKind, RunStore, TerminalResult,
 };
 
+use crate::admission::AdmissionError;
 use crate::error::RuntimeError;
 use crate::home::{Lease, LeaseAttempt, TrellisHome};
 use crate::log_budget::LogBudget;
@@ -49,8 +52,117 @@ const BATCH_EVENTS: usize = 512;
 /// How often the run is checked for a force-stop request.
 const STOP_POLL: Duration = Duration::from_millis(200);
 
-/// What the caller asks of a GaP run.
-pub struct GapRun {
+/// A GaP workflow to run, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GapRunRequest {
+    /// The workflow: a directory with `workflow.json`, or the file itself.
+    pub workflow: PathBuf,
+    /// Top-level inputs: a JSON object file.
+    pub inputs: Option<PathBuf>,
+    /// Write `dag_trace.json` and `node_data/` here as the run goes.
+    pub trace_dir: Option<PathBuf>,
+    /// Most ready nodes run at once per super-step.
+    pub max_workers: Option<usize>,
+    /// Register the command tools of these manifests (a `tools.json` beside the workflow is
+    /// always read).
+    pub tool_manifests: Vec<PathBuf>,
+    /// Register Python functions as tools: `NAME=MODULE.py:FUNCTION`.
+    pub python_tools: Vec<String>,
+    /// Register the built-in `stub.*` test tools.
+    pub stub_tools: bool,
+    pub title: Option<String>,
+    pub submission_key: Option<String>,
+}
+
+/// A finished GaP run: its id and the executor's result object.
+#[derive(Debug, Clone)]
+pub struct GapOutcome {
+    pub run_id: RunId,
+    pub result: ExecutionResult,
+}
+
+fn tool_registry(
+    request: &GapRunRequest,
+    workflow_dir: &Path,
+) -> Result<ToolRegistry, AdmissionError> {
+    let mut registry = if request.stub_tools {
+        ToolRegistry::with_builtin_stubs()
+    } else {
+        ToolRegistry::new()
+    };
+    let beside = workflow_dir.join("tools.json");
+    let manifests = request
+        .tool_manifests
+        .iter()
+        .cloned()
+        .chain(beside.is_file().then_some(beside));
+    for manifest in manifests {
+        load_command_manifest(&mut registry, &manifest).map_err(|e| {
+            AdmissionError::GapOptions(format!("tool manifest {}: {e}", manifest.display()))
+        })?;
+    }
+    for spec in &request.python_tools {
+        let malformed = || {
+            AdmissionError::GapOptions(format!(
+                "--python-tool {spec:?}: expected NAME=MODULE.py:FUNCTION"
+            ))
+        };
+        let (name, target) = spec.split_once('=').ok_or_else(malformed)?;
+        let (module, function) = target.rsplit_once(':').ok_or_else(malformed)?;
+        registry
+            .register_python(name, PathBuf::from(module), function)
+            .map_err(|e| AdmissionError::GapOptions(format!("--python-tool {spec:?}: {e}")))?;
+    }
+    Ok(registry)
+}
+
+/// Loads and validates the workflow with its tools, and reads its inputs: a GaP run's
+/// admission.
+pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> {
+    let path = request.workflow.clone();
+    let workflow = load_workflow(&path).map_err(|e| AdmissionError::GapOptions(e.to_string()))?;
+    let registry = tool_registry(&request, &workflow.workflow_dir)?;
+    let issues: Vec<Issue> = validate(
+        &workflow,
+        &ValidateOptions {
+            tool_registry: Some(&registry),
+            ..ValidateOptions::default()
+        },
+    );
+    if issues.iter().any(Issue::is_error) {
+        return Err(AdmissionError::GapRejected {
+            path,
+            report: render_issues(&issues),
+        });
+    }
+    let mut options = ExecuteOptions {
+        trace_dir: request.trace_dir.clone(),
+        tool_registry: Arc::new(registry),
+        ..ExecuteOptions::default()
+    };
+    if let Some(file) = &request.inputs {
+        options.inputs =
+            read_inputs_file(file).map_err(|e| AdmissionError::GapOptions(e.to_string()))?;
+    }
+    if let Some(n) = request.max_workers {
+        options.max_workers = n.max(1);
+    }
+    let title = request.title.clone().unwrap_or_else(|| {
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "gap".into())
+    });
+    Ok(GapRun {
+        workflow,
+        workflow_path: path,
+        title,
+        submission_key: request.submission_key,
+        options,
+    })
+}
+
+/// An admitted GaP run.
+pub(crate) struct GapRun {
     pub workflow: Workflow,
     pub workflow_path: PathBuf,
     pub title: String,
@@ -180,12 +292,12 @@ fn spawn_writer(
 }
 
 /// Executes the workflow as a recorded run. `forward` sees every progress event as it happens.
-pub fn run_gap(
+pub(crate) fn run_gap(
     store: Arc<dyn RunStore>,
     home: &TrellisHome,
     run: GapRun,
     forward: &(dyn Fn(&GapEvent) + Send + Sync),
-) -> Result<(RunId, ExecutionResult), RuntimeError> {
+) -> Result<GapOutcome, RuntimeError> {
     let run_id = RunId::generate();
     let lease_path = home
         .controller_lease_path(run_id.as_str())
@@ -193,7 +305,7 @@ pub fn run_gap(
     let LeaseAttempt::Acquired(lease) = Lease::try_acquire(&lease_path)
         .map_err(|e| RuntimeError::io("cannot take the run lease", e))?
     else {
-        return Err(RuntimeError::Invalid(
+        return Err(RuntimeError::Internal(
             "a fresh run id is already leased".into(),
         ));
     };
@@ -217,10 +329,7 @@ pub fn run_gap(
     );
     let (record, admission) = store.create_or_get(new_run)?;
     if admission == Admission::Existing {
-        return Err(RuntimeError::Invalid(format!(
-            "submission key already used by run {}",
-            record.run_id.as_str()
-        )));
+        return Err(RuntimeError::KeyInUse(record.run_id.to_string()));
     }
     let _ = lease.describe(&format!(
         "gap run {} pid {}",
@@ -282,15 +391,15 @@ pub fn run_gap(
     store.append(&run_id, &closing)?;
     drop(lease);
     if let Some(failure) = write_failure {
-        return Err(RuntimeError::Invalid(format!(
+        return Err(RuntimeError::Internal(format!(
             "the workflow ran but some progress events were not recorded: {failure}"
         )));
     }
-    Ok((run_id, result))
+    Ok(GapOutcome { run_id, result })
 }
 
 /// The `controller_attached` event describing this process.
-pub fn controller_attached() -> RunEvent {
+pub(crate) fn controller_attached() -> RunEvent {
     RunEvent::ControllerAttached {
         pid: std::process::id(),
         started_at_ms: trellis_ledger::store::now_ms(),

@@ -5,14 +5,16 @@
 
 use serde_json::Value;
 use trellis_graph::GraphSpec;
-use trellis_runtime::templates::{self, InputSource};
+use trellis_runtime::{
+    AdmitRequest, GraphSource, InputSource, PlanSource, TemplateInput, admit, template, templates,
+};
 use trellis_verify::{Verification, verify_builtin};
 
 /// The templates that follow a reference graph node for node.
 const MIRRORED: [&str; 3] = ["issue-review", "pr-review", "auto-research"];
 
 fn document(name: &str) -> Value {
-    let text = templates::find(name).unwrap().document(false).unwrap();
+    let text = template(name).unwrap().document(false).unwrap();
     serde_json::from_str(text).unwrap()
 }
 
@@ -59,9 +61,9 @@ fn shape(mut document: Value) -> Value {
 #[test]
 fn every_builtin_template_verifies() {
     let mut names = Vec::new();
-    for template in templates::all() {
+    for template in templates() {
         for push in [false, true] {
-            let Ok(text) = template.document(push) else {
+            let Some(text) = template.document(push) else {
                 continue;
             };
             let spec = GraphSpec::from_json_str(text)
@@ -91,7 +93,7 @@ fn every_builtin_template_verifies() {
 
 #[test]
 fn agent_nodes_carry_our_own_instructions() {
-    for template in templates::all() {
+    for template in templates() {
         executables(&document(template.name), &mut |node| {
             let worker = node["worker"].as_str().unwrap();
             let name = node["name"].as_str().unwrap();
@@ -135,33 +137,36 @@ fn review_and_research_templates_keep_the_reference_shape() {
 
 #[test]
 fn review_templates_take_their_input_from_a_url() {
-    let sources: Vec<(&str, InputSource)> = templates::all()
-        .iter()
-        .map(|t| (t.name, t.input_source()))
-        .collect();
+    let sources: Vec<(&str, TemplateInput)> =
+        templates().iter().map(|t| (t.name, t.input)).collect();
     assert_eq!(
         sources,
         [
-            ("single-worker", InputSource::Task),
-            ("software-change", InputSource::Task),
-            ("issue-review", InputSource::ForgeUrl),
-            ("pr-review", InputSource::ForgeUrl),
-            ("auto-research", InputSource::Task),
+            ("single-worker", TemplateInput::Task),
+            ("software-change", TemplateInput::Task),
+            ("issue-review", TemplateInput::ForgeUrl),
+            ("pr-review", TemplateInput::ForgeUrl),
+            ("auto-research", TemplateInput::Task),
         ]
     );
-    // auto-research takes a task and optionally the number of rounds.
-    let spec = GraphSpec::from_json_str(
-        templates::find("auto-research")
-            .unwrap()
-            .document(false)
-            .unwrap(),
-    )
-    .unwrap();
-    let input = templates::find("auto-research")
-        .unwrap()
-        .input_for_task("Why is startup slow?");
-    spec.initial_input.check_value(&input).unwrap();
-    let mut with_rounds = input.clone();
-    with_rounds["options"] = serde_json::json!({"iterations": 2});
-    spec.initial_input.check_value(&with_rounds).unwrap();
+    // auto-research takes a task and optionally the number of rounds; the review templates
+    // take no task at all.
+    let request = |name: &str, input: InputSource| AdmitRequest {
+        graph: GraphSource::Template {
+            name: name.to_owned(),
+            push: false,
+        },
+        input,
+        plan: PlanSource::Unchecked,
+        workspace: None,
+    };
+    let task = || InputSource::Task("Why is startup slow?".to_owned());
+    admit(request("auto-research", task())).unwrap();
+    let with_rounds =
+        serde_json::json!({"task": "Why is startup slow?", "options": {"iterations": 2}});
+    admit(request("auto-research", InputSource::Document(with_rounds))).unwrap();
+    for name in ["issue-review", "pr-review"] {
+        let refused = admit(request(name, task())).unwrap_err();
+        assert_eq!(refused.code(), "admission.task_not_accepted");
+    }
 }

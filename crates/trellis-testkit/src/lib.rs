@@ -28,6 +28,9 @@
 mod anthropic;
 pub mod cli;
 pub mod github;
+/// Where the public conformance vectors are, for test suites that cannot depend on the graph
+/// crate themselves (the CLI's).
+pub use trellis_graph::conformance;
 mod matching;
 mod openai;
 mod process;

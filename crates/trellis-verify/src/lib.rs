@@ -7,6 +7,10 @@
 //! compiled IR with its identity or every diagnostic in canonical order. [`builtin`] holds
 //! Trellis's built-in worker registry.
 
+// The library has no unsafe code (the allocation-counting profiler example does, so the
+// workspace-wide lint, which would cover it too, is not used here).
+#![forbid(unsafe_code)]
+
 mod addrmap;
 mod ahead;
 mod analyze;

@@ -243,7 +243,7 @@ pub(super) async fn latest_cursor(shared: &Shared, run_id: &RunId) -> Result<Cur
         .map_err(server_error)?
         .ok_or_else(|| LedgerError::run_not_found(run_id))?;
     let cursor: i64 = row.try_get(0).map_err(server_error)?;
-    Cursor::at(to_u64(cursor)?)
+    Ok(Cursor::at(to_u64(cursor)?)?)
 }
 
 /// The head and every execution row, read in one REPEATABLE READ transaction.

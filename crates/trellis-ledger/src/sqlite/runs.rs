@@ -230,7 +230,7 @@ pub(super) fn latest_cursor(conn: &Connection, run_id: &RunId) -> Result<Cursor,
         .optional()
         .map_err(storage_error)?
         .ok_or_else(|| LedgerError::run_not_found(run_id))?;
-    Cursor::at(to_u64(cursor)?)
+    Ok(Cursor::at(to_u64(cursor)?)?)
 }
 
 pub(super) fn snapshot(conn: &mut Connection, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {

@@ -1,9 +1,9 @@
 //! What the supervisor records while workers run: their log lines, processes and token usage
 //! as they come, and their outcomes — with the dispatches those lead to, in one commit.
 
-use trellis_agents::{ExecutionResult, HarnessEvent, LogStream as AgentStream, TokenUsage};
-use trellis_engine::{Dispatch, ExecutionState as EngineState};
-use trellis_ledger::{LogLevel, LogStream, RunEvent, SettledBy, TokenCounts};
+use trellis_agents::{ExecutionResult, HarnessEvent};
+use trellis_engine::Dispatch;
+use trellis_ledger::{Cursor, ExecutionState, LogLevel, LogStream, RunEvent, SettledBy};
 
 use futures_util::{FutureExt, StreamExt};
 
@@ -31,16 +31,6 @@ fn dropped_record(execution: u64, budget: &LogBudget) -> Option<RunEvent> {
     Some(event)
 }
 
-fn counts(usage: &TokenUsage) -> TokenCounts {
-    TokenCounts {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cache_read_tokens: usage.cache_read_tokens,
-        cache_write_tokens: usage.cache_write_tokens,
-        cost_usd: usage.cost_usd,
-    }
-}
-
 impl Supervisor {
     /// Waits for an outcome, harness events, a stop signal, or the poll interval.
     pub(super) async fn wait_for_progress(&mut self) -> Result<(), RuntimeError> {
@@ -53,14 +43,7 @@ impl Supervisor {
                     finished.push(more);
                 }
                 self.flush_events()?;
-                let mut settled = Vec::with_capacity(finished.len());
-                for joined in finished {
-                    match joined {
-                        Ok(done) => settled.push(done),
-                        Err(_) => return Err(RuntimeError::Invalid("a worker panicked".to_owned())),
-                    }
-                }
-                self.complete(settled)?;
+                self.complete(finished)?;
             }
             Some((execution, event)) = self.events_rx.recv() => {
                 let mut batch = vec![(execution, event)];
@@ -133,12 +116,11 @@ impl Supervisor {
                         process_group,
                     }
                 }
-                HarnessEvent::Log { stream, message } => {
-                    let stream = match stream {
-                        AgentStream::Output => LogStream::Output,
-                        AgentStream::Error => LogStream::Error,
-                        AgentStream::System => LogStream::System,
-                    };
+                HarnessEvent::Log {
+                    stream,
+                    level,
+                    message,
+                } => {
                     // Trellis's own notes are few and say why an execution ended: never dropped.
                     if stream != LogStream::System
                         && !self
@@ -149,20 +131,17 @@ impl Supervisor {
                     {
                         continue;
                     }
-                    let mut event = log_event(Some(execution), stream, message);
-                    if let RunEvent::Log { level, message, .. } = &mut event
-                        && message.starts_with("no output for ")
-                    {
-                        *level = LogLevel::Warn;
+                    RunEvent::Log {
+                        execution: Some(execution),
+                        stream,
+                        level,
+                        message,
+                        timestamp_ms: trellis_ledger::store::now_ms(),
                     }
-                    event
                 }
                 HarnessEvent::Usage(usage) => {
-                    self.usage.add(&counts(&usage));
-                    RunEvent::TokenUsage {
-                        execution,
-                        usage: counts(&usage),
-                    }
+                    self.usage.add(&usage);
+                    RunEvent::TokenUsage { execution, usage }
                 }
             });
         }
@@ -189,28 +168,38 @@ impl Supervisor {
                 dropped_record(*execution, &budget)
             })
             .collect();
-        events.extend(settled.iter().map(|(execution, result)| {
-            RunEvent::NodeCompleted {
-                execution: *execution,
-                outcome: result.outcome.clone(),
-                reused_from: None,
-                settled_by: result
-                    .killed_from_outside
-                    .map(|_| SettledBy::KilledFromOutside),
-            }
-        }));
+        let notes = events.len() as u64;
+        events.extend(
+            settled
+                .iter()
+                .map(|(execution, result)| RunEvent::NodeCompleted {
+                    execution: *execution,
+                    outcome: result.outcome.clone(),
+                    reused_from: None,
+                    settled_by: settled_by(result),
+                }),
+        );
         // The outcomes are applied at the positions they will take, so that the next decision
         // can ride in the same commit: a sequential step then costs one commit, not two. Nothing
         // acts on that decision before the commit that makes both durable. Should another
         // process append first, the batch lands later than planned; the reducer compares
         // positions only for order, which a uniform shift of the newest batch preserves.
-        let tentative_first = self.known_sequence + 1 + (events.len() - settled.len()) as u64;
+        let tentative_first = self.known_sequence + 1 + notes;
+        let now = trellis_ledger::store::now_ms();
         for (i, (execution, result)) in settled.into_iter().enumerate() {
-            let state = EngineState::Settled {
-                at: tentative_first + i as u64,
-                outcome: result.outcome,
-            };
-            self.update(execution, state)?;
+            let at = Cursor::at(tentative_first + i as u64)
+                .map_err(trellis_ledger::LedgerError::from)?;
+            let settled_by = settled_by(&result);
+            self.update(
+                execution,
+                ExecutionState::Completed {
+                    at,
+                    at_ms: now,
+                    outcome: Box::new(result.outcome),
+                    reused_from: None,
+                    settled_by,
+                },
+            )?;
         }
         if let Some(dispatches) = self.dispatches_only()? {
             match self.record_dispatches(&mut events, &dispatches) {
@@ -244,4 +233,11 @@ impl Supervisor {
         }
         Ok(only_dispatches.then_some(reduction.dispatches))
     }
+}
+
+/// Trellis's reason for an outcome that is not the work's own: a signal from outside.
+fn settled_by(result: &ExecutionResult) -> Option<SettledBy> {
+    result
+        .killed_from_outside
+        .map(|_| SettledBy::KilledFromOutside)
 }
