@@ -118,9 +118,12 @@ async fn execute(
 ) -> ExecutionResult {
     let mut forwarder = LogForwarder::for_request(events, &request);
     let settled = run(harness, &request, &mut forwarder, &cancel).await;
+    // Every line reaches the supervisor before the outcome does.
+    forwarder.flush().await;
     ExecutionResult {
         outcome: settled.outcome,
         usage: settled.usage,
+        killed_from_outside: forwarder.killed_from_outside,
     }
 }
 
@@ -346,7 +349,7 @@ fn base_spec(
     harness: &AgentHarness,
     protocol: &dyn CliProtocol,
     launch: &Launch<'_>,
-    forwarder: &LogForwarder,
+    forwarder: &mut LogForwarder,
 ) -> Result<(String, Vec<(String, String)>), String> {
     let request = launch.request;
     let path = base_value(request, "PATH")

@@ -2,6 +2,7 @@
 //! Bindings name environment variables, never their values.
 
 use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -88,6 +89,27 @@ pub struct CommandBinding {
     pub idle_timeout_ms: Option<u64>,
 }
 
+impl CommandBinding {
+    /// The working directory inside `workspace`: the workspace itself without `cwd`, else
+    /// `cwd` below it. An absolute `cwd` or one with `..` is refused: a plan never reaches
+    /// outside the run's workspace.
+    pub fn working_directory(&self, workspace: &Path) -> Result<PathBuf, String> {
+        let Some(relative) = &self.cwd else {
+            return Ok(workspace.to_path_buf());
+        };
+        let path = Path::new(relative);
+        if path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(format!(
+                "command cwd {relative:?} must be a relative path inside the workspace"
+            ));
+        }
+        Ok(workspace.join(path))
+    }
+}
+
 /// How a git delivery verifier treats pull-request feedback.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -158,4 +180,31 @@ pub fn is_env_name(name: &str) -> bool {
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(cwd: Option<&str>) -> CommandBinding {
+        CommandBinding {
+            command: vec!["true".to_owned()],
+            cwd: cwd.map(str::to_owned),
+            env: BTreeMap::new(),
+            connections: vec![],
+            idle_timeout_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_command_cwd_stays_inside_the_workspace() {
+        let ws = Path::new("/w");
+        assert_eq!(command(None).working_directory(ws).unwrap(), ws);
+        assert_eq!(
+            command(Some("a/b")).working_directory(ws).unwrap(),
+            Path::new("/w/a/b")
+        );
+        assert!(command(Some("../x")).working_directory(ws).is_err());
+        assert!(command(Some("/etc")).working_directory(ws).is_err());
+    }
 }

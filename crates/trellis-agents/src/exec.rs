@@ -1,11 +1,10 @@
 //! The exec harness: runs a command with `{"run","node","attempt","input"}` on stdin and reads
 //! one JSON reply from stdout. Exit 75 is a refusal, any other non-zero exit a crash.
 
-use std::path::{Component, Path, PathBuf};
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
+use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
 
 use crate::binding::{Binding, CommandBinding};
 use crate::forward::LogForwarder;
@@ -13,7 +12,6 @@ pub use crate::forward::human_duration;
 use crate::harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, TokenUsage,
 };
-use crate::process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
 
 /// Exit code a command uses to refuse the work (BSD `EX_TEMPFAIL`).
 pub const REFUSAL_EXIT_CODE: i32 = 75;
@@ -35,23 +33,6 @@ impl Harness for ExecHarness {
     ) -> BoxFuture<'a, ExecutionResult> {
         Box::pin(run_command(request, events, cancel))
     }
-}
-
-/// Resolves the binding's `cwd` inside the workspace; `..` and absolute paths are refused.
-fn working_directory(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, String> {
-    let Some(relative) = cwd else {
-        return Ok(workspace.to_path_buf());
-    };
-    let path = Path::new(relative);
-    if path
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(format!(
-            "command cwd {relative:?} must be a relative path inside the workspace"
-        ));
-    }
-    Ok(workspace.join(path))
 }
 
 /// The environment a command sees: `PATH`, `HOME`, the run identity, its literal `env` and the
@@ -80,23 +61,35 @@ async fn run_command(
     cancel: CancellationToken,
 ) -> ExecutionResult {
     let mut forwarder = LogForwarder::for_request(events, &request);
-    let settle = |code: WorkerErrorCode| ExecutionResult {
-        outcome: WorkerOutcome::failure(code),
+    let outcome = command_outcome(&request, &mut forwarder, &cancel).await;
+    // Every line reaches the supervisor before the outcome does.
+    forwarder.flush().await;
+    ExecutionResult {
+        outcome,
         usage: TokenUsage::default(),
-    };
+        killed_from_outside: forwarder.killed_from_outside,
+    }
+}
+
+async fn command_outcome(
+    request: &ExecutionRequest,
+    forwarder: &mut LogForwarder,
+    cancel: &CancellationToken,
+) -> WorkerOutcome {
+    let failure = WorkerOutcome::failure;
     let Binding::Command(binding) = &request.binding else {
         forwarder.system("exec harness received a non-command binding".into());
-        return settle(WorkerErrorCode::Crash);
+        return failure(WorkerErrorCode::Crash);
     };
     let Some((program, args)) = binding.command.split_first() else {
         forwarder.system("command binding has an empty command".into());
-        return settle(WorkerErrorCode::Crash);
+        return failure(WorkerErrorCode::Crash);
     };
-    let cwd = match working_directory(&request.workspace, binding.cwd.as_deref()) {
+    let cwd = match binding.working_directory(&request.workspace) {
         Ok(cwd) => cwd,
         Err(message) => {
             forwarder.system(message);
-            return settle(WorkerErrorCode::Crash);
+            return failure(WorkerErrorCode::Crash);
         }
     };
     let stdin = json!({
@@ -109,46 +102,49 @@ async fn run_command(
         program: program.clone(),
         args: args.to_vec(),
         cwd,
-        env: command_env(&request, binding),
+        env: command_env(request, binding),
         stdin: format!("{stdin}\n").into_bytes(),
+        redactor: forwarder.redactor.clone(),
     };
     let limits = ProcessLimits {
         deadline: request.deadline,
         idle: request.idle_timeout,
         ..ProcessLimits::default()
     };
-    let report = run_process(&spec, &limits, &cancel, &mut forwarder).await;
+    let report = run_process(&spec, &limits, cancel, forwarder).await;
     let code = match report.end {
-        ProcessEnd::Exited { code: Some(0), .. } if report.stdout_truncated => {
+        ProcessEnd::Exited { code: 0 } if report.stdout_truncated => {
             forwarder.system(format!(
                 "reply exceeds {} bytes; settled malformed",
                 limits.max_stdout_bytes
             ));
             WorkerErrorCode::Malformed
         }
-        ProcessEnd::Exited { code: Some(0), .. } => {
-            return match parse_reply(&request, &report.stdout) {
-                Ok(outcome) => ExecutionResult {
-                    outcome,
-                    usage: TokenUsage::default(),
-                },
+        ProcessEnd::Exited { code: 0 } => {
+            return match parse_reply(request, &report.stdout) {
+                Ok(outcome) => outcome,
                 Err(reason) => {
                     forwarder.system(format!("reply rejected: {reason}; settled malformed"));
-                    settle(WorkerErrorCode::Malformed)
+                    failure(WorkerErrorCode::Malformed)
                 }
             };
         }
         ProcessEnd::Exited {
-            code: Some(REFUSAL_EXIT_CODE),
-            ..
+            code: REFUSAL_EXIT_CODE,
         } => WorkerErrorCode::Refusal,
-        ProcessEnd::Exited { code, signal } => {
-            let how = match (code, signal) {
-                (Some(code), _) => format!("exited with code {code}"),
-                (None, Some(signal)) => format!("was killed by signal {signal}"),
-                (None, None) => "ended without a status".to_owned(),
-            };
-            forwarder.system(format!("command {program} {how}; settled crash"));
+        ProcessEnd::KilledFromOutside { signal } => {
+            forwarder.killed_from_outside = Some(signal);
+            forwarder.system(format!(
+                "command {program} {}; settled crash, and a resumed run runs it again",
+                report.end.describe()
+            ));
+            WorkerErrorCode::Crash
+        }
+        ProcessEnd::Exited { .. } | ProcessEnd::Crashed { .. } => {
+            forwarder.system(format!(
+                "command {program} {}; settled crash",
+                report.end.describe()
+            ));
             WorkerErrorCode::Crash
         }
         ProcessEnd::DeadlineExceeded => {
@@ -165,7 +161,7 @@ async fn run_command(
             WorkerErrorCode::Crash
         }
     };
-    settle(code)
+    failure(code)
 }
 
 fn parse_reply(request: &ExecutionRequest, stdout: &[u8]) -> Result<WorkerOutcome, String> {
@@ -173,20 +169,4 @@ fn parse_reply(request: &ExecutionRequest, stdout: &[u8]) -> Result<WorkerOutcom
     let value: Value = serde_json::from_str(text.trim())
         .map_err(|e| format!("stdout is not one JSON object ({e})"))?;
     request.contract.accept_command_reply(&value)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cwd_stays_inside_the_workspace() {
-        let ws = Path::new("/w");
-        assert_eq!(
-            working_directory(ws, Some("a/b")).unwrap(),
-            Path::new("/w/a/b")
-        );
-        assert!(working_directory(ws, Some("../x")).is_err());
-        assert!(working_directory(ws, Some("/etc")).is_err());
-    }
 }

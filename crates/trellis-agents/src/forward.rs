@@ -1,13 +1,16 @@
-//! Turning process activity into redacted, bounded, one-line log events.
+//! Turning process activity into redacted, bounded, one-line log events that reach the
+//! supervisor in order and complete: a slow consumer slows the worker, never drops a line.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::harness::{EventSink, ExecutionRequest, HarnessEvent, LogStream};
-use crate::process::{ProcessObserver, Stream};
+use trellis_process::{BoxFuture, ProcessObserver, Stream};
+
+use crate::harness::{EventSink, ExecutionRequest, HarnessEvent, LogLevel, LogStream};
 use crate::redact::Redactor;
 
-/// Longest log message a harness emits; longer ones are cut with a marker.
-pub const MAX_LOG_MESSAGE_BYTES: usize = 4096;
+/// Longest log message a harness emits: the run vocabulary's one bound.
+pub use trellis_run_model::MAX_LOG_MESSAGE_BYTES;
 
 /// Forwards process activity to the event sink as redacted log lines.
 pub(crate) struct LogForwarder {
@@ -15,6 +18,10 @@ pub(crate) struct LogForwarder {
     pub redactor: Redactor,
     pub node: String,
     pub forward_stdout: bool,
+    /// Events not yet taken by the sink, oldest first; sent by [`LogForwarder::flush`].
+    pending: VecDeque<HarnessEvent>,
+    /// The signal that killed the worker, when it came from outside Trellis.
+    pub killed_from_outside: Option<i32>,
 }
 
 impl LogForwarder {
@@ -25,28 +32,65 @@ impl LogForwarder {
             redactor: request.environment.redactor(),
             node: request.node.to_string(),
             forward_stdout: false,
+            pending: VecDeque::new(),
+            killed_from_outside: None,
         }
     }
 
-    pub fn system(&self, message: String) {
+    pub fn system(&mut self, message: String) {
         self.emit(LogStream::System, &message);
     }
 
-    /// Sends one redacted, single-line, bounded message.
-    pub fn emit(&self, stream: LogStream, message: &str) {
-        let message = self.redactor.apply(&one_line(message));
-        // A full queue drops lines rather than stalling the worker; the count is bounded anyway.
-        let _ = self.events.try_send(HarnessEvent::Log { stream, message });
+    /// Queues one redacted, single-line, bounded message at its stream's usual level.
+    pub fn emit(&mut self, stream: LogStream, message: &str) {
+        self.emit_at(stream, stream.default_level(), message);
     }
 
-    pub fn event(&self, event: HarnessEvent) {
-        let _ = self.events.try_send(event);
+    /// Queues one redacted, single-line, bounded message at `level`. Secrets are masked
+    /// before the message is folded or cut, so neither a line break nor the cut can split one.
+    pub fn emit_at(&mut self, stream: LogStream, level: LogLevel, message: &str) {
+        let message = one_line(&self.redactor.apply(message));
+        self.event(HarnessEvent::Log {
+            stream,
+            level,
+            message,
+        });
+    }
+
+    /// Queues an event; it is sent at once when the sink has room and nothing waits before it.
+    pub fn event(&mut self, event: HarnessEvent) {
+        if self.pending.is_empty() {
+            // A closed sink means nobody listens any more; the event has nowhere to go.
+            if let Err(tokio::sync::mpsc::error::TrySendError::Full(event)) =
+                self.events.try_send(event)
+            {
+                self.pending.push_back(event);
+            }
+        } else {
+            self.pending.push_back(event);
+        }
+    }
+
+    /// Sends every queued event, waiting for the sink as long as it takes. Cancel-safe: an
+    /// interrupted flush loses nothing.
+    pub async fn flush(&mut self) {
+        while !self.pending.is_empty() {
+            let Ok(permit) = self.events.reserve().await else {
+                self.pending.clear();
+                return;
+            };
+            if let Some(event) = self.pending.pop_front() {
+                permit.send(event);
+            }
+        }
     }
 }
 
 impl ProcessObserver for LogForwarder {
-    fn started(&mut self, pid: u32) {
-        self.event(HarnessEvent::Started { process_group: pid });
+    fn started(&mut self, pgid: u32) {
+        self.event(HarnessEvent::Started {
+            process_group: pgid,
+        });
     }
 
     fn line(&mut self, stream: Stream, line: &str) {
@@ -59,26 +103,32 @@ impl ProcessObserver for LogForwarder {
     }
 
     fn silent(&mut self, quiet_for: Duration) {
-        self.system(format!(
+        let message = format!(
             "no output for {} from node {}",
             human_duration(quiet_for),
             self.node
-        ));
+        );
+        self.emit_at(LogStream::System, LogLevel::Warn, &message);
+    }
+
+    fn delivered(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(self.flush())
     }
 }
 
 /// Folds line breaks into ` ⏎ ` so one event stays one line, and bounds the length.
 pub fn one_line(text: &str) -> String {
     let trimmed = text.trim_end_matches(['\n', '\r']);
-    let folded = if trimmed.contains(['\n', '\r']) {
+    let folded = if memchr::memchr2(b'\n', b'\r', trimmed.as_bytes()).is_some() {
         trimmed.replace("\r\n", "\n").replace(['\n', '\r'], " ⏎ ")
     } else {
         trimmed.to_owned()
     };
-    truncate(&folded, MAX_LOG_MESSAGE_BYTES)
+    trellis_run_model::bound_log_message(folded)
 }
 
-/// Cuts `text` to at most `max` bytes (on a character boundary), marking the cut.
+/// Cuts an excerpt (of a reply, of a validation error) to at most `max` bytes on a character
+/// boundary, marking the cut.
 pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
@@ -116,7 +166,68 @@ mod tests {
         assert_eq!(one_line("a\nb\r\nc\n"), "a ⏎ b ⏎ c");
         let long = "é".repeat(MAX_LOG_MESSAGE_BYTES);
         let cut = one_line(&long);
-        assert!(cut.len() <= MAX_LOG_MESSAGE_BYTES + "… [truncated]".len());
-        assert!(cut.ends_with("… [truncated]"));
+        assert!(cut.len() <= MAX_LOG_MESSAGE_BYTES);
+        assert!(cut.ends_with(&format!("[truncated, over {MAX_LOG_MESSAGE_BYTES} bytes]")));
+    }
+
+    fn forwarder(
+        capacity: usize,
+        secrets: &[&str],
+    ) -> (LogForwarder, tokio::sync::mpsc::Receiver<HarnessEvent>) {
+        let (events, rx) = tokio::sync::mpsc::channel(capacity);
+        let forwarder = LogForwarder {
+            events,
+            redactor: Redactor::new(secrets),
+            node: "n".into(),
+            forward_stdout: false,
+            pending: VecDeque::new(),
+            killed_from_outside: None,
+        };
+        (forwarder, rx)
+    }
+
+    fn message(event: HarnessEvent) -> String {
+        match event {
+            HarnessEvent::Log { message, .. } => message,
+            other => panic!("not a log line: {other:?}"),
+        }
+    }
+
+    /// Issue 19 #1 and #2: a value with a line break, or one that straddles the 4 KiB cut of
+    /// a message, is masked before the message is folded or cut.
+    #[test]
+    fn secrets_are_masked_before_folding_and_cutting() {
+        let multi_line = "top\nsecret-canary";
+        let straddling = "straddling-canary-value-0123456789abcdef";
+        let (mut forwarder, mut rx) = forwarder(8, &[multi_line, straddling]);
+        forwarder.system(format!("a {multi_line} b"));
+        let padding = "p".repeat(MAX_LOG_MESSAGE_BYTES - 30);
+        forwarder.system(format!("{padding}{straddling}"));
+        let first = message(rx.try_recv().unwrap());
+        assert_eq!(first, "a [REDACTED] b");
+        let second = message(rx.try_recv().unwrap());
+        assert!(!second.contains("straddling"), "{second}");
+        assert!(second.starts_with(&padding));
+    }
+
+    /// Issue 19 #3: events that do not fit the sink wait, in order, instead of being dropped.
+    #[tokio::test]
+    async fn a_full_sink_delays_events_but_loses_none() {
+        let (mut forwarder, mut rx) = forwarder(4, &[]);
+        for i in 0..100 {
+            forwarder.system(format!("line {i}"));
+        }
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(event) = rx.recv().await {
+                got.push(message(event));
+            }
+            got
+        });
+        forwarder.flush().await;
+        drop(forwarder);
+        let got = reader.await.unwrap();
+        let expected: Vec<String> = (0..100).map(|i| format!("line {i}")).collect();
+        assert_eq!(got, expected);
     }
 }

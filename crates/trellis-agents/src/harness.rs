@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{NodeName, WorkerOutcome};
+pub use trellis_run_model::{LogLevel, LogStream, TokenUsage};
 
 use crate::binding::Binding;
 use crate::contract::NodeContract;
@@ -42,47 +42,6 @@ pub struct ExecutionRequest {
     pub base_env: Vec<(String, String)>,
 }
 
-/// Which stream a log line belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogStream {
-    /// What the worker or agent says.
-    Output,
-    /// Its error stream.
-    Error,
-    /// Notes from Trellis about the execution.
-    System,
-}
-
-/// Tokens spent by one execution (or one turn of it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_read_tokens: u64,
-    pub cache_write_tokens: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-}
-
-impl TokenUsage {
-    pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-        self.cost_usd = match (self.cost_usd, other.cost_usd) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-        };
-    }
-
-    pub fn is_empty(&self) -> bool {
-        *self == TokenUsage::default()
-    }
-}
-
 /// Something that happened during an execution, already redacted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HarnessEvent {
@@ -90,8 +49,11 @@ pub enum HarnessEvent {
     Started {
         process_group: u32,
     },
+    /// A log line: its stream, its severity (said by the harness, never guessed from the
+    /// text) and the message.
     Log {
         stream: LogStream,
+        level: LogLevel,
         message: String,
     },
     Usage(TokenUsage),
@@ -102,6 +64,20 @@ pub enum HarnessEvent {
 pub struct ExecutionResult {
     pub outcome: WorkerOutcome,
     pub usage: TokenUsage,
+    /// The worker was killed by this signal, sent from outside Trellis: the outcome is not of
+    /// the work's own making, so a resumed run runs the execution again.
+    pub killed_from_outside: Option<i32>,
+}
+
+impl ExecutionResult {
+    /// A result the worker itself produced.
+    pub fn settled(outcome: WorkerOutcome, usage: TokenUsage) -> Self {
+        Self {
+            outcome,
+            usage,
+            killed_from_outside: None,
+        }
+    }
 }
 
 pub type EventSink = mpsc::Sender<HarnessEvent>;

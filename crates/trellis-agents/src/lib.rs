@@ -19,7 +19,6 @@ pub mod exec;
 pub mod forward;
 pub mod harness;
 pub mod lane;
-pub mod process;
 pub mod prompt;
 mod protocol;
 pub mod redact;
@@ -33,8 +32,8 @@ pub use binding::{AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort
 pub use contract::NodeContract;
 pub use exec::ExecHarness;
 pub use harness::{
-    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogStream,
-    TokenUsage,
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogLevel,
+    LogStream, TokenUsage,
 };
 pub use lane::{
     AgentLane, HarnessKind, LaneChoiceError, Provider, UnsupportedLane, detect_installed_cli,

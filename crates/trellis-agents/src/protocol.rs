@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
+use trellis_process::{BoxFuture, LINE_CUT_MARKER, ProcessObserver, Stream};
 
 use crate::access::LaneAccess;
 use crate::binding::AgentBinding;
 use crate::forward::{LogForwarder, truncate};
 use crate::harness::{ExecutionRequest, LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
-use crate::process::{LINE_CUT_MARKER, ProcessObserver, Stream};
 use crate::reply::RawReply;
 use crate::schema::SchemaDialect;
 
@@ -218,6 +218,10 @@ impl ProcessObserver for TurnObserver<'_> {
 
     fn silent(&mut self, quiet_for: Duration) {
         self.forwarder.silent(quiet_for);
+    }
+
+    fn delivered(&mut self) -> BoxFuture<'_, ()> {
+        self.forwarder.delivered()
     }
 }
 

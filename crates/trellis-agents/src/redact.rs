@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use trellis_process::Redactor;
+
 /// Environment values resolved for one execution. `Debug` never shows the values.
 #[derive(Clone, Default)]
 pub struct SecretEnv(BTreeMap<String, String>);
@@ -21,37 +23,15 @@ impl SecretEnv {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
-    /// The values worth masking (very short values would mask ordinary text).
+    /// A redactor for every value (very short values would mask ordinary text and are left).
     pub fn redactor(&self) -> Redactor {
-        let mut needles: Vec<String> = self.0.values().filter(|v| v.len() >= 4).cloned().collect();
-        // Longest first, so a value containing another is masked whole.
-        needles.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        needles.dedup();
-        Redactor { needles }
+        Redactor::new(self.0.values())
     }
 }
 
 impl fmt::Debug for SecretEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.0.keys()).finish()
-    }
-}
-
-/// Replaces secret values with `[REDACTED]`.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    needles: Vec<String>,
-}
-
-impl Redactor {
-    pub fn apply(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for needle in &self.needles {
-            if out.contains(needle.as_str()) {
-                out = out.replace(needle.as_str(), "[REDACTED]");
-            }
-        }
-        out
     }
 }
 

@@ -6,10 +6,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{FailureReason, WorkerErrorCode, WorkerOutcome};
+use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
 
 use crate::forward::LogForwarder;
 use crate::harness::{HarnessEvent, LogStream, TokenUsage};
-use crate::process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
 use crate::prompt::{CONTINUE_PROMPT, render_correction};
 use crate::protocol::{
     CliProtocol, Launch, MAX_EVENT_BYTES, Transcript, Turn, TurnObserver, merge_env,
@@ -101,6 +101,7 @@ impl TurnLoop<'_> {
                 cwd: request.workspace.clone(),
                 env: merge_env([self.env.to_vec(), Vec::new(), invocation.env]),
                 stdin: turn.prompt.as_bytes().to_vec(),
+                redactor: forwarder.redactor.clone(),
             };
             // Events are parsed as they arrive, so a long session's output is never held whole.
             let limits = ProcessLimits {
@@ -117,12 +118,14 @@ impl TurnLoop<'_> {
             };
             let report = run_process(&spec, &limits, cancel, &mut observer).await;
             let mut transcript = observer.parser.finish();
-            let (code, signal) = match report.end {
-                ProcessEnd::Exited { code, signal } => (code, signal),
+            let end = match report.end {
+                end @ (ProcessEnd::Exited { .. }
+                | ProcessEnd::Crashed { .. }
+                | ProcessEnd::KilledFromOutside { .. }) => end,
                 other => return stopped(other, forwarder),
             };
             self.protocol.complete(self.launch, &turn, &mut transcript);
-            match self.assess(state, transcript, code, signal, forwarder) {
+            match self.assess(state, transcript, &end, forwarder) {
                 Next::Turn(next) => prompt = next,
                 Next::Settle(outcome) => return outcome,
             }
@@ -134,8 +137,7 @@ impl TurnLoop<'_> {
         &self,
         state: &mut SessionState,
         transcript: Transcript,
-        code: Option<i32>,
-        signal: Option<i32>,
+        end: &ProcessEnd,
         forwarder: &mut LogForwarder,
     ) -> Next {
         let name = self.name();
@@ -188,7 +190,15 @@ impl TurnLoop<'_> {
                 self.first_prompt.clone()
             });
         }
-        if let Some(ending) = abnormal_ending(code, signal, transcript.events) {
+        if let ProcessEnd::KilledFromOutside { signal } = end {
+            forwarder.killed_from_outside = Some(*signal);
+            forwarder.system(format!(
+                "{name} {}; settled crash, and a resumed run runs it again",
+                end.describe()
+            ));
+            return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
+        }
+        if let Some(ending) = abnormal_ending(end, transcript.events) {
             forwarder.system(format!("{name} {ending}; settled crash"));
             return Next::Settle(WorkerOutcome::failure(WorkerErrorCode::Crash));
         }
@@ -234,7 +244,7 @@ impl TurnLoop<'_> {
 }
 
 /// The outcome of a process Trellis stopped (or could not start).
-fn stopped(end: ProcessEnd, forwarder: &LogForwarder) -> WorkerOutcome {
+fn stopped(end: ProcessEnd, forwarder: &mut LogForwarder) -> WorkerOutcome {
     let (note, code) = match end {
         ProcessEnd::DeadlineExceeded => (
             "deadline (timeoutMs) passed; agent stopped".to_owned(),
@@ -248,23 +258,33 @@ fn stopped(end: ProcessEnd, forwarder: &LogForwarder) -> WorkerOutcome {
             "execution cancelled; agent stopped".to_owned(),
             WorkerErrorCode::Refusal,
         ),
+        ProcessEnd::KilledFromOutside { signal } => {
+            forwarder.killed_from_outside = Some(signal);
+            (
+                format!(
+                    "agent {}; settled crash, and a resumed run runs it again",
+                    end.describe()
+                ),
+                WorkerErrorCode::Crash,
+            )
+        }
         ProcessEnd::SpawnFailed(message) => (message, WorkerErrorCode::Crash),
-        ProcessEnd::Exited { .. } => ("agent exited".to_owned(), WorkerErrorCode::Crash),
+        ProcessEnd::Exited { .. } | ProcessEnd::Crashed { .. } => {
+            (format!("agent {}", end.describe()), WorkerErrorCode::Crash)
+        }
     };
     forwarder.system(note);
     WorkerOutcome::failure(code)
 }
 
 /// Describes an exit that cannot carry a usable reply, or `None` for a clean exit.
-fn abnormal_ending(code: Option<i32>, signal: Option<i32>, events: usize) -> Option<String> {
-    match (code, signal) {
-        (Some(0), _) => None,
-        (_, Some(signal)) => Some(format!("was killed by signal {signal}")),
-        (Some(code), None) if events == 0 => Some(format!(
+fn abnormal_ending(end: &ProcessEnd, events: usize) -> Option<String> {
+    match end {
+        ProcessEnd::Exited { code: 0 } => None,
+        ProcessEnd::Exited { code } if events == 0 => Some(format!(
             "exited with code {code} before printing any event (startup failure)"
         )),
-        (Some(code), None) => Some(format!("exited with code {code}")),
-        (None, None) => Some("ended without an exit status".to_owned()),
+        other => Some(other.describe()),
     }
 }
 
@@ -274,18 +294,18 @@ mod tests {
 
     #[test]
     fn exits_are_described_for_the_log() {
-        assert_eq!(abnormal_ending(Some(0), None, 0), None);
+        assert_eq!(abnormal_ending(&ProcessEnd::Exited { code: 0 }, 0), None);
         assert_eq!(
-            abnormal_ending(None, Some(9), 3).as_deref(),
-            Some("was killed by signal 9")
+            abnormal_ending(&ProcessEnd::Crashed { signal: 11 }, 3).as_deref(),
+            Some("crashed with signal 11 (SIGSEGV)")
         );
         assert!(
-            abnormal_ending(Some(2), None, 0)
+            abnormal_ending(&ProcessEnd::Exited { code: 2 }, 0)
                 .unwrap()
                 .contains("startup failure")
         );
         assert_eq!(
-            abnormal_ending(Some(1), None, 4).as_deref(),
+            abnormal_ending(&ProcessEnd::Exited { code: 1 }, 4).as_deref(),
             Some("exited with code 1")
         );
     }

@@ -72,7 +72,9 @@ fn logs(events: &[HarnessEvent]) -> Vec<(LogStream, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            HarnessEvent::Log { stream, message } => Some((*stream, message.clone())),
+            HarnessEvent::Log {
+                stream, message, ..
+            } => Some((*stream, message.clone())),
             _ => None,
         })
         .collect()

@@ -456,5 +456,9 @@ async fn long_sessions_are_streamed_and_over_long_events_skipped() {
         "an event longer than 1048576 bytes was skipped"
     ));
     // Each forwarded line stays bounded however long the event was.
-    assert!(logs(&events).iter().all(|(_, m)| m.len() <= 4200));
+    assert!(
+        logs(&events)
+            .iter()
+            .all(|(_, m)| m.len() <= trellis_agents::forward::MAX_LOG_MESSAGE_BYTES)
+    );
 }

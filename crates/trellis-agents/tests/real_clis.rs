@@ -344,7 +344,7 @@ async fn verifier_reply_is_corrected_in_the_same_session(kind: HarnessKind) {
     );
     assert!(events.iter().any(|e| matches!(
         e,
-        HarnessEvent::Log { stream: LogStream::System, message } if message.contains("asking for correction 1 of 2")
+        HarnessEvent::Log { stream: LogStream::System, message, .. } if message.contains("asking for correction 1 of 2")
     )));
     assert!(result.usage.output_tokens >= 14, "{:?}", result.usage);
 }

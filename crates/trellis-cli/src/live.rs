@@ -7,12 +7,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use crossterm::{cursor, execute, terminal};
-use trellis_graph::{GraphNode, GraphSpec, WorkerOutcome};
-use trellis_ledger::{
-    Cursor, EventFilter, ExecutionState, LogLevel, RunEvent, RunId, RunSnapshot, TerminalResult,
+use trellis_runtime::{
+    Cursor, ExecutionPhase, GraphLayout, LogEntry, LogFilter, LogLevel, RunId, RunStatus, Runtime,
+    Subscription, TerminalResult,
 };
 
-use crate::context::Context;
 use crate::render::{human_ms, human_tokens};
 
 const REFRESH: Duration = Duration::from_millis(150);
@@ -25,35 +24,34 @@ struct Row {
 }
 
 pub struct LiveView<'a> {
-    ctx: &'a Context,
+    runtime: &'a Runtime,
     run_id: RunId,
-    rows: Vec<Row>,
+    tree: Tree,
     drawn_lines: u16,
-    log_cursor: Cursor,
-    /// Latest silence warning per node.
+    /// Warnings (silence notices) as the run writes them.
+    warnings_feed: Option<Subscription<LogEntry>>,
+}
+
+/// What the view draws: the graph's rows and the latest silence warning per node.
+struct Tree {
+    rows: Vec<Row>,
     warnings: HashMap<String, String>,
 }
 
-fn rows_of(spec: &GraphSpec) -> Vec<Row> {
-    fn walk(node: &GraphNode, depth: usize, rows: &mut Vec<Row>) {
-        if matches!(node, GraphNode::Succeed(_) | GraphNode::Fail(_)) {
-            return;
-        }
-        rows.push(Row {
-            depth,
-            name: node.name().to_string(),
-            executable: node.executable().is_some(),
-        });
-        for child in node.children() {
-            walk(child, depth + 1, rows);
-        }
-    }
-    let mut rows = Vec::new();
-    walk(&spec.root, 0, &mut rows);
-    rows
+fn rows_of(layout: &GraphLayout) -> Vec<Row> {
+    layout
+        .nodes
+        .iter()
+        .filter(|n| !matches!(n.kind, "succeed" | "fail"))
+        .map(|n| Row {
+            depth: n.depth as usize,
+            name: n.name.clone(),
+            executable: n.executable,
+        })
+        .collect()
 }
 
-/// What the ledger says about one node's executions.
+/// What the run says about one node's executions.
 #[derive(Default)]
 struct NodeState {
     running: Vec<u64>,
@@ -65,22 +63,24 @@ struct NodeState {
     last_signal: Option<String>,
 }
 
-fn node_states(snapshot: &RunSnapshot) -> HashMap<String, NodeState> {
+fn node_states(status: &RunStatus) -> HashMap<String, NodeState> {
     let mut states: HashMap<String, NodeState> = HashMap::new();
-    for e in snapshot.executions.values() {
-        let state = states.entry(e.node.to_string()).or_default();
+    for e in &status.executions {
+        let state = states.entry(e.node.clone()).or_default();
         state.total += 1;
-        match &e.state {
-            ExecutionState::Active {} => state.running.push(e.started_at_ms),
-            ExecutionState::Completed { outcome, .. } => match outcome.as_ref() {
-                WorkerOutcome::Error { code, .. } => state.failed.push(code.as_str().to_owned()),
-                WorkerOutcome::Verifier { signals, .. } => {
+        match (e.phase, &e.outcome) {
+            (ExecutionPhase::Active, _) => state.running.push(e.started_at_ms),
+            (ExecutionPhase::Voided, _) => state.voided += 1,
+            (ExecutionPhase::Completed, Some(outcome)) => match outcome.code {
+                Some(code) => state.failed.push(code.to_owned()),
+                None => {
                     state.succeeded += 1;
-                    state.last_signal = signals.values().next().map(|l| l.to_string());
+                    if outcome.status == "verifier" {
+                        state.last_signal = outcome.signals.values().next().cloned();
+                    }
                 }
-                WorkerOutcome::Verified { .. } => state.succeeded += 1,
             },
-            ExecutionState::Voided { .. } => state.voided += 1,
+            (ExecutionPhase::Completed, None) => state.succeeded += 1,
         }
     }
     states
@@ -116,53 +116,26 @@ fn describe(state: Option<&NodeState>, now: u64) -> String {
     }
 }
 
-impl<'a> LiveView<'a> {
-    pub fn new(ctx: &'a Context, run_id: RunId, spec: Option<&GraphSpec>) -> anyhow::Result<Self> {
-        Ok(Self {
-            ctx,
-            run_id,
-            rows: spec.map(rows_of).unwrap_or_default(),
-            drawn_lines: 0,
-            log_cursor: Cursor::START,
-            warnings: HashMap::new(),
-        })
-    }
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
 
-    fn collect_warnings(&mut self, snapshot: &RunSnapshot) -> anyhow::Result<()> {
-        let events = self.ctx.store.events_after(
-            &self.run_id,
-            self.log_cursor,
-            1000,
-            EventFilter::LogsOnly,
-        )?;
-        for stored in events {
-            self.log_cursor = stored.cursor;
-            if let RunEvent::Log {
-                execution: Some(id),
-                level: LogLevel::Warn,
-                message,
-                ..
-            } = &stored.event
-                && let Some(e) = snapshot.executions.get(id)
-            {
-                self.warnings.insert(e.node.to_string(), message.clone());
-            }
-        }
-        Ok(())
-    }
-
-    fn frame(&self, snapshot: &RunSnapshot) -> Vec<String> {
-        let now = trellis_ledger::store::now_ms();
-        let head = &snapshot.head;
-        let started = head.progress.started_at_ms.unwrap_or(head.created_at_ms);
-        let end = head.progress.finished_at_ms.unwrap_or(now);
+impl Tree {
+    /// The lines of one frame at wall-clock time `now`.
+    fn frame(&self, status: &RunStatus, now: u64) -> Vec<String> {
+        let summary = &status.summary;
+        let started = summary.started_at_ms.unwrap_or(summary.created_at_ms);
+        let end = summary.finished_at_ms.unwrap_or(now);
         let mut lines = vec![format!(
             "{}  {}  {}",
-            head.title,
-            head.progress.phase.as_str(),
+            summary.title,
+            summary.phase().as_str(),
             human_ms(end.saturating_sub(started))
         )];
-        let states = node_states(snapshot);
+        let states = node_states(status);
         for row in &self.rows {
             let indent = "  ".repeat(row.depth);
             if row.executable {
@@ -178,11 +151,49 @@ impl<'a> LiveView<'a> {
                 lines.push(format!("{indent}{}", row.name));
             }
         }
-        let usage = &head.progress.token_usage;
+        let usage = &summary.token_usage;
         if usage.input_tokens + usage.output_tokens > 0 {
             lines.push(format!("tokens {}", human_tokens(usage)));
         }
         lines
+    }
+}
+
+impl<'a> LiveView<'a> {
+    pub fn new(runtime: &'a Runtime, run_id: RunId, layout: Option<&GraphLayout>) -> Self {
+        let warnings = LogFilter {
+            min_level: Some(LogLevel::Warn),
+            ..LogFilter::default()
+        };
+        let warnings_feed = runtime
+            .logs(&run_id, Cursor::START, warnings)
+            .ok()
+            .map(|stream| stream.subscribe());
+        Self {
+            runtime,
+            run_id,
+            tree: Tree {
+                rows: layout.map(rows_of).unwrap_or_default(),
+                warnings: HashMap::new(),
+            },
+            drawn_lines: 0,
+            warnings_feed,
+        }
+    }
+
+    fn collect_warnings(&mut self) {
+        let Some(feed) = &mut self.warnings_feed else {
+            return;
+        };
+        while let Some(entry) = feed.try_next() {
+            // A broken feed only costs the warnings; the tree keeps updating.
+            let Ok(entry) = entry else { break };
+            if entry.record.level == LogLevel::Warn
+                && let Some(node) = entry.node
+            {
+                self.tree.warnings.insert(node, entry.record.message);
+            }
+        }
     }
 
     fn draw(&mut self, lines: &[String]) -> anyhow::Result<()> {
@@ -210,39 +221,193 @@ impl<'a> LiveView<'a> {
 
     /// Redraws until the run ends, then prints the summary and returns the exit code.
     pub fn run(mut self) -> anyhow::Result<u8> {
-        let mut last_check = std::time::Instant::now();
         loop {
-            let snapshot = self.ctx.store.snapshot(&self.run_id)?;
-            self.collect_warnings(&snapshot)?;
-            let lines = self.frame(&snapshot);
+            // Reading the status also finalizes a run whose controller died.
+            let status = self.runtime.status(&self.run_id)?;
+            self.collect_warnings();
+            let lines = self.tree.frame(&status, now_ms());
             self.draw(&lines)?;
-            if snapshot.head.is_finished() {
-                return summary(&snapshot);
-            }
-            if last_check.elapsed() > Duration::from_millis(500) {
-                self.ctx.reconcile(&self.run_id)?;
-                last_check = std::time::Instant::now();
+            if status.summary.terminal().is_some() {
+                return summary(&status);
             }
             std::thread::sleep(REFRESH);
         }
     }
 }
 
-fn summary(snapshot: &RunSnapshot) -> anyhow::Result<u8> {
-    let run = snapshot.head.run_id.as_str();
-    match &snapshot.head.progress.terminal {
+/// Prints the closing summary; the exit code follows the result.
+fn summary(status: &RunStatus) -> anyhow::Result<u8> {
+    out!("{}", summary_text(status));
+    Ok(if status.summary.succeeded() { 0 } else { 1 })
+}
+
+/// The closing summary of a finished run.
+fn summary_text(status: &RunStatus) -> String {
+    let run = status.summary.run_id.as_str();
+    match status.summary.terminal() {
+        Some(TerminalResult::Succeeded { output }) if output.is_null() => {
+            format!("✓ run {run} succeeded\n")
+        }
         Some(TerminalResult::Succeeded { output }) => {
-            outln!("✓ run {run} succeeded");
-            if !output.is_null() {
-                outln!("  output {output}");
-            }
-            Ok(0)
+            format!("✓ run {run} succeeded\n  output {output}\n")
         }
         Some(TerminalResult::Failed { reason }) => {
-            outln!("✗ run {run} failed: {reason}");
-            outln!("  see `trellis logs {run}`");
-            Ok(1)
+            format!("✗ run {run} failed: {reason}\n  see `trellis logs {run}`\n")
         }
-        None => Ok(1),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use trellis_runtime::{
+        ActiveExecution, Cursor, ExecutionSummary, LayoutNode, OutcomeSummary, PhaseStatus,
+        RunKind, RunSummary, TokenUsage,
+    };
+
+    use super::*;
+
+    const START: u64 = 1_700_000_000_000;
+
+    fn node(name: &str, kind: &'static str, depth: u32) -> LayoutNode {
+        LayoutNode {
+            name: name.to_owned(),
+            kind,
+            parent: None,
+            depth,
+            executable: matches!(kind, "step" | "verifier"),
+            worker: None,
+            max_iterations: None,
+            max_items: None,
+        }
+    }
+
+    fn execution(id: u64, node: &str, phase: ExecutionPhase) -> ExecutionSummary {
+        ExecutionSummary {
+            id,
+            reference: format!("ex-{id}"),
+            node: node.to_owned(),
+            map_indices: vec![],
+            attempt: 1,
+            worker: format!("command.{node}@1"),
+            phase,
+            outcome: None,
+            started_at_ms: START + 1_000 * id,
+            ended_at_ms: None,
+            token_usage: None,
+            reused_from: None,
+            settled_by: None,
+            void_reason: None,
+        }
+    }
+
+    fn outcome(
+        status: &'static str,
+        code: Option<&'static str>,
+        signal: Option<&str>,
+    ) -> OutcomeSummary {
+        OutcomeSummary {
+            status,
+            code,
+            signals: signal
+                .map(|label| BTreeMap::from([("verdict".to_owned(), label.to_owned())]))
+                .unwrap_or_default(),
+        }
+    }
+
+    fn status(phase: PhaseStatus, executions: Vec<ExecutionSummary>) -> RunStatus {
+        RunStatus {
+            summary: RunSummary {
+                run_id: RunId::new("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b").unwrap(),
+                title: "Add a --verbose flag".to_owned(),
+                kind: RunKind::Graphspec,
+                template: Some("software-change".to_owned()),
+                graph_identity: None,
+                at_cursor: Cursor::at(12).unwrap(),
+                status: phase,
+                created_at_ms: START,
+                started_at_ms: Some(START + 50),
+                finished_at_ms: None,
+                token_usage: TokenUsage {
+                    input_tokens: 12_345,
+                    output_tokens: 678,
+                    cost_usd: Some(0.125),
+                    ..TokenUsage::default()
+                },
+                predecessor: None,
+                successor: None,
+            },
+            force_stop_requested: false,
+            executions_started: executions.len() as u64,
+            controller: None,
+            executions,
+        }
+    }
+
+    /// A repair round in progress: the worker crashed once then succeeded, one reviewer
+    /// rejected, the other still runs (and went quiet).
+    #[test]
+    fn a_frame_shows_each_node_with_its_state() {
+        let layout = GraphLayout {
+            nodes: vec![
+                node("run", "seq", 0),
+                node("work", "step", 1),
+                node("reviews", "par", 1),
+                node("acceptance", "verifier", 2),
+                node("code", "verifier", 2),
+                node("deliver", "verifier", 1),
+                node("done", "succeed", 1),
+            ],
+        };
+        let mut crashed = execution(1, "work", ExecutionPhase::Completed);
+        crashed.outcome = Some(outcome("error", Some("crash"), None));
+        let mut worked = execution(2, "work", ExecutionPhase::Completed);
+        worked.outcome = Some(outcome("verified", None, None));
+        let mut rejected = execution(3, "acceptance", ExecutionPhase::Completed);
+        rejected.outcome = Some(outcome("verifier", None, Some("rejected")));
+        let reviewing = execution(4, "code", ExecutionPhase::Active);
+        let running = PhaseStatus::Running {
+            active_executions: vec![ActiveExecution {
+                execution: "ex-4".to_owned(),
+                node: trellis_runtime::diagnostics::NodeName::new("code").unwrap(),
+            }],
+        };
+        let status = status(running, vec![crashed, worked, rejected, reviewing]);
+        let mut tree = Tree {
+            rows: rows_of(&layout),
+            warnings: HashMap::new(),
+        };
+        tree.warnings.insert(
+            "code".to_owned(),
+            "no output for 5m from node code".to_owned(),
+        );
+        insta::assert_snapshot!(tree.frame(&status, START + 65_250).join("\n"));
+    }
+
+    #[test]
+    fn the_summary_says_how_the_run_ended() {
+        let succeeded = status(
+            PhaseStatus::Finished {
+                terminal_result: TerminalResult::Succeeded {
+                    output: serde_json::json!({"result": 42}),
+                },
+            },
+            vec![],
+        );
+        let failed = status(
+            PhaseStatus::Finished {
+                terminal_result: TerminalResult::Failed {
+                    reason: "worker_failed".to_owned(),
+                },
+            },
+            vec![],
+        );
+        insta::assert_snapshot!(format!(
+            "{}{}",
+            summary_text(&succeeded),
+            summary_text(&failed)
+        ));
     }
 }

@@ -1,4 +1,5 @@
-//! The `trellis` binary: validate, run, observe and control typed workflow graphs.
+//! The `trellis` binary: validate, run, observe and control typed workflow graphs. Argument
+//! parsing and rendering only: every operation goes through the run API of `trellis-runtime`.
 
 /// `println!` that reports a closed standard output as an error instead of panicking, so a
 /// reader going away (`trellis list | head`) ends the command quietly.
@@ -19,7 +20,6 @@ macro_rules! out {
 
 mod cmd;
 mod context;
-mod document;
 mod live;
 mod render;
 
@@ -45,6 +45,10 @@ use clap::{Parser, Subcommand};
                   State lives in $TRELLIS_HOME (default ~/.local/state/trellis)."
 )]
 struct Cli {
+    /// The ledger: a SQLite file or a postgres:// URL (default: $TRELLIS_LEDGER, else
+    /// ledger.sqlite3 in $TRELLIS_HOME).
+    #[arg(long, global = true, value_name = "LOCATION")]
+    ledger: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,31 +80,33 @@ enum Command {
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
     /// The detached controller of one run (started by `trellis run`).
-    #[command(name = "__controller", hide = true)]
+    #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
 }
 
-fn with_context(
-    command: impl FnOnce(&context::Context) -> anyhow::Result<u8>,
+fn with_runtime(
+    ledger: Option<&str>,
+    command: impl FnOnce(&trellis_runtime::Runtime) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {
-    command(&context::Context::open()?)
+    command(&context::open_runtime(ledger)?)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let ledger = cli.ledger.as_deref();
     let outcome = match &cli.command {
         Command::Validate(args) => cmd::validate::run(args),
-        Command::Run(args) => cmd::run::run(args),
-        Command::Status(args) => with_context(|ctx| cmd::observe::status(ctx, args)),
-        Command::List(args) => with_context(|ctx| cmd::observe::list(ctx, args)),
-        Command::Watch(args) => with_context(|ctx| cmd::observe::watch(ctx, args)),
-        Command::Logs(args) => with_context(|ctx| cmd::observe::logs(ctx, args)),
-        Command::ForceStop(args) => with_context(|ctx| cmd::control::force_stop(ctx, args)),
-        Command::Resume(args) => with_context(|ctx| cmd::control::resume(ctx, args)),
+        Command::Run(args) => cmd::run::run(args, ledger),
+        Command::Status(args) => with_runtime(ledger, |rt| cmd::observe::status(rt, args)),
+        Command::List(args) => with_runtime(ledger, |rt| cmd::observe::list(rt, args)),
+        Command::Watch(args) => with_runtime(ledger, |rt| cmd::observe::watch(rt, args)),
+        Command::Logs(args) => with_runtime(ledger, |rt| cmd::observe::logs(rt, args)),
+        Command::ForceStop(args) => with_runtime(ledger, |rt| cmd::control::force_stop(rt, args)),
+        Command::Resume(args) => with_runtime(ledger, |rt| cmd::control::resume(rt, args)),
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Trace(command) => cmd::trace::run(command),
-        Command::Controller { run } => cmd::control::controller(run),
+        Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

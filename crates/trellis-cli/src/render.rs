@@ -1,7 +1,7 @@
 //! Human rendering shared by commands: diagnostic breadcrumbs, durations, token counts.
 
-use trellis_graph::{GraphDiagnostic, PathSegment};
-use trellis_ledger::TokenCounts;
+use trellis_runtime::TokenUsage;
+use trellis_runtime::diagnostics::{GraphDiagnostic, PathSegment};
 
 /// Structural fields that only lead to a child node; a breadcrumb shows the node instead.
 const STRUCTURAL: [&str; 6] = ["root", "children", "branches", "node", "body", "otherwise"];
@@ -73,7 +73,7 @@ pub fn human_ms(ms: u64) -> String {
 }
 
 /// `12,345 in / 678 out (cache 9 read, 0 written), $0.12`.
-pub fn human_tokens(usage: &TokenCounts) -> String {
+pub fn human_tokens(usage: &TokenUsage) -> String {
     let mut out = format!(
         "{} in / {} out",
         grouped(usage.input_tokens),
@@ -107,7 +107,7 @@ fn grouped(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trellis_graph::{FieldName, NodeName};
+    use trellis_runtime::diagnostics::{FieldName, NodeName};
 
     fn field(n: &str) -> PathSegment {
         PathSegment::Field {

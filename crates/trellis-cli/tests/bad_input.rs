@@ -110,6 +110,26 @@ fn input_that_does_not_match_the_initial_input_is_refused() {
 }
 
 #[test]
+fn a_review_template_given_a_task_is_refused() {
+    let sandbox = Sandbox::new();
+    for template in ["issue-review", "pr-review"] {
+        let output = sandbox.trellis(&[
+            "run",
+            "--template",
+            template,
+            "--task",
+            "review it",
+            "--json",
+        ]);
+        assert_one_line_error(
+            &output,
+            &[template, "GitHub issue or pull request", "--input FILE"],
+        );
+    }
+    assert_no_run(&sandbox);
+}
+
+#[test]
 fn an_unknown_run_id_is_refused_by_every_run_command() {
     let sandbox = Sandbox::new();
     let unknown = "01a229f6-f791-7144-841c-2b885e31093f";
@@ -289,4 +309,91 @@ fn a_ledger_with_damaged_pages_is_reported_corrupt_and_left_alone() {
         ["double"],
         "only the first run's worker ran"
     );
+}
+
+/// A variable no test environment sets.
+const CONNECTION: &str = "TRELLIS_TEST_UNSET_CONNECTION";
+
+/// Issue 19 #10: a command binding's connection variable that is not set would have let the
+/// worker run without it; admission refuses, naming the variable.
+#[test]
+fn a_command_connection_missing_from_the_environment_is_refused_before_any_run() {
+    let sandbox = Sandbox::new();
+    let mut plan = uniform_worker_plan(&[]);
+    plan["connections"] = json!([CONNECTION]);
+    let output = run_with(
+        &sandbox,
+        &json!({"value": 1}),
+        "--uniform-runtime-config",
+        &plan.to_string(),
+    );
+    assert_one_line_error(&output, &[CONNECTION, "double", "not set"]);
+    assert_no_run(&sandbox);
+}
+
+/// Issue 19 #10, on `resume`: the successor is admitted again in the resuming shell.
+#[test]
+fn resume_refuses_when_a_connection_variable_is_gone() {
+    let sandbox = Sandbox::new();
+    let plan = json!({"kind": "command", "command": ["false"], "connections": [CONNECTION]});
+    let args = sandbox.run_args(&doubling_graph(), &json!({"value": 1}), &plan);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = sandbox.trellis_with_env(&args, &[(CONNECTION, "present")]);
+    assert_eq!(first.code, Some(1), "the worker fails: {first:#?}");
+    let run = first.ndjson()[0]["runId"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+
+    let output = sandbox.trellis(&["resume", &run, "--json"]);
+    assert_one_line_error(&output, &[CONNECTION, "not set"]);
+    assert!(
+        sandbox.status(&run).get("successor").is_none(),
+        "no successor"
+    );
+}
+
+/// Issue 19 #14: a workspace that is a file (or missing) is refused before the run exists,
+/// instead of leaving a `runtime_lost` run behind.
+#[test]
+fn a_workspace_that_is_not_a_directory_is_refused_before_any_run() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.write_json("not-a-dir.json", &json!({}));
+    let missing = sandbox.workspace.join("no-such-dir");
+    let missing = missing.to_str().expect("UTF-8");
+    for (cwd, phrase) in [
+        (file.as_str(), "is not a directory"),
+        (missing, "does not exist"),
+    ] {
+        let mut args = sandbox.run_args(
+            &doubling_graph(),
+            &json!({"value": 1}),
+            &uniform_worker_plan(&[]),
+        );
+        args.extend(["--cwd".to_owned(), cwd.to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = sandbox.trellis(&args);
+        assert_one_line_error(&output, &["workspace", cwd, phrase]);
+        assert_no_run(&sandbox);
+    }
+}
+
+/// Issue 19 #17: a plan whose command runs outside the workspace is refused at admission
+/// (it used to pass, then crash at run time with its reason only in a debug log line).
+#[test]
+fn a_plan_with_an_absolute_command_cwd_is_refused_before_any_run() {
+    let sandbox = Sandbox::new();
+    let mut plan = uniform_worker_plan(&[]);
+    plan["cwd"] = json!("/tmp");
+    let output = run_with(
+        &sandbox,
+        &json!({"value": 1}),
+        "--uniform-runtime-config",
+        &plan.to_string(),
+    );
+    assert_one_line_error(
+        &output,
+        &["double", "/tmp", "relative path inside the workspace"],
+    );
+    assert_no_run(&sandbox);
 }

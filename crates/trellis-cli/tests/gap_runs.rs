@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use trellis_graph::conformance::require;
+use trellis_testkit::conformance::require;
 
 fn gap_dir() -> Option<PathBuf> {
     require(env!("CARGO_MANIFEST_DIR"))

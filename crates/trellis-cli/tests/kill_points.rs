@@ -15,7 +15,7 @@ use support::{
     STATE_TIMEOUT, Sandbox, describe, is_controller_of, process_alive, send_signal,
     uniform_worker_plan, wait_until,
 };
-use trellis_ledger::{ExecutionState, RunId, RunStore, SqliteStore};
+use trellis_runtime::{ExecutionPhase, Runtime, parse_run_id};
 
 /// Most kills per seed; the run is then left to finish.
 const MAX_KILLS: usize = 4;
@@ -216,49 +216,41 @@ fn call_key(node: &str, input: &Value) -> String {
 }
 
 /// Calls whose worker reported an outcome (in this run or, reused, in a predecessor).
-fn settled_calls(ledger: &SqliteStore, run: &str) -> BTreeSet<String> {
-    let snapshot = ledger
-        .snapshot(&RunId::new(run).expect("run id"))
-        .expect("snapshot");
-    snapshot
+fn settled_calls(runtime: &Runtime, run: &str) -> BTreeSet<String> {
+    let run_id = parse_run_id(run).expect("run id");
+    let status = runtime.status(&run_id).expect("status");
+    status
         .executions
-        .values()
-        .filter(|e| {
-            matches!(
-                e.state,
-                ExecutionState::Completed {
-                    settled_by: None,
-                    ..
-                }
-            )
+        .iter()
+        .filter(|e| e.phase == ExecutionPhase::Completed && e.settled_by.is_none())
+        .map(|e| {
+            let detail = runtime.execution(&run_id, e.id).expect("execution");
+            call_key(&e.node, &detail.input)
         })
-        .map(|e| call_key(e.node.as_str(), &e.input))
         .collect()
 }
 
-fn executions_started(ledger: &SqliteStore, run: &str) -> u64 {
-    let head = ledger
-        .head(&RunId::new(run).expect("run id"))
-        .expect("head");
-    head.progress.executions_started
+fn executions_started(runtime: &Runtime, run: &str) -> u64 {
+    let run_id = parse_run_id(run).expect("run id");
+    runtime.status(&run_id).expect("status").executions_started
 }
 
 /// Waits until `run` started `count` executions (or finished), then after `delay` SIGKILLs its
 /// controller. Returns false if the run finished before it could be killed.
 fn kill_after(
     sandbox: &Sandbox,
-    ledger: &SqliteStore,
+    runtime: &Runtime,
     run: &str,
     count: u64,
     delay: Duration,
 ) -> bool {
-    let run_id = RunId::new(run).expect("run id");
+    let run_id = parse_run_id(run).expect("run id");
     let deadline = Instant::now() + STATE_TIMEOUT;
     // A tight poll: resumed runs re-settle reused work within milliseconds.
-    let head = loop {
-        let head = ledger.head(&run_id).expect("head");
-        if head.is_finished() || head.progress.executions_started >= count {
-            break head;
+    let status = loop {
+        let status = runtime.status(&run_id).expect("status");
+        if status.summary.terminal().is_some() || status.executions_started >= count {
+            break status;
         }
         assert!(
             Instant::now() < deadline,
@@ -267,13 +259,13 @@ fn kill_after(
         std::thread::sleep(Duration::from_millis(1));
     };
     std::thread::sleep(delay);
-    let Some(controller) = head.progress.controller.map(|c| c.pid) else {
+    let Some(controller) = status.controller.map(|c| c.pid) else {
         return false;
     };
     if !is_controller_of(controller, run) {
         return false;
     }
-    send_signal(controller, libc::SIGKILL);
+    send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
         (!process_alive(controller)).then_some(())
     });
@@ -335,25 +327,25 @@ fn interrupted_run(scenario: &Scenario, seed: u64) -> Value {
     let mut random = SeededRandom(seed);
     let sandbox = Sandbox::new();
     let mut run = sandbox.start_detached(&run_args(&sandbox, scenario));
-    let ledger = sandbox.ledger();
+    let runtime = sandbox.runtime();
     // Call → how often it had run when a kill first found it settled; it must never run again.
     let mut runs_when_settled: BTreeMap<String, usize> = BTreeMap::new();
     let mut kills = 0;
     let mut history = Vec::new();
     let mut first_settled: Option<BTreeSet<String>> = None;
     while kills < MAX_KILLS {
-        let started = executions_started(&ledger, &run);
+        let started = executions_started(&runtime, &run);
         let count = started + random.between(1, scenario.executions);
         // Half the kills land right at the k-th start, the rest up to 120 ms later.
         let delay = match random.between(0, 1) {
             0 => Duration::ZERO,
             _ => Duration::from_millis(random.between(1, 120)),
         };
-        if !kill_after(&sandbox, &ledger, &run, count, delay) {
+        if !kill_after(&sandbox, &runtime, &run, count, delay) {
             break;
         }
         kills += 1;
-        let settled = settled_calls(&ledger, &run);
+        let settled = settled_calls(&runtime, &run);
         if first_settled.is_none() {
             first_settled = Some(settled.clone());
         }

@@ -6,7 +6,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::graph::*;
-use support::{Sandbox, process_alive, uniform_worker_plan};
+use support::{Sandbox, is_controller_of, process_alive, uniform_worker_plan};
 
 /// `slowWork` (deadline 1.5 s) never answers; a timeout and any other error end the run with
 /// different reasons, so the terminal shows which guard routed it.
@@ -254,10 +254,18 @@ fn a_race_a_converging_loop_and_a_map_of_fifty_produce_the_expected_output() {
     assert_eq!(sandbox.invocation_count("checkRound"), 3);
     assert_eq!(sandbox.invocation_count("square"), 50);
     assert_eq!(sandbox.invocation_count("noopSquared"), 50);
+    // The run ended only after its workers did; its controller may still be exiting.
+    let run = lines[0]["runId"].as_str().expect("receipt");
+    let workers: Vec<u32> = sandbox
+        .processes()
+        .into_iter()
+        .filter(|&pid| !is_controller_of(pid, run))
+        .collect();
     assert!(
-        sandbox.processes().is_empty(),
-        "the voided rival was stopped"
+        workers.is_empty(),
+        "the voided rival was stopped: {workers:?}"
     );
+    sandbox.wait_no_processes();
 }
 
 /// A race whose loser ignores SIGTERM (and so does its grandchild), followed at once by the

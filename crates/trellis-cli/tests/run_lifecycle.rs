@@ -206,7 +206,7 @@ fn run_killed_mid_way(sandbox: &Sandbox) -> String {
     let _ = follower.child.kill();
     let _ = follower.child.wait();
     let controller = controller_pid(&run_id).expect("the controller runs");
-    send_signal(controller, libc::SIGKILL);
+    send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
         (!process_alive(controller)).then_some(())
     });
@@ -325,7 +325,7 @@ fn detecting_a_killed_controller_kills_its_workers_whole_process_group() {
     let run_id = sandbox.start_detached(&args);
     let (worker, grandchild) = sandbox.worker_pids("blockWork");
     let controller = controller_pid(&run_id).expect("the controller runs");
-    send_signal(controller, libc::SIGKILL);
+    send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
         (!process_alive(controller)).then_some(())
     });
@@ -357,7 +357,7 @@ fn a_foreground_run_whose_controller_is_killed_ends_runtime_lost_and_exits_1() {
         listed["runs"][0]["runId"].as_str().map(str::to_owned)
     });
     let controller = controller_pid(&run_id).expect("the controller runs");
-    send_signal(controller, libc::SIGKILL);
+    send_signal(controller, support::Signal::SIGKILL);
 
     let output = support::finish(follower, support::COMMAND_TIMEOUT, &args);
     assert_eq!(output.code, Some(1), "{output:#?}");
@@ -405,7 +405,7 @@ fn force_stop_of_a_run_whose_controller_died_kills_the_orphaned_workers() {
     let run_id = sandbox.start_detached(&args);
     let (worker, grandchild) = sandbox.worker_pids("blockWork");
     let controller = controller_pid(&run_id).expect("the controller runs");
-    send_signal(controller, libc::SIGKILL);
+    send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
         (!process_alive(controller)).then_some(())
     });
@@ -433,7 +433,7 @@ fn interrupting_a_foreground_run_only_detaches_from_it() {
     );
     let follower = sandbox.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let (worker, grandchild) = sandbox.worker_pids("blockWork");
-    send_signal(follower.child.id(), libc::SIGINT);
+    send_signal(follower.child.id(), support::Signal::SIGINT);
     let output = support::finish(follower, support::COMMAND_TIMEOUT, &args);
     let run_id = output.ndjson()[0]["runId"]
         .as_str()

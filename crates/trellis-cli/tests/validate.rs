@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use trellis_graph::conformance::{json_files, require};
+use trellis_testkit::conformance::{json_files, require};
 
 fn trellis(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_trellis"))

@@ -7,8 +7,18 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use trellis_engine::{ExecutionId, ExecutionRecord, ExecutionState, History, Reducer, reduce};
+use trellis_engine::{
+    ExecutionId, ExecutionRecord, ExecutionState, History, Reducer, RunnableGraph, reduce,
+};
 use trellis_graph::{GraphSpec, JsonPath, WorkerOutcome};
+use trellis_run_model::Cursor;
+
+/// The benchmark graphs verify (checked once, outside the timed code).
+fn runnable(graph: GraphSpec) -> RunnableGraph {
+    RunnableGraph::verify_builtin(graph)
+        .expect("bench graph verifies")
+        .0
+}
 
 fn spec(root: Value) -> GraphSpec {
     let doc = json!({"profile": "openengine.graph.full/v1",
@@ -81,7 +91,7 @@ fn outcome(node: &str, round: usize) -> WorkerOutcome {
 /// settle the oldest running execution and decide again after every settlement. Returns the
 /// number of executions. With `full_replay` the whole history is also reduced after every
 /// decision (the quadratic way) and checked against the incremental result.
-fn drive(graph: &GraphSpec, input: &Value, full_replay: bool) -> usize {
+fn drive(graph: &RunnableGraph, input: &Value, full_replay: bool) -> usize {
     let mut reducer = Reducer::new(graph, input);
     let mut history = History::default();
     let mut index: HashMap<ExecutionId, usize> = HashMap::new();
@@ -106,7 +116,7 @@ fn drive(graph: &GraphSpec, input: &Value, full_replay: bool) -> usize {
                     attempt: dispatch.attempt,
                     input: dispatch.input,
                     dispatched_at: position,
-                    state: ExecutionState::Active,
+                    state: ExecutionState::Active {},
                 };
                 reducer.apply(&record).expect("dispatch applies");
                 index.insert(record.execution, history.executions.len());
@@ -119,10 +129,11 @@ fn drive(graph: &GraphSpec, input: &Value, full_replay: bool) -> usize {
         position += 1;
         settled += 1;
         let record = &mut history.executions[index[&execution]];
-        record.state = ExecutionState::Settled {
-            at: position,
-            outcome: outcome(record.occurrence.node.as_str(), settled),
-        };
+        record.state = ExecutionState::completed(
+            Cursor::at(position).expect("position"),
+            0,
+            outcome(record.occurrence.node.as_str(), settled),
+        );
         reducer.apply(record).expect("settlement applies");
     }
 }
@@ -130,7 +141,7 @@ fn drive(graph: &GraphSpec, input: &Value, full_replay: bool) -> usize {
 fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("incremental");
     group.sample_size(20);
-    let map = map_graph();
+    let map = runnable(map_graph());
     for items in [64usize, 1024] {
         let input = json!({"items": (0..items).map(|i| json!({"id": i})).collect::<Vec<_>>()});
         group.throughput(Throughput::Elements(items as u64));
@@ -139,7 +150,7 @@ fn benches(c: &mut Criterion) {
         });
     }
     for rounds in [10u64, 100] {
-        let graph = loop_graph(rounds);
+        let graph = runnable(loop_graph(rounds));
         group.throughput(Throughput::Elements(2 * rounds));
         group.bench_with_input(
             BenchmarkId::new("loop_rounds", rounds),
@@ -156,7 +167,7 @@ fn benches(c: &mut Criterion) {
     reference.bench_function("map_items/64", |b| {
         b.iter(|| black_box(drive(&map, &input, true)))
     });
-    let graph = loop_graph(10);
+    let graph = runnable(loop_graph(10));
     reference.throughput(Throughput::Elements(20));
     reference.bench_function("loop_rounds/10", |b| {
         b.iter(|| black_box(drive(&graph, &json!({"feedback": ""}), true)))

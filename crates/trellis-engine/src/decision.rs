@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use trellis_graph::{FieldPath, NodeName, WorkerRef};
 
+pub use trellis_run_model::TerminalResult;
+
 use crate::history::{ExecutionId, NodeInstanceId, Occurrence, VoidReason};
 
 /// Start one worker execution. The runtime records it (as dispatched) before starting it.
@@ -25,14 +27,6 @@ pub struct Dispatch {
 pub struct Void {
     pub execution: ExecutionId,
     pub reason: VoidReason,
-}
-
-/// How the run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
-pub enum TerminalResult {
-    Succeeded { output: Value },
-    Failed { reason: String },
 }
 
 /// One value a node copied into its enclosing state.

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use trellis_graph::{NodeName, WorkerOutcome};
+use trellis_graph::NodeName;
+pub use trellis_run_model::{ExecutionState, VoidReason};
 
 /// Identifies one execution within a run; 1, 2, 3… in dispatch order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -25,25 +26,6 @@ pub struct Occurrence {
     pub map_indices: Vec<u32>,
 }
 
-/// Why the reducer asked for an active execution to be cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VoidReason {
-    /// The execution belongs to a par branch that lost the join.
-    ParallelJoin,
-    /// The execution belongs to a map item whose sibling reached a terminal first.
-    MapTerminal,
-}
-
-/// The durable state of one execution; `at` is the ledger position of the change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ExecutionState {
-    Active,
-    Settled { at: u64, outcome: WorkerOutcome },
-    Voided { at: u64, reason: VoidReason },
-}
-
 /// One dispatched execution as the ledger knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -55,6 +37,8 @@ pub struct ExecutionRecord {
     pub input: Value,
     /// Ledger position of the dispatch.
     pub dispatched_at: u64,
+    /// The execution's state as the ledger records it; the reducer reads its positions
+    /// (`at`), outcome and void reason only.
     pub state: ExecutionState,
 }
 
@@ -68,11 +52,7 @@ pub struct History {
 impl ExecutionRecord {
     /// The ledger positions this record carries: its dispatch, then its settlement or void.
     pub fn positions(&self) -> impl Iterator<Item = u64> {
-        let end = match &self.state {
-            ExecutionState::Active => None,
-            ExecutionState::Settled { at, .. } | ExecutionState::Voided { at, .. } => Some(*at),
-        };
-        std::iter::once(self.dispatched_at).chain(end)
+        std::iter::once(self.dispatched_at).chain(self.state.ended_at())
     }
 }
 

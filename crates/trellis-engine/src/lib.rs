@@ -1,5 +1,6 @@
-//! The reducer: a pure function from (graph, initial input, execution history) to decisions.
-//! No I/O, no clock, no async.
+//! The reducer: a pure function from (verified graph, initial input, execution history) to
+//! decisions. No I/O, no clock, no async. It runs only a [`RunnableGraph`]: one the verifier
+//! accepted.
 //!
 //! [`reduce`] replays a whole history and is the reference semantics; [`Reducer`] reaches the
 //! same decisions incrementally, one recorded change at a time, for the runtime's hot loop.
@@ -35,6 +36,7 @@ mod history;
 mod incremental;
 mod paths;
 mod replay;
+mod runnable;
 mod shape;
 
 pub use decision::{Dispatch, PromotedValue, Reduction, TerminalResult, TraceDecision, Void};
@@ -44,6 +46,7 @@ pub use history::{
 };
 pub use incremental::Reducer;
 pub use replay::reduce;
+pub use runnable::{Refusal, RunnableGraph};
 
 /// The failure reason of a run whose root completes without reaching a terminal node (the
 /// reserved implicit sink; a verified graph never falls through).

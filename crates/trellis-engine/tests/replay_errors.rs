@@ -10,6 +10,7 @@ use trellis_engine::{
     ReplayError, VoidReason, reduce,
 };
 use trellis_graph::{GraphSpec, NodeName, WorkerErrorCode, WorkerOutcome};
+use trellis_run_model::Cursor;
 
 fn linear() -> GraphSpec {
     graph(seq(
@@ -47,11 +48,11 @@ impl R {
             attempt: 1,
             input,
             at,
-            state: ExecutionState::Active,
+            state: ExecutionState::Active {},
         }
     }
     fn settled(mut self, at: u64, outcome: WorkerOutcome) -> Self {
-        self.state = ExecutionState::Settled { at, outcome };
+        self.state = ExecutionState::completed(Cursor::at(at).expect("position"), 0, outcome);
         self
     }
     fn build(self) -> ExecutionRecord {
@@ -78,9 +79,9 @@ fn history(records: Vec<R>) -> History {
 
 /// The full replay's error, after checking the rebuilt incremental reducer also refuses.
 fn refused(graph: &GraphSpec, input: &Value, history: &History) -> ReplayError {
-    let rebuilt = Reducer::from_history(graph, input, history).decide();
+    let rebuilt = Reducer::from_history(&runnable(graph), input, history).decide();
     assert!(rebuilt.is_err(), "incremental reducer accepted {history:?}");
-    reduce(graph, input, history).expect_err("full replay refuses")
+    reduce(&runnable(graph), input, history).expect_err("full replay refuses")
 }
 
 #[test]
@@ -89,9 +90,9 @@ fn a_consistent_history_replays() {
         R::new(1, "a", json!({"x": 1}), 1).settled(2, ok(json!({"y": 5}))),
         R::new(2, "b", json!({"y": 5}), 3),
     ]);
-    assert!(reduce(&linear(), &input(), &h).is_ok());
+    assert!(reduce(&runnable(&linear()), &input(), &h).is_ok());
     assert!(
-        Reducer::from_history(&linear(), &input(), &h)
+        Reducer::from_history(&runnable(&linear()), &input(), &h)
             .decide()
             .is_ok()
     );
@@ -118,7 +119,7 @@ fn an_execution_the_graph_never_reaches_is_refused() {
         ReplayError::UnconsumedExecution(ExecutionId(2))
     );
     assert_eq!(
-        Reducer::from_history(&linear(), &input(), &h).decide(),
+        Reducer::from_history(&runnable(&linear()), &input(), &h).decide(),
         Err(ReplayError::UnexpectedDispatch(ExecutionId(2)))
     );
 }
@@ -243,7 +244,8 @@ fn retries_must_follow_crashes_with_the_next_attempt() {
 fn voids_the_reducer_did_not_ask_for_are_refused() {
     let mut voided = R::new(1, "a", json!({"x": 1}), 1);
     voided.state = ExecutionState::Voided {
-        at: 2,
+        at: Cursor::at(2).expect("position"),
+        at_ms: 0,
         reason: VoidReason::ParallelJoin,
     };
     assert_eq!(
@@ -265,7 +267,8 @@ fn voids_the_reducer_did_not_ask_for_are_refused() {
     ));
     let mut slow = R::new(2, "slow", json!(null), 2);
     slow.state = ExecutionState::Voided {
-        at: 4,
+        at: Cursor::at(4).expect("position"),
+        at_ms: 0,
         reason: VoidReason::MapTerminal,
     };
     let h = history(vec![
@@ -304,21 +307,29 @@ fn missing_state_and_non_array_maps_are_errors_not_panics() {
         vec![inputs(step("a"), &[("x", "state:nope")]), succeed("d", &[])],
     ));
     assert!(matches!(
-        reduce(&unbound, &json!({}), &History::default()),
+        reduce(&runnable(&unbound), &json!({}), &History::default()),
         Err(ReplayError::MissingStatePath { .. })
     ));
-    assert!(Reducer::new(&unbound, &json!({})).decide().is_err());
+    assert!(
+        Reducer::new(&runnable(&unbound), &json!({}))
+            .decide()
+            .is_err()
+    );
 
     let scalar = graph(seq(
         "run",
         vec![map("each", "state:items", 2, step("w")), succeed("d", &[])],
     ));
     assert!(matches!(
-        reduce(&scalar, &json!({"items": 3}), &History::default()),
+        reduce(
+            &runnable(&scalar),
+            &json!({"items": 3}),
+            &History::default()
+        ),
         Err(ReplayError::MapOverNotArray(_))
     ));
     assert!(
-        Reducer::new(&scalar, &json!({"items": 3}))
+        Reducer::new(&runnable(&scalar), &json!({"items": 3}))
             .decide()
             .is_err()
     );
@@ -326,7 +337,7 @@ fn missing_state_and_non_array_maps_are_errors_not_panics() {
 
 #[test]
 fn the_incremental_reducer_refuses_bad_changes_and_stays_poisoned() {
-    let mut reducer = Reducer::new(&linear(), &input());
+    let mut reducer = Reducer::new(&runnable(&linear()), &input());
     let a = R::new(1, "a", json!({"x": 1}), 1).build();
     reducer.apply(&a).unwrap();
     let settled = R::new(1, "a", json!({"x": 1}), 1)
@@ -346,7 +357,7 @@ fn the_incremental_reducer_refuses_bad_changes_and_stays_poisoned() {
         Err(ReplayError::InvalidTransition(ExecutionId(1)))
     );
 
-    let mut late = Reducer::new(&linear(), &input());
+    let mut late = Reducer::new(&runnable(&linear()), &input());
     late.apply(&R::new(1, "a", json!({"x": 1}), 5).build())
         .unwrap();
     let earlier = R::new(1, "a", json!({"x": 1}), 5)

@@ -15,19 +15,19 @@ fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + st
 fn history_records_use_camel_case_and_tagged_states() {
     let history: History = round_trip(json!({"executions": [
         {"execution": 1, "nodeInstance": 1, "occurrence": {"node": "work", "mapIndices": [0, 2]},
-         "attempt": 1, "input": {"task": "t"}, "dispatchedAt": 3, "state": {"kind": "active"}},
+         "attempt": 1, "input": {"task": "t"}, "dispatchedAt": 3, "state": {"status": "active"}},
         {"execution": 2, "nodeInstance": 2, "occurrence": {"node": "check", "mapIndices": []},
          "attempt": 2, "input": null, "dispatchedAt": 5,
-         "state": {"kind": "settled", "at": 6, "outcome":
+         "state": {"status": "completed", "at": "c1:6", "atMs": 0, "outcome":
             {"status": "error", "code": "crash", "reason": "declared_failure"}}},
         {"execution": 3, "nodeInstance": 3, "occurrence": {"node": "slow", "mapIndices": []},
          "attempt": 1, "input": null, "dispatchedAt": 7,
-         "state": {"kind": "voided", "at": 9, "reason": "parallel_join"}}
+         "state": {"status": "voided", "at": "c1:9", "atMs": 0, "reason": "parallel_join"}}
     ]}));
     assert_eq!(history.latest_position(), 9);
     let unknown = json!({"execution": 1, "nodeInstance": 1,
         "occurrence": {"node": "w", "mapIndices": []}, "attempt": 1, "input": null,
-        "dispatchedAt": 1, "state": {"kind": "active"}, "extra": true});
+        "dispatchedAt": 1, "state": {"status": "active"}, "extra": true});
     assert!(serde_json::from_value::<ExecutionRecord>(unknown).is_err());
 }
 

@@ -1,9 +1,11 @@
 """Trellis GaP bridge: runs script/router node bodies and Python tools for the Rust host.
 
-Protocol: one JSON object per line. The host writes requests on our stdin; we answer on the
-original stdout (fd 1 is redirected to stderr so stray prints cannot corrupt the stream).
-Every request runs on its own thread; frames are tagged with the request id. The host runs
-this file with bridge_bundles.py appended (skill bundles, connectors, checkpoints).
+Protocol: one JSON object per line. The host writes requests on our original stdin and we
+answer on the original stdout; fd 0 is then /dev/null (a script reading stdin gets EOF instead
+of eating requests) and fd 1 goes to stderr (stray prints cannot corrupt the stream). Every
+request runs on its own thread; frames are tagged with the request id. No frame is longer than
+the host's limit: a larger result becomes the request's error. The host runs this file with
+bridge_bundles.py appended (skill bundles, connectors, checkpoints).
 """
 
 import importlib.util
@@ -20,6 +22,14 @@ import typing
 
 _PROTO = os.fdopen(os.dup(1), "w", encoding="utf-8")
 os.dup2(2, 1)
+_REQUESTS = os.fdopen(os.dup(0), "rb")
+_NULL = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_NULL, 0)
+os.close(_NULL)
+sys.stdin = open(os.devnull, "r")
+_MAX_FRAME = int(os.environ.pop("TRELLIS_BRIDGE_MAX_FRAME_BYTES", "524288"))
+# Room for the frame around a printed line.
+_MAX_LOG_LINE = _MAX_FRAME // 2
 _WRITE_LOCK = threading.Lock()
 _RUNS = {}
 _RUNS_LOCK = threading.Lock()
@@ -32,6 +42,8 @@ _PACKAGES_LOCK = threading.RLock()
 
 def _send(frame):
     line = json.dumps(frame, allow_nan=False)
+    if len(line) > _MAX_FRAME:
+        raise ValueError("script output exceeds %d bytes" % _MAX_FRAME)
     with _WRITE_LOCK:
         _PROTO.write(line + "\n")
         _PROTO.flush()
@@ -67,7 +79,7 @@ class _LogStream:
             *lines, rest = buffered.split("\n")
             self._buffers[run_id] = rest
         for line in lines:
-            _send({"id": run_id, "kind": "log", "stream": self.name, "line": line})
+            _send_log(run_id, self.name, line)
         return len(text)
 
     def flush(self):
@@ -75,10 +87,17 @@ class _LogStream:
         with self._lock:
             rest = self._buffers.pop(run_id, "")
         if rest:
-            _send({"id": run_id, "kind": "log", "stream": self.name, "line": rest})
+            _send_log(run_id, self.name, rest)
 
     def isatty(self):
         return False
+
+
+def _send_log(run_id, stream, line):
+    # json.dumps escapes non-ASCII, so a line may grow up to sixfold in its frame.
+    if len(line) > _MAX_LOG_LINE // 6 and len(json.dumps(line)) > _MAX_LOG_LINE:
+        line = line[: _MAX_LOG_LINE // 6] + "… [line truncated]"
+    _send({"id": run_id, "kind": "log", "stream": stream, "line": line})
 
 
 sys.stdout = _LogStream("stdout")
@@ -414,7 +433,7 @@ def _serve(msg):
 def main():
     _install_gap_shims()
     _send({"id": None, "kind": "ready", "pid": os.getpid()})
-    for raw in sys.stdin.buffer:
+    for raw in _REQUESTS:
         try:
             msg = json.loads(raw)
         except ValueError:

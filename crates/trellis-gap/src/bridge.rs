@@ -3,13 +3,14 @@
 use crate::observation::Sample;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use trellis_process::{ProcessEnd, ProcessSpec, Session};
 
 /// The bridge program, embedded at build time and passed to the interpreter with `-c`.
 pub const BRIDGE_SOURCE: &str = concat!(
@@ -18,11 +19,21 @@ pub const BRIDGE_SOURCE: &str = concat!(
     include_str!("../python/bridge_bundles.py")
 );
 
+/// Largest protocol frame the bridge sends (a script's return value, a published value, a
+/// tool call, a log line): the Python side turns a larger result into a node error ("script
+/// output exceeds N bytes"); a larger line read here is a broken bridge.
+pub const MAX_BRIDGE_FRAME_BYTES: usize = 512 * 1024;
+
+/// The environment variable that tells the Python side [`MAX_BRIDGE_FRAME_BYTES`].
+const FRAME_LIMIT_VAR: &str = "TRELLIS_BRIDGE_MAX_FRAME_BYTES";
+
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(10);
 const STDERR_TAIL_LINES: usize = 20;
 /// Longest a Python stream read may wait for its first observation.
 const MAX_STREAM_WAIT_S: f64 = 60.0;
+/// How long a killed bridge may take to go.
+const KILL_GRACE: Duration = Duration::from_millis(200);
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -74,6 +85,8 @@ pub enum BridgeError {
     Exited { status: String, stderr_tail: String },
     #[error("cancelled; the python body did not stop within the grace period")]
     Abandoned,
+    #[error("did not finish within {seconds}s")]
+    TimedOut { seconds: f64 },
     #[error("python bridge protocol error: {0}")]
     Protocol(String),
 }
@@ -105,13 +118,39 @@ pub(crate) trait BridgeHooks {
 
 type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
 
+/// How long one request may take.
+struct Waiting {
+    cancel_grace: Duration,
+    deadline: Option<Instant>,
+    timeout: Option<Duration>,
+}
+
+impl Waiting {
+    fn timed_out(&self) -> BridgeError {
+        BridgeError::TimedOut {
+            seconds: self.timeout.unwrap_or_default().as_secs_f64(),
+        }
+    }
+}
+
+/// A process end in the words of an exit status.
+fn describe_end(end: &ProcessEnd) -> String {
+    match end {
+        ProcessEnd::Exited { code } => format!("exit status: {code}"),
+        other => other.describe(),
+    }
+}
+
 /// One running interpreter serving concurrent requests.
 pub struct Bridge {
-    child: Mutex<Child>,
+    session: Session,
     stdin: Mutex<ChildStdin>,
     pending: Pending,
     next_id: AtomicU64,
     alive: Arc<AtomicBool>,
+    /// A request timed out or was abandoned with its body still running: no new request goes
+    /// here, and the process (with the stuck body) is killed once its last request is done.
+    retired: AtomicBool,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
 }
 
@@ -126,43 +165,61 @@ impl std::fmt::Debug for Bridge {
 /// Where log lines not tied to a request go (bridge stderr, prints from stray threads).
 pub(crate) type LogSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
+/// The interpreter's environment: the caller's, the configured extras, and the frame limit.
+fn bridge_env(config: &PythonConfig) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k != FRAME_LIMIT_VAR)
+        .collect();
+    env.extend(config.extra_env.iter().cloned());
+    env.push((
+        FRAME_LIMIT_VAR.to_owned(),
+        MAX_BRIDGE_FRAME_BYTES.to_string(),
+    ));
+    env
+}
+
 impl Bridge {
-    /// Starts the interpreter and waits for its `ready` frame.
+    /// Starts the interpreter (through the process runner: own process group, bounded
+    /// lines) and waits for its `ready` frame.
     pub(crate) fn start(config: &PythonConfig, log_sink: LogSink) -> Result<Bridge, BridgeError> {
         let interpreter = config.interpreter.to_string_lossy().into_owned();
         let spawn_error = |message: String| BridgeError::Spawn {
             interpreter: interpreter.clone(),
             message,
         };
-        let mut command = Command::new(&config.interpreter);
-        command
-            .arg("-u")
-            .arg("-c")
-            .arg(BRIDGE_SOURCE)
-            .envs(config.extra_env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|e| spawn_error(e.to_string()))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            let _ = child.kill();
-            return Err(spawn_error("missing stdio pipes".to_string()));
+        let spec = ProcessSpec {
+            program: interpreter.clone(),
+            args: vec!["-u".into(), "-c".into(), BRIDGE_SOURCE.into()],
+            cwd: std::env::current_dir().unwrap_or_default(),
+            env: bridge_env(config),
+            ..ProcessSpec::default()
         };
+        let (session, pipes) =
+            Session::start(&spec, MAX_BRIDGE_FRAME_BYTES).map_err(spawn_error)?;
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let (ready_tx, ready_rx) = mpsc::channel();
+        let stdout = pipes.stdout;
         {
             let pending = Arc::clone(&pending);
             let alive = Arc::clone(&alive);
             let sink = Arc::clone(&log_sink);
             std::thread::spawn(move || {
                 let mut ready_tx = Some(ready_tx);
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    let Ok(frame) = serde_json::from_str::<Value>(&line) else {
+                for line in stdout {
+                    if line.cut {
+                        // The Python side never sends a frame this large: the bridge is broken.
+                        sink(
+                            "stderr",
+                            &format!(
+                                "python bridge sent a frame over {MAX_BRIDGE_FRAME_BYTES} bytes; stopping it"
+                            ),
+                        );
+                        break;
+                    }
+                    let Ok(frame) = serde_json::from_slice::<Value>(&line.bytes) else {
                         continue;
                     };
                     if frame.get("kind").and_then(Value::as_str) == Some("ready") {
@@ -199,9 +256,10 @@ impl Bridge {
         {
             let tail = Arc::clone(&stderr_tail);
             let sink = Arc::clone(&log_sink);
+            let stderr = pipes.stderr;
             std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
+                for line in stderr {
+                    let line = line.text(MAX_BRIDGE_FRAME_BYTES);
                     sink("stderr", &line);
                     let mut tail = lock(&tail);
                     if tail.len() == STDERR_TAIL_LINES {
@@ -212,11 +270,12 @@ impl Bridge {
             });
         }
         let bridge = Bridge {
-            child: Mutex::new(child),
-            stdin: Mutex::new(stdin),
+            session,
+            stdin: Mutex::new(pipes.stdin),
             pending,
             next_id: AtomicU64::new(1),
             alive,
+            retired: AtomicBool::new(false),
             stderr_tail,
         };
         match ready_rx.recv_timeout(READY_TIMEOUT) {
@@ -234,27 +293,21 @@ impl Bridge {
         self.alive.load(Ordering::SeqCst)
     }
 
-    /// Kills the process (idempotent).
+    /// Whether new requests may go to this bridge.
+    fn is_usable(&self) -> bool {
+        self.is_alive() && !self.retired.load(Ordering::SeqCst)
+    }
+
+    /// Kills the process and everything it started (idempotent).
     pub fn kill(&self) {
-        let mut child = lock(&self.child);
-        let _ = child.kill();
-        let _ = child.wait();
+        self.session.stop(KILL_GRACE);
         self.alive.store(false, Ordering::SeqCst);
     }
 
-    /// Asks the process to exit, then kills it if it has not within `grace`.
+    /// Asks the process to exit, then kills its group if it has not within `grace`.
     pub fn shutdown(&self, grace: Duration) {
         let _ = self.send(&json!({"kind": "shutdown"}));
-        let deadline = Instant::now() + grace;
-        loop {
-            if let Ok(Some(_)) = lock(&self.child).try_wait() {
-                break;
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-            std::thread::sleep(POLL);
-        }
+        self.session.wait_end(grace);
         self.kill();
     }
 
@@ -271,15 +324,9 @@ impl Bridge {
 
     fn exited_error(&self) -> BridgeError {
         // Give the reader threads a moment to collect the exit status and last stderr lines.
-        let deadline = Instant::now() + Duration::from_millis(500);
-        let status = loop {
-            match lock(&self.child).try_wait() {
-                Ok(Some(status)) => break status.to_string(),
-                Ok(None) if Instant::now() < deadline => {}
-                Ok(None) => break "still running, output closed".to_string(),
-                Err(e) => break e.to_string(),
-            }
-            std::thread::sleep(POLL);
+        let status = match self.session.wait_end(Duration::from_millis(500)) {
+            Some(end) => describe_end(&end),
+            None => "still running, output closed".to_string(),
         };
         std::thread::sleep(Duration::from_millis(20));
         let tail: Vec<String> = lock(&self.stderr_tail).iter().cloned().collect();
@@ -290,12 +337,15 @@ impl Bridge {
     }
 
     /// Sends request `kind` with `payload` and serves callbacks until the final frame arrives.
+    /// On cancellation, or once `timeout` has passed, the body is asked to stop and given
+    /// `cancel_grace`; a body that does not stop retires the bridge.
     pub(crate) fn request(
         &self,
         kind: &str,
         mut payload: Map<String, Value>,
         hooks: &dyn BridgeHooks,
         cancel_grace: Duration,
+        timeout: Option<Duration>,
     ) -> Result<Value, BridgeError> {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = mpsc::channel();
@@ -305,9 +355,14 @@ impl Bridge {
         lock(&self.pending).insert(id, tx);
         payload.insert("id".to_string(), json!(id));
         payload.insert("kind".to_string(), json!(kind));
+        let limits = Waiting {
+            cancel_grace,
+            deadline: timeout.map(|t| Instant::now() + t),
+            timeout,
+        };
         let result = self
             .send(&Value::Object(payload))
-            .and_then(|()| self.serve(id, &rx, hooks, cancel_grace));
+            .and_then(|()| self.serve(id, &rx, hooks, &limits));
         lock(&self.pending).remove(&id);
         result
     }
@@ -317,9 +372,10 @@ impl Bridge {
         id: u64,
         rx: &Receiver<Value>,
         hooks: &dyn BridgeHooks,
-        cancel_grace: Duration,
+        limits: &Waiting,
     ) -> Result<Value, BridgeError> {
         let mut cancel_deadline: Option<Instant> = None;
+        let mut timed_out = false;
         loop {
             match rx.recv_timeout(POLL) {
                 Ok(frame) => {
@@ -337,19 +393,36 @@ impl Bridge {
                                 .unwrap_or("stdout"),
                             frame.get("line").and_then(Value::as_str).unwrap_or(""),
                         ),
+                        // A body that stopped because its time was up still timed out.
+                        _ if timed_out => return Err(limits.timed_out()),
                         _ => return Ok(frame),
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Err(self.exited_error()),
             }
+            let now = Instant::now();
             match cancel_deadline {
-                None if hooks.is_cancelled() => {
-                    cancel_deadline = Some(Instant::now() + cancel_grace);
-                    self.send(&json!({"id": id, "kind": "cancel"}))?;
+                None => {
+                    let cancelled = hooks.is_cancelled();
+                    let expired = limits.deadline.is_some_and(|d| now >= d);
+                    if cancelled || expired {
+                        timed_out = expired && !cancelled;
+                        cancel_deadline = Some(now + limits.cancel_grace);
+                        self.send(&json!({"id": id, "kind": "cancel"}))?;
+                    }
                 }
-                Some(deadline) if Instant::now() >= deadline => return Err(BridgeError::Abandoned),
-                _ => {}
+                Some(deadline) if now >= deadline => {
+                    // The body still runs: the bridge takes no new request and goes once its
+                    // last one is done (its process group is killed then).
+                    self.retired.store(true, Ordering::SeqCst);
+                    return Err(if timed_out {
+                        limits.timed_out()
+                    } else {
+                        BridgeError::Abandoned
+                    });
+                }
+                Some(_) => {}
             }
         }
     }
@@ -428,7 +501,7 @@ impl BridgeSlot {
     /// The live bridge, starting one when there is none or the last one died.
     pub(crate) fn get(&self) -> Result<Arc<Bridge>, BridgeError> {
         let mut current = lock(&self.current);
-        if let Some(bridge) = current.as_ref().filter(|b| b.is_alive()) {
+        if let Some(bridge) = current.as_ref().filter(|b| b.is_usable()) {
             return Ok(Arc::clone(bridge));
         }
         let bridge = Arc::new(Bridge::start(&self.config, Arc::clone(&self.sink))?);
@@ -508,6 +581,7 @@ impl crate::validate::ScriptIntrospector for PythonIntrospector {
                 deadline: Instant::now() + INTROSPECT_TIMEOUT,
             },
             Duration::from_secs(1),
+            None,
         ) {
             Ok(reply) => reply,
             Err(e) => return failed(e.to_string()),

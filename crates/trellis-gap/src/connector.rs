@@ -4,13 +4,14 @@
 
 use crate::bridge::{BridgeHooks, BridgeSlot, PythonConfig};
 use serde_json::{Map, Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::ChildStdin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use trellis_process::{ProcessSpec, Session};
 
 /// Longest a connector call may take before it counts as failed.
 pub const CONNECTOR_CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -62,6 +63,8 @@ impl PythonConnector {
                 payload,
                 &hooks,
                 Duration::from_millis(200),
+                // The hooks' deadline bounds the call already.
+                None,
             )
             .map_err(|e| e.to_string())?;
         if reply.get("missing").and_then(Value::as_bool) == Some(true) {
@@ -114,51 +117,55 @@ impl BridgeHooks for DeadlineHooks {
 /// "world_snapshot"}` on its stdin, each answer a line `{"id": N, "value": …}`,
 /// `{"id": N, "error": "…"}` or `{"id": N, "unsupported": true}` on its stdout.
 pub struct CommandConnector {
-    child: Mutex<Child>,
+    /// Dropping it kills the connector's whole process group.
+    session: Session,
     stdin: Mutex<ChildStdin>,
     replies: Mutex<Receiver<Value>>,
     next_id: AtomicU64,
 }
 
 impl CommandConnector {
-    /// Starts `argv` (program and arguments); stderr is passed through.
+    /// Starts `argv` (program and arguments) through the process runner, in its own process
+    /// group with this process's environment; its stderr lines go to this process's stderr.
     pub fn spawn(argv: &[String]) -> Result<Self, String> {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| "the connector command is empty".to_string())?;
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start connector {program}: {e}"))?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            let _ = child.kill();
-            return Err("connector stdio pipes missing".into());
+        let spec = ProcessSpec {
+            program: program.clone(),
+            args: args.to_vec(),
+            cwd: std::env::current_dir().unwrap_or_default(),
+            env: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+            ..ProcessSpec::default()
         };
+        let (session, pipes) = Session::start(&spec, MAX_REPLY_BYTES)
+            .map_err(|e| format!("cannot start connector {program}: {e}"))?;
         let (tx, rx) = mpsc::channel();
+        let stdout = pipes.stdout;
         std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            loop {
-                line.clear();
-                match reader.read_line(&mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if line.len() > MAX_REPLY_BYTES => continue,
-                    Ok(_) => {
-                        if let Ok(value) = serde_json::from_str::<Value>(&line)
-                            && tx.send(value).is_err()
-                        {
-                            break;
-                        }
-                    }
+            for line in stdout {
+                // An over-long answer is dropped; its caller times out on it.
+                if line.cut {
+                    continue;
+                }
+                if let Ok(value) = serde_json::from_slice::<Value>(&line.bytes)
+                    && tx.send(value).is_err()
+                {
+                    break;
                 }
             }
         });
+        let stderr = pipes.stderr;
+        std::thread::spawn(move || {
+            for line in stderr {
+                eprintln!("connector: {}", String::from_utf8_lossy(&line.bytes));
+            }
+        });
         Ok(CommandConnector {
-            child: Mutex::new(child),
-            stdin: Mutex::new(stdin),
+            session,
+            stdin: Mutex::new(pipes.stdin),
             replies: Mutex::new(rx),
             next_id: AtomicU64::new(1),
         })
@@ -207,11 +214,12 @@ impl CommandConnector {
 
 impl Drop for CommandConnector {
     fn drop(&mut self) {
-        let mut child = lock(&self.child);
-        let _ = child.kill();
-        let _ = child.wait();
+        self.session.stop(CONNECTOR_STOP_GRACE);
     }
 }
+
+/// How long a connector may take to exit once asked to stop.
+const CONNECTOR_STOP_GRACE: Duration = Duration::from_millis(200);
 
 impl Connector for CommandConnector {
     fn get_observation(&self) -> Result<Value, String> {

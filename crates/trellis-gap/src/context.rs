@@ -49,6 +49,13 @@ impl GuardLimits {
     }
 }
 
+/// How long a script or Python tool body may run, and how long it gets to stop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyTimes {
+    pub cancel_grace: Duration,
+    pub script_timeout: Duration,
+}
+
 /// State shared by every node of one execution.
 pub(crate) struct RunShared<'a> {
     pub registry: &'a ToolRegistry,
@@ -63,6 +70,8 @@ pub(crate) struct RunShared<'a> {
     pub observation: Option<Arc<ObservationStream>>,
     /// Every Nth stream read is traced (`$GAP_TRACE_STREAM_SAMPLE_N`, default 1; 0: none).
     pub stream_sample_every: u64,
+    /// Longest a script or Python tool body may run.
+    pub script_timeout: Duration,
 }
 
 impl<'a> RunShared<'a> {
@@ -73,7 +82,7 @@ impl<'a> RunShared<'a> {
         trace: Option<TraceWriter>,
         cancel: CancelToken,
         guard_limits: GuardLimits,
-        cancel_grace: Duration,
+        times: BodyTimes,
     ) -> Self {
         RunShared {
             registry,
@@ -83,7 +92,8 @@ impl<'a> RunShared<'a> {
             cancel,
             guard_limits,
             guard_counts: Mutex::new([0; 3]),
-            cancel_grace,
+            cancel_grace: times.cancel_grace,
+            script_timeout: times.script_timeout,
             observation: None,
             stream_sample_every: std::env::var("GAP_TRACE_STREAM_SAMPLE_N")
                 .ok()
@@ -256,7 +266,13 @@ impl<'a> NodeContext<'a> {
         payload: Map<String, Value>,
     ) -> Result<Value, BridgeError> {
         let bridge = self.run.bridge.get()?;
-        bridge.request(kind, payload, self, self.run.cancel_grace)
+        bridge.request(
+            kind,
+            payload,
+            self,
+            self.run.cancel_grace,
+            Some(self.run.script_timeout),
+        )
     }
 }
 
@@ -265,6 +281,11 @@ fn bridge_tool_error(tool: &str, error: BridgeError) -> ToolError {
         BridgeError::Abandoned => ToolError::Cancelled {
             message: format!("python tool '{tool}' did not stop within the grace period"),
         },
+        BridgeError::TimedOut { seconds } => ToolError::failed(
+            tool,
+            "TimeoutError",
+            format!("python tool '{tool}' did not finish within {seconds}s"),
+        ),
         other => ToolError::Bridge {
             message: other.to_string(),
         },

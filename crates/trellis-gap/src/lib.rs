@@ -23,14 +23,16 @@ mod trace;
 mod trace_diff;
 mod validate;
 
-pub use bridge::{BRIDGE_SOURCE, BridgeError, PythonConfig, PythonIntrospector};
+pub use bridge::{
+    BRIDGE_SOURCE, BridgeError, MAX_BRIDGE_FRAME_BYTES, PythonConfig, PythonIntrospector,
+};
 pub use checkpoint::{CheckpointMode, CheckpointResult};
 pub use connector::{CONNECTOR_CALL_TIMEOUT, CommandConnector, Connector, PythonConnector};
 pub use context::{GuardLimits, NodeContext};
 pub use events::{
     CollectingObserver, ExecutionResult, ExitStatus, NullObserver, RunEvent, RunObserver,
 };
-pub use executor::{ExecuteOptions, execute};
+pub use executor::{DEFAULT_SCRIPT_TIMEOUT, ExecuteOptions, execute};
 pub use issue::{Issue, Severity, graph_validation_message, render_issues};
 pub use loader::{
     LoadError, is_gap_document, load_workflow, load_workflow_str, parse_workflow, read_inputs_file,

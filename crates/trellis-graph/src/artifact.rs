@@ -3,9 +3,9 @@
 use serde::Serialize;
 
 use crate::ident::{NodeName, PositiveInteger, StableRef, WorkerRef};
+use crate::json::Json;
 use crate::json::{At, Obj, ParseError, invalid_type, unknown_variant};
 use crate::limits::{MAX_ARTIFACT_VALUE_CHARS, MAX_SAFE_INTEGER};
-use crate::tree::Json;
 
 /// How widely an artifact may be shared, ranked from least to most restricted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -8,12 +8,12 @@ use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::json::Json;
 use crate::json::{At, JsonPath, ParseError, array_of, invalid_type};
 use crate::limits::{
     MAX_COLLECTION_ITEMS, MAX_FIELD_PATH_SEGMENTS, MAX_IDENTIFIER_BYTES, MAX_INSTRUCTIONS_BYTES,
     MAX_SAFE_INTEGER, MAX_STABLE_REF_BYTES,
 };
-use crate::tree::Json;
 
 /// Bytes allowed after an identifier's first: ASCII letters, digits, `_`, `-` and `.` (a
 /// table: every name of a graph is checked, a byte at a time).
@@ -306,7 +306,7 @@ impl PositiveInteger {
 impl<'de> Deserialize<'de> for PositiveInteger {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
-        let arena = crate::tree::Arena::new();
+        let arena = crate::json::Arena::new();
         Self::read(
             &Json::from_value(&value, &arena),
             &At::Base(&JsonPath::root()),

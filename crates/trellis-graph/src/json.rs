@@ -1,14 +1,13 @@
-//! Strict JSON reading: duplicate-key and size checks on text, located parse errors, and the
-//! small object-reading toolkit every wire type is parsed with.
+//! Strict JSON reading: the document size limit, located parse errors, and the small
+//! object-reading toolkit every wire type is read from a [`Json`] tree with. The tree itself,
+//! and how text becomes one, is `trellis-json`'s.
 
 use std::fmt;
 use std::sync::Arc;
 
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
-
-use crate::tree::TreeSeed;
-pub use crate::tree::{Arena, Json, JsonObject};
+use serde_json::Value;
+use trellis_json::JsonError;
+pub use trellis_json::{Arena, Json, JsonObject};
 
 use crate::limits::{MAX_DOCUMENT_BYTES, MAX_JSON_NESTING};
 
@@ -175,16 +174,12 @@ fn check_size(text: &str) -> Result<(), ParseError> {
     Ok(())
 }
 
-fn syntax_error(error: serde_json::Error) -> ParseError {
-    let message = error.to_string();
-    let message = if message.starts_with("recursion limit exceeded") {
-        format!(
-            "JSON nesting exceeds the parser's limit of {MAX_JSON_NESTING} levels (line {}, column {})",
-            error.line(),
-            error.column()
-        )
-    } else {
-        format!("invalid JSON: {message}")
+fn syntax_error(error: JsonError) -> ParseError {
+    let message = match error {
+        JsonError::TooDeep { line, column } => format!(
+            "JSON nesting exceeds the parser's limit of {MAX_JSON_NESTING} levels (line {line}, column {column})"
+        ),
+        JsonError::Invalid { message, .. } => format!("invalid JSON: {message}"),
     };
     ParseError::new(message, &JsonPath::root())
 }
@@ -192,106 +187,14 @@ fn syntax_error(error: serde_json::Error) -> ParseError {
 /// Parses JSON text, refusing oversized documents, duplicate object keys and nesting beyond the
 /// parser's limit, each with a clear message.
 pub fn parse_strict(text: &str) -> Result<Value, ParseError> {
-    check_size(text)?;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    StrictValue
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value))
-        .map_err(syntax_error)
+    let mut arena = Arena::new();
+    Ok(parse_tree(text, &mut arena)?.to_value())
 }
 
-/// [`parse_strict`] into the lightweight [`Json`] tree the wire types are read from.
-///
-/// A single-pass reader builds the tree for ordinary documents; whatever it does not handle
-/// itself (every invalid document included) is parsed by serde_json, so errors are serde's.
+/// [`parse_strict`] into the [`Json`] tree the wire types are read from.
 pub fn parse_tree<'a>(text: &'a str, arena: &'a mut Arena) -> Result<Json<'a>, ParseError> {
     check_size(text)?;
-    let (first, second) = arena.halves();
-    if let Some(tree) = crate::scan::scan(text, first, second) {
-        return Ok(tree);
-    }
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    TreeSeed(first)
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value))
-        .map_err(syntax_error)
-}
-
-/// Builds a `serde_json::Value` like the stock deserializer, but fails on a repeated key.
-struct StrictValue;
-
-impl<'de> DeserializeSeed<'de> for StrictValue {
-    type Value = Value;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for StrictValue {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        serde_json::Number::from_f64(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("number is not finite"))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(StrictValue)? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut map = Map::new();
-        while let Some(key) = access.next_key::<String>()? {
-            if map.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
-            }
-            let value = access.next_value_seed(StrictValue)?;
-            map.insert(key, value);
-        }
-        Ok(Value::Object(map))
-    }
+    trellis_json::parse(text, arena).map_err(syntax_error)
 }
 
 /// Gives a wire type with an inherent `read(&Json, &JsonPath)` its public entry points:
@@ -305,8 +208,8 @@ macro_rules! value_entry_point {
                 value: &serde_json::Value,
                 at: &$crate::json::JsonPath,
             ) -> Result<Self, $crate::json::ParseError> {
-                let arena = $crate::tree::Arena::new();
-                Self::read(&$crate::tree::Json::from_value(value, &arena), &$crate::json::At::Base(at))
+                let arena = $crate::json::Arena::new();
+                Self::read(&$crate::json::Json::from_value(value, &arena), &$crate::json::At::Base(at))
             }
         }
     )*};
@@ -320,15 +223,15 @@ macro_rules! wire_entry_points {
         impl $ty {
             /// Parses JSON text strictly (size, nesting and duplicate-key checks included).
             pub fn from_json_str(text: &str) -> Result<Self, $crate::json::ParseError> {
-                let mut arena = $crate::tree::Arena::new();
+                let mut arena = $crate::json::Arena::new();
                 Self::read(&$crate::json::parse_tree(text, &mut arena)?, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
             }
         }
 
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let arena = $crate::tree::Arena::new();
-                let value = serde::de::DeserializeSeed::deserialize($crate::tree::TreeSeed(arena.alloc()), d)?;
+                let arena = $crate::json::Arena::new();
+                let value = $crate::json::Json::deserialize_in(d, &arena)?;
                 Self::read(&value, &$crate::json::At::Base(&$crate::json::JsonPath::root()))
                     .map_err(serde::de::Error::custom)
             }
@@ -352,9 +255,22 @@ pub fn one_of(names: &[&str]) -> String {
 
 pub fn invalid_type(value: &Json, expected: &str, at: &At) -> ParseError {
     ParseError::new(
-        format!("invalid type: {}, expected {expected}", value.describe()),
+        format!("invalid type: {}, expected {expected}", describe(value)),
         at,
     )
+}
+
+/// How serde names a value in `invalid type` messages.
+fn describe(value: &Json) -> String {
+    match value {
+        Json::Null => "null".to_owned(),
+        Json::Bool(b) => format!("boolean `{b}`"),
+        Json::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+        Json::Number(n) => format!("integer `{n}`"),
+        Json::String(s) => format!("string {}", Value::String((*s).to_owned())),
+        Json::Array(_) => "sequence".to_owned(),
+        Json::Object(_) => "map".to_owned(),
+    }
 }
 
 pub fn unknown_variant(found: &str, variants: &[&str], at: &At) -> ParseError {

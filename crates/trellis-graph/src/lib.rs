@@ -1,13 +1,13 @@
 //! GraphSpec openengine.graph.full/v1 wire types: closed parsing with exact limits, the
 //! PayloadType algebra, subtyping, value checking, worker descriptors and the registry port.
 //!
-//! Every wire type parses from a `serde_json::Value` with a JSON location on failure and
+//! Every wire type is read from a JSON tree (`trellis-json`'s, parsed from text or built from a
+//! `serde_json::Value`) with a JSON location on failure, refusing unknown fields, and
 //! serializes back to the contract's shape (sorted enum sets and record fields, `null` for an
 //! absent `otherwise`/`field`/`verifier`, omitted `instructions`/`until`/`timeoutMs`).
 
 pub mod artifact;
 pub mod conformance;
-pub mod cores;
 pub mod fields;
 pub mod ident;
 pub mod json;
@@ -15,13 +15,9 @@ pub mod limits;
 pub mod node;
 pub mod payload;
 pub mod registry;
-mod scan;
-mod scan_split;
 pub mod schema;
 pub mod selector;
 pub mod spec;
-mod split;
-pub mod tree;
 pub mod worker;
 
 pub use artifact::{ArtifactRef, RedactionClass};

@@ -16,8 +16,8 @@ pub const MAX_INSTRUCTIONS_BYTES: usize = 16_384;
 pub const MAX_ARTIFACT_VALUE_CHARS: usize = 256;
 /// Largest document the parser accepts, in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
-/// Deepest JSON nesting the parser accepts (serde_json's recursion limit).
-pub const MAX_JSON_NESTING: usize = 128;
+/// Deepest JSON nesting the parser accepts (serde_json's recursion limit refuses a 128th level).
+pub const MAX_JSON_NESTING: usize = trellis_json::MAX_NESTING;
 
 /// Verifier ceilings of the full/v1 protocol version.
 pub mod ceilings {

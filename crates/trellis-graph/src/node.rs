@@ -9,11 +9,10 @@ use crate::ident::{
     EnumSet, FailReason, FieldName, FieldPath, NodeInstructions, NodeName, PositiveInteger,
     WorkerRef, non_empty_vec,
 };
-use crate::json::{At, Obj, ParseError, array_of, tagged, unknown_variant};
+use crate::json::{At, Json, Obj, ParseError, array_of, tagged, unknown_variant};
+use crate::limits::MAX_COLLECTION_ITEMS;
 use crate::payload::PayloadType;
 use crate::selector::{DataSelector, Guard, InputBinding, Join, WriteBinding, variant};
-use crate::split::node_list;
-use crate::tree::Json;
 
 /// A node of the graph tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -211,6 +210,20 @@ fn step_fields(obj: &Obj) -> Result<StepNode, ParseError> {
 }
 
 /// Parses an identifier-keyed map of signals.
+/// A non-empty list of child nodes, exactly as [`non_empty_vec`] reads it (same checks, same
+/// first error in document order); a large graph's root sequence holds most of its nodes, so a
+/// long list is read in two halves at once.
+fn node_list(value: &Json, at: &At) -> Result<Vec<GraphNode>, ParseError> {
+    match value {
+        Json::Array(items) if (1..=MAX_COLLECTION_ITEMS).contains(&items.len()) => {
+            trellis_json::parallel::try_map_in_halves(items, |i, item| {
+                GraphNode::read(item, &at.index(i))
+            })
+        }
+        _ => non_empty_vec(value, at, GraphNode::read),
+    }
+}
+
 pub(crate) fn read_signals(
     value: &Json,
     at: &At,
@@ -473,5 +486,49 @@ impl ChoiceBranch {
             when: Guard::read(obj.required("when")?, &obj.path("when"))?,
             node: GraphNode::read(obj.required("node")?, &obj.path("node"))?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::GraphNode;
+
+    fn seq_of(children: Vec<Value>) -> String {
+        json!({"kind": "seq", "name": "root", "state": {"kind": "null"},
+               "promotedStatePaths": [], "children": children})
+        .to_string()
+    }
+
+    fn fail(i: usize) -> Value {
+        json!({"kind": "fail", "name": format!("f{i}"), "reason": "stopped"})
+    }
+
+    /// Long child lists (read in two halves) give the nodes, and the first error, of a read
+    /// in order; an empty list is refused as before.
+    #[test]
+    fn long_child_lists_read_like_one_thread() {
+        let children: Vec<Value> = (0..100).map(fail).collect();
+        let parsed = GraphNode::from_json_str(&seq_of(children.clone()));
+        let Ok(GraphNode::Seq(seq)) = parsed else {
+            panic!("a seq: {parsed:?}")
+        };
+        let names: Vec<&str> = seq.children.iter().map(|c| c.name().as_str()).collect();
+        let expected: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
+        assert_eq!(names, expected);
+        for bad in [[10, 80], [60, 90], [49, 50]] {
+            let mut broken = children.clone();
+            for i in bad {
+                broken[i]["name"] = json!("");
+            }
+            let error = GraphNode::from_json_str(&seq_of(broken)).unwrap_err();
+            assert_eq!(
+                error.location.to_string(),
+                format!("$.children[{}].name", bad[0])
+            );
+        }
+        let empty = GraphNode::from_json_str(&seq_of(Vec::new())).unwrap_err();
+        assert_eq!(empty.message, "non-empty collection must not be empty");
     }
 }

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 pub use crate::fields::Fields;
 use crate::ident::{EnumSet, FieldName, FieldPath};
+use crate::json::Json;
 use crate::json::{At, Obj, ParseError, unknown_variant};
-use crate::tree::Json;
 
 /// The type of a payload: a node's input or output, a group's state, a verifier diagnostic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ident::WorkerRef;
+use crate::json::Json;
 use crate::json::{At, Obj, ParseError, array_of};
-use crate::tree::Json;
 use crate::worker::WorkerDescriptor;
 
 /// Why a worker reference did not resolve.

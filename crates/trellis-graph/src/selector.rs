@@ -3,8 +3,8 @@
 use serde::Serialize;
 
 use crate::ident::{EnumSet, FieldName, FieldPath, NodeName, PositiveInteger, non_empty_vec};
+use crate::json::Json;
 use crate::json::{At, Obj, ParseError, array_of, tagged, unknown_variant};
-use crate::tree::Json;
 
 /// Reads the fields of a struct variant of an internally tagged enum: the tag key is allowed,
 /// other keys must be among `fields` (which is what serde lists in its message).
@@ -378,7 +378,7 @@ impl InputBinding {
         value: &serde_json::Value,
         at: &crate::json::JsonPath,
     ) -> Result<Vec<Self>, ParseError> {
-        let arena = crate::tree::Arena::new();
+        let arena = crate::json::Arena::new();
         Self::read_list(&Json::from_value(value, &arena), &At::Base(at))
     }
 }
@@ -388,7 +388,7 @@ impl WriteBinding {
         value: &serde_json::Value,
         at: &crate::json::JsonPath,
     ) -> Result<Vec<Self>, ParseError> {
-        let arena = crate::tree::Arena::new();
+        let arena = crate::json::Arena::new();
         Self::read_list(&Json::from_value(value, &arena), &At::Base(at))
     }
 }

@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ident::{FieldName, FieldPath, NodeName, PolicyRef, PositiveInteger, non_empty_vec};
+use crate::json::Json;
 use crate::json::{At, Obj, ParseError, tagged, unknown_variant};
 use crate::node::GraphNode;
 use crate::payload::PayloadType;
 use crate::selector::variant;
-use crate::tree::Json;
 
 /// The contract a graph document claims to follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 
 use crate::artifact::{ArtifactRef, RedactionClass};
 use crate::ident::{EnumLabel, EnumSet, FieldName, PolicyRef, StableRef, WorkerRef};
+use crate::json::Json;
 use crate::json::{At, JsonPath, Obj, ParseError, array_of, invalid_type, unknown_variant};
 use crate::node::read_signals;
 use crate::payload::PayloadType;
 use crate::spec::GraphProfile;
-use crate::tree::Json;
 
 /// The four ways a worker execution can fail, as graph control flow sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -342,7 +342,7 @@ crate::json::wire_entry_points!(WorkerDescriptor);
 impl WorkerDescriptor {
     /// Parses the structure only; registries keep descriptors like this and validate on use.
     pub fn parse_unvalidated(value: &Value, at: &JsonPath) -> Result<Self, ParseError> {
-        let arena = crate::tree::Arena::new();
+        let arena = crate::json::Arena::new();
         Self::read_unvalidated(&Json::from_value(value, &arena), &At::Base(at))
     }
 }
@@ -376,7 +376,7 @@ fn legacy_payload_types() -> &'static (PayloadType, PayloadType) {
             "repository": opt_s(), "branch": opt_s(), "headRevision": opt_s(), "pullRequestUrl": opt_s()
         }});
         let parse = |v: &Value| {
-            let arena = crate::tree::Arena::new();
+            let arena = crate::json::Arena::new();
             PayloadType::read(&Json::from_value(v, &arena), &At::Base(&JsonPath::root()))
                 .unwrap_or(PayloadType::Null)
         };

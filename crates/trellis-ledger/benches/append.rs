@@ -1,6 +1,8 @@
 //! Append cost per node execution (a `node_started` + `node_completed` pair, each its own
 //! transaction as the runtime commits them) on a file-backed WAL ledger, at 64 and 1,024
-//! executions per run, plus bytes on disk per execution.
+//! executions per run, plus bytes on disk per execution. With `TRELLIS_TEST_POSTGRES_URL`
+//! set, the same pairs on PostgreSQL (a fresh schema; `full` = `synchronous_commit = on`,
+//! which means something only on a server running with `fsync = on`).
 
 use std::hint::black_box;
 use std::path::Path;
@@ -9,8 +11,10 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use trellis_graph::{NodeName, WorkerOutcome};
+use trellis_ledger::testing::postgres::{TestSchema, server_url};
 use trellis_ledger::{
-    Durability, NewRun, RunEvent, RunId, RunKind, RunStore, SqliteOptions, SqliteStore,
+    Durability, NewRun, PostgresOptions, PostgresStore, RunEvent, RunId, RunKind, RunStore,
+    SqliteOptions, SqliteStore,
 };
 
 /// Pairs appended per timed iteration.
@@ -62,7 +66,7 @@ fn completed(execution: u64) -> RunEvent {
 
 /// A running run that already holds `executions` settled executions (written in big batches,
 /// which is fast and not what is measured).
-fn run_with(store: &SqliteStore, key: &str, executions: u64) -> RunId {
+fn run_with(store: &dyn RunStore, key: &str, executions: u64) -> RunId {
     let run = NewRun::new(
         RunId::generate(),
         key,
@@ -85,6 +89,33 @@ fn run_with(store: &SqliteStore, key: &str, executions: u64) -> RunId {
     record.run_id
 }
 
+/// Times `PAIRS_PER_ITERATION` pairs appended one event per transaction to a run that already
+/// holds `base` executions.
+fn bench_pairs(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    base: u64,
+    store: &dyn RunStore,
+) {
+    group.bench_with_input(id, &base, |b, &base| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                // Stores outlive a benchmark (criterion calls this more than once), so every
+                // run needs a key of its own.
+                let run = run_with(store, &format!("key-{}", RunId::generate()), base);
+                let begun = Instant::now();
+                for e in base + 1..=base + PAIRS_PER_ITERATION {
+                    black_box(store.append(&run, &[started(e)]).expect("started"));
+                    black_box(store.append(&run, &[completed(e)]).expect("completed"));
+                }
+                total += begun.elapsed();
+            }
+            total
+        });
+    });
+}
+
 fn append_pairs(c: &mut Criterion) {
     let mut group = c.benchmark_group("append_pair");
     group.sample_size(10);
@@ -92,26 +123,26 @@ fn append_pairs(c: &mut Criterion) {
     group.throughput(Throughput::Elements(PAIRS_PER_ITERATION));
     for (label, durability) in [("normal", Durability::Normal), ("full", Durability::Full)] {
         for base in [64u64, 1024] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = open(&dir.path().join("ledger.sqlite3"), durability);
             let id = BenchmarkId::new(label, format!("{base}_executions"));
-            group.bench_with_input(id, &base, |b, &base| {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let store = open(&dir.path().join("ledger.sqlite3"), durability);
-                let mut runs = 0u64;
-                b.iter_custom(|iterations| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iterations {
-                        runs += 1;
-                        let run = run_with(&store, &format!("key-{runs}"), base);
-                        let begun = Instant::now();
-                        for e in base + 1..=base + PAIRS_PER_ITERATION {
-                            black_box(store.append(&run, &[started(e)]).expect("started"));
-                            black_box(store.append(&run, &[completed(e)]).expect("completed"));
-                        }
-                        total += begun.elapsed();
-                    }
-                    total
-                });
-            });
+            bench_pairs(&mut group, id, base, &store);
+        }
+    }
+    let url = server_url().expect("CI needs the PostgreSQL server");
+    if let Some(url) = url {
+        let schema = TestSchema::create(&url).expect("test schema");
+        for (label, durability) in [("normal", Durability::Normal), ("full", Durability::Full)] {
+            let options = PostgresOptions {
+                durability,
+                ..schema.options()
+            };
+            let store = PostgresStore::open_with(schema.url(), options).expect("open");
+            for base in [64u64, 1024] {
+                let id =
+                    BenchmarkId::new(format!("postgres_{label}"), format!("{base}_executions"));
+                bench_pairs(&mut group, id, base, &store);
+            }
         }
     }
     group.finish();

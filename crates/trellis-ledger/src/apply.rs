@@ -1,17 +1,18 @@
 //! Applying one event to a run's state: every validation rule of the event vocabulary lives here,
-//! shared by the storage backends and by the reference fold so they cannot disagree.
+//! shared by the storage backends and by the reference fold so they cannot disagree. The phase
+//! an event may occur in and the phase it leads to come from [`crate::transitions`]; the rules
+//! below come on top.
 //!
-//! | event | accepted when | effect |
+//! | event | accepted when (besides its phase) | effect |
 //! |---|---|---|
-//! | any | the run is not `finished` | |
-//! | `run_started` | phase `admitted` | → `running` |
 //! | `controller_attached` | pid > 0, host 1..=255 printable bytes | controller recorded |
-//! | `node_started` | phase `running` (so never after a force-stop); execution, node instance, attempt > 0; execution id never used in this run; ≤ 64 map indices; worker 1..=256 printable bytes; < 65,536 started and < 1,024 active | execution active |
-//! | `node_completed` / `execution_voided` | phase `running` or `stopping`; the execution is active | execution settled |
+//! | `node_started` | execution, node instance, attempt > 0; execution id never used in this run; ≤ 64 map indices; worker 1..=256 printable bytes; < 65,536 started and < 1,024 active | execution active |
+//! | `node_completed` / `execution_voided` | the execution is active | execution settled |
 //! | `log` | its execution, if named, exists; message ≤ 16 KiB after sanitizing | |
+//! | `worker_process` | its execution is active | process group recorded |
 //! | `token_usage` | its execution exists; cost finite and ≥ 0 | totals grow |
-//! | `force_stop_requested` | not requested before | → `stopping` |
-//! | `terminal` | no active execution; a failure reason is a label ≤ 128 bytes | → `finished` |
+//! | `force_stop_requested` | | stop requested |
+//! | `terminal` | no active execution; a failure reason is a label ≤ 128 bytes | result recorded |
 //! | `gap_event` | the run is a GaP run | |
 //!
 //! `log`, `token_usage`, `gap_event` and `controller_attached` count towards the per-run bound
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::{RunEvent, StoredEvent, TerminalResult};
-use crate::ids::{Phase, RunKind};
+use crate::ids::RunKind;
 use crate::limits::{
     MAX_ACTIVE_EXECUTIONS, MAX_AUXILIARY_EVENTS_PER_RUN, MAX_BOOT_ID_BYTES, MAX_EXECUTIONS_PER_RUN,
     MAX_FAIL_REASON_BYTES, MAX_HOST_BYTES, MAX_LOG_MESSAGE_BYTES, MAX_MAP_INDICES, MAX_SEQUENCE,
@@ -32,6 +33,7 @@ use crate::snapshot::{
     ControllerInfo, ExecutionSnapshot, ExecutionState, RunHead, RunProgress, RunSnapshot,
 };
 use crate::store::RunRecord;
+use crate::transitions::transition;
 
 /// Why applying an event failed: the event broke a rule, or storage failed underneath.
 #[derive(Debug)]
@@ -107,15 +109,9 @@ pub(crate) fn apply_event(
     recorded_at_ms: u64,
     event: &RunEvent,
 ) -> Result<(), ApplyError> {
-    if progress.phase == Phase::Finished {
-        return reject("the run is finished; nothing may follow its terminal event");
-    }
+    let next = transition(progress.phase, event.kind()).or_else(reject)?;
     match event {
         RunEvent::RunStarted {} => {
-            if progress.phase != Phase::Admitted {
-                return reject("run_started is only valid while the run is admitted");
-            }
-            progress.phase = Phase::Running;
             progress.started_at_ms = Some(recorded_at_ms);
         }
         RunEvent::ControllerAttached {
@@ -149,11 +145,6 @@ pub(crate) fn apply_event(
             input,
             worker,
         } => {
-            match progress.phase {
-                Phase::Running => {}
-                Phase::Stopping => return reject("no node may start after a force-stop request"),
-                _ => return reject("node_started requires a running run"),
-            }
             if *execution == 0 || *node_instance == 0 || *attempt == 0 {
                 return reject("execution, node instance and attempt must be positive");
             }
@@ -282,7 +273,6 @@ pub(crate) fn apply_event(
                 return reject("force stop was already requested");
             }
             progress.force_stop_requested = true;
-            progress.phase = Phase::Stopping;
         }
         RunEvent::Terminal { result } => {
             if !progress.active_executions.is_empty() {
@@ -291,7 +281,6 @@ pub(crate) fn apply_event(
             if let TerminalResult::Failed { reason } = result {
                 check_reason(reason)?;
             }
-            progress.phase = Phase::Finished;
             progress.terminal = Some(result.clone());
             progress.finished_at_ms = Some(recorded_at_ms);
         }
@@ -302,14 +291,12 @@ pub(crate) fn apply_event(
             count_auxiliary(progress)?;
         }
     }
+    progress.phase = next;
     Ok(())
 }
 
 /// Removes a settling execution from the active set, checking it was active.
 fn settle(progress: &mut RunProgress, execution: u64, kind: &str) -> Result<(), ApplyError> {
-    if !matches!(progress.phase, Phase::Running | Phase::Stopping) {
-        return reject(format!("{kind} requires a running or stopping run"));
-    }
     if progress.active_executions.remove(&execution).is_none() {
         return reject(format!(
             "{kind} names execution {execution}, which is not active"

@@ -46,6 +46,12 @@ pub enum LedgerError {
     StateDirectory { detail: String },
     #[error("storage failure (SQLite extended code {code})")]
     Storage { code: i32 },
+    #[error("storage failure (PostgreSQL SQLSTATE {sqlstate})")]
+    ServerStorage { sqlstate: String },
+    #[error("the ledger server is unavailable: {detail}")]
+    Unavailable { detail: String },
+    #[error("invalid ledger location: {detail}")]
+    InvalidLocation { detail: String },
     #[error("internal ledger failure: {detail}")]
     Internal { detail: String },
 }
@@ -67,7 +73,9 @@ impl LedgerError {
             Self::NotALedger { .. } => "ledger.not_a_ledger",
             Self::SchemaTooNew { .. } => "ledger.schema_too_new",
             Self::StateDirectory { .. } => "ledger.state_directory",
-            Self::Storage { .. } => "ledger.storage",
+            Self::Storage { .. } | Self::ServerStorage { .. } => "ledger.storage",
+            Self::Unavailable { .. } => "ledger.unavailable",
+            Self::InvalidLocation { .. } => "ledger.location_invalid",
             Self::Internal { .. } => "ledger.internal",
         }
     }
@@ -84,9 +92,28 @@ impl LedgerError {
         }
     }
 
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn unavailable(detail: impl Into<String>) -> Self {
+        Self::Unavailable {
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn invalid_location(detail: impl Into<String>) -> Self {
+        Self::InvalidLocation {
+            detail: detail.into(),
+        }
+    }
+
     pub(crate) fn corrupt(detail: impl Into<String>) -> Self {
         Self::Corrupt {
             detail: detail.into(),
         }
+    }
+}
+
+impl From<trellis_run_model::CursorError> for LedgerError {
+    fn from(_: trellis_run_model::CursorError) -> Self {
+        Self::InvalidCursor
     }
 }

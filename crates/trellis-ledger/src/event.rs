@@ -4,9 +4,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use trellis_graph::{NodeName, WorkerOutcome};
 
-use crate::cursor::Cursor;
-use crate::ids::RunId;
-use crate::logtext::sanitize_log_message;
+use trellis_run_model::sanitize_log_message;
+
+use crate::transitions::EventKind;
+pub use trellis_run_model::{
+    Cursor, LogLevel, LogStream, ReusedOutcome, SettledBy, TerminalResult, TokenUsage, VoidReason,
+};
 
 /// One durable fact about a run. Stored as JSON tagged by a snake_case `kind`, with camelCase
 /// fields; unknown kinds and fields are rejected when stored events are read back.
@@ -67,118 +70,13 @@ pub enum RunEvent {
     /// later command kill the group if the controller dies.
     WorkerProcess { execution: u64, process_group: u32 },
     /// Tokens (and cost, when known) one execution consumed since its previous report.
-    TokenUsage { execution: u64, usage: TokenCounts },
+    TokenUsage { execution: u64, usage: TokenUsage },
     /// Someone asked the run to stop (`→ stopping`); no new dispatches after this.
     ForceStopRequested {},
     /// The run's result; nothing may follow it.
     Terminal { result: TerminalResult },
     /// A progress event of a GaP workflow run, kept as recorded.
     GapEvent { payload: Value },
-}
-
-/// Where a reused outcome came from: an execution of a predecessor run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ReusedOutcome {
-    pub run_id: RunId,
-    pub execution: u64,
-}
-
-/// Why Trellis, not the worker, settled an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SettledBy {
-    /// The controller died while the execution was active.
-    RuntimeLost,
-    /// A force-stop cancelled it.
-    ForceStop,
-    /// The run's budget was exhausted and it was cancelled.
-    BudgetExhausted,
-}
-
-/// Why an active execution was voided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VoidReason {
-    /// A parallel join completed without it.
-    ParallelJoin,
-    /// Its map reached a terminal state without it.
-    MapTerminal,
-}
-
-/// Which stream a log line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogStream {
-    /// A worker's ordinary output.
-    Output,
-    /// A worker's error stream.
-    Error,
-    /// A note by Trellis itself.
-    System,
-}
-
-impl LogStream {
-    /// The level a line of this stream gets unless the caller knows better.
-    pub fn default_level(self) -> LogLevel {
-        match self {
-            Self::Output => LogLevel::Info,
-            Self::Error => LogLevel::Error,
-            Self::System => LogLevel::Debug,
-        }
-    }
-}
-
-/// Severity of a log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogLevel {
-    Error,
-    Warn,
-    Info,
-    Debug,
-}
-
-/// Token counts (and cost in US dollars, when the provider reports it).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TokenCounts {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_read_tokens: u64,
-    pub cache_write_tokens: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-}
-
-impl TokenCounts {
-    /// Adds `other`, saturating counts; the cost is known once any report carried one.
-    pub fn add(&mut self, other: &TokenCounts) {
-        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cache_read_tokens = self
-            .cache_read_tokens
-            .saturating_add(other.cache_read_tokens);
-        self.cache_write_tokens = self
-            .cache_write_tokens
-            .saturating_add(other.cache_write_tokens);
-        if let Some(cost) = other.cost_usd {
-            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
-        }
-    }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
-pub enum TerminalResult {
-    Succeeded {
-        output: Value,
-    },
-    /// `reason` is a label such as `worker_failed`, `force_stopped` or `runtime_lost`.
-    Failed {
-        reason: String,
-    },
 }
 
 /// A stored event with its position and the wall-clock time the ledger recorded it.
@@ -202,21 +100,26 @@ pub enum EventFilter {
 }
 
 impl RunEvent {
+    /// The kind of this event.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Self::RunStarted {} => EventKind::RunStarted,
+            Self::ControllerAttached { .. } => EventKind::ControllerAttached,
+            Self::NodeStarted { .. } => EventKind::NodeStarted,
+            Self::NodeCompleted { .. } => EventKind::NodeCompleted,
+            Self::ExecutionVoided { .. } => EventKind::ExecutionVoided,
+            Self::Log { .. } => EventKind::Log,
+            Self::WorkerProcess { .. } => EventKind::WorkerProcess,
+            Self::TokenUsage { .. } => EventKind::TokenUsage,
+            Self::ForceStopRequested {} => EventKind::ForceStopRequested,
+            Self::Terminal { .. } => EventKind::Terminal,
+            Self::GapEvent { .. } => EventKind::GapEvent,
+        }
+    }
+
     /// The `kind` tag of this event.
     pub fn kind_name(&self) -> &'static str {
-        match self {
-            Self::RunStarted {} => "run_started",
-            Self::ControllerAttached { .. } => "controller_attached",
-            Self::NodeStarted { .. } => "node_started",
-            Self::NodeCompleted { .. } => "node_completed",
-            Self::ExecutionVoided { .. } => "execution_voided",
-            Self::Log { .. } => "log",
-            Self::WorkerProcess { .. } => "worker_process",
-            Self::TokenUsage { .. } => "token_usage",
-            Self::ForceStopRequested {} => "force_stop_requested",
-            Self::Terminal { .. } => "terminal",
-            Self::GapEvent { .. } => "gap_event",
-        }
+        self.kind().as_str()
     }
 
     /// The execution this event is about, if any.

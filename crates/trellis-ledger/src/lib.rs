@@ -1,4 +1,4 @@
-//! Durable run storage: append-only events with cursors, run snapshots and idempotent submissions, SQLite by default behind a narrow storage trait.
+//! Durable run storage: append-only events with cursors, run snapshots and idempotent submissions, SQLite by default (PostgreSQL for many hosts) behind a narrow storage trait.
 //!
 //! The ledger is the single source of truth of every run. A run is admitted once per
 //! submission key ([`RunStore::create_or_get`]); from then on its state changes only through
@@ -28,23 +28,31 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod limits;
+pub mod location;
 pub mod logtext;
 pub mod observe;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod snapshot;
 pub mod sqlite;
 pub mod store;
+mod stored;
 pub mod testing;
+pub mod transitions;
 
 pub use apply::fold_snapshot;
 pub use cursor::Cursor;
 pub use error::LedgerError;
-pub use event::{
-    EventFilter, LogLevel, LogStream, ReusedOutcome, RunEvent, SettledBy, StoredEvent,
-    TerminalResult, TokenCounts, VoidReason,
-};
+pub use event::{EventFilter, RunEvent, StoredEvent};
 pub use ids::{Phase, RunId, RunKind};
-pub use snapshot::{
-    ControllerInfo, ExecutionSnapshot, ExecutionState, RunHead, RunProgress, RunSnapshot,
-};
+pub use location::{LEDGER_ENV, LedgerLocation, redact_url};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
+pub use snapshot::{ControllerInfo, ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+pub use transitions::{EventKind, transition};
+pub use trellis_run_model::{
+    CursorError, ExecutionState, LogLevel, LogStream, ReusedOutcome, SettledBy, TerminalResult,
+    TokenUsage, VoidReason,
+};

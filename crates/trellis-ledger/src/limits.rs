@@ -4,16 +4,13 @@ use trellis_graph::limits::ceilings;
 
 /// Largest serialized event (its JSON text) in bytes.
 pub const MAX_EVENT_JSON_BYTES: usize = 1024 * 1024;
-/// Longest stored log message in UTF-8 bytes, after escaping; longer ones are truncated.
-pub const MAX_LOG_MESSAGE_BYTES: usize = 16 * 1024;
+pub use trellis_run_model::{MAX_LOG_MESSAGE_BYTES, MAX_RUN_ID_BYTES, MAX_SEQUENCE};
 /// Largest serialized submission (its JSON text) in bytes.
 pub const MAX_SUBMISSION_JSON_BYTES: usize = 4 * 1024 * 1024;
 /// Longest run title in Unicode scalar values.
 pub const MAX_TITLE_CHARS: usize = 256;
 /// Longest submission key in UTF-8 bytes.
 pub const MAX_SUBMISSION_KEY_BYTES: usize = 256;
-/// Longest run id in bytes.
-pub const MAX_RUN_ID_BYTES: usize = 64;
 /// Longest graph identity in bytes (a SHA-256 hex digest with a short prefix fits).
 pub const MAX_GRAPH_IDENTITY_BYTES: usize = 128;
 /// Longest worker reference recorded on `node_started`, in bytes.
@@ -39,5 +36,3 @@ pub const MAX_EVENTS_PER_APPEND: usize = 4096;
 pub const MAX_EVENTS_PER_PAGE: usize = 10_000;
 /// Most runs one `list_runs` call may return.
 pub const MAX_LISTED_RUNS: usize = 1000;
-/// Largest sequence number a cursor may name (SQLite integers are signed 64-bit).
-pub const MAX_SEQUENCE: u64 = i64::MAX as u64;

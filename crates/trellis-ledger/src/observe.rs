@@ -11,7 +11,7 @@ use crate::canonical::sha256_hex;
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::{
-    EventFilter, LogLevel, LogStream, RunEvent, StoredEvent, TerminalResult, TokenCounts,
+    EventFilter, LogLevel, LogStream, RunEvent, StoredEvent, TerminalResult, TokenUsage,
 };
 use crate::ids::{Phase, RunId, RunKind};
 use crate::limits::MAX_EVENTS_PER_PAGE;
@@ -112,7 +112,7 @@ pub struct StatusView {
     pub at_cursor: Cursor,
     pub status: PhaseStatus,
     pub created_at_ms: u64,
-    pub token_usage: TokenCounts,
+    pub token_usage: TokenUsage,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<RunId>,
     #[serde(skip_serializing_if = "Option::is_none")]

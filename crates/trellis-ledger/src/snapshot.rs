@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use trellis_graph::{NodeName, WorkerOutcome};
+use trellis_graph::NodeName;
 
-use crate::cursor::Cursor;
-use crate::event::{ReusedOutcome, SettledBy, TerminalResult, TokenCounts, VoidReason};
 use crate::ids::{Phase, RunId, RunKind};
 use crate::store::RunRecord;
+pub use trellis_run_model::ExecutionState;
+use trellis_run_model::{Cursor, TerminalResult, TokenUsage};
 
 /// Run-level progress folded from events. Small and bounded by the number of *active*
 /// executions, so storing it on every append costs the same for a long run as for a short one.
@@ -25,7 +25,7 @@ pub struct RunProgress {
     /// How many log, token-usage, GaP and controller events the run holds.
     pub auxiliary_events: u64,
     pub terminal: Option<TerminalResult>,
-    pub token_usage: TokenCounts,
+    pub token_usage: TokenUsage,
     pub controller: Option<ControllerInfo>,
     /// Ledger time of `run_started`.
     pub started_at_ms: Option<u64>,
@@ -43,7 +43,7 @@ impl RunProgress {
             executions_started: 0,
             auxiliary_events: 0,
             terminal: None,
-            token_usage: TokenCounts::default(),
+            token_usage: TokenUsage::default(),
             controller: None,
             started_at_ms: None,
             finished_at_ms: None,
@@ -125,40 +125,8 @@ pub struct ExecutionSnapshot {
     pub process_group: Option<u32>,
     /// Tokens this execution reported, when it reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_usage: Option<TokenCounts>,
+    pub token_usage: Option<TokenUsage>,
     pub state: ExecutionState,
-}
-
-/// Whether an execution is still running, settled, or voided.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "status",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase",
-    deny_unknown_fields
-)]
-pub enum ExecutionState {
-    Active {},
-    Completed {
-        at: Cursor,
-        at_ms: u64,
-        outcome: Box<WorkerOutcome>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reused_from: Option<ReusedOutcome>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        settled_by: Option<SettledBy>,
-    },
-    Voided {
-        at: Cursor,
-        at_ms: u64,
-        reason: VoidReason,
-    },
-}
-
-impl ExecutionState {
-    pub fn is_active(&self) -> bool {
-        matches!(self, Self::Active {})
-    }
 }
 
 /// The whole state of a run: head plus every execution, keyed by execution id.

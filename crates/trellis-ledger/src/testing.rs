@@ -16,6 +16,113 @@ pub fn scan_for(store: &dyn RunStore, run_id: &RunId, needle: &str) -> Result<bo
     Ok(escaped != needle && store.run_contains_bytes(run_id, escaped.as_bytes())?)
 }
 
+/// Fresh PostgreSQL schemas for tests, on the server named by [`postgres::URL_ENV`].
+#[cfg(feature = "postgres")]
+pub mod postgres {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use crate::error::LedgerError;
+    use crate::postgres::{PostgresOptions, PostgresStore};
+    use crate::sqlite::Durability;
+
+    /// The variable holding the test server's URL (`scripts/postgres.sh start` sets it).
+    pub const URL_ENV: &str = "TRELLIS_TEST_POSTGRES_URL";
+
+    /// The test server's URL. `Ok(None)` when it is unset outside CI (the PostgreSQL leg of a
+    /// suite is then skipped); an error when it is unset and `CI` is set, because CI must run
+    /// that leg, not skip it.
+    pub fn server_url() -> Result<Option<String>, String> {
+        match std::env::var(URL_ENV) {
+            Ok(url) if !url.trim().is_empty() => Ok(Some(url)),
+            _ if std::env::var_os("CI").is_some() => Err(format!(
+                "{URL_ENV} is not set: CI must run the PostgreSQL tests (scripts/test starts a server)"
+            )),
+            _ => Ok(None),
+        }
+    }
+
+    /// A schema of its own for one test, dropped with everything in it when this is dropped.
+    #[derive(Debug)]
+    pub struct TestSchema {
+        url: String,
+        name: String,
+        /// The store that created the schema; it also drops it.
+        owner: Option<PostgresStore>,
+    }
+
+    impl TestSchema {
+        /// Creates a fresh, migrated ledger schema with a unique name on the server at `url`.
+        pub fn create(url: &str) -> Result<Self, LedgerError> {
+            static COUNTER: AtomicU64 = AtomicU64::new(0);
+            let name = format!(
+                "t_{}_{}_{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed),
+                &uuid::Uuid::now_v7().simple().to_string()[20..]
+            );
+            Self::attach(url, &name)
+        }
+
+        /// The ledger schema `name` (created when missing), dropped when this is dropped.
+        pub fn attach(url: &str, name: &str) -> Result<Self, LedgerError> {
+            let mut schema = Self {
+                url: url.to_owned(),
+                name: name.to_owned(),
+                owner: None,
+            };
+            schema.owner = Some(schema.open()?);
+            Ok(schema)
+        }
+
+        /// A schema someone else created and will drop (a child process's view of its
+        /// parent's schema); dropping this leaves it in place.
+        pub fn existing(url: &str, name: &str) -> Self {
+            Self {
+                url: url.to_owned(),
+                name: name.to_owned(),
+                owner: None,
+            }
+        }
+
+        /// Options for a store on this schema: small pool, fast (NORMAL) durability.
+        pub fn options(&self) -> PostgresOptions {
+            PostgresOptions {
+                schema: Some(self.name.clone()),
+                pool_size: 4,
+                durability: Durability::Normal,
+                ..PostgresOptions::default()
+            }
+        }
+
+        /// Opens another store (its own connections) on this schema.
+        pub fn open(&self) -> Result<PostgresStore, LedgerError> {
+            PostgresStore::open_with(&self.url, self.options())
+        }
+
+        pub fn name(&self) -> &str {
+            &self.name
+        }
+
+        pub fn url(&self) -> &str {
+            &self.url
+        }
+
+        /// Leaves the schema in place when this is dropped (for a child process's view).
+        pub fn keep(mut self) {
+            self.owner = None;
+        }
+    }
+
+    impl Drop for TestSchema {
+        fn drop(&mut self) {
+            if let Some(owner) = self.owner.take() {
+                // Best effort: a schema left behind only costs space on a throwaway server.
+                let _ = owner.drop_own_schema();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -1,16 +1,17 @@
 //! The materialized snapshot always equals the reference fold of the stored events, for random
 //! event sequences (valid and invalid) appended one batch at a time — by one connection, and by
 //! two connections to one file taking turns at random (each remembers what its own last append
-//! left, which must never outlive another connection's append).
+//! left, which must never outlive another connection's append). The PostgreSQL leg checks
+//! the same properties on one schema, a fresh run per case.
 
 mod common;
 
-use common::{completed, file_store, new_run, started, store_with_run};
+use common::{TestLedger, completed, file_store, new_run, started};
 use proptest::prelude::*;
 use serde_json::json;
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
 use trellis_ledger::{
-    Cursor, EventFilter, LogStream, RunEvent, RunStore, StoredEvent, TerminalResult, TokenCounts,
+    Cursor, EventFilter, LogStream, RunEvent, RunStore, StoredEvent, TerminalResult, TokenUsage,
     VoidReason, fold_snapshot,
 };
 
@@ -37,7 +38,7 @@ fn event_strategy() -> impl Strategy<Value = RunEvent> {
         2 => (execution, 0u64..1000, proptest::option::of(0.0f64..2.0)).prop_map(
             |(e, tokens, cost)| RunEvent::TokenUsage {
                 execution: e,
-                usage: TokenCounts {
+                usage: TokenUsage {
                     input_tokens: tokens,
                     output_tokens: tokens / 2,
                     cache_read_tokens: 1,
@@ -116,7 +117,7 @@ fn to_event(store: &dyn RunStore, run: &trellis_ledger::RunId, op: &Op) -> RunEv
         Op::Report(n, true) => RunEvent::log(Some(pick(*n)), LogStream::Error, "oops\r\n", 3),
         Op::Report(n, false) => RunEvent::TokenUsage {
             execution: pick(*n),
-            usage: TokenCounts {
+            usage: TokenUsage {
                 input_tokens: 100,
                 output_tokens: 10,
                 cache_read_tokens: 0,
@@ -206,8 +207,66 @@ proptest! {
         start_first in proptest::bool::weighted(0.9),
         batches in proptest::collection::vec(proptest::collection::vec(op_strategy(), 1..4), 1..40)
     ) {
-        let (store, run) = store_with_run();
+        let ledger = TestLedger::sqlite();
+        let (store, run) = common::store_with_run(&ledger);
         let batches: Vec<(usize, Vec<Op>)> = batches.into_iter().map(|batch| (0, batch)).collect();
-        check_batches(&[&store], &run, start_first, &batches)?;
+        check_batches(&[&*store], &run, start_first, &batches)?;
+    }
+}
+
+/// The same properties on PostgreSQL: one schema and one set of stores for all cases (a
+/// schema per case would spend the time on migrations), a fresh run per case.
+mod postgres {
+    use std::cell::Cell;
+
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::*;
+
+    const CASES: u32 = 48;
+
+    fn check_on_postgres(writers: usize) {
+        let Some(ledger) = TestLedger::postgres() else {
+            eprintln!("skipped: set TRELLIS_TEST_POSTGRES_URL to run the PostgreSQL leg");
+            return;
+        };
+        let stores: Vec<Box<dyn RunStore>> = (0..writers).map(|_| ledger.open()).collect();
+        let stores: Vec<&dyn RunStore> = stores.iter().map(|store| &**store).collect();
+        let mut runner = TestRunner::new(Config {
+            cases: CASES,
+            source_file: Some(file!()),
+            ..Config::default()
+        });
+        let case = Cell::new(0u32);
+        let strategy = (
+            proptest::bool::weighted(0.9),
+            proptest::collection::vec(
+                (0..writers, proptest::collection::vec(op_strategy(), 1..4)),
+                1..40,
+            ),
+        );
+        runner
+            .run(&strategy, |(start_first, batches)| {
+                case.set(case.get() + 1);
+                let (record, _) = stores[0]
+                    .create_or_get(new_run(
+                        &format!("run-{}", case.get()),
+                        &format!("key-{}", case.get()),
+                        json!({"graph": "g"}),
+                    ))
+                    .unwrap();
+                check_batches(&stores, &record.run_id, start_first, &batches)
+            })
+            .unwrap_or_else(|failure| panic!("{failure}"));
+    }
+
+    #[test]
+    fn stored_snapshot_equals_the_fold_of_stored_events() {
+        check_on_postgres(1);
+    }
+
+    #[test]
+    fn two_writers_taking_turns_keep_the_snapshot_equal_to_the_fold() {
+        check_on_postgres(2);
     }
 }

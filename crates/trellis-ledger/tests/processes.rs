@@ -2,19 +2,20 @@
 //! key, and concurrent appends to one run get distinct consecutive sequences.
 //!
 //! The parent test re-runs this test binary as child processes (selected by environment
-//! variables), so no extra binary is needed.
+//! variables), so no extra binary is needed. The first test runs on both backends.
 
+#[macro_use]
 mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{file_store, new_run, run_id};
+use common::{CHILD_LEDGER_ENV, TestLedger, file_store, new_run, run_id};
 use serde_json::json;
 use trellis_ledger::{Admission, Cursor, EventFilter, LogStream, RunEvent, RunFilter, RunStore};
 
-const CHILD_DB: &str = "TRELLIS_LEDGER_TEST_CHILD_DB";
+const CHILD_GO_DIR: &str = "TRELLIS_LEDGER_TEST_CHILD_GO_DIR";
 const CHILD_TAG: &str = "TRELLIS_LEDGER_TEST_CHILD_TAG";
 const KEYS: usize = 40;
 const LOGS_PER_CHILD: usize = 60;
@@ -30,13 +31,12 @@ fn wait_for_go(dir: &Path) {
 /// Child mode: does nothing unless started by the parent test below.
 #[test]
 fn child_submitter() {
-    let Some(path) = std::env::var_os(CHILD_DB) else {
+    let Some(ledger) = TestLedger::from_child_env() else {
         return;
     };
     let tag = std::env::var(CHILD_TAG).unwrap();
-    let path = std::path::PathBuf::from(path);
-    let store = file_store(&path);
-    wait_for_go(path.parent().unwrap());
+    let store = ledger.open();
+    wait_for_go(Path::new(&std::env::var_os(CHILD_GO_DIR).unwrap()));
     for k in 0..KEYS {
         let run = new_run(&format!("{tag}-{k}"), &format!("key-{k}"), json!({"k": k}));
         let (record, admission) = store.create_or_get(run).unwrap();
@@ -52,74 +52,75 @@ fn child_submitter() {
     }
 }
 
-#[test]
-fn two_processes_share_one_ledger_without_duplicates_or_gaps() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.sqlite3");
-    let store = file_store(&path);
-    store
-        .create_or_get(new_run("shared", "shared-key", json!({})))
-        .unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = ["p0", "p1"]
-        .iter()
-        .map(|tag| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "child_submitter",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_DB, &path)
-                .env(CHILD_TAG, tag)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(200));
-    std::fs::write(dir.path().join("go"), b"").unwrap();
+backend_tests! {
+    fn two_processes_share_one_ledger_without_duplicates_or_gaps(ledger) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ledger.open();
+        store
+            .create_or_get(new_run("shared", "shared-key", json!({})))
+            .unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = ["p0", "p1"]
+            .iter()
+            .map(|tag| {
+                Command::new(&exe)
+                    .args([
+                        "--exact",
+                        "child_submitter",
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
+                    .env(CHILD_LEDGER_ENV, ledger.child_env())
+                    .env(CHILD_GO_DIR, dir.path())
+                    .env(CHILD_TAG, tag)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::write(dir.path().join("go"), b"").unwrap();
 
-    let mut by_key: Vec<Vec<(String, bool)>> = vec![Vec::new(); KEYS];
-    for child in children {
-        let output = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "child failed: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        // The harness may print its own text before the first line on the same line.
-        let results = stdout
-            .lines()
-            .filter_map(|l| l.find("RESULT ").map(|at| &l[at + "RESULT ".len()..]));
-        for line in results {
-            let parts: Vec<&str> = line.split(' ').collect();
-            let key: usize = parts[0].parse().unwrap();
-            by_key[key].push((parts[1].to_owned(), parts[2] == "true"));
+        let mut by_key: Vec<Vec<(String, bool)>> = vec![Vec::new(); KEYS];
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "child failed: {stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            // The harness may print its own text before the first line on the same line.
+            let results = stdout
+                .lines()
+                .filter_map(|l| l.find("RESULT ").map(|at| &l[at + "RESULT ".len()..]));
+            for line in results {
+                let parts: Vec<&str> = line.split(' ').collect();
+                let key: usize = parts[0].parse().unwrap();
+                by_key[key].push((parts[1].to_owned(), parts[2] == "true"));
+            }
         }
-    }
-    for (key, results) in by_key.iter().enumerate() {
-        assert_eq!(results.len(), 2, "key {key}: {results:?}");
-        assert_eq!(results[0].0, results[1].0, "key {key} got two runs");
-        assert_eq!(results.iter().filter(|(_, created)| *created).count(), 1);
-    }
-    let listed = store
-        .list_runs(&RunFilter {
-            limit: 1000,
-            ..RunFilter::default()
-        })
-        .unwrap();
-    assert_eq!(listed.len(), KEYS + 1);
+        for (key, results) in by_key.iter().enumerate() {
+            assert_eq!(results.len(), 2, "key {key}: {results:?}");
+            assert_eq!(results[0].0, results[1].0, "key {key} got two runs");
+            assert_eq!(results.iter().filter(|(_, created)| *created).count(), 1);
+        }
+        let listed = store
+            .list_runs(&RunFilter {
+                limit: 1000,
+                ..RunFilter::default()
+            })
+            .unwrap();
+        assert_eq!(listed.len(), KEYS + 1);
 
-    let events = store
-        .events_after(&run_id("shared"), Cursor::START, 1000, EventFilter::All)
-        .unwrap();
-    let sequences: Vec<u64> = events.iter().map(|e| e.cursor.sequence()).collect();
-    let expected: Vec<u64> = (1..=(2 * LOGS_PER_CHILD) as u64).collect();
-    assert_eq!(sequences, expected);
+        let events = store
+            .events_after(&run_id("shared"), Cursor::START, 1000, EventFilter::All)
+            .unwrap();
+        let sequences: Vec<u64> = events.iter().map(|e| e.cursor.sequence()).collect();
+        let expected: Vec<u64> = (1..=(2 * LOGS_PER_CHILD) as u64).collect();
+        assert_eq!(sequences, expected);
+    }
 }
 
 const CHILD_DEFAULT: &str = "TRELLIS_LEDGER_TEST_CHILD_DEFAULT";

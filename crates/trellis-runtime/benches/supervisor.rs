@@ -17,9 +17,7 @@ use trellis_ledger::{
     Durability, NewRun, RunEvent, RunId, RunKind, RunStore, SqliteOptions, SqliteStore,
     TerminalResult,
 };
-use trellis_runtime::plan::RuntimePlan;
-use trellis_runtime::reuse::ReuseIndex;
-use trellis_runtime::supervisor::{Harnesses, RunContext, Supervisor};
+use trellis_runtime::testing::{Harnesses, ReuseIndex, RunContext, RuntimePlan, Supervisor};
 use trellis_verify::{Verification, verify_builtin};
 
 /// The allocator of the `trellis` binary, whose controller process runs the supervisor.
@@ -47,6 +45,7 @@ impl Harness for InstantHarness {
                     artifacts: vec![],
                 },
                 usage: TokenUsage::default(),
+                killed_from_outside: None,
             }
         })
     }
@@ -132,7 +131,9 @@ fn prepare(dir: &Path, graph: &GraphSpec, input: &Value, durability: Durability)
     RunContext {
         store: Arc::new(store),
         run_id,
-        graph: graph.clone(),
+        graph: trellis_engine::RunnableGraph::verify_builtin(graph.clone())
+            .expect("the graph verifies")
+            .0,
         input: input.clone(),
         plan,
         harnesses: Harnesses {
@@ -144,7 +145,7 @@ fn prepare(dir: &Path, graph: &GraphSpec, input: &Value, durability: Durability)
         scratch: dir.join("scratch"),
         secrets: SecretEnv::new(Default::default()),
         base_env: vec![],
-        reuse: ReuseIndex::empty(),
+        reuse: ReuseIndex::default(),
         wake: Arc::new(tokio::sync::Notify::new()),
     }
 }

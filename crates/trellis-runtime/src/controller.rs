@@ -1,29 +1,26 @@
-//! The detached controller process of one run: adopts the inherited leases, re-admits the
-//! stored submission, builds the harnesses and drives the supervisor to the run's end.
+//! The controller of one run: holds its leases (inherited by a detached controller process, or
+//! taken by an in-process driver), re-admits the stored submission, builds the harnesses and
+//! drives the supervisor to the run's end.
 
 use std::fs::File;
 use std::os::fd::FromRawFd;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use trellis_agents::{ExecHarness, Harness, SecretEnv};
+use trellis_agents::{ExecHarness, SecretEnv};
 use trellis_ledger::{RunEvent, RunId, RunStore};
 
+use crate::admission::{Readmitted, readmit};
 use crate::delivery::GitDelivery;
 use crate::error::RuntimeError;
 use crate::gap_runner::controller_attached;
+use crate::harnesses::agent_harness;
 use crate::home::{Lease, TrellisHome};
 use crate::launch::{CONTROLLER_LEASE_FD, WORKSPACE_LEASE_FD};
 use crate::reuse::ReuseIndex;
-use crate::submission::Submission;
 use crate::supervisor::{Harnesses, RunContext, Supervisor};
 
-/// Builds the agent harness for a plan lane; `None` when the plan has no agent bindings.
-pub type AgentHarnessFactory =
-    dyn Fn(&crate::plan::RuntimePlan) -> Result<Option<Arc<dyn Harness>>, RuntimeError>;
-
 /// Adopts a lease whose locked descriptor this process inherited at `fd`.
-fn inherited_lease(fd: i32, path: PathBuf) -> Result<Lease, RuntimeError> {
+fn inherited_lease(fd: i32) -> Result<Lease, RuntimeError> {
     // SAFETY: fcntl(F_GETFD) only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(RuntimeError::ControllerStart(format!(
@@ -40,7 +37,7 @@ fn inherited_lease(fd: i32, path: PathBuf) -> Result<Lease, RuntimeError> {
     }
     // SAFETY: the descriptor is open (checked above) and owned by nothing else in this process.
     let file = unsafe { File::from_raw_fd(fd) };
-    Ok(Lease::from_inherited(file, path))
+    Ok(Lease::from_inherited(file))
 }
 
 /// How many predecessors a resumed run looks back through for settled work.
@@ -63,24 +60,57 @@ fn lineage(
     Ok(snapshots)
 }
 
-/// Runs the controller of `run_id` to completion.
-pub fn run_controller(
+/// The two leases a controller holds for its whole life: its run's and its workspace's.
+pub(crate) struct Leases {
+    pub controller: Lease,
+    pub workspace: Lease,
+}
+
+/// Runs the controller of `run_id` to completion in a process started by `launch`, adopting
+/// the leases it inherited.
+pub(crate) fn run_detached(
     home: &TrellisHome,
     store: Arc<dyn RunStore>,
     run_id: &RunId,
-    agent_factory: &AgentHarnessFactory,
 ) -> Result<(), RuntimeError> {
-    let controller_lease = inherited_lease(
-        CONTROLLER_LEASE_FD,
-        home.controller_lease_path(run_id.as_str())
-            .map_err(|e| RuntimeError::io("cannot open the run directory", e))?,
-    )?;
+    let controller = inherited_lease(CONTROLLER_LEASE_FD)?;
     let record = store.record(run_id)?;
-    let admitted = Submission::admit(&record.submission, run_id.as_str())?;
-    let workspace_lease = inherited_lease(
-        WORKSPACE_LEASE_FD,
-        home.workspace_lease_path(&admitted.submission.workspace),
-    )?;
+    let admitted = readmit(&record.submission, run_id.as_str())?;
+    let workspace = inherited_lease(WORKSPACE_LEASE_FD)?;
+    let leases = Leases {
+        controller,
+        workspace,
+    };
+    let lineage = lineage(store.as_ref(), record.predecessor)?;
+    drive(home, store, run_id, admitted, lineage, leases, true)
+}
+
+/// Drives `run_id` to its end on this thread, taking its leases itself (the run was just
+/// created by this process, which holds them).
+pub(crate) fn drive_in_process(
+    home: &TrellisHome,
+    store: Arc<dyn RunStore>,
+    run_id: &RunId,
+    leases: Leases,
+) -> Result<(), RuntimeError> {
+    let record = store.record(run_id)?;
+    let admitted = readmit(&record.submission, run_id.as_str())?;
+    let lineage = lineage(store.as_ref(), record.predecessor)?;
+    drive(home, store, run_id, admitted, lineage, leases, false)
+}
+
+/// Drives an admitted run to its end on this thread while holding `leases`, reusing the settled
+/// work of its `lineage`; `watch_signals` makes SIGTERM (sent by `force-stop`) wake the loop —
+/// only a controller process wants that.
+fn drive(
+    home: &TrellisHome,
+    store: Arc<dyn RunStore>,
+    run_id: &RunId,
+    admitted: Readmitted,
+    lineage: Vec<trellis_ledger::RunSnapshot>,
+    leases: Leases,
+    watch_signals: bool,
+) -> Result<(), RuntimeError> {
     store.append(run_id, &[controller_attached()])?;
     if store.head(run_id)?.phase() == trellis_ledger::Phase::Admitted {
         store.append(run_id, &[RunEvent::RunStarted {}])?;
@@ -92,8 +122,8 @@ pub fn run_controller(
             .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
             .collect(),
     );
-    let reuse = ReuseIndex::from_lineage(&lineage(store.as_ref(), record.predecessor.clone())?);
-    let agent = agent_factory(&plan)?;
+    let reuse = ReuseIndex::from_lineage(&lineage);
+    let agent = agent_harness(&plan)?;
     let harnesses = Harnesses {
         command: Arc::new(ExecHarness),
         agent: agent.clone(),
@@ -129,22 +159,25 @@ pub fn run_controller(
         .build()
         .map_err(|e| RuntimeError::io("cannot start the async runtime", e))?;
     let outcome = runtime.block_on(async move {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .map_err(|e| RuntimeError::io("cannot watch SIGTERM", e))?;
-        let signal_wake = wake.clone();
-        tokio::spawn(async move {
-            while terminate.recv().await.is_some() {
-                signal_wake.notify_one();
-            }
-        });
+        if watch_signals {
+            let mut terminate =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .map_err(|e| RuntimeError::io("cannot watch SIGTERM", e))?;
+            let signal_wake = wake.clone();
+            tokio::spawn(async move {
+                while terminate.recv().await.is_some() {
+                    signal_wake.notify_one();
+                }
+            });
+        }
         Supervisor::new(context)?.run().await
     });
     if let Some(agent) = &agent {
         agent.close_run(run_id.as_str());
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    drop(workspace_lease);
-    drop(controller_lease);
+    // The workspace is free once the run is over; the run's own lease goes last.
+    drop(leases.workspace);
+    drop(leases.controller);
     outcome
 }

@@ -6,11 +6,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use trellis_agents::exec::human_duration;
 use trellis_agents::{
     Binding, BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent,
     LogStream, TokenUsage,
 };
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
+use trellis_process::{
+    ProcessEnd, ProcessLimits, ProcessObserver, ProcessSpec, Redactor, Stream, run_blocking,
+    run_process,
+};
 
 /// Where the run started: the revision delivery must build on and the branch it targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,21 +52,74 @@ pub fn run_branch(run_id: &str) -> String {
     format!("trellis/{short}")
 }
 
+/// Longest a git call made while a run is submitted may take.
+const SOURCE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Reads the workspace's current branch and revision; `None` outside a git repository.
 pub fn read_source(workspace: &Path) -> Option<SourceRevision> {
+    let env: Vec<(String, String)> = ["PATH", "HOME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+        .collect();
     let run = |args: &[&str]| -> Option<String> {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(workspace)
-            .output()
-            .ok()?;
-        out.status
+        let report = run_blocking(
+            &git_spec(workspace, &env, args, Redactor::default()),
+            &git_limits(SOURCE_TIMEOUT),
+            &|| false,
+            &mut |_, _| {},
+        );
+        report
+            .end
             .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            .then(|| String::from_utf8_lossy(&report.stdout).trim().to_owned())
     };
     let revision = run(&["rev-parse", "--verify", "HEAD^{commit}"])?;
     let branch = run(&["symbolic-ref", "--quiet", "--short", "HEAD"]).unwrap_or_default();
     Some(SourceRevision { branch, revision })
+}
+
+fn git_spec(
+    workspace: &Path,
+    env: &[(String, String)],
+    args: &[&str],
+    redactor: Redactor,
+) -> ProcessSpec {
+    ProcessSpec {
+        program: "git".into(),
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        cwd: workspace.to_path_buf(),
+        env: env.to_vec(),
+        stdin: Vec::new(),
+        redactor,
+    }
+}
+
+fn git_limits(timeout: Duration) -> ProcessLimits {
+    ProcessLimits {
+        deadline: Some(timeout),
+        max_stdout_bytes: GIT_OUTPUT_BYTES,
+        ..ProcessLimits::default()
+    }
+}
+
+/// Most bytes of a git command's stdout (and kept stderr) read.
+const GIT_OUTPUT_BYTES: usize = 1024 * 1024;
+/// Stderr lines of a failed git command kept for its error message.
+const GIT_STDERR_LINES: usize = 20;
+
+/// Keeps the last stderr lines of a git command.
+#[derive(Default)]
+struct StderrTail(std::collections::VecDeque<String>);
+
+impl ProcessObserver for StderrTail {
+    fn line(&mut self, stream: Stream, line: &str) {
+        if stream == Stream::Stderr {
+            if self.0.len() == GIT_STDERR_LINES {
+                self.0.pop_front();
+            }
+            self.0.push_back(line.to_owned());
+        }
+    }
 }
 
 /// A failed git step: `crash` for broken git, `malformed` when there is nothing to deliver.
@@ -80,49 +138,49 @@ fn crash(message: String) -> DeliveryFailure {
 struct Git<'a> {
     workspace: &'a Path,
     env: Vec<(String, String)>,
+    redactor: Redactor,
     cancel: &'a CancellationToken,
 }
 
 impl Git<'_> {
-    async fn run(&self, args: &[&str]) -> Result<String, DeliveryFailure> {
-        let mut command = tokio::process::Command::new("git");
-        command
-            .args(args)
-            .current_dir(self.workspace)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .kill_on_drop(true);
-        let output = tokio::select! {
-            out = tokio::time::timeout(GIT_TIMEOUT, command.output()) => out,
-            _ = self.cancel.cancelled() => return Err(DeliveryFailure {
+    /// Runs git to its end (or its timeout, or cancellation); its stdout and stderr tail.
+    async fn call(&self, args: &[&str]) -> Result<(ProcessEnd, String, String), DeliveryFailure> {
+        let spec = git_spec(self.workspace, &self.env, args, self.redactor.clone());
+        let mut stderr = StderrTail::default();
+        let report = run_process(&spec, &git_limits(GIT_TIMEOUT), self.cancel, &mut stderr).await;
+        let what = format!("git {}", args.first().copied().unwrap_or_default());
+        match report.end {
+            ProcessEnd::Cancelled => Err(DeliveryFailure {
                 code: WorkerErrorCode::Refusal,
                 message: "delivery cancelled".into(),
             }),
-        };
-        match output {
-            Err(_) => Err(crash(format!("git {} timed out", args.join(" ")))),
-            Ok(Err(e)) => Err(crash(format!("cannot run git: {e}"))),
-            Ok(Ok(out)) if out.status.success() => {
-                Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-            }
-            Ok(Ok(out)) => Err(crash(format!(
-                "git {} failed: {}",
+            ProcessEnd::DeadlineExceeded => Err(crash(format!(
+                "{what} timed out after {}",
+                human_duration(GIT_TIMEOUT)
+            ))),
+            ProcessEnd::SpawnFailed(message) => Err(crash(format!("cannot run git: {message}"))),
+            end => Ok((
+                end,
+                String::from_utf8_lossy(&report.stdout).trim().to_owned(),
+                Vec::from(stderr.0).join("\n"),
+            )),
+        }
+    }
+
+    async fn run(&self, args: &[&str]) -> Result<String, DeliveryFailure> {
+        match self.call(args).await? {
+            (end, stdout, _) if end.success() => Ok(stdout),
+            (end, _, stderr) => Err(crash(format!(
+                "git {} failed ({}): {}",
                 args.first().copied().unwrap_or_default(),
-                String::from_utf8_lossy(&out.stderr).trim()
+                end.describe(),
+                stderr.trim()
             ))),
         }
     }
 
     async fn succeeds(&self, args: &[&str]) -> Result<bool, DeliveryFailure> {
-        let status = tokio::process::Command::new("git")
-            .args(args)
-            .current_dir(self.workspace)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .status()
-            .await
-            .map_err(|e| crash(format!("cannot run git: {e}")))?;
-        Ok(status.success())
+        Ok(self.call(args).await?.0.success())
     }
 }
 
@@ -152,6 +210,7 @@ impl Harness for GitDelivery {
             let log = |message: String| {
                 let _ = events.try_send(HarnessEvent::Log {
                     stream: LogStream::System,
+                    level: LogStream::System.default_level(),
                     message: redactor.apply(&message),
                 });
             };
@@ -167,10 +226,7 @@ impl Harness for GitDelivery {
                     WorkerOutcome::failure(failure.code)
                 }
             };
-            ExecutionResult {
-                outcome,
-                usage: TokenUsage::default(),
-            }
+            ExecutionResult::settled(outcome, TokenUsage::default())
         })
     }
 }
@@ -193,6 +249,7 @@ impl GitDelivery {
         let git = Git {
             workspace: &request.workspace,
             env: delivery_env(request),
+            redactor: request.environment.redactor(),
             cancel,
         };
         log("delivery: staging workspace changes".into());

@@ -1,9 +1,10 @@
-//! The runtime's closed error type.
+//! The runtime's closed error type, with a stable code per variant.
 
 use std::path::PathBuf;
 
 use trellis_ledger::LedgerError;
 
+use crate::admission::AdmissionError;
 use crate::plan::PlanError;
 
 /// Why a runtime operation failed. Messages never carry secret values.
@@ -12,28 +13,75 @@ pub enum RuntimeError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error("{context}: {source}")]
+    Admission(#[from] AdmissionError),
+    #[error("cannot locate a state directory: set TRELLIS_HOME or HOME")]
+    NoHome,
+    #[error("cannot create the state directory {}: {reason}", path.display())]
+    StateDirectory { path: PathBuf, reason: String },
+    #[error("cannot open the ledger {location}: {cause}")]
+    OpenLedger {
+        location: String,
+        cause: LedgerError,
+    },
+    #[error("{0:?} is not a run id: {1}")]
+    InvalidRunId(String, String),
+    #[error("{context}: {cause}")]
     Io {
         context: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("workspace {workspace} already has an active run{holder}")]
+    #[error("workspace {} already has an active run{holder}", workspace.display())]
     WorkspaceBusy { workspace: PathBuf, holder: String },
     #[error("the run controller did not start: {0}")]
     ControllerStart(String),
-    #[error("the stored submission of run {run} cannot be read: {reason}")]
-    Submission { run: String, reason: String },
+    #[error("run {0} is still active; stop it first or wait for it")]
+    StillActive(String),
+    #[error("run {0} succeeded; there is nothing to resume")]
+    NothingToResume(String),
+    #[error("run {run} was already resumed as {successor}")]
+    AlreadyResumed { run: String, successor: String },
+    #[error("run {run} has no execution {execution}")]
+    UnknownExecution { run: String, execution: u64 },
     #[error("{0}")]
-    Invalid(String),
+    NotSubmittable(String),
+    #[error("submission key already used by run {0}")]
+    KeyInUse(String),
+    #[error("internal runtime failure: {0}")]
+    Internal(String),
+}
+
+impl From<PlanError> for RuntimeError {
+    fn from(error: PlanError) -> Self {
+        Self::Admission(AdmissionError::Plan(error))
+    }
 }
 
 impl RuntimeError {
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn io(context: impl Into<String>, cause: std::io::Error) -> Self {
         Self::Io {
             context: context.into(),
-            source,
+            cause,
+        }
+    }
+
+    /// A stable, machine-readable code (the ledger's and admission's codes pass through).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Ledger(error) | Self::OpenLedger { cause: error, .. } => error.code(),
+            Self::Admission(error) => error.code(),
+            Self::NoHome => "runtime.no_home",
+            Self::StateDirectory { .. } => "runtime.state_directory",
+            Self::InvalidRunId(..) => "run.invalid_id",
+            Self::Io { .. } => "runtime.io",
+            Self::WorkspaceBusy { .. } => "run.workspace_busy",
+            Self::ControllerStart(_) => "run.controller_start",
+            Self::StillActive(_) => "run.still_active",
+            Self::NothingToResume(_) => "run.nothing_to_resume",
+            Self::AlreadyResumed { .. } => "run.already_resumed",
+            Self::UnknownExecution { .. } => "run.unknown_execution",
+            Self::NotSubmittable(_) => "run.not_submittable",
+            Self::KeyInUse(_) => "submission.key_in_use",
+            Self::Internal(_) => "runtime.internal",
         }
     }
 }

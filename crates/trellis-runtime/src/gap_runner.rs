@@ -1,37 +1,87 @@
 //! Runs a GaP workflow in this process while recording it in the ledger, so `status`, `watch`
 //! and `logs` work on GaP runs like on GraphSpec runs.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use trellis_gap::{ExecuteOptions, ExecutionResult, RunEvent as GapEvent, RunObserver, Workflow};
+use trellis_agents::forward::one_line;
+use trellis_gap::{CancelToken, RunEvent as GapEvent, RunObserver};
 use trellis_ledger::{
     Admission, LogLevel, LogStream, NewRun, RunEvent, RunId, RunKind, RunStore, TerminalResult,
 };
 
 use crate::error::RuntimeError;
+use crate::gap_admission::{GapOutcome, GapRun};
 use crate::home::{Lease, LeaseAttempt, TrellisHome};
+use crate::log_budget::LogBudget;
+use crate::recovery::TerminalReason;
+
+/// Largest workflow result or progress payload recorded in one event (the ledger bounds one
+/// event to `MAX_EVENT_JSON_BYTES`; the rest is the event's envelope).
+const MAX_PAYLOAD_BYTES: usize = trellis_ledger::limits::MAX_EVENT_JSON_BYTES - 64 * 1024;
+
+/// A progress event as recorded: whole, or — when it would not fit one ledger event (a
+/// subgraph's many large outputs) — its kind and node with the size that was left out.
+fn recorded_payload(event: &GapEvent) -> Value {
+    let payload = serde_json::to_value(event).unwrap_or(Value::Null);
+    let size = serde_json::to_vec(&payload).map_or(usize::MAX, |bytes| bytes.len());
+    if size <= MAX_PAYLOAD_BYTES {
+        return payload;
+    }
+    let field = |name: &str| payload.get(name).cloned().unwrap_or(Value::Null);
+    json!({
+        "event": field("event"),
+        "node_id": field("node_id"),
+        "subgraph": field("subgraph"),
+        "omitted_bytes": size,
+    })
+}
 
 /// Most events one ledger transaction carries; keeps batches well under the ledger's bound.
 const BATCH_EVENTS: usize = 512;
 
-/// What the caller asks of a GaP run.
-pub struct GapRun {
-    pub workflow: Workflow,
-    pub workflow_path: PathBuf,
-    pub title: String,
-    pub submission_key: Option<String>,
-    pub options: ExecuteOptions,
-}
+/// How often the run is checked for a force-stop request.
+const STOP_POLL: Duration = Duration::from_millis(200);
 
 /// Feeds executor events to the caller and, batched, to the ledger.
 struct LedgerObserver<'a> {
     ledger: Mutex<Sender<RunEvent>>,
     forward: &'a (dyn Fn(&GapEvent) + Send + Sync),
+    /// Each node's output lines against its log budget (run-level lines under `None`).
+    budgets: Mutex<HashMap<Option<String>, LogBudget>>,
+}
+
+impl LedgerObserver<'_> {
+    /// Whether a line of `node` still fits its log budget.
+    fn admit(&self, node: &Option<String>, bytes: usize) -> bool {
+        let mut budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        budgets.entry(node.clone()).or_default().admit(bytes)
+    }
+
+    /// One warning per node whose output was cut short by its budget.
+    fn dropped_records(&self) -> Vec<RunEvent> {
+        let budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        budgets
+            .iter()
+            .filter_map(|(node, budget)| {
+                let note = budget.dropped_note()?;
+                Some(RunEvent::Log {
+                    execution: None,
+                    stream: LogStream::System,
+                    level: LogLevel::Warn,
+                    message: match node {
+                        Some(node) => format!("[{node}] {note}"),
+                        None => note,
+                    },
+                    timestamp_ms: trellis_ledger::store::now_ms(),
+                })
+            })
+            .collect()
+    }
 }
 
 impl RunObserver for LedgerObserver<'_> {
@@ -42,7 +92,7 @@ impl RunObserver for LedgerObserver<'_> {
                 node_id,
                 stream,
                 line,
-            } => RunEvent::Log {
+            } if self.admit(node_id, line.len()) => RunEvent::Log {
                 execution: None,
                 stream: if stream == "stderr" {
                     LogStream::Error
@@ -54,16 +104,19 @@ impl RunObserver for LedgerObserver<'_> {
                 } else {
                     LogLevel::Info
                 },
-                message: match node_id {
+                // One bounded line, as a harness records it (the ledger refuses longer ones).
+                message: one_line(&match node_id {
                     Some(node) => format!("[{node}] {line}"),
                     None => line.clone(),
-                },
+                }),
                 timestamp_ms: trellis_ledger::store::now_ms(),
             },
+            // Past its node's budget; said once at the end of the run.
+            GapEvent::Log { .. } => return,
             // The final result is recorded as the terminal event.
             GapEvent::RunFinished { .. } => return,
             other => RunEvent::GapEvent {
-                payload: serde_json::to_value(other).unwrap_or(Value::Null),
+                payload: recorded_payload(other),
             },
         };
         if let Ok(sender) = self.ledger.lock() {
@@ -72,15 +125,27 @@ impl RunObserver for LedgerObserver<'_> {
     }
 }
 
-/// Appends queued events in batches until the queue closes; returns the first ledger error.
+/// Appends queued events in batches until the queue closes, and cancels the run once a
+/// force-stop is requested; returns the first ledger error.
 fn spawn_writer(
     store: Arc<dyn RunStore>,
     run_id: RunId,
     queue: Receiver<RunEvent>,
+    cancel: CancelToken,
 ) -> JoinHandle<Option<String>> {
     std::thread::spawn(move || {
         let mut failure = None;
+        let mut stop_checked = Instant::now();
         loop {
+            if !cancel.is_set() && stop_checked.elapsed() >= STOP_POLL {
+                stop_checked = Instant::now();
+                if store
+                    .head(&run_id)
+                    .is_ok_and(|head| head.progress.force_stop_requested)
+                {
+                    cancel.cancel();
+                }
+            }
             let first = match queue.recv_timeout(Duration::from_millis(50)) {
                 Ok(event) => event,
                 Err(RecvTimeoutError::Timeout) => continue,
@@ -104,12 +169,12 @@ fn spawn_writer(
 }
 
 /// Executes the workflow as a recorded run. `forward` sees every progress event as it happens.
-pub fn run_gap(
+pub(crate) fn run_gap(
     store: Arc<dyn RunStore>,
     home: &TrellisHome,
     run: GapRun,
     forward: &(dyn Fn(&GapEvent) + Send + Sync),
-) -> Result<(RunId, ExecutionResult), RuntimeError> {
+) -> Result<GapOutcome, RuntimeError> {
     let run_id = RunId::generate();
     let lease_path = home
         .controller_lease_path(run_id.as_str())
@@ -117,17 +182,11 @@ pub fn run_gap(
     let LeaseAttempt::Acquired(lease) = Lease::try_acquire(&lease_path)
         .map_err(|e| RuntimeError::io("cannot take the run lease", e))?
     else {
-        return Err(RuntimeError::Invalid(
+        return Err(RuntimeError::Internal(
             "a fresh run id is already leased".into(),
         ));
     };
-    let inputs = Value::Object(run.options.inputs.clone());
-    let submission = json!({
-        "workflow": run.workflow_path.display().to_string(),
-        "inputs": inputs,
-        "traceDir": run.options.trace_dir.as_ref().map(|p| p.display().to_string()),
-        "maxWorkers": run.options.max_workers,
-    });
+    let submission = run.submission();
     let key = run
         .submission_key
         .clone()
@@ -141,10 +200,7 @@ pub fn run_gap(
     );
     let (record, admission) = store.create_or_get(new_run)?;
     if admission == Admission::Existing {
-        return Err(RuntimeError::Invalid(format!(
-            "submission key already used by run {}",
-            record.run_id.as_str()
-        )));
+        return Err(RuntimeError::KeyInUse(record.run_id.to_string()));
     }
     let _ = lease.describe(&format!(
         "gap run {} pid {}",
@@ -154,47 +210,67 @@ pub fn run_gap(
     store.append(&run_id, &[RunEvent::RunStarted {}, controller_attached()])?;
 
     let (sender, queue) = mpsc::channel();
-    let writer = spawn_writer(store.clone(), run_id.clone(), queue);
+    let cancel = run.options.cancel.clone();
+    let writer = spawn_writer(store.clone(), run_id.clone(), queue, cancel.clone());
     let observer = LedgerObserver {
         ledger: Mutex::new(sender),
         forward,
+        budgets: Mutex::new(HashMap::new()),
     };
     let result = trellis_gap::execute(&run.workflow, run.options, &observer);
+    let mut closing = observer.dropped_records();
     drop(observer);
     let write_failure = writer.join().ok().flatten();
 
-    let terminal = if result.is_success() {
-        TerminalResult::Succeeded {
-            output: serde_json::to_value(&result).unwrap_or(Value::Null),
+    let error_log = |message: String| RunEvent::Log {
+        execution: None,
+        stream: LogStream::System,
+        level: LogLevel::Error,
+        message,
+        timestamp_ms: trellis_ledger::store::now_ms(),
+    };
+    let stopped = store
+        .head(&run_id)
+        .is_ok_and(|head| head.progress.force_stop_requested);
+    let terminal = if stopped {
+        TerminalResult::Failed {
+            reason: TerminalReason::ForceStopped.label().to_owned(),
+        }
+    } else if result.is_success() {
+        let output = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let size = serde_json::to_vec(&output).map_or(usize::MAX, |bytes| bytes.len());
+        if size <= MAX_PAYLOAD_BYTES {
+            TerminalResult::Succeeded { output }
+        } else {
+            closing.push(error_log(format!(
+                "the workflow's result is {size} bytes, over the {MAX_PAYLOAD_BYTES} bytes a \
+                 run's result may take; it is not recorded"
+            )));
+            TerminalResult::Failed {
+                reason: "workflow_failed".to_owned(),
+            }
         }
     } else {
         TerminalResult::Failed {
             reason: "workflow_failed".to_owned(),
         }
     };
-    let mut closing = Vec::new();
     if let Some(error) = &result.error {
-        closing.push(RunEvent::Log {
-            execution: None,
-            stream: LogStream::System,
-            level: LogLevel::Error,
-            message: format!("workflow failed: {error}"),
-            timestamp_ms: trellis_ledger::store::now_ms(),
-        });
+        closing.push(error_log(format!("workflow failed: {error}")));
     }
     closing.push(RunEvent::Terminal { result: terminal });
     store.append(&run_id, &closing)?;
     drop(lease);
     if let Some(failure) = write_failure {
-        return Err(RuntimeError::Invalid(format!(
+        return Err(RuntimeError::Internal(format!(
             "the workflow ran but some progress events were not recorded: {failure}"
         )));
     }
-    Ok((run_id, result))
+    Ok(GapOutcome { run_id, result })
 }
 
 /// The `controller_attached` event describing this process.
-pub fn controller_attached() -> RunEvent {
+pub(crate) fn controller_attached() -> RunEvent {
     RunEvent::ControllerAttached {
         pid: std::process::id(),
         started_at_ms: trellis_ledger::store::now_ms(),

@@ -79,7 +79,6 @@ fn create_private_dir(path: &Path) -> io::Result<()> {
 #[derive(Debug)]
 pub struct Lease {
     file: File,
-    path: PathBuf,
 }
 
 /// Whether a lease could be taken.
@@ -100,26 +99,19 @@ impl Lease {
             .mode(0o600)
             .open(path)?;
         match file.try_lock() {
-            Ok(()) => Ok(LeaseAttempt::Acquired(Self {
-                file,
-                path: path.to_path_buf(),
-            })),
+            Ok(()) => Ok(LeaseAttempt::Acquired(Self { file })),
             Err(TryLockError::WouldBlock) => Ok(LeaseAttempt::HeldElsewhere),
             Err(TryLockError::Error(e)) => Err(e),
         }
     }
 
     /// Adopts a lease whose locked descriptor this process inherited.
-    pub fn from_inherited(file: File, path: PathBuf) -> Self {
-        Self { file, path }
+    pub fn from_inherited(file: File) -> Self {
+        Self { file }
     }
 
     pub fn file(&self) -> &File {
         &self.file
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Records a note (e.g. the holder's run id) in the lease file for humans.

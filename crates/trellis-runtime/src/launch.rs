@@ -1,5 +1,6 @@
-//! Starting a GraphSpec run: take the workspace lease, admit the run in the ledger (idempotent
-//! on the submission key), and spawn its detached controller holding both leases.
+//! Starting a GraphSpec run: take the workspace lease, create the run in the ledger (idempotent
+//! on the submission key), and either spawn its detached controller holding both leases or
+//! drive it on this thread.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -10,13 +11,14 @@ use std::time::{Duration, Instant};
 
 use trellis_ledger::{Admission, NewRun, RunId, RunKind, RunStore};
 
+use crate::controller::{Leases, drive_in_process};
 use crate::error::RuntimeError;
 use crate::home::{Lease, LeaseAttempt, TrellisHome, lease_note};
 use crate::submission::Submission;
 
 /// The file descriptors a controller inherits its leases on.
-pub const CONTROLLER_LEASE_FD: i32 = 3;
-pub const WORKSPACE_LEASE_FD: i32 = 4;
+pub(crate) const CONTROLLER_LEASE_FD: i32 = 3;
+pub(crate) const WORKSPACE_LEASE_FD: i32 = 4;
 /// The hidden subcommand that turns the binary into a run controller.
 pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 /// How long a new controller has to attach to its run.
@@ -33,35 +35,37 @@ const CONTROLLER_ENV: [&str; 8] = [
     "TRELLIS_PYTHON",
 ];
 
+/// How a created run is driven.
+pub(crate) enum Start {
+    /// By `program __controller RUN`, a detached process given `env` (and nothing else).
+    Detached {
+        program: PathBuf,
+        env: Vec<(String, String)>,
+    },
+    /// On this thread, until the run ends.
+    InProcess,
+}
+
 /// A run to start.
-pub struct LaunchRequest {
+pub(crate) struct LaunchRequest {
     pub submission: Submission,
     pub title: String,
     pub submission_key: String,
     pub identity: String,
     pub predecessor: Option<RunId>,
-    /// The binary to run as controller (normally the current executable).
-    pub controller_exe: PathBuf,
+    pub start: Start,
 }
 
 /// Whether the submission created a run or matched an existing one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Launched {
+pub(crate) enum Launched {
     Started(RunId),
     Existing(RunId),
 }
 
-impl Launched {
-    pub fn run_id(&self) -> &RunId {
-        match self {
-            Self::Started(id) | Self::Existing(id) => id,
-        }
-    }
-}
-
 /// The environment handed to a controller: a few basics plus the named connection variables
 /// (values come from this process's environment and never touch disk).
-pub fn controller_env(connection_names: &[String]) -> Vec<(String, String)> {
+pub(crate) fn controller_env(connection_names: &[String]) -> Vec<(String, String)> {
     CONTROLLER_ENV
         .iter()
         .map(|s| s.to_string())
@@ -98,13 +102,14 @@ fn new_run(request: &LaunchRequest, run_id: RunId) -> NewRun {
     run
 }
 
-/// Admits the run and starts its controller; an identical earlier submission returns that run.
-pub fn launch(
+/// Creates the run and starts it; an identical earlier submission returns that run.
+pub(crate) fn launch(
     home: &TrellisHome,
-    store: &dyn RunStore,
+    store: &std::sync::Arc<dyn RunStore>,
     request: &LaunchRequest,
-    env: &[(String, String)],
 ) -> Result<Launched, RuntimeError> {
+    let shared = store.clone();
+    let store = store.as_ref();
     if let Some(run_id) = existing_run(store, request)? {
         return Ok(Launched::Existing(run_id));
     }
@@ -134,7 +139,7 @@ pub fn launch(
         .controller_lease_path(run_id.as_str())
         .map_err(|e| RuntimeError::io("cannot create the run directory", e))?;
     let controller_lease = acquire(&lease_path)?
-        .ok_or_else(|| RuntimeError::Invalid("a fresh run id is already leased".into()))?;
+        .ok_or_else(|| RuntimeError::Internal("a fresh run id is already leased".into()))?;
     let (record, admission) = match store.create_or_get(new_run(request, run_id.clone())) {
         Ok(admitted) => admitted,
         Err(error) => {
@@ -151,12 +156,24 @@ pub fn launch(
     }
     let _ = workspace_lease.describe(&format!("run {}", run_id.as_str()));
     let _ = controller_lease.describe(&format!("controller of run {}", run_id.as_str()));
+    let (program, env) = match &request.start {
+        Start::InProcess => {
+            let leases = Leases {
+                controller: controller_lease,
+                workspace: workspace_lease,
+            };
+            drive_in_process(home, shared, &run_id, leases)?;
+            return Ok(Launched::Started(run_id));
+        }
+        Start::Detached { program, env } => (program, env),
+    };
     let log = home
         .controller_log_path(run_id.as_str())
         .and_then(File::create)
         .map_err(|e| RuntimeError::io("cannot create the controller log", e))?;
     spawn_controller(
-        request,
+        program,
+        &request.submission.workspace,
         &run_id,
         env,
         &controller_lease,
@@ -184,7 +201,8 @@ fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {
 }
 
 fn spawn_controller(
-    request: &LaunchRequest,
+    program: &Path,
+    workspace: &Path,
     run_id: &RunId,
     env: &[(String, String)],
     controller_lease: &Lease,
@@ -196,13 +214,13 @@ fn spawn_controller(
     let stderr = log
         .try_clone()
         .map_err(|e| RuntimeError::io("cannot open the controller log", e))?;
-    let mut command = Command::new(&request.controller_exe);
+    let mut command = Command::new(program);
     command
         .arg(CONTROLLER_SUBCOMMAND)
         .arg(run_id.as_str())
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&request.submission.workspace)
+        .current_dir(workspace)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(stderr);
@@ -225,10 +243,7 @@ fn spawn_controller(
         });
     }
     command.spawn().map_err(|e| {
-        RuntimeError::ControllerStart(format!(
-            "cannot start {}: {e}",
-            request.controller_exe.display()
-        ))
+        RuntimeError::ControllerStart(format!("cannot start {}: {e}", program.display()))
     })?;
     Ok(())
 }

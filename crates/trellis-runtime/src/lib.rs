@@ -1,17 +1,96 @@
-//! RuntimePlan admission, the run supervisor and detached controller, workspace locks,
-//! force-stop, recovery, resume, built-in templates and git delivery.
+//! The run API: the one boundary every Trellis front end (the CLI, the web UI, the team server)
+//! uses to admit, submit, observe and control runs.
+//!
+//! [`Runtime`] owns a state directory and its ledger. A run goes through
+//! [`Runtime::admit`] (graph parsed and verified, input checked, runtime plan admitted — the
+//! same steps a controller and `resume` repeat on the stored submission) and
+//! [`Runtime::submit`] (created in the ledger, idempotent on its submission key, and driven by a
+//! detached controller process or on the calling thread). [`Runtime::status`],
+//! [`Runtime::list`], [`Runtime::watch`], [`Runtime::logs`], [`Runtime::run_graph`] and
+//! [`Runtime::execution`] read it; [`Runtime::force_stop`] and [`Runtime::resume`] control
+//! it. Every error is a closed enum with a stable `code()`; nothing returned ever carries a
+//! secret value. `docs/run-api.md` describes the surface; everything else in this crate is
+//! private.
 
-pub mod delivery;
-pub mod error;
-pub mod gap_runner;
-pub mod home;
-pub mod plan;
-pub mod recovery;
-pub mod templates;
+mod admission;
+mod controller;
+mod delivery;
+mod documents;
+mod error;
+mod gap_admission;
+mod gap_runner;
+mod harnesses;
+mod home;
+mod launch;
+mod log_budget;
+mod options;
+mod plan;
+mod recovery;
+mod reuse;
+mod runtime;
+mod streams;
+mod submission;
+mod supervisor;
+mod templates;
+mod validation;
+mod views;
 
+pub use admission::{
+    AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
+    InputSource, PlanSource, WorstCase, admit,
+};
+pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;
-pub mod controller;
-pub mod launch;
-pub mod reuse;
-pub mod submission;
-pub mod supervisor;
+pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};
+pub use launch::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
+pub use options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
+pub use plan::PlanError;
+pub use runtime::{Runtime, parse_run_id};
+pub use streams::{
+    LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,
+    WatchedExecution,
+};
+pub use templates::{TemplateInfo, TemplateInput, template, templates};
+pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
+pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
+pub use views::{
+    BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
+    GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunStatus, RunSummary,
+    Termination,
+};
+
+/// The run vocabulary front ends render: ids, cursors, phases, results, log levels.
+pub use trellis_ledger::observe::{ActiveExecution, PhaseStatus};
+pub use trellis_ledger::{Phase, RunKind};
+pub use trellis_run_model::{
+    Cursor, LogLevel, LogStream, MAX_LOG_MESSAGE_BYTES, RunId, SettledBy, TerminalResult,
+    TokenUsage, VoidReason,
+};
+
+/// Graph diagnostics, for rendering a rejected graph.
+pub mod diagnostics {
+    pub use trellis_graph::{DiagnosticCode, FieldName, GraphDiagnostic, NodeName, PathSegment};
+}
+
+/// GaP workflow progress events and results, for rendering a GaP run.
+pub mod gap {
+    pub use trellis_gap::{
+        CheckpointMode, ExecutionResult as GapResult, RunEvent as GapEvent, TraceDiff,
+        TraceDiffError, ValidationReport as GapValidationReport, diff_traces,
+    };
+}
+
+/// The JSON Schema of GraphSpec documents (`graph.json`), for editors.
+pub fn graph_json_schema() -> serde_json::Value {
+    trellis_graph::schema::graph_json_schema()
+}
+
+/// Internals for this crate's own integration tests and benchmarks: not part of the API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::delivery::{GitDelivery, read_source, run_branch};
+    pub use crate::plan::RuntimePlan;
+    pub use crate::reuse::ReuseIndex;
+    pub use crate::supervisor::{Harnesses, RunContext, Supervisor, history_of};
+}

@@ -306,6 +306,9 @@ fn check_binding(node: &NodeName, binding: &Binding) -> Result<(), PlanError> {
             if c.command.is_empty() || c.command[0].is_empty() {
                 return Err(invalid("command must name a program".into()));
             }
+            // Checked against a stand-in workspace: the rule depends only on `cwd` itself.
+            c.working_directory(std::path::Path::new("/workspace"))
+                .map_err(invalid)?;
             if let Some(bad) = c.env.keys().find(|k| !is_env_name(k)) {
                 return Err(invalid(format!(
                     "env name {bad:?} is not an environment variable name"
@@ -411,6 +414,29 @@ mod tests {
             wrong_lane.admit(&g),
             Err(PlanError::UnsupportedProvider { .. })
         ));
+    }
+
+    #[test]
+    fn a_command_cwd_outside_the_workspace_is_refused_at_admission() {
+        for cwd in ["/tmp", "../elsewhere", "a/../../b"] {
+            let plan = RuntimePlan::uniform(
+                &json!({"kind": "command", "command": ["true"], "cwd": cwd}),
+                &graph(),
+            )
+            .unwrap();
+            let refusal = plan.admit(&graph()).unwrap_err();
+            assert!(
+                matches!(&refusal, PlanError::InvalidBinding { problem, .. }
+                    if problem.contains("relative path inside the workspace")),
+                "{cwd}: {refusal}"
+            );
+        }
+        let inside = RuntimePlan::uniform(
+            &json!({"kind": "command", "command": ["true"], "cwd": "sub/dir"}),
+            &graph(),
+        )
+        .unwrap();
+        inside.admit(&graph()).unwrap();
     }
 
     #[test]

@@ -163,7 +163,7 @@ fn finalize_and_kill(
                         if let Some(group) =
                             snapshot.executions.get(id).and_then(|e| e.process_group)
                         {
-                            trellis_agents::process::signal_group(group, libc::SIGKILL);
+                            trellis_process::kill_group(group);
                         }
                     }
                 }
@@ -190,4 +190,20 @@ fn same_boot(snapshot: &trellis_ledger::RunSnapshot) -> bool {
     controller.boot_id.is_some()
         && controller.boot_id == boot
         && host.as_deref() == Some(controller.host.as_str())
+}
+
+/// Wakes a run's controller with SIGTERM so it reads a force-stop request at once, after
+/// checking that the pid still runs that run's controller (a stale pid gets no signal).
+pub(crate) fn wake_controller(pid: u32, run_id: &RunId) {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    if cmdline.contains(crate::launch::CONTROLLER_SUBCOMMAND)
+        && cmdline.contains(run_id.as_str())
+        && let Ok(pid) = i32::try_from(pid)
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
 }

@@ -24,19 +24,10 @@ pub struct ReuseIndex {
 }
 
 impl ReuseIndex {
-    /// Nothing to reuse (a fresh run).
-    pub fn empty() -> Self {
-        Self::default()
-    }
-
-    /// Indexes every outcome the predecessor's workers reported (or that it reused itself).
-    /// Outcomes Trellis synthesized (runtime lost, force-stop, budget) are left out, so those
-    /// executions run again.
-    pub fn from_predecessor(snapshot: &RunSnapshot) -> Self {
-        Self::from_lineage(std::slice::from_ref(snapshot))
-    }
-
-    /// Indexes a lineage of runs, newest first (the predecessor, its predecessor, …). Each
+    /// Indexes the settled outcomes of a lineage of runs, newest first (the predecessor, its
+    /// predecessor, …): every outcome a worker reported, or that a run reused itself; outcomes
+    /// Trellis synthesized (runtime lost, force-stop, budget) are left out, so those
+    /// executions run again. Each
     /// occurrence takes the newest run's settled outcomes, continued by the later outcomes an
     /// older run had settled but no newer run got as far as re-settling: a resumed run that
     /// died while still reusing its predecessor's work must not lose the rest of it.
@@ -66,12 +57,10 @@ impl ReuseIndex {
         queue.pop_front()
     }
 
-    pub fn len(&self) -> usize {
+    /// How many settled outcomes are left to reuse.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.by_occurrence.values().map(VecDeque::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -218,7 +207,7 @@ mod tests {
             store.snapshot(&first).unwrap(),
         ];
 
-        assert_eq!(ReuseIndex::from_predecessor(&lineage[0]).len(), 1);
+        assert_eq!(ReuseIndex::from_lineage(&lineage[..1]).len(), 1);
         let mut index = ReuseIndex::from_lineage(&lineage);
         assert_eq!(index.len(), 3);
         let a = index.take(&dispatch(1, "a")).unwrap();

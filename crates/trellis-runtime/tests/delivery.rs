@@ -12,8 +12,7 @@ use trellis_agents::{
     Binding, DeliveryBinding, ExecutionRequest, Harness, NodeContract, SecretEnv,
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerErrorCode, WorkerOutcome};
-use trellis_runtime::delivery::{GitDelivery, read_source, run_branch};
-use trellis_runtime::templates;
+use trellis_runtime::testing::{GitDelivery, read_source, run_branch};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -34,7 +33,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 fn deliver_contract() -> NodeContract {
-    let text = templates::find("software-change")
+    let text = trellis_runtime::template("software-change")
         .unwrap()
         .document(true)
         .unwrap();

@@ -17,9 +17,9 @@ use trellis_ledger::{
     Cursor, Durability, EventFilter, LogStream, NewRun, RunEvent, RunId, RunKind, RunStore,
     SqliteOptions, SqliteStore, TerminalResult,
 };
-use trellis_runtime::plan::RuntimePlan;
-use trellis_runtime::reuse::ReuseIndex;
-use trellis_runtime::supervisor::{Harnesses, RunContext, Supervisor, history_of};
+use trellis_runtime::testing::{
+    Harnesses, ReuseIndex, RunContext, RuntimePlan, Supervisor, history_of,
+};
 
 /// Each execution announces itself, then waits for a permit before it succeeds with `null`.
 struct GatedHarness {
@@ -54,6 +54,7 @@ impl Harness for GatedHarness {
             ExecutionResult {
                 outcome,
                 usage: TokenUsage::default(),
+                killed_from_outside: None,
             }
         })
     }
@@ -121,7 +122,9 @@ fn fixture(graph: &GraphSpec) -> (Fixture, RunContext) {
     let context = RunContext {
         store: Arc::new(store),
         run_id: run_id.clone(),
-        graph: graph.clone(),
+        graph: trellis_engine::RunnableGraph::verify_builtin(graph.clone())
+            .expect("the graph verifies")
+            .0,
         input: Value::Null,
         plan,
         harnesses: Harnesses {
@@ -133,7 +136,7 @@ fn fixture(graph: &GraphSpec) -> (Fixture, RunContext) {
         scratch: dir.path().join("scratch"),
         secrets: SecretEnv::new(Default::default()),
         base_env: vec![],
-        reuse: ReuseIndex::empty(),
+        reuse: ReuseIndex::default(),
         wake: Arc::new(tokio::sync::Notify::new()),
     };
     let fixture = Fixture {
@@ -206,7 +209,10 @@ fn an_append_by_another_process_between_steps_leaves_the_run_equal_to_its_replay
     assert_eq!(fixture.harness.calls.load(Ordering::SeqCst), 3);
     let snapshot = store.snapshot(&fixture.run_id).unwrap();
     assert_eq!(snapshot.executions.len(), 3);
-    let replay = trellis_engine::reduce(&graph, &Value::Null, &history_of(&snapshot)).unwrap();
+    let runnable = trellis_engine::RunnableGraph::verify_builtin(graph.clone())
+        .unwrap()
+        .0;
+    let replay = trellis_engine::reduce(&runnable, &Value::Null, &history_of(&snapshot)).unwrap();
     assert_eq!(
         replay.terminal,
         Some(trellis_engine::TerminalResult::Succeeded {
@@ -277,58 +283,4 @@ fn a_force_stop_requested_while_a_step_runs_records_its_outcome_and_starts_nothi
         .filter(|e| matches!(e, RunEvent::NodeCompleted { .. }))
         .count();
     assert_eq!((started, completed), (1, 1));
-}
-
-/// Its second execution panics.
-struct PanicsOnSecond {
-    calls: AtomicU64,
-}
-
-impl Harness for PanicsOnSecond {
-    fn name(&self) -> &str {
-        "panics"
-    }
-
-    fn execute<'a>(
-        &'a self,
-        _request: ExecutionRequest,
-        _events: EventSink,
-        _cancel: CancellationToken,
-    ) -> BoxFuture<'a, ExecutionResult> {
-        Box::pin(async move {
-            if self.calls.fetch_add(1, Ordering::SeqCst) == 1 {
-                panic!("worker bug");
-            }
-            ExecutionResult {
-                outcome: WorkerOutcome::Verified {
-                    output: Value::Null,
-                    artifacts: vec![],
-                },
-                usage: TokenUsage::default(),
-            }
-        })
-    }
-}
-
-#[test]
-fn a_panicking_worker_ends_the_supervisor_with_an_error_not_the_process() {
-    let graph = three_rounds();
-    let (fixture, mut context) = fixture(&graph);
-    let panics: Arc<dyn Harness> = Arc::new(PanicsOnSecond {
-        calls: AtomicU64::new(0),
-    });
-    context.harnesses = Harnesses {
-        command: panics.clone(),
-        agent: None,
-        delivery: panics,
-    };
-    let outcome = runtime().block_on(Supervisor::new(context).unwrap().run());
-    let error = outcome.expect_err("the panic is reported");
-    assert!(error.to_string().contains("panicked"), "{error}");
-    // The first round's outcome was recorded before the second one started.
-    let completed = events(&other_process(&fixture), &fixture.run_id)
-        .into_iter()
-        .filter(|event| matches!(event, RunEvent::NodeCompleted { .. }))
-        .count();
-    assert_eq!(completed, 1);
 }

@@ -1,6 +1,6 @@
 //! Test support for Trellis: a scripted model server that speaks the Anthropic Messages and
-//! OpenAI Responses streaming protocols on loopback, and helpers that run the real `claude` and
-//! `codex` CLIs against it with no internet.
+//! OpenAI Responses streaming protocols on loopback, helpers that run the real `claude` and
+//! `codex` CLIs against it with no internet, and a fake GitHub REST API ([`github`]).
 //!
 //! A test writes a [`Script`] (which conversations exist, what each turn answers), starts a
 //! [`ModelServer`] with it, points a CLI at [`ModelServer::url`] (Claude Code) or
@@ -27,6 +27,10 @@
 
 mod anthropic;
 pub mod cli;
+pub mod github;
+/// Where the public conformance vectors are, for test suites that cannot depend on the graph
+/// crate themselves (the CLI's).
+pub use trellis_graph::conformance;
 mod matching;
 mod openai;
 mod process;

@@ -1,6 +1,6 @@
 //! Work a large graph's verification does on a second core while the analyzer runs: the
 //! canonical tail, the structural bounds predicted from the index alone, and the identity
-//! those bounds give.
+//! those bounds give. [`analyze_with_identity`] is all the verifier sees of it.
 //!
 //! The bounds only need the analyzer for the acyclic order's control references, and those
 //! are the guard selectors the graph spells out, so a clean graph's bounds can be predicted
@@ -8,11 +8,40 @@
 //! anything else falls back to hashing after the analysis.
 
 use trellis_graph::{GraphNode, GraphSpec, Join, NodeName, StructuralBounds};
+use trellis_json::parallel::beside;
 
 use crate::canonical::{self, GraphIdentity, SpecTail};
 use crate::diag::Diags;
 use crate::index::Index;
 use crate::nodeset::NodeId;
+
+/// Graphs with at least this many nodes have their identity prepared on a second core (a
+/// thread costs tens of microseconds; writing and hashing a graph's tail about a microsecond
+/// per node).
+const PARALLEL_TAIL_NODES: usize = 256;
+
+/// The analyzer's passes and then the structural folds: the bounds of a graph clean so far
+/// and, when a second core prepared it meanwhile, what is known of its identity. Without a
+/// second core, for small graphs and for graphs that already have diagnostics, this is
+/// [`crate::analyze_passes`] followed by [`crate::fold_bounds`].
+pub(crate) fn analyze_with_identity(
+    spec: &GraphSpec,
+    index: &Index<'_>,
+    diags: &mut Diags,
+) -> (Option<StructuralBounds>, Option<Identity>) {
+    if !diags.is_empty() || index.len() < PARALLEL_TAIL_NODES {
+        let order = crate::analyze_passes(spec, index, diags);
+        return (crate::fold_bounds(index, order, diags), None);
+    }
+    let (order, ahead) = beside(
+        || Ahead::compute(spec, index),
+        || crate::analyze_passes(spec, index, diags),
+    );
+    match ahead {
+        Some(ahead) => ahead.settle(index, order, diags),
+        None => (crate::fold_bounds(index, order, diags), None),
+    }
+}
 
 /// What the second core prepared: either the bounds predicted from the index and the identity
 /// they give (the tail is then no longer needed and freed there), or the tail alone.

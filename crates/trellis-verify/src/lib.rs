@@ -7,6 +7,10 @@
 //! compiled IR with its identity or every diagnostic in canonical order. [`builtin`] holds
 //! Trellis's built-in worker registry.
 
+// The library has no unsafe code (the allocation-counting profiler example does, so the
+// workspace-wide lint, which would cover it too, is not used here).
+#![forbid(unsafe_code)]
+
 mod addrmap;
 mod ahead;
 mod analyze;
@@ -133,16 +137,6 @@ impl From<Refusal> for Verification {
     }
 }
 
-/// Graphs with at least this many nodes have their canonical tail written, their bounds
-/// predicted and their identity hashed on a second thread while the analyzer runs (a thread
-/// costs tens of microseconds; writing and hashing a graph's tail about a microsecond per
-/// node).
-const PARALLEL_TAIL_NODES: usize = 256;
-
-/// Stack of the helper thread, as large as a main thread's (the writer recurses per nesting
-/// level).
-const TAIL_STACK_BYTES: usize = 8 << 20;
-
 /// What [`check`] found for an admitted graph: its bounds and what is known of its identity.
 struct Admitted {
     bounds: StructuralBounds,
@@ -158,28 +152,8 @@ fn check(
     let mut diags = Diags::default();
     diags.extend(admission);
     let index = index::Index::build(&spec.root, &mut diags);
-    // The tail and the predicted bounds depend on the graph alone, so a large graph that is
-    // clean so far has them written and hashed on another core meanwhile (a rejection only
-    // waits for them if the analyzer is faster than the helper).
-    let parallel = diags.is_empty()
-        && index.len() >= PARALLEL_TAIL_NODES
-        && trellis_graph::cores::second_core();
-    let (bounds, identity) = std::thread::scope(|scope| {
-        let helper = parallel
-            .then(|| {
-                std::thread::Builder::new()
-                    .stack_size(TAIL_STACK_BYTES)
-                    .spawn_scoped(scope, || ahead::Ahead::compute(spec, &index))
-                    .ok()
-            })
-            .flatten();
-        let order = analyze_passes(spec, &index, &mut diags);
-        let ahead = helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        match ahead {
-            Some(ahead) => ahead.settle(&index, order, &mut diags),
-            None => (fold_bounds(&index, order, &mut diags), None),
-        }
-    });
+    // A large graph's identity is prepared on a second core while the analyzer runs.
+    let (bounds, identity) = ahead::analyze_with_identity(spec, &index, &mut diags);
     if !diags.is_empty() {
         return Err(Refusal::Rejected(diags.into_sorted()));
     }

@@ -2,34 +2,28 @@
 //! the live view (terminal), until the run ends. Interrupting only detaches.
 
 use std::io::Write;
-use std::time::Duration;
 
-use trellis_graph::GraphSpec;
-use trellis_ledger::observe::{EventFollower, StatusTracker};
-use trellis_ledger::{Cursor, EventFilter, RunId, TerminalResult};
-use trellis_runtime::launch::Launched;
+use trellis_runtime::{Cursor, GraphLayout, Receipt, RunId, Runtime};
 
-use crate::context::Context;
 use crate::live::LiveView;
-
-const POLL: Duration = Duration::from_millis(400);
 
 /// Prints the receipt and follows unless detached; the exit code reflects the run's result.
 pub fn after_launch(
-    ctx: &Context,
-    launched: &Launched,
+    runtime: &Runtime,
+    receipt: &Receipt,
     detach: bool,
     machine: bool,
-    spec: Option<&GraphSpec>,
+    layout: Option<&GraphLayout>,
 ) -> anyhow::Result<u8> {
-    let run_id = launched.run_id();
+    let run_id = &receipt.run_id;
     if machine {
         outln!("{}", serde_json::json!({"runId": run_id.as_str()}));
         std::io::stdout().flush()?;
     } else {
-        let how = match launched {
-            Launched::Started(_) => "started",
-            Launched::Existing(_) => "already submitted with this key",
+        let how = if receipt.created {
+            "started"
+        } else {
+            "already submitted with this key"
         };
         outln!("run {} {how}", run_id.as_str());
     }
@@ -43,42 +37,33 @@ pub fn after_launch(
         return Ok(0);
     }
     if machine {
-        follow_ndjson(ctx, run_id)
+        follow_ndjson(runtime, run_id)
     } else {
-        LiveView::new(ctx, run_id.clone(), spec)?.run()
+        LiveView::new(runtime, run_id.clone(), layout).run()
     }
 }
 
 /// Exit code of a finished run: 0 succeeded, 1 failed.
-pub fn exit_code(ctx: &Context, run_id: &RunId) -> anyhow::Result<u8> {
-    let head = ctx.store.head(run_id)?;
-    Ok(match head.progress.terminal {
-        Some(TerminalResult::Succeeded { .. }) => 0,
-        _ => 1,
+pub fn exit_code(runtime: &Runtime, run_id: &RunId) -> anyhow::Result<u8> {
+    Ok(if runtime.status(run_id)?.summary.succeeded() {
+        0
+    } else {
+        1
     })
 }
 
 /// Prints one status line per recorded event until the run is terminal.
-pub fn follow_ndjson(ctx: &Context, run_id: &RunId) -> anyhow::Result<u8> {
-    let mut tracker = StatusTracker::new(run_id.clone(), ctx.store.head(run_id)?.title);
-    let mut follower = EventFollower::new(
-        ctx.store.as_ref(),
-        run_id.clone(),
-        Cursor::START,
-        EventFilter::ExceptLogs,
-    )?;
+pub fn follow_ndjson(runtime: &Runtime, run_id: &RunId) -> anyhow::Result<u8> {
+    print_watch(runtime, run_id, Cursor::START)?;
+    exit_code(runtime, run_id)
+}
+
+/// Prints the NDJSON watch lines of a run after `after` until it ends.
+pub fn print_watch(runtime: &Runtime, run_id: &RunId, after: Cursor) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    while !follower.is_done() {
-        let batch = follower.next_batch(POLL)?;
-        if batch.is_empty() {
-            ctx.reconcile(run_id)?;
-        }
-        for stored in &batch {
-            if let Some(line) = tracker.observe(stored) {
-                writeln!(out, "{}", serde_json::to_string(&line)?)?;
-            }
-        }
+    for update in runtime.watch(run_id, after)? {
+        writeln!(out, "{}", serde_json::to_string(&update?)?)?;
         out.flush()?;
     }
-    exit_code(ctx, run_id)
+    Ok(())
 }

@@ -2,7 +2,6 @@
 
 pub mod control;
 pub mod follow;
-pub mod lanes;
 pub mod observe;
 pub mod run;
 pub mod run_gap;

@@ -1,24 +1,18 @@
-//! `trellis status | list | watch | logs`: read-only views of the ledger. Observers never own
-//! a run; interrupting them only detaches.
+//! `trellis status | list | watch | logs`: read-only views of runs. Observers never own a run;
+//! interrupting them only detaches.
 
 use std::io::Write;
-use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use serde::Serialize;
-use trellis_ledger::observe::{EventFollower, StatusTracker, log_view, status_view};
-use trellis_ledger::{
-    Cursor, EventFilter, ExecutionState, Phase, RunFilter, RunHead, RunId, RunSnapshot,
+use trellis_runtime::{
+    Cursor, ExecutionPhase, LogFilter, PhaseStatus, RunListFilter, RunStatus, Runtime,
     TerminalResult,
 };
 
-use crate::context::Context;
+use crate::cmd::follow::print_watch;
+use crate::context::run_id;
 use crate::render::{human_ms, human_tokens};
-use trellis_graph::{GraphSpec, JsonPath};
-
-/// How long a follower waits for new events before checking the run's controller again.
-const FOLLOW_POLL: Duration = Duration::from_millis(400);
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -48,49 +42,52 @@ pub struct FollowArgs {
     pub after: Option<String>,
 }
 
-/// The status JSON: the ledger's status view plus lineage and usage it already carries.
-pub fn status_json(head: &RunHead) -> serde_json::Value {
-    serde_json::to_value(status_view(head)).unwrap_or_default()
-}
-
-pub fn status(ctx: &Context, args: &StatusArgs) -> anyhow::Result<u8> {
-    let run_id = ctx.known_run(&args.run)?;
+pub fn status(runtime: &Runtime, args: &StatusArgs) -> anyhow::Result<u8> {
+    let status = runtime.status(&run_id(&args.run)?)?;
     if args.json {
-        let head = ctx.store.head(&run_id)?;
-        outln!("{}", status_json(&head));
+        outln!("{}", serde_json::to_string(&status)?);
     } else {
-        let snapshot = ctx.store.snapshot(&run_id)?;
-        out!("{}", describe(&snapshot));
+        out!("{}", describe(&status, now_ms()));
     }
     Ok(0)
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// A readable status: identity, phase, active executions with elapsed time, result, usage.
-pub fn describe(snapshot: &RunSnapshot) -> String {
-    let head = &snapshot.head;
-    let progress = &head.progress;
+pub fn describe(status: &RunStatus, now_ms: u64) -> String {
+    let summary = &status.summary;
     let mut out = format!(
         "run {}  {:?} ({})\n",
-        head.run_id.as_str(),
-        head.title,
-        head.kind.as_str()
+        summary.run_id.as_str(),
+        summary.title,
+        summary.kind.as_str()
     );
-    match (&progress.phase, &progress.terminal) {
-        (Phase::Finished, Some(TerminalResult::Succeeded { output })) => {
+    match &summary.status {
+        PhaseStatus::Finished {
+            terminal_result: TerminalResult::Succeeded { output },
+        } => {
             out.push_str(&format!("  result   succeeded\n  output   {output}\n"));
         }
-        (Phase::Finished, Some(TerminalResult::Failed { reason })) => {
+        PhaseStatus::Finished {
+            terminal_result: TerminalResult::Failed { reason },
+        } => {
             out.push_str(&format!("  result   failed ({reason})\n"));
         }
-        (phase, _) => {
-            out.push_str(&format!("  phase    {}\n", phase.as_str()));
-            let now = trellis_ledger::store::now_ms();
-            for (id, exec) in &snapshot.executions {
-                if matches!(exec.state, ExecutionState::Active {}) {
-                    let elapsed = now.saturating_sub(exec.started_at_ms);
+        _ => {
+            out.push_str(&format!("  phase    {}\n", summary.phase().as_str()));
+            for exec in &status.executions {
+                if exec.phase == ExecutionPhase::Active {
+                    let elapsed = now_ms.saturating_sub(exec.started_at_ms);
                     out.push_str(&format!(
-                        "  running  {} (execution {id}, attempt {}, {})\n",
+                        "  running  {} (execution {}, attempt {}, {})\n",
                         exec.node,
+                        exec.id,
                         exec.attempt,
                         human_ms(elapsed)
                     ));
@@ -98,67 +95,53 @@ pub fn describe(snapshot: &RunSnapshot) -> String {
             }
         }
     }
-    let settled = snapshot
+    let settled = status
         .executions
-        .values()
-        .filter(|e| matches!(e.state, ExecutionState::Completed { .. }))
+        .iter()
+        .filter(|e| e.phase == ExecutionPhase::Completed)
         .count();
     out.push_str(&format!(
         "  nodes    {} started, {settled} settled\n",
-        progress.executions_started
+        status.executions_started
     ));
-    if progress.token_usage.input_tokens + progress.token_usage.output_tokens > 0 {
-        out.push_str(&format!(
-            "  tokens   {}\n",
-            human_tokens(&progress.token_usage)
-        ));
+    let usage = &summary.token_usage;
+    if usage.input_tokens + usage.output_tokens > 0 {
+        out.push_str(&format!("  tokens   {}\n", human_tokens(usage)));
     }
-    if let Some(previous) = &head.predecessor {
+    if let Some(previous) = &summary.predecessor {
         out.push_str(&format!("  resumes  {}\n", previous.as_str()));
     }
-    if let Some(next) = &head.successor {
+    if let Some(next) = &summary.successor {
         out.push_str(&format!("  resumed by {}\n", next.as_str()));
     }
-    out.push_str(&format!("  cursor   {}\n", head.cursor));
+    out.push_str(&format!("  cursor   {}\n", summary.at_cursor));
     out
 }
 
-#[derive(Serialize)]
-struct RunList {
-    runs: Vec<serde_json::Value>,
-}
-
-pub fn list(ctx: &Context, args: &ListArgs) -> anyhow::Result<u8> {
-    let filter = RunFilter {
+pub fn list(runtime: &Runtime, args: &ListArgs) -> anyhow::Result<u8> {
+    let runs = runtime.list(&RunListFilter {
         limit: args.limit.max(1),
-        ..RunFilter::default()
-    };
-    let mut heads = ctx.store.list_runs(&filter)?;
-    // Finalize dead runs so the list never claims a lost run is running.
-    for head in heads.iter_mut().filter(|h| !h.is_finished()) {
-        ctx.reconcile(&head.run_id)?;
-        *head = ctx.store.head(&head.run_id)?;
-    }
+        ..RunListFilter::default()
+    })?;
     if args.json {
-        let runs = heads.iter().map(status_json).collect();
-        outln!("{}", serde_json::to_string(&RunList { runs })?);
+        outln!("{}", serde_json::json!({ "runs": runs }));
         return Ok(0);
     }
-    if heads.is_empty() {
+    if runs.is_empty() {
         outln!("no runs yet; start one with `trellis run`");
     }
-    for head in &heads {
-        let state = match &head.progress.terminal {
+    for run in &runs {
+        let state = match run.terminal() {
             Some(TerminalResult::Succeeded { .. }) => "succeeded".to_owned(),
             Some(TerminalResult::Failed { reason }) => format!("failed: {reason}"),
-            None => head.phase().as_str().to_owned(),
+            None => run.phase().as_str().to_owned(),
         };
         outln!(
             "{}  {:<26} {:<9} {}",
-            head.run_id.as_str(),
+            run.run_id.as_str(),
             state,
-            head.kind.as_str(),
-            head.title
+            run.kind.as_str(),
+            run.title
         );
     }
     Ok(0)
@@ -169,27 +152,6 @@ fn parse_after(after: Option<&str>) -> anyhow::Result<Cursor> {
         None => Ok(Cursor::START),
         Some(text) => Cursor::parse(text).map_err(|e| anyhow!("{e}")),
     }
-}
-
-/// Follows a run's events, calling `emit` for each; reconciles a dead controller while waiting.
-fn follow(
-    ctx: &Context,
-    run_id: &RunId,
-    after: Cursor,
-    filter: EventFilter,
-    mut emit: impl FnMut(&trellis_ledger::StoredEvent) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let mut follower = EventFollower::new(ctx.store.as_ref(), run_id.clone(), after, filter)?;
-    while !follower.is_done() {
-        let batch = follower.next_batch(FOLLOW_POLL)?;
-        if batch.is_empty() {
-            ctx.reconcile(run_id)?;
-        }
-        for stored in &batch {
-            emit(stored)?;
-        }
-    }
-    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -203,41 +165,27 @@ pub struct WatchArgs {
 
 /// Follows a run: the live view on a terminal, NDJSON status events otherwise. Exits 0 whatever
 /// the run's result (the result is in the output).
-pub fn watch(ctx: &Context, args: &WatchArgs) -> anyhow::Result<u8> {
-    let run_id = ctx.known_run(&args.follow.run)?;
+pub fn watch(runtime: &Runtime, args: &WatchArgs) -> anyhow::Result<u8> {
+    let run = run_id(&args.follow.run)?;
+    let after = parse_after(args.follow.after.as_deref())?;
     if !args.json && args.follow.after.is_none() && crate::context::stdout_is_terminal() {
-        let record = ctx.store.record(&run_id)?;
-        let spec = record
-            .submission
-            .get("graph")
-            .and_then(|graph| GraphSpec::parse(graph, &JsonPath::root()).ok());
-        crate::live::LiveView::new(ctx, run_id, spec.as_ref())?.run()?;
+        // The live view needs the run to exist before it draws anything.
+        runtime.status(&run)?;
+        let layout = runtime.run_graph(&run).ok().and_then(|graph| graph.layout);
+        crate::live::LiveView::new(runtime, run, layout.as_ref()).run()?;
         return Ok(0);
     }
-    let args = &args.follow;
-    let after = parse_after(args.after.as_deref())?;
-    let mut tracker = StatusTracker::at(ctx.store.as_ref(), &run_id, after)?;
-    let mut out = std::io::stdout().lock();
-    follow(ctx, &run_id, after, EventFilter::ExceptLogs, |stored| {
-        if let Some(line) = tracker.observe(stored) {
-            writeln!(out, "{}", serde_json::to_string(&line)?)?;
-            out.flush()?;
-        }
-        Ok(())
-    })?;
+    print_watch(runtime, &run, after)?;
     Ok(0)
 }
 
-pub fn logs(ctx: &Context, args: &FollowArgs) -> anyhow::Result<u8> {
-    let run_id = ctx.known_run(&args.run)?;
+pub fn logs(runtime: &Runtime, args: &FollowArgs) -> anyhow::Result<u8> {
+    let run = run_id(&args.run)?;
     let after = parse_after(args.after.as_deref())?;
     let mut out = std::io::stdout().lock();
-    follow(ctx, &run_id, after, EventFilter::LogsOnly, |stored| {
-        if let Some(line) = log_view(&run_id, stored) {
-            writeln!(out, "{}", serde_json::to_string(&line)?)?;
-            out.flush()?;
-        }
-        Ok(())
-    })?;
+    for entry in runtime.logs(&run, after, LogFilter::default())? {
+        writeln!(out, "{}", serde_json::to_string(&entry?)?)?;
+        out.flush()?;
+    }
     Ok(0)
 }

@@ -3,20 +3,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use clap::Args;
-use trellis_gap::{
-    CheckpointMode, CommandConnector, Connector, ExecuteOptions, Issue, PythonConfig,
-    PythonConnector, RunEvent, ToolRegistry, ValidateOptions, load_command_manifest, load_workflow,
-    read_inputs_file, render_issues, validate,
-};
-use trellis_runtime::gap_runner::{GapRun, run_gap};
+use trellis_runtime::gap::{CheckpointMode, GapEvent as RunEvent};
+use trellis_runtime::{AdmissionError, GapConnector, GapRunRequest, RuntimeError};
 
-use crate::cmd::run::{RunArgs, machine_output};
-use crate::cmd::validate::load_skill_dirs;
-use crate::context::Context;
+use crate::cmd::run::RunArgs;
+use crate::context::{machine_output, open_runtime};
 
 #[derive(Debug, Args)]
 pub struct GapArgs {
@@ -60,55 +54,14 @@ fn parse_checkpoints(text: &str) -> Result<CheckpointMode, String> {
     CheckpointMode::parse(text).ok_or_else(|| format!("expected off, warn or strict, got {text:?}"))
 }
 
-fn connector(args: &GapArgs) -> anyhow::Result<Option<Arc<dyn Connector>>> {
+fn connector(args: &GapArgs) -> Option<GapConnector> {
     if let Some(module) = &args.connector {
-        if !module.is_file() {
-            bail!("--connector {}: no such file", module.display());
-        }
-        return Ok(Some(Arc::new(PythonConnector::new(
-            module.clone(),
-            PythonConfig::from_env(),
-        ))));
+        return Some(GapConnector::PythonModule(module.clone()));
     }
-    match &args.connector_command {
-        None => Ok(None),
-        Some(command) => {
-            let argv: Vec<String> = command.split_whitespace().map(str::to_string).collect();
-            let connector =
-                CommandConnector::spawn(&argv).map_err(|e| anyhow!("--connector-command: {e}"))?;
-            Ok(Some(Arc::new(connector)))
-        }
-    }
-}
-
-fn tool_registry(args: &GapArgs, workflow_dir: &Path) -> anyhow::Result<ToolRegistry> {
-    let mut registry = if args.stub_tools {
-        ToolRegistry::with_builtin_stubs()
-    } else {
-        ToolRegistry::new()
-    };
-    let beside = workflow_dir.join("tools.json");
-    let manifests = args
-        .tool_manifest
-        .iter()
-        .cloned()
-        .chain(beside.is_file().then_some(beside));
-    for manifest in manifests {
-        load_command_manifest(&mut registry, &manifest)
-            .map_err(|e| anyhow!("tool manifest {}: {e}", manifest.display()))?;
-    }
-    for spec in &args.python_tool {
-        let (name, target) = spec
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--python-tool {spec:?}: expected NAME=MODULE.py:FUNCTION"))?;
-        let (module, function) = target
-            .rsplit_once(':')
-            .ok_or_else(|| anyhow!("--python-tool {spec:?}: expected NAME=MODULE.py:FUNCTION"))?;
-        registry
-            .register_python(name, PathBuf::from(module), function)
-            .map_err(|e| anyhow!("--python-tool {spec:?}: {e}"))?;
-    }
-    Ok(registry)
+    let command = args.connector_command.as_ref()?;
+    Some(GapConnector::Command(
+        command.split_whitespace().map(str::to_string).collect(),
+    ))
 }
 
 fn progress_line(event: &RunEvent) -> Option<String> {
@@ -148,7 +101,7 @@ fn progress_line(event: &RunEvent) -> Option<String> {
     })
 }
 
-pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
+pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<u8> {
     if args.runtime_config.is_some()
         || args.uniform_runtime_config.is_some()
         || args.input.is_some()
@@ -157,49 +110,22 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
             "GaP workflows take --inputs FILE and run their own tools and scripts; runtime plans and --input are for GraphSpec graphs"
         );
     }
-    let workflow = load_workflow(path).map_err(|e| anyhow!("{e}"))?;
-    let skills = load_skill_dirs(&args.gap.skills)?;
-    let mut registry = tool_registry(&args.gap, &workflow.workflow_dir)?;
-    registry
-        .register_bundle_tools(&skills)
-        .map_err(|e| anyhow!("skill bundle tools: {e}"))?;
-    let issues: Vec<Issue> = validate(
-        &workflow,
-        &ValidateOptions {
-            tool_registry: Some(&registry),
-            skill_registry: (!skills.is_empty()).then_some(&skills),
-            ..ValidateOptions::default()
-        },
-    );
-    if issues.iter().any(Issue::is_error) {
-        eprint!(
-            "✗ workflow {} is rejected\n{}",
-            path.display(),
-            render_issues(&issues)
-        );
-        return Ok(1);
-    }
-    let mut options = ExecuteOptions {
+    let request = GapRunRequest {
+        workflow: path.to_path_buf(),
+        inputs: args.gap.inputs.clone(),
         trace_dir: args.gap.trace_dir.clone(),
-        tool_registry: Arc::new(registry),
-        skill_registry: Arc::new(skills),
+        max_workers: args.gap.max_workers,
+        tool_manifests: args.gap.tool_manifest.clone(),
+        python_tools: args.gap.python_tool.clone(),
+        stub_tools: args.gap.stub_tools,
+        skills: args.gap.skills.clone(),
+        connector: connector(&args.gap),
         checkpoints: args.gap.checkpoints,
-        connector: connector(&args.gap)?,
-        ..ExecuteOptions::default()
+        title: args.title.clone(),
+        submission_key: args.submission_key.clone(),
     };
-    if let Some(file) = &args.gap.inputs {
-        options.inputs = read_inputs_file(file).map_err(|e| anyhow!("{e}"))?;
-    }
-    if let Some(n) = args.gap.max_workers {
-        options.max_workers = n.max(1);
-    }
     let machine = machine_output(args.json);
-    let ctx = Context::open()?;
-    let title = args.title.clone().unwrap_or_else(|| {
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "gap".into())
-    });
+    let runtime = open_runtime(ledger)?;
     let forward = move |event: &RunEvent| {
         let mut out = std::io::stdout().lock();
         let line = if machine {
@@ -216,14 +142,15 @@ pub fn run(args: &RunArgs, path: &Path) -> anyhow::Result<u8> {
             let _ = out.flush();
         }
     };
-    let run = GapRun {
-        workflow,
-        workflow_path: path.to_path_buf(),
-        title,
-        submission_key: args.submission_key.clone(),
-        options,
+    let outcome = match runtime.run_gap(request, &forward) {
+        Ok(outcome) => outcome,
+        Err(RuntimeError::Admission(AdmissionError::GapRejected { path, report })) => {
+            eprint!("✗ workflow {} is rejected\n{report}", path.display());
+            return Ok(1);
+        }
+        Err(other) => return Err(other.into()),
     };
-    let (run_id, result) = run_gap(ctx.store.clone(), &ctx.home, run, &forward)?;
+    let (run_id, result) = (outcome.run_id, outcome.result);
     if machine {
         outln!("{}", serde_json::to_string(&result)?);
     } else if result.is_success() {

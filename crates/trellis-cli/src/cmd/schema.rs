@@ -17,7 +17,7 @@ pub struct SchemaArgs {
 
 pub fn run(args: &SchemaArgs) -> anyhow::Result<u8> {
     let schema = match args.kind {
-        SchemaKind::Graph => trellis_graph::schema::graph_json_schema(),
+        SchemaKind::Graph => trellis_runtime::graph_json_schema(),
     };
     outln!("{}", serde_json::to_string_pretty(&schema)?);
     Ok(0)

@@ -1,7 +1,6 @@
 //! `trellis template list|show`: the built-in graphs.
 
 use clap::{Args, Subcommand};
-use trellis_runtime::templates;
 
 #[derive(Debug, Subcommand)]
 pub enum TemplateCommand {
@@ -27,25 +26,28 @@ pub struct ShowArgs {
 pub fn run(command: &TemplateCommand) -> anyhow::Result<u8> {
     match command {
         TemplateCommand::List { json } => {
+            let templates = trellis_runtime::templates();
             if *json {
-                let names: Vec<&str> = templates::all().iter().map(|t| t.name).collect();
+                let names: Vec<&str> = templates.iter().map(|t| t.name).collect();
                 outln!("{}", serde_json::to_string(&names)?);
             } else {
-                for t in templates::all() {
-                    let push = if t.supports_push() { " (--push)" } else { "" };
-                    outln!("{:<16} {}{push}", t.name, t.summary);
+                for t in &templates {
+                    let push = if t.supports_push { " (--push)" } else { "" };
+                    outln!("{:<16} {}{push}", t.name, t.description);
                 }
             }
             Ok(0)
         }
         TemplateCommand::Show(args) => {
-            let template = templates::find(&args.name).ok_or_else(|| {
+            let template = trellis_runtime::template(&args.name).ok_or_else(|| {
                 anyhow::anyhow!(
                     "unknown template {:?}; `trellis template list` shows the built-in ones",
                     args.name
                 )
             })?;
-            let text = template.document(args.push).map_err(anyhow::Error::msg)?;
+            let text = template.document(args.push).ok_or_else(|| {
+                anyhow::anyhow!("template {} has no push delivery variant", args.name)
+            })?;
             out!("{text}");
             Ok(0)
         }

@@ -29,7 +29,8 @@ pub struct DiffArgs {
 pub fn run(command: &TraceCommand) -> anyhow::Result<u8> {
     match command {
         TraceCommand::Diff(args) => {
-            let diff = trellis_gap::diff_traces(&args.a, &args.b).map_err(|e| anyhow!("{e}"))?;
+            let diff =
+                trellis_runtime::gap::diff_traces(&args.a, &args.b).map_err(|e| anyhow!("{e}"))?;
             if args.json {
                 outln!("{}", serde_json::to_string(&diff)?);
             } else {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use trellis_ledger::{RunId, RunSnapshot, RunStore, SqliteStore};
+use trellis_runtime::{Runtime, RuntimeOptions};
 
 /// The binary under test.
 pub const TRELLIS: &str = env!("CARGO_BIN_EXE_trellis");
@@ -170,9 +170,27 @@ impl Sandbox {
         finish(self.spawn(args), COMMAND_TIMEOUT, args)
     }
 
+    /// Runs `trellis ARGS` to its end with extra environment variables.
+    pub fn trellis_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> CliOutput {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        finish(self.start(command), COMMAND_TIMEOUT, args)
+    }
+
     /// Starts `trellis ARGS` in the background; collect it with [`finish`].
     pub fn spawn(&self, args: &[&str]) -> Running {
-        let mut child = self.command(args).spawn().expect("start trellis");
+        self.start(self.command(args))
+    }
+
+    /// Like [`Sandbox::spawn`], with extra environment variables (connection values).
+    pub fn spawn_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Running {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        self.start(command)
+    }
+
+    fn start(&self, mut command: Command) -> Running {
+        let mut child = command.spawn().expect("start trellis");
         let stdout = drain(child.stdout.take().expect("stdout"));
         let stderr = drain(child.stderr.take().expect("stderr"));
         Running {
@@ -285,15 +303,14 @@ impl Sandbox {
         }
     }
 
-    /// The ledger, opened read-mostly by the test itself (a second process, like an observer).
-    pub fn ledger(&self) -> SqliteStore {
-        SqliteStore::open(self.home.join("ledger.sqlite3")).expect("open the ledger")
-    }
-
-    /// A run's materialized snapshot, read straight from the ledger.
-    pub fn snapshot(&self, run: &str) -> RunSnapshot {
-        let run_id = RunId::new(run).expect("run id");
-        self.ledger().snapshot(&run_id).expect("snapshot")
+    /// The run API over this sandbox's state directory, as another observer process would
+    /// open it.
+    pub fn runtime(&self) -> Runtime {
+        Runtime::open(RuntimeOptions {
+            home: Some(self.home.clone()),
+            ..RuntimeOptions::default()
+        })
+        .expect("open the runtime")
     }
 
     /// Every process whose working directory is inside this sandbox.
@@ -312,7 +329,7 @@ impl Drop for Sandbox {
                 break;
             }
             for pid in left {
-                send_signal(pid, libc::SIGKILL);
+                send_signal(pid, Signal::SIGKILL);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -374,12 +391,12 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
-pub fn send_signal(pid: u32, signal: i32) {
+pub use nix::sys::signal::Signal;
+
+/// Sends `signal` to `pid` (a process that is already gone is no error).
+pub fn send_signal(pid: u32, signal: Signal) {
     let pid = i32::try_from(pid).expect("pid fits i32");
-    // SAFETY: kill(2) on a pid; no memory is shared with the target.
-    unsafe {
-        libc::kill(pid, signal);
-    }
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
 }
 
 /// The pid of the controller process of `run`, found by its command line.

@@ -22,6 +22,13 @@ the prefix of the node name:
   refuse    exits 75 (a refusal)
   crash     exits 3 (a crash)
   garble    prints a reply that is not JSON
+  noisy     prints NOISY_LINES numbered lines of 100 bytes to stderr, then outputs null
+  flood     prints FLOOD_BYTES bytes of 1 KiB lines to stderr, then outputs null
+  leak      prints every CANARY_* variable to stderr (one after 4,066 bytes of padding on
+            the same line), then outputs null
+  victim    outputs null when a file spare-<node> exists; otherwise records its pid (as
+            both pids) in pids-<node>.json and sleeps until someone kills it
+  pause     sleeps PAUSE_MS milliseconds, then outputs null
 """
 
 import json
@@ -112,6 +119,32 @@ def main():
         sys.exit(3)
     elif node.startswith("garble"):
         sys.stdout.write("this is not JSON\n")
+    elif node.startswith("noisy"):
+        for i in range(int(os.environ.get("NOISY_LINES", "0"))):
+            sys.stderr.write(("noisy line %06d " % i).ljust(99, ".") + "\n")
+        sys.stderr.flush()
+        reply({"output": None})
+    elif node.startswith("flood"):
+        line = b"f" * 1023 + b"\n"
+        for _ in range(int(os.environ.get("FLOOD_BYTES", "0")) // len(line)):
+            os.write(2, line)
+        reply({"output": None})
+    elif node.startswith("leak"):
+        canaries = [v for k, v in sorted(os.environ.items()) if k.startswith("CANARY_")]
+        for value in canaries:
+            sys.stderr.write("value: %s :end\n" % value)
+        sys.stderr.write("p" * 4066 + canaries[0] + "\n")
+        sys.stderr.flush()
+        reply({"output": None})
+    elif node.startswith("victim"):
+        if os.path.exists("spare-" + node):
+            reply({"output": None})
+        else:
+            write_pids(node, {"worker": os.getpid(), "grandchild": os.getpid()})
+            time.sleep(600)
+    elif node.startswith("pause"):
+        time.sleep(int(os.environ.get("PAUSE_MS", "0")) / 1000.0)
+        reply({"output": None})
     else:
         print("no behaviour for node %s" % node, file=sys.stderr)
         sys.exit(3)

@@ -13,14 +13,15 @@ mod value;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
-use trellis_graph::{GraphSpec, WorkerOutcome};
+use trellis_graph::WorkerOutcome;
 
 use crate::decision::{Dispatch, Reduction, TerminalResult, Void};
 use crate::error::ReplayError;
 use crate::history::{
-    ExecutionId, ExecutionRecord, ExecutionState, History, NodeInstanceId, Occurrence, VoidReason,
+    ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, VoidReason,
 };
 use crate::paths::fill_root_state;
+use crate::runnable::RunnableGraph;
 use machine::{FrameKind, Machine, Outcome};
 use plan::{NodeId, Plan, PlanKind};
 use value::PValue;
@@ -54,7 +55,8 @@ pub struct Reducer {
 
 impl Reducer {
     /// Starts a run: evaluates the graph over the initial input with an empty history.
-    pub fn new(graph: &GraphSpec, initial_input: &Value) -> Self {
+    pub fn new(graph: &RunnableGraph, initial_input: &Value) -> Self {
+        let graph = graph.spec();
         let plan = Plan::new(graph, initial_input);
         let state = fill_root_state(graph.root.group_state(), initial_input);
         let mut machine = Machine::new(plan, PValue::from_json(&state));
@@ -73,7 +75,7 @@ impl Reducer {
     }
 
     /// Rebuilds the reducer for an existing history by applying its changes in ledger order.
-    pub fn from_history(graph: &GraphSpec, initial_input: &Value, history: &History) -> Self {
+    pub fn from_history(graph: &RunnableGraph, initial_input: &Value, history: &History) -> Self {
         let mut reducer = Self::new(graph, initial_input);
         // The history lists executions in dispatch order; anything else is refused up front.
         let mut previous = 0;
@@ -87,10 +89,8 @@ impl Reducer {
         let mut changes = Vec::new();
         for (index, record) in history.executions.iter().enumerate() {
             changes.push((record.dispatched_at, index, 0));
-            if let ExecutionState::Settled { at, .. } | ExecutionState::Voided { at, .. } =
-                &record.state
-            {
-                changes.push((*at, index, 1));
+            if let Some(at) = record.state.ended_at() {
+                changes.push((at, index, 1));
             }
         }
         changes.sort_unstable();
@@ -116,7 +116,7 @@ impl Reducer {
         self.guarded(|r| match r.seen.get(&record.execution) {
             None => {
                 r.dispatch(record)?;
-                if matches!(record.state, ExecutionState::Active) {
+                if record.state.is_active() {
                     Ok(())
                 } else {
                     r.end(record)
@@ -130,19 +130,12 @@ impl Reducer {
                 if !same {
                     return Err(ReplayError::InvalidTransition(record.execution));
                 }
-                match (seen.ended, &record.state) {
-                    (None, ExecutionState::Active) => Ok(()),
-                    (None, _) => r.end(record),
-                    (Some((at, settled)), ExecutionState::Settled { at: a, .. })
-                        if settled && at == *a =>
-                    {
-                        Ok(())
-                    }
-                    (Some((at, settled)), ExecutionState::Voided { at: a, .. })
-                        if !settled && at == *a =>
-                    {
-                        Ok(())
-                    }
+                let state = &record.state;
+                match seen.ended {
+                    None if state.is_active() => Ok(()),
+                    None => r.end(record),
+                    Some((at, true)) if state.settlement().is_some_and(|(a, _)| a == at) => Ok(()),
+                    Some((at, false)) if state.void().is_some_and(|(a, _)| a == at) => Ok(()),
                     _ => Err(ReplayError::InvalidTransition(record.execution)),
                 }
             }
@@ -254,20 +247,18 @@ impl Reducer {
     /// Applies the settlement or void a record carries.
     fn end(&mut self, record: &ExecutionRecord) -> Result<(), ReplayError> {
         let id = record.execution;
-        match &record.state {
-            ExecutionState::Active => Ok(()),
-            ExecutionState::Settled { at, outcome } => {
-                self.advance(*at, id)?;
-                self.check_outcome_kind(record, outcome)?;
-                self.mark_ended(id, *at, true)?;
-                self.machine.settle(id, *at, outcome)
-            }
-            ExecutionState::Voided { at, reason } => {
-                self.advance(*at, id)?;
-                self.mark_ended(id, *at, false)?;
-                self.machine.void(id, *at, *reason)
-            }
+        if let Some((at, outcome)) = record.state.settlement() {
+            self.advance(at, id)?;
+            self.check_outcome_kind(record, outcome)?;
+            self.mark_ended(id, at, true)?;
+            return self.machine.settle(id, at, outcome);
         }
+        if let Some((at, reason)) = record.state.void() {
+            self.advance(at, id)?;
+            self.mark_ended(id, at, false)?;
+            return self.machine.void(id, at, reason);
+        }
+        Ok(())
     }
 
     fn mark_ended(&mut self, id: ExecutionId, at: u64, settled: bool) -> Result<(), ReplayError> {

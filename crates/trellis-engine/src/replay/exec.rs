@@ -10,7 +10,7 @@ use super::context::{Channel, Context};
 use super::{At, Blocked, DispatchRequest, Replay, Status};
 use crate::decision::{PromotedValue, TraceDecision};
 use crate::error::ReplayError;
-use crate::history::{ExecutionRecord, ExecutionState, Occurrence};
+use crate::history::{ExecutionRecord, Occurrence};
 use crate::paths::{bind, select, set_path};
 
 impl<'g> Replay<'g, '_> {
@@ -63,8 +63,8 @@ impl<'g> Replay<'g, '_> {
             }
             cursor += 1;
             self.cursors.insert(occurrence.clone(), cursor);
-            let (settled_at, outcome) = match &record.state {
-                ExecutionState::Settled { at: s, outcome } if *s <= at.cutoff => (*s, outcome),
+            let (settled_at, outcome) = match record.state.settlement() {
+                Some((s, outcome)) if s <= at.cutoff => (s, outcome),
                 _ => {
                     return Ok(Status::Pending(Blocked {
                         dispatches: Vec::new(),

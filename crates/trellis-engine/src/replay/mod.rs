@@ -9,14 +9,15 @@ mod parallel;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
-use trellis_graph::{GraphNode, GraphSpec, WorkerOutcome, WorkerRef};
+use trellis_graph::{GraphNode, WorkerOutcome, WorkerRef};
 
 use crate::decision::{Dispatch, Reduction, TerminalResult, TraceDecision, Void};
 use crate::error::ReplayError;
 use crate::history::{
-    ExecutionId, ExecutionRecord, ExecutionState, History, NodeInstanceId, Occurrence, VoidReason,
+    ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, VoidReason,
 };
 use crate::paths::fill_root_state;
+use crate::runnable::RunnableGraph;
 use crate::shape::Shape;
 use context::Context;
 pub(crate) use exec::channel_label;
@@ -28,10 +29,11 @@ pub(crate) use exec::channel_label;
 /// turn, so its cost grows with the history times those positions. It is meant for tests and
 /// audits; the runtime uses [`crate::Reducer`] (or [`crate::Reducer::from_history`]).
 pub fn reduce(
-    graph: &GraphSpec,
+    graph: &RunnableGraph,
     initial_input: &Value,
     history: &History,
 ) -> Result<Reduction, ReplayError> {
+    let graph = graph.spec();
     let shape = Shape::new(graph, initial_input);
     let mut replay = Replay::new(&shape, history)?;
     let mut root = Context::new(fill_root_state(graph.root.group_state(), initial_input));
@@ -228,13 +230,13 @@ impl<'g, 'h> Replay<'g, 'h> {
         let mut voids = Vec::new();
         for record in &self.history.executions {
             let claim = claims.get(&record.execution);
-            match (&record.state, claim) {
-                (ExecutionState::Voided { at, reason }, Some((cut, expected)))
-                    if at > cut && reason == expected => {}
-                (ExecutionState::Voided { .. }, _) => {
+            match (record.state.void(), claim) {
+                (Some((at, reason)), Some((cut, expected))) if at > *cut && reason == *expected => {
+                }
+                (Some(_), _) => {
                     return Err(ReplayError::UnexpectedVoid(record.execution));
                 }
-                (ExecutionState::Active, Some((_, reason))) => voids.push(Void {
+                (None, Some((_, reason))) if record.state.is_active() => voids.push(Void {
                     execution: record.execution,
                     reason: *reason,
                 }),
@@ -339,7 +341,7 @@ fn validate(shape: &Shape, history: &History) -> Result<(), ReplayError> {
         if known_instance != record.node_instance || known_occurrence != &record.occurrence {
             return Err(ReplayError::NodeInstanceMismatch(id));
         }
-        if let ExecutionState::Settled { outcome, .. } = &record.state
+        if let Some((_, outcome)) = record.state.settlement()
             && !outcome_fits(outcome, verifier)
         {
             return Err(ReplayError::OutcomeKindMismatch(id));

@@ -9,7 +9,7 @@ use super::groups::set_group_control;
 use super::{At, Blocked, Effects, Replay, Status};
 use crate::decision::PromotedValue;
 use crate::error::ReplayError;
-use crate::history::{ExecutionState, VoidReason};
+use crate::history::VoidReason;
 use crate::paths::{promoted_write_paths, select, select_data, set_path, wrote};
 
 /// One evaluated par branch or map item.
@@ -57,10 +57,7 @@ impl<'g> Replay<'g, '_> {
                 r.occurrence.map_indices.starts_with(&at.indices)
                     && self.shape.in_subtree(group, r.occurrence.node.as_str())
             })
-            .filter_map(|r| match &r.state {
-                ExecutionState::Settled { at: settled, .. } => Some(*settled),
-                _ => None,
-            })
+            .filter_map(|r| r.state.settlement().map(|(settled, _)| settled))
             .filter(|settled| *settled > at.ready && *settled < at.cutoff)
             .collect();
         points.push(at.ready.min(at.cutoff));

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use support::*;
 use trellis_engine::{ExecutionState, Reduction};
 use trellis_graph::{GraphNode, GraphSpec, WorkerErrorCode, WorkerOutcome};
+use trellis_run_model::Cursor;
 
 fn find<'g>(node: &'g GraphNode, name: &str) -> Option<&'g GraphNode> {
     let mut found = None;
@@ -114,7 +115,7 @@ fn drive(graph: GraphSpec, input: Value, seed: u64, max_steps: usize) -> Stats {
             .history
             .executions
             .iter()
-            .filter(|r| r.state == ExecutionState::Active)
+            .filter(|r| r.state.is_active())
             .map(|r| (r.execution, r.occurrence.node.to_string()))
             .collect();
         let mut options = Vec::new();
@@ -140,7 +141,10 @@ fn drive(graph: GraphSpec, input: Value, seed: u64, max_steps: usize) -> Stats {
                 let (execution, node) = rng.pick(&active).clone();
                 let outcome = outcome_for(&graph, &node, &mut rng);
                 let at = run.next_position();
-                run.change_state(execution, ExecutionState::Settled { at, outcome });
+                run.change_state(
+                    execution,
+                    ExecutionState::completed(Cursor::at(at).expect("position"), 0, outcome),
+                );
             }
             _ => {
                 let void = rng.pick(&reduction.voids).clone();
@@ -152,7 +156,8 @@ fn drive(graph: GraphSpec, input: Value, seed: u64, max_steps: usize) -> Stats {
                 run.change_state(
                     void.execution,
                     ExecutionState::Voided {
-                        at,
+                        at: Cursor::at(at).expect("position"),
+                        at_ms: 0,
                         reason: void.reason,
                     },
                 );
@@ -356,13 +361,15 @@ fn corrupt(history: &mut trellis_engine::History, graph: &GraphSpec, rng: &mut R
         7 => {
             let at = record.dispatched_at + rng.below(4);
             record.state = match rng.below(3) {
-                0 => ExecutionState::Active,
-                1 => ExecutionState::Settled {
-                    at,
-                    outcome: error(WorkerErrorCode::Crash),
-                },
+                0 => ExecutionState::Active {},
+                1 => ExecutionState::completed(
+                    Cursor::at(at).expect("position"),
+                    0,
+                    error(WorkerErrorCode::Crash),
+                ),
                 _ => ExecutionState::Voided {
-                    at,
+                    at: Cursor::at(at).expect("position"),
+                    at_ms: 0,
                     reason: if rng.chance(50) {
                         VoidReason::ParallelJoin
                     } else {
@@ -396,15 +403,15 @@ proptest! {
         for _ in 0..1 + rng.below(2) {
             corrupt(&mut history, &graph, &mut rng);
         }
-        let full = trellis_engine::reduce(&graph, &input, &history);
-        let rebuilt = trellis_engine::Reducer::from_history(&graph, &input, &history).decide();
+        let full = trellis_engine::reduce(&runnable(&graph), &input, &history);
+        let rebuilt = trellis_engine::Reducer::from_history(&runnable(&graph), &input, &history).decide();
         match (&full, &rebuilt) {
             (Ok(a), Ok(b)) => assert_eq!(a, b),
             (Err(_), Err(_)) => {}
             _ => panic!("acceptance differs: {full:?} / {rebuilt:?} for {history:?}"),
         }
         // Feeding the records in list order must not panic either.
-        let mut reducer = trellis_engine::Reducer::new(&graph, &input);
+        let mut reducer = trellis_engine::Reducer::new(&runnable(&graph), &input);
         for record in &history.executions {
             let _ = reducer.apply(record);
         }
@@ -432,7 +439,7 @@ fn drive_history(graph: &GraphSpec, input: &Value, seed: u64) -> trellis_engine:
             .history
             .executions
             .iter()
-            .filter(|r| r.state == ExecutionState::Active)
+            .filter(|r| r.state.is_active())
             .map(|r| (r.execution, r.occurrence.node.to_string()))
             .collect();
         if let Some(void) = reduction.voids.first() {
@@ -440,7 +447,8 @@ fn drive_history(graph: &GraphSpec, input: &Value, seed: u64) -> trellis_engine:
             run.change_state(
                 void.execution,
                 ExecutionState::Voided {
-                    at,
+                    at: Cursor::at(at).expect("position"),
+                    at_ms: 0,
                     reason: void.reason,
                 },
             );
@@ -448,7 +456,10 @@ fn drive_history(graph: &GraphSpec, input: &Value, seed: u64) -> trellis_engine:
             let (execution, node) = rng.pick(&active).clone();
             let outcome = outcome_for(graph, &node, &mut rng);
             let at = run.next_position();
-            run.change_state(execution, ExecutionState::Settled { at, outcome });
+            run.change_state(
+                execution,
+                ExecutionState::completed(Cursor::at(at).expect("position"), 0, outcome),
+            );
         } else {
             break;
         }

@@ -9,6 +9,7 @@ use trellis_engine::{
     ReplayError, Void, reduce,
 };
 use trellis_graph::{GraphSpec, WorkerErrorCode, WorkerOutcome};
+use trellis_run_model::Cursor;
 
 // ---- graph DSL -------------------------------------------------------------------------------
 
@@ -155,6 +156,11 @@ pub fn k_of_map(count: u64, selector: Value, labels: &[&str]) -> Value {
     json!({"kind": "k_of_map", "count": count, "value": selector, "labels": labels})
 }
 
+/// The engine runs only verified graphs; its tests also reduce shapes the verifier refuses.
+pub fn runnable(graph: &GraphSpec) -> trellis_engine::RunnableGraph {
+    trellis_engine::RunnableGraph::unverified(graph.clone())
+}
+
 pub fn graph(root: Value) -> GraphSpec {
     graph_with_input(open_record(), root)
 }
@@ -198,7 +204,7 @@ pub struct Run {
 
 impl Run {
     pub fn new(graph: GraphSpec, input: Value) -> Self {
-        let reducer = Reducer::new(&graph, &input);
+        let reducer = Reducer::new(&runnable(&graph), &input);
         Self {
             graph,
             input,
@@ -215,9 +221,10 @@ impl Run {
 
     /// Decisions for the current history; panics unless the three reducers agree.
     pub fn try_decide(&self) -> Result<Reduction, ReplayError> {
-        let full = reduce(&self.graph, &self.input, &self.history);
+        let full = reduce(&runnable(&self.graph), &self.input, &self.history);
         let incremental = self.reducer.decide();
-        let rebuilt = Reducer::from_history(&self.graph, &self.input, &self.history).decide();
+        let rebuilt =
+            Reducer::from_history(&runnable(&self.graph), &self.input, &self.history).decide();
         match (&full, &incremental, &rebuilt) {
             (Ok(a), Ok(b), Ok(c)) => {
                 assert_eq!(a, b, "incremental reducer disagrees with the full replay");
@@ -259,7 +266,7 @@ impl Run {
             attempt: dispatch.attempt,
             input: dispatch.input.clone(),
             dispatched_at: position,
-            state: ExecutionState::Active,
+            state: ExecutionState::Active {},
         });
     }
 
@@ -273,7 +280,8 @@ impl Run {
         self.update(
             void.execution,
             ExecutionState::Voided {
-                at,
+                at: Cursor::at(at).expect("position"),
+                at_ms: 0,
                 reason: void.reason,
             },
         )
@@ -303,7 +311,10 @@ impl Run {
         outcome: WorkerOutcome,
     ) -> Reduction {
         let at = self.next_position();
-        self.update(execution, ExecutionState::Settled { at, outcome })
+        self.update(
+            execution,
+            ExecutionState::completed(Cursor::at(at).expect("position"), 0, outcome),
+        )
     }
 
     /// Settles the only active execution of `node` at map indices `indices`.
@@ -315,7 +326,7 @@ impl Run {
             .filter(|r| {
                 r.occurrence.node.as_str() == node
                     && r.occurrence.map_indices == indices
-                    && r.state == ExecutionState::Active
+                    && r.state.is_active()
             })
             .map(|r| r.execution)
             .collect();
@@ -349,7 +360,7 @@ impl Run {
         self.history
             .executions
             .iter()
-            .filter(|r| r.state == ExecutionState::Active)
+            .filter(|r| r.state.is_active())
             .map(|r| label(r.occurrence.node.as_str(), &r.occurrence.map_indices))
             .collect()
     }

@@ -8,7 +8,7 @@ mod subgraph;
 use crate::bridge::{BridgeSlot, LogSink, PythonConfig};
 use crate::checkpoint::{CheckpointMode, CheckpointResult};
 use crate::connector::Connector;
-use crate::context::{GuardLimits, NodeContext, RunShared};
+use crate::context::{BodyTimes, GuardLimits, NodeContext, RunShared};
 use crate::events::{ExecutionResult, ExitStatus, RunEvent, RunObserver};
 use crate::issue::{Issue, graph_validation_message};
 use crate::model::{EndStatus, IN, NodeType, OBSERVATION_STREAM, Workflow};
@@ -32,6 +32,9 @@ const DEFAULT_VISIT_CAP: usize = 10_000;
 const DEFAULT_GRACE_S: f64 = 2.0;
 const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(60);
 const BRIDGE_SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+/// Longest a script, router or Python tool body runs unless configured otherwise (the same
+/// default as a command tool's `timeout_s`).
+pub const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How to run a workflow.
 #[derive(Clone)]
@@ -53,6 +56,10 @@ pub struct ExecuteOptions {
     pub node_visit_cap: usize,
     /// Grace period for cooperative cancellation (default `$GAP_PARALLEL_CANCEL_GRACE_S`, else 2 s).
     pub cancel_grace: Duration,
+    /// Longest a script, router or Python tool body may run before it is stopped like a
+    /// cancelled one and its node fails with a timeout (default `$GAP_SCRIPT_TIMEOUT_S`, else
+    /// [`DEFAULT_SCRIPT_TIMEOUT`]).
+    pub script_timeout: Duration,
     /// How long a `$ref` to a streaming node waits for its first publish.
     pub stream_publish_timeout: Duration,
     /// Per-tag call limits.
@@ -90,6 +97,10 @@ impl Default for ExecuteOptions {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(DEFAULT_VISIT_CAP),
             cancel_grace: Duration::from_secs_f64(grace),
+            script_timeout: env_f64("GAP_SCRIPT_TIMEOUT_S")
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .map(Duration::from_secs_f64)
+                .unwrap_or(DEFAULT_SCRIPT_TIMEOUT),
             stream_publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             guard_limits: GuardLimits::from_env(),
             cancel: CancelToken::new(),
@@ -271,7 +282,10 @@ fn run_validated(
         trace,
         options.cancel.clone(),
         options.guard_limits,
-        options.cancel_grace,
+        BodyTimes {
+            cancel_grace: options.cancel_grace,
+            script_timeout: options.script_timeout,
+        },
     );
     run.observation = observation;
     let executor = Executor {

@@ -201,6 +201,15 @@ impl Executor<'_> {
             crate::bridge::BridgeError::Abandoned => ExecError::Cancelled(format!(
                 "node '{full_id}' did not stop within the grace period after cancellation"
             )),
+            crate::bridge::BridgeError::TimedOut { seconds } => ExecError::Node {
+                node_id: full_id.to_string(),
+                message: format!(
+                    "Node '{full_id}' failed: TimeoutError: script '{script}' did not finish \
+                     within {seconds}s"
+                ),
+                traceback: None,
+                terminal: false,
+            },
             other => ExecError::Node {
                 node_id: full_id.to_string(),
                 message: format!("Node '{full_id}' failed: BridgeError: {other}"),

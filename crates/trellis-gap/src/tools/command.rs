@@ -4,15 +4,17 @@ use super::{Tool, ToolDescriptor, ToolError, ToolRegistry};
 use crate::context::NodeContext;
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::io::{Read, Write};
+use std::collections::VecDeque;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, Stream, run_blocking};
 
 const DEFAULT_TIMEOUT_S: f64 = 300.0;
-const POLL_INTERVAL: Duration = Duration::from_millis(5);
 const STDERR_TAIL_CHARS: usize = 2000;
+/// Most bytes a command tool may print as its result (the bridge's frame limit, so a tool
+/// result fits wherever a script's does).
+pub const MAX_TOOL_OUTPUT_BYTES: usize = crate::bridge::MAX_BRIDGE_FRAME_BYTES;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,53 +91,43 @@ impl Tool for CommandTool {
     fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError> {
         let fail =
             |error_type: &str, message: String| ToolError::failed(&self.name, error_type, message);
-        let mut child = Command::new(&self.argv[0])
-            .args(&self.argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| fail("OSError", format!("cannot start {}: {e}", self.argv[0])))?;
-        let input = serde_json::to_vec(&Value::Object(args)).unwrap_or_default();
-        let stdin = child.stdin.take();
-        let writer = std::thread::spawn(move || {
-            if let Some(mut stdin) = stdin {
-                // A program that exits without reading its stdin is not an error.
-                let _ = stdin.write_all(&input);
-            }
-        });
-        let stdout_reader = child.stdout.take().map(|mut out| {
-            std::thread::spawn(move || {
-                let mut buffer = Vec::new();
-                let _ = out.read_to_end(&mut buffer);
-                buffer
-            })
-        });
-        let stderr_reader = child.stderr.take().map(|mut err| {
-            std::thread::spawn(move || {
-                let mut buffer = String::new();
-                let _ = err.read_to_string(&mut buffer);
-                buffer
-            })
-        });
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Ok(status),
-                Ok(None) => {}
-                Err(e) => break Err(fail("OSError", e.to_string())),
-            }
-            if ctx.is_cancelled() {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err(ToolError::Cancelled {
+        let spec = ProcessSpec {
+            program: self.argv[0].clone(),
+            args: self.argv[1..].to_vec(),
+            cwd: std::env::current_dir().unwrap_or_default(),
+            // Tools are the user's own programs: they see the caller's environment.
+            env: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+            stdin: serde_json::to_vec(&Value::Object(args)).unwrap_or_default(),
+            ..ProcessSpec::default()
+        };
+        let limits = ProcessLimits {
+            deadline: Some(self.timeout),
+            max_stdout_bytes: MAX_TOOL_OUTPUT_BYTES,
+            ..ProcessLimits::default()
+        };
+        let mut stderr_tail = StderrTail::default();
+        let report = run_blocking(
+            &spec,
+            &limits,
+            &|| ctx.is_cancelled(),
+            &mut |stream, line| {
+                if stream == Stream::Stderr {
+                    ctx.log("stderr", line);
+                    stderr_tail.push(line);
+                }
+            },
+        );
+        match report.end {
+            ProcessEnd::Exited { code: 0 } => {}
+            ProcessEnd::Cancelled => {
+                return Err(ToolError::Cancelled {
                     message: format!("command tool '{}' cancelled", self.name),
                 });
             }
-            if started.elapsed() > self.timeout {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err(fail(
+            ProcessEnd::DeadlineExceeded => {
+                return Err(fail(
                     "TimeoutError",
                     format!(
                         "command tool '{}' timed out after {:?}",
@@ -143,45 +135,61 @@ impl Tool for CommandTool {
                     ),
                 ));
             }
-            std::thread::sleep(POLL_INTERVAL);
-        };
-        let _ = writer.join();
-        let stdout = stdout_reader
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
-        let stderr = stderr_reader
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
-        for line in stderr.lines() {
-            ctx.log("stderr", line);
+            ProcessEnd::SpawnFailed(message) => return Err(fail("OSError", message)),
+            end => {
+                return Err(fail(
+                    "CommandFailed",
+                    format!(
+                        "command tool '{}' {}: {}",
+                        self.name,
+                        end.describe(),
+                        stderr_tail.text().trim()
+                    ),
+                ));
+            }
         }
-        let status = status?;
-        if !status.success() {
-            let tail: String = stderr
-                .chars()
-                .rev()
-                .take(STDERR_TAIL_CHARS)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
+        if report.stdout_truncated {
             return Err(fail(
-                "CommandFailed",
+                "ValueError",
                 format!(
-                    "command tool '{}' exited with {status}: {}",
-                    self.name,
-                    tail.trim()
+                    "command tool '{}' output exceeds {MAX_TOOL_OUTPUT_BYTES} bytes",
+                    self.name
                 ),
             ));
         }
-        if stdout.iter().all(u8::is_ascii_whitespace) {
+        if report.stdout.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
         }
-        serde_json::from_slice(&stdout).map_err(|e| {
+        serde_json::from_slice(&report.stdout).map_err(|e| {
             fail(
                 "ValueError",
                 format!("command tool '{}' printed invalid JSON: {e}", self.name),
             )
         })
+    }
+}
+
+/// The last characters a failing tool printed on stderr, for its error message.
+#[derive(Default)]
+struct StderrTail {
+    lines: VecDeque<String>,
+    chars: usize,
+}
+
+impl StderrTail {
+    fn push(&mut self, line: &str) {
+        self.chars += line.chars().count() + 1;
+        self.lines.push_back(line.to_owned());
+        while self.chars > STDERR_TAIL_CHARS && self.lines.len() > 1 {
+            if let Some(old) = self.lines.pop_front() {
+                self.chars -= old.chars().count() + 1;
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        let joined = Vec::from_iter(self.lines.iter().map(String::as_str)).join("\n");
+        let skip = joined.chars().count().saturating_sub(STDERR_TAIL_CHARS);
+        joined.chars().skip(skip).collect()
     }
 }

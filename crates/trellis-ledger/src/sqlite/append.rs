@@ -10,15 +10,14 @@ use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::RunEvent;
 use crate::ids::RunId;
-use crate::limits::{MAX_EVENT_JSON_BYTES, MAX_EVENTS_PER_APPEND};
 use crate::snapshot::ExecutionSnapshot;
 use crate::sqlite::keys::{row_key, run_keys};
-use crate::sqlite::runs::{to_i64, to_u64};
 use crate::sqlite::storage_error;
 use crate::sqlite::write::{
     AppendHead, CachedTransaction, RecentRun, load_append_head, remembered_active,
 };
 use crate::store::now_ms;
+use crate::stored::{prepare_batch, to_i64, to_u64};
 
 /// Execution rows of one run, read on demand and written back once at the end of a batch.
 /// Only executions the batch touches are read, so an append costs the same however many
@@ -163,27 +162,7 @@ pub(super) fn append(
     expected: Option<Cursor>,
     events: &[RunEvent],
 ) -> Result<Cursor, LedgerError> {
-    if events.len() > MAX_EVENTS_PER_APPEND {
-        return Err(LedgerError::InvalidEvent {
-            index: MAX_EVENTS_PER_APPEND,
-            reason: format!("one append carries at most {MAX_EVENTS_PER_APPEND} events"),
-        });
-    }
-    let mut prepared = Vec::with_capacity(events.len());
-    for (index, event) in events.iter().enumerate() {
-        let event = event.normalized();
-        let text = serde_json::to_string(&event).map_err(|_| LedgerError::InvalidEvent {
-            index,
-            reason: "the event is not serializable".to_owned(),
-        })?;
-        if text.len() > MAX_EVENT_JSON_BYTES {
-            return Err(LedgerError::InvalidEvent {
-                index,
-                reason: format!("an event is at most {MAX_EVENT_JSON_BYTES} bytes of JSON"),
-            });
-        }
-        prepared.push((event, text));
-    }
+    let prepared = prepare_batch(events)?;
 
     let tx = CachedTransaction::write(conn)?;
     let head = load_append_head(&tx, run_id, recent.take())?;

@@ -2,20 +2,20 @@
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
-use serde_json::Value;
 
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
-use crate::event::{EventFilter, RunEvent, StoredEvent};
+use crate::event::{EventFilter, StoredEvent};
 use crate::ids::{Phase, RunId, RunKind};
 use crate::limits::MAX_EVENTS_PER_PAGE;
-use crate::snapshot::{ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
+use crate::snapshot::{RunHead, RunProgress, RunSnapshot};
 use crate::sqlite::keys::{keys_after, run_keys};
 use crate::sqlite::storage_error;
 use crate::sqlite::write::CachedTransaction;
 use crate::store::{Admission, NewRun, RunFilter, RunRecord, cursor_ahead};
+use crate::stored::{StoredRun, parse_event, parse_execution, to_i64, to_u64};
 
-/// Columns of a run row with its head, in the order [`RawRun::from_row`] reads them.
+/// Columns of a run row with its head, in the order [`run_from_row`] reads them.
 const RUN_COLUMNS: &str = "runs.id, runs.run_id, runs.submission_key, runs.submission_digest, \
      runs.kind, runs.title, runs.graph_identity, runs.predecessor, runs.successor, \
      runs.created_at_ms, run_heads.cursor, run_heads.progress_json";
@@ -23,109 +23,31 @@ const RUN_COLUMNS: &str = "runs.id, runs.run_id, runs.submission_key, runs.submi
 /// A run's immutable row joined with its mutable head.
 pub(super) const RUN_SOURCE: &str = "runs JOIN run_heads ON run_heads.run = runs.id";
 
-/// A run row as stored, before its values are checked.
-pub(super) struct RawRun {
-    pub(super) id: i64,
-    run_id: String,
-    submission_key: String,
-    submission_digest: String,
-    kind: String,
-    title: String,
-    graph_identity: Option<String>,
-    predecessor: Option<String>,
-    successor: Option<String>,
-    created_at_ms: i64,
-    pub(super) cursor: i64,
-    pub(super) progress_json: String,
+/// A row of [`RUN_COLUMNS`]: the run's columns, then its head's.
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<StoredRun> {
+    Ok(StoredRun {
+        cursor: row.get(10)?,
+        progress_json: row.get(11)?,
+        ..run_from_run_columns(row)?
+    })
 }
 
-impl RawRun {
-    /// A row of [`RUN_COLUMNS`]: the run's columns, then its head's.
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self {
-            cursor: row.get(10)?,
-            progress_json: row.get(11)?,
-            ..Self::from_run_columns(row)?
-        })
-    }
-
-    /// The first ten columns of [`RUN_COLUMNS`] (the `runs` row alone); the head is left
-    /// empty for the caller to fill.
-    fn from_run_columns(row: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self {
-            id: row.get(0)?,
-            run_id: row.get(1)?,
-            submission_key: row.get(2)?,
-            submission_digest: row.get(3)?,
-            kind: row.get(4)?,
-            title: row.get(5)?,
-            graph_identity: row.get(6)?,
-            predecessor: row.get(7)?,
-            successor: row.get(8)?,
-            created_at_ms: row.get(9)?,
-            cursor: 0,
-            progress_json: String::new(),
-        })
-    }
-
-    pub(super) fn kind(&self) -> Result<RunKind, LedgerError> {
-        RunKind::parse(&self.kind)
-            .ok_or_else(|| LedgerError::corrupt("a stored run kind is unknown"))
-    }
-
-    pub(super) fn cursor(&self) -> Result<Cursor, LedgerError> {
-        Cursor::at(to_u64(self.cursor)?)
-    }
-
-    pub(super) fn progress(&self) -> Result<RunProgress, LedgerError> {
-        serde_json::from_str(&self.progress_json).map_err(|_| {
-            LedgerError::corrupt(format!("stored progress of run {} is invalid", self.run_id))
-        })
-    }
-
-    /// The admission record, given the stored submission text.
-    fn record(&self, submission_json: Option<&str>) -> Result<RunRecord, LedgerError> {
-        let run_id = stored_run_id(&self.run_id)?;
-        let submission = match submission_json {
-            Some(text) => serde_json::from_str(text).map_err(|_| {
-                LedgerError::corrupt(format!("stored submission of run {run_id} is invalid"))
-            })?,
-            None => Value::Null,
-        };
-        Ok(RunRecord {
-            submission_key: self.submission_key.clone(),
-            submission_digest: self.submission_digest.clone(),
-            title: self.title.clone(),
-            kind: self.kind()?,
-            graph_identity: self.graph_identity.clone(),
-            submission,
-            predecessor: self.predecessor.as_deref().map(stored_run_id).transpose()?,
-            successor: self.successor.as_deref().map(stored_run_id).transpose()?,
-            created_at_ms: to_u64(self.created_at_ms)?,
-            run_id,
-        })
-    }
-
-    pub(super) fn head(&self) -> Result<RunHead, LedgerError> {
-        Ok(RunHead::new(
-            &self.record(None)?,
-            self.cursor()?,
-            self.progress()?,
-        ))
-    }
-}
-
-fn stored_run_id(text: &str) -> Result<RunId, LedgerError> {
-    RunId::new(text).map_err(|_| LedgerError::corrupt("a stored run id is invalid"))
-}
-
-pub(super) fn to_u64(value: i64) -> Result<u64, LedgerError> {
-    u64::try_from(value).map_err(|_| LedgerError::corrupt("a stored counter is negative"))
-}
-
-pub(super) fn to_i64(value: u64) -> Result<i64, LedgerError> {
-    i64::try_from(value).map_err(|_| LedgerError::Internal {
-        detail: "a counter exceeds the storable range".to_owned(),
+/// The first ten columns of [`RUN_COLUMNS`] (the `runs` row alone); the head is left empty
+/// for the caller to fill.
+fn run_from_run_columns(row: &Row<'_>) -> rusqlite::Result<StoredRun> {
+    Ok(StoredRun {
+        id: row.get(0)?,
+        run_id: row.get(1)?,
+        submission_key: row.get(2)?,
+        submission_digest: row.get(3)?,
+        kind: row.get(4)?,
+        title: row.get(5)?,
+        graph_identity: row.get(6)?,
+        predecessor: row.get(7)?,
+        successor: row.get(8)?,
+        created_at_ms: row.get(9)?,
+        cursor: 0,
+        progress_json: String::new(),
     })
 }
 
@@ -133,7 +55,7 @@ pub(super) fn to_i64(value: u64) -> Result<i64, LedgerError> {
 /// the join: SQLite prepares them in about half the time of the twelve-column join, and
 /// nearly every process (each CLI call, each controller) prepares this once. The head's
 /// cursor and progress come from one row, so they always agree.
-pub(super) fn load_run(conn: &Connection, run_id: &RunId) -> Result<RawRun, LedgerError> {
+pub(super) fn load_run(conn: &Connection, run_id: &RunId) -> Result<StoredRun, LedgerError> {
     let mut statement = conn
         .prepare_cached(
             "SELECT id, run_id, submission_key, submission_digest, kind, title, graph_identity,
@@ -142,7 +64,7 @@ pub(super) fn load_run(conn: &Connection, run_id: &RunId) -> Result<RawRun, Ledg
         )
         .map_err(storage_error)?;
     let mut raw = statement
-        .query_row([run_id.as_str()], RawRun::from_run_columns)
+        .query_row([run_id.as_str()], run_from_run_columns)
         .optional()
         .map_err(storage_error)?
         .ok_or_else(|| LedgerError::run_not_found(run_id))?;
@@ -168,7 +90,7 @@ fn load_record_where(
     let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
     let found = statement
         .query_row([value], |row| {
-            Ok((RawRun::from_row(row)?, row.get::<_, String>(12)?))
+            Ok((run_from_row(row)?, row.get::<_, String>(12)?))
         })
         .optional()
         .map_err(storage_error)?;
@@ -308,7 +230,7 @@ pub(super) fn latest_cursor(conn: &Connection, run_id: &RunId) -> Result<Cursor,
         .optional()
         .map_err(storage_error)?
         .ok_or_else(|| LedgerError::run_not_found(run_id))?;
-    Cursor::at(to_u64(cursor)?)
+    Ok(Cursor::at(to_u64(cursor)?)?)
 }
 
 pub(super) fn snapshot(conn: &mut Connection, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
@@ -333,12 +255,8 @@ pub(super) fn snapshot(conn: &mut Connection, run_id: &RunId) -> Result<RunSnaps
             .map_err(storage_error)?;
         for row in rows {
             let (execution, text) = row.map_err(storage_error)?;
-            let snapshot: ExecutionSnapshot = serde_json::from_str(&text).map_err(|_| {
-                LedgerError::corrupt(format!(
-                    "stored execution {execution} of run {run_id} is invalid"
-                ))
-            })?;
-            executions.insert(to_u64(execution)?, snapshot);
+            let execution = to_u64(execution)?;
+            executions.insert(execution, parse_execution(run_id, execution, &text)?);
         }
     }
     tx.commit()?;
@@ -369,7 +287,7 @@ pub(super) fn list_runs(
                 filter.after_run.as_ref().map(RunId::as_str),
                 limit,
             ],
-            RawRun::from_row,
+            run_from_row,
         )
         .map_err(storage_error)?;
     let mut heads = Vec::new();
@@ -417,16 +335,7 @@ pub(super) fn events_after(
             .map_err(storage_error)?;
         for row in rows {
             let (sequence, recorded_at_ms, text) = row.map_err(storage_error)?;
-            let event: RunEvent = serde_json::from_str(&text).map_err(|_| {
-                LedgerError::corrupt(format!(
-                    "stored event {sequence} of run {run_id} is invalid"
-                ))
-            })?;
-            events.push(StoredEvent {
-                cursor: Cursor::at(to_u64(sequence)?)?,
-                recorded_at_ms: to_u64(recorded_at_ms)?,
-                event,
-            });
+            events.push(parse_event(run_id, sequence, recorded_at_ms, &text)?);
         }
     }
     tx.commit()?;

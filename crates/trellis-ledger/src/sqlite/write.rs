@@ -10,8 +10,9 @@ use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::ids::{RunId, RunKind};
 use crate::snapshot::{ExecutionSnapshot, RunProgress};
-use crate::sqlite::runs::{RUN_SOURCE, to_u64};
+use crate::sqlite::runs::RUN_SOURCE;
 use crate::sqlite::storage_error;
+use crate::stored::to_u64;
 
 /// Execution snapshots kept for reuse only while a run has at most this many active ones, so
 /// the memory held stays small whatever the run's inputs weigh.

@@ -1,7 +1,8 @@
-//! Shared builders for the ledger's integration tests.
+//! Shared builders for the ledger's integration tests, and the backend factory that runs a
+//! suite against SQLite and PostgreSQL alike (`backend_tests!`).
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use trellis_graph::{NodeName, WorkerOutcome};
@@ -37,13 +38,120 @@ pub fn file_store(path: &Path) -> SqliteStore {
     .unwrap()
 }
 
-/// An in-memory store holding one admitted run `run-1`.
-pub fn store_with_run() -> (SqliteStore, RunId) {
-    let store = SqliteStore::open_in_memory().unwrap();
+/// A store on `ledger` holding one admitted run `run-1`.
+pub fn store_with_run(ledger: &TestLedger) -> (Box<dyn RunStore>, RunId) {
+    let store = ledger.open();
     let (record, _) = store
         .create_or_get(new_run("run-1", "key-1", json!({"graph": "g"})))
         .unwrap();
     (store, record.run_id)
+}
+
+/// The variable through which a parent test hands its ledger to a child process.
+pub const CHILD_LEDGER_ENV: &str = "TRELLIS_LEDGER_TEST_CHILD_LEDGER";
+
+/// A fresh, empty ledger for one test; every `open` is a new store (its own connections) on
+/// it, as another process would have.
+pub enum TestLedger {
+    /// A file in a private temporary directory.
+    Sqlite {
+        _dir: Option<tempfile::TempDir>,
+        path: PathBuf,
+    },
+    /// A schema of its own on the test server.
+    Postgres(trellis_ledger::testing::postgres::TestSchema),
+}
+
+impl TestLedger {
+    pub fn sqlite() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite3");
+        Self::Sqlite {
+            _dir: Some(dir),
+            path,
+        }
+    }
+
+    /// A fresh schema on the test server; `None` (the test is skipped) when no server is
+    /// configured outside CI. In CI a missing server fails the test.
+    pub fn postgres() -> Option<Self> {
+        use trellis_ledger::testing::postgres::{TestSchema, server_url};
+        let url = server_url().unwrap_or_else(|message| panic!("{message}"))?;
+        Some(Self::Postgres(TestSchema::create(&url).unwrap()))
+    }
+
+    pub fn open(&self) -> Box<dyn RunStore> {
+        match self {
+            Self::Sqlite { path, .. } => Box::new(file_store(path)),
+            Self::Postgres(schema) => Box::new(schema.open().unwrap()),
+        }
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Self::Postgres(_))
+    }
+
+    /// What a child process needs to open this ledger (see [`TestLedger::from_child_env`]).
+    pub fn child_env(&self) -> String {
+        match self {
+            Self::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
+            Self::Postgres(schema) => format!("postgres:{}", schema.name()),
+        }
+    }
+
+    /// The ledger a parent handed over through [`CHILD_LEDGER_ENV`], left in place when the
+    /// child is done.
+    pub fn from_child_env() -> Option<Self> {
+        let value = std::env::var(CHILD_LEDGER_ENV).ok()?;
+        if let Some(path) = value.strip_prefix("sqlite:") {
+            return Some(Self::Sqlite {
+                _dir: None,
+                path: PathBuf::from(path),
+            });
+        }
+        let name = value.strip_prefix("postgres:").unwrap();
+        let url = trellis_ledger::testing::postgres::server_url()
+            .unwrap()
+            .unwrap();
+        let schema = trellis_ledger::testing::postgres::TestSchema::existing(&url, name);
+        Some(Self::Postgres(schema))
+    }
+}
+
+/// Runs each test function against a fresh SQLite ledger (module `sqlite`) and a fresh
+/// PostgreSQL schema (module `postgres`, skipped outside CI when no server is configured).
+#[macro_export]
+macro_rules! backend_tests {
+    ($($(#[$meta:meta])* fn $name:ident($ledger:ident) $body:block)*) => {
+        mod sqlite {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                $(#[$meta])*
+                fn $name() {
+                    let $ledger = &$crate::common::TestLedger::sqlite();
+                    $body
+                }
+            )*
+        }
+        mod postgres {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                $(#[$meta])*
+                fn $name() {
+                    let Some(ledger) = $crate::common::TestLedger::postgres() else {
+                        eprintln!("skipped: set TRELLIS_TEST_POSTGRES_URL to run the PostgreSQL leg");
+                        return;
+                    };
+                    let $ledger = &ledger;
+                    $body
+                }
+            )*
+        }
+    };
 }
 
 pub fn started(execution: u64, node: &str) -> RunEvent {

@@ -2,33 +2,33 @@
 //! record outcomes before reducing again, void losers, honour force-stop and budgets.
 
 mod record;
+mod worker;
 
 use record::log_event;
+use worker::{WorkerFuture, worker_future};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::{
-    Binding, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, NodeContract, SecretEnv,
-};
+use trellis_agents::{Binding, ExecutionRequest, Harness, HarnessEvent, NodeContract, SecretEnv};
 use trellis_engine::{
-    Dispatch, ExecutionId, ExecutionRecord, ExecutionState as EngineState, History, NodeInstanceId,
-    Occurrence, Reducer, Reduction, TerminalResult as EngineTerminal, VoidReason as EngineVoid,
+    Dispatch, ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, Reducer,
+    Reduction, RunnableGraph,
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName};
 use trellis_ledger::{
-    ExecutionState, LogStream, RunEvent, RunHead, RunId, RunSnapshot, RunStore, TerminalResult,
-    TokenCounts, VoidReason,
+    Cursor, ExecutionState, LogStream, RunEvent, RunHead, RunId, RunSnapshot, RunStore,
+    TerminalResult, TokenUsage, VoidReason,
 };
 
 use crate::error::RuntimeError;
+use crate::log_budget::LogBudget;
 use crate::plan::{Budget, RuntimePlan};
 use crate::recovery::{TerminalReason, finalize};
 use crate::reuse::ReuseIndex;
@@ -69,7 +69,7 @@ struct NodeFacts {
 pub struct RunContext {
     pub store: Arc<dyn RunStore>,
     pub run_id: RunId,
-    pub graph: GraphSpec,
+    pub graph: RunnableGraph,
     pub input: Value,
     pub plan: RuntimePlan,
     pub harnesses: Harnesses,
@@ -95,11 +95,11 @@ pub struct Supervisor {
     active: HashMap<u64, Active>,
     /// The running workers' futures, polled by the supervisor itself: on the controller's
     /// single-threaded runtime a spawned task bought nothing but a trip through the
-    /// scheduler (and a poll of the I/O driver) per step. A panic is caught per worker.
+    /// scheduler (and a poll of the I/O driver) per step. A panic settles its own execution.
     tasks: FuturesUnordered<WorkerFuture>,
     events_tx: mpsc::Sender<(u64, HarnessEvent)>,
     events_rx: mpsc::Receiver<(u64, HarnessEvent)>,
-    usage: TokenCounts,
+    usage: TokenUsage,
     /// The run's ledger sequence as of this supervisor's last append or read; only another
     /// process's append (a force-stop request) moves the run past it.
     known_sequence: u64,
@@ -113,11 +113,9 @@ pub struct Supervisor {
     force_stop_requested: bool,
     /// The run's head as `new` read it, for `run` to start from without reading it again.
     initial_head: Option<RunHead>,
+    /// How much of each execution's output was recorded (and dropped).
+    log_budgets: HashMap<u64, LogBudget>,
 }
-
-/// One worker's run to its result, or the panic that ended it.
-type WorkerFuture =
-    std::pin::Pin<Box<dyn Future<Output = std::thread::Result<(u64, ExecutionResult)>> + Send>>;
 
 fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
     let mut facts = HashMap::new();
@@ -136,7 +134,7 @@ fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
     facts
 }
 
-/// Converts the ledger's executions into the reducer's history.
+/// The reducer's history of a run: its recorded executions, in dispatch order.
 pub fn history_of(snapshot: &RunSnapshot) -> History {
     let executions = snapshot
         .executions
@@ -151,26 +149,18 @@ pub fn history_of(snapshot: &RunSnapshot) -> History {
             attempt: e.attempt,
             input: e.input.clone(),
             dispatched_at: e.started_at.sequence(),
-            state: match &e.state {
-                ExecutionState::Active {} => EngineState::Active,
-                ExecutionState::Completed { at, outcome, .. } => EngineState::Settled {
-                    at: at.sequence(),
-                    outcome: (**outcome).clone(),
-                },
-                ExecutionState::Voided { at, reason, .. } => EngineState::Voided {
-                    at: at.sequence(),
-                    reason: match reason {
-                        VoidReason::ParallelJoin => EngineVoid::ParallelJoin,
-                        VoidReason::MapTerminal => EngineVoid::MapTerminal,
-                    },
-                },
-            },
+            state: e.state.clone(),
         })
         .collect();
     History { executions }
 }
 
-fn over_budget(budget: &Budget, usage: &TokenCounts) -> bool {
+/// The position a ledger sequence number names (every sequence the ledger returned is one).
+fn position(sequence: u64) -> Result<Cursor, RuntimeError> {
+    Ok(Cursor::at(sequence).map_err(trellis_ledger::LedgerError::from)?)
+}
+
+fn over_budget(budget: &Budget, usage: &TokenUsage) -> bool {
     budget
         .input_tokens
         .is_some_and(|max| usage.input_tokens > max)
@@ -195,7 +185,7 @@ impl Supervisor {
             .collect();
         let (events_tx, events_rx) = mpsc::channel(4096);
         Ok(Self {
-            nodes: node_facts(&ctx.graph),
+            nodes: node_facts(ctx.graph.spec()),
             usage: snapshot.head.progress.token_usage,
             known_sequence: snapshot.head.cursor.sequence(),
             force_stop_requested: snapshot.head.progress.force_stop_requested,
@@ -211,6 +201,7 @@ impl Supervisor {
             tasks: FuturesUnordered::new(),
             events_tx,
             events_rx,
+            log_budgets: HashMap::new(),
         })
     }
 
@@ -272,7 +263,7 @@ impl Supervisor {
                 continue;
             }
             if self.active.is_empty() {
-                return Err(RuntimeError::Invalid(
+                return Err(RuntimeError::Internal(
                     "the reducer neither dispatched nor finished while nothing runs".into(),
                 ));
             }
@@ -316,7 +307,7 @@ impl Supervisor {
     fn reduce(&self) -> Result<Reduction, RuntimeError> {
         self.reducer
             .decide()
-            .map_err(|e| RuntimeError::Invalid(format!("the run's history does not replay: {e}")))
+            .map_err(|e| RuntimeError::Internal(format!("the run's history does not replay: {e}")))
     }
 
     /// Cancels everything running, waits for the workers to go, and ends the run.
@@ -324,13 +315,12 @@ impl Supervisor {
         for active in self.active.values() {
             active.cancel.cancel();
         }
-        while self.tasks.next().await.is_some() {}
-        self.flush_events()?;
+        self.drain_workers().await?;
         finalize(self.ctx.store.as_ref(), &self.ctx.run_id, reason)?;
         Ok(())
     }
 
-    async fn finish(mut self, terminal: EngineTerminal) -> Result<(), RuntimeError> {
+    async fn finish(mut self, result: TerminalResult) -> Result<(), RuntimeError> {
         // A verified graph settles everything before its terminal; anything still running
         // here is cancelled and voided rather than left behind.
         if !self.active.is_empty() {
@@ -349,12 +339,7 @@ impl Supervisor {
         }
         // Executions voided earlier (join losers) were only cancelled; their workers may still
         // be stopping. The run is not finished until every worker group is gone.
-        while self.tasks.next().await.is_some() {}
-        self.flush_events()?;
-        let result = match terminal {
-            EngineTerminal::Succeeded { output } => TerminalResult::Succeeded { output },
-            EngineTerminal::Failed { reason } => TerminalResult::Failed { reason },
-        };
+        self.drain_workers().await?;
         self.append(&[RunEvent::Terminal { result }])?;
         Ok(())
     }
@@ -365,39 +350,36 @@ impl Supervisor {
             .iter()
             .map(|v| RunEvent::ExecutionVoided {
                 execution: v.execution.0,
-                reason: match v.reason {
-                    EngineVoid::ParallelJoin => VoidReason::ParallelJoin,
-                    EngineVoid::MapTerminal => VoidReason::MapTerminal,
-                },
+                reason: v.reason,
             })
             .collect();
         let last = self.append(&events)?;
         let first = last + 1 - events.len() as u64;
+        let now = trellis_ledger::store::now_ms();
         for (i, v) in reduction.voids.iter().enumerate() {
             if let Some(active) = self.active.remove(&v.execution.0) {
                 active.cancel.cancel();
             }
-            self.update(
-                v.execution.0,
-                EngineState::Voided {
-                    at: first + i as u64,
-                    reason: v.reason,
-                },
-            )?;
+            let state = ExecutionState::Voided {
+                at: position(first + i as u64)?,
+                at_ms: now,
+                reason: v.reason,
+            };
+            self.update(v.execution.0, state)?;
         }
         Ok(())
     }
 
-    fn update(&mut self, execution: u64, state: EngineState) -> Result<(), RuntimeError> {
+    fn update(&mut self, execution: u64, state: ExecutionState) -> Result<(), RuntimeError> {
         let record = self.records.get_mut(&execution).ok_or_else(|| {
-            RuntimeError::Invalid(format!(
+            RuntimeError::Internal(format!(
                 "execution {execution} is unknown to the supervisor"
             ))
         })?;
         record.state = state;
         self.undecided = true;
         self.reducer.apply(record).map_err(|e| {
-            RuntimeError::Invalid(format!("reducer rejected execution {execution}: {e}"))
+            RuntimeError::Internal(format!("reducer rejected execution {execution}: {e}"))
         })
     }
 
@@ -442,7 +424,7 @@ impl Supervisor {
                 attempt: d.attempt,
                 input: d.input.clone(),
                 dispatched_at: first + i as u64,
-                state: EngineState::Active,
+                state: ExecutionState::Active {},
             };
             let record = self
                 .records
@@ -451,7 +433,7 @@ impl Supervisor {
                 .into_mut();
             self.reducer
                 .apply(record)
-                .map_err(|e| RuntimeError::Invalid(format!("reducer rejected a dispatch: {e}")))?;
+                .map_err(|e| RuntimeError::Internal(format!("reducer rejected a dispatch: {e}")))?;
         }
         Ok(())
     }
@@ -466,13 +448,14 @@ impl Supervisor {
                     reused_from: Some(reused.source.clone()),
                     settled_by: None,
                 }])?;
-                self.update(
-                    d.execution.0,
-                    EngineState::Settled {
-                        at,
-                        outcome: reused.outcome,
-                    },
-                )?;
+                let state = ExecutionState::Completed {
+                    at: position(at)?,
+                    at_ms: trellis_ledger::store::now_ms(),
+                    outcome: Box::new(reused.outcome),
+                    reused_from: Some(reused.source),
+                    settled_by: None,
+                };
+                self.update(d.execution.0, state)?;
             } else {
                 self.start(d)?;
             }
@@ -525,28 +508,12 @@ impl Supervisor {
                 cancel: cancel.clone(),
             },
         );
-        let shared = self.events_tx.clone();
-        let worker = async move {
-            let (tx, mut rx) = mpsc::channel(1024);
-            let run = harness.execute(request, tx, cancel);
-            tokio::pin!(run);
-            let result = loop {
-                tokio::select! {
-                    result = &mut run => break result,
-                    Some(event) = rx.recv() => { let _ = shared.send((execution, event)).await; }
-                }
-            };
-            // Everything the worker said reaches the shared queue before its outcome does.
-            while let Some(event) = rx.recv().await {
-                let _ = shared.send((execution, event)).await;
-            }
-            if uses_scratch {
-                let _ = std::fs::remove_dir_all(&scratch);
-            }
-            (execution, result)
-        };
-        self.tasks.push(Box::pin(
-            std::panic::AssertUnwindSafe(worker).catch_unwind(),
+        self.tasks.push(worker_future(
+            harness,
+            request,
+            cancel,
+            self.events_tx.clone(),
+            uses_scratch.then_some(scratch),
         ));
         Ok(())
     }
@@ -563,6 +530,8 @@ impl Supervisor {
                 settled_by: None,
             },
         ])?;
-        self.update(execution, EngineState::Settled { at, outcome })
+        let state =
+            ExecutionState::completed(position(at)?, trellis_ledger::store::now_ms(), outcome);
+        self.update(execution, state)
     }
 }

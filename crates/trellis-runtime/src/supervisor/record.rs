@@ -1,14 +1,15 @@
 //! What the supervisor records while workers run: their log lines, processes and token usage
 //! as they come, and their outcomes — with the dispatches those lead to, in one commit.
 
-use trellis_agents::{ExecutionResult, HarnessEvent, LogStream as AgentStream, TokenUsage};
-use trellis_engine::{Dispatch, ExecutionState as EngineState};
-use trellis_ledger::{LogLevel, LogStream, RunEvent, TokenCounts};
+use trellis_agents::{ExecutionResult, HarnessEvent};
+use trellis_engine::Dispatch;
+use trellis_ledger::{Cursor, ExecutionState, LogLevel, LogStream, RunEvent, SettledBy};
 
 use futures_util::{FutureExt, StreamExt};
 
 use super::{STOP_POLL, Supervisor};
 use crate::error::RuntimeError;
+use crate::log_budget::LogBudget;
 
 pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: String) -> RunEvent {
     RunEvent::Log {
@@ -20,14 +21,14 @@ pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: Stri
     }
 }
 
-fn counts(usage: &TokenUsage) -> TokenCounts {
-    TokenCounts {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cache_read_tokens: usage.cache_read_tokens,
-        cache_write_tokens: usage.cache_write_tokens,
-        cost_usd: usage.cost_usd,
+/// The warning that part of an execution's output was dropped, if any was.
+fn dropped_record(execution: u64, budget: &LogBudget) -> Option<RunEvent> {
+    let note = budget.dropped_note()?;
+    let mut event = log_event(Some(execution), LogStream::System, note);
+    if let RunEvent::Log { level, .. } = &mut event {
+        *level = LogLevel::Warn;
     }
+    Some(event)
 }
 
 impl Supervisor {
@@ -42,14 +43,7 @@ impl Supervisor {
                     finished.push(more);
                 }
                 self.flush_events()?;
-                let mut settled = Vec::with_capacity(finished.len());
-                for joined in finished {
-                    match joined {
-                        Ok(done) => settled.push(done),
-                        Err(_) => return Err(RuntimeError::Invalid("a worker panicked".to_owned())),
-                    }
-                }
-                self.complete(settled)?;
+                self.complete(finished)?;
             }
             Some((execution, event)) = self.events_rx.recv() => {
                 let mut batch = vec![(execution, event)];
@@ -61,6 +55,37 @@ impl Supervisor {
             // Both mean: look at the ledger now.
             _ = self.ctx.wake.notified() => self.last_stop_check = None,
             _ = tokio::time::sleep(STOP_POLL) => self.last_stop_check = None,
+        }
+        Ok(())
+    }
+
+    /// Waits for every worker to end while still recording what they say (a worker whose
+    /// lines wait for room would otherwise never see its cancellation), then records what
+    /// was dropped of each execution's output.
+    pub(super) async fn drain_workers(&mut self) -> Result<(), RuntimeError> {
+        loop {
+            tokio::select! {
+                joined = self.tasks.next() => {
+                    if joined.is_none() {
+                        break;
+                    }
+                }
+                Some(first) = self.events_rx.recv() => {
+                    let mut batch = vec![first];
+                    while let Ok(more) = self.events_rx.try_recv() {
+                        batch.push(more);
+                    }
+                    self.record_events(batch)?;
+                }
+            }
+        }
+        self.flush_events()?;
+        let notes: Vec<RunEvent> = std::mem::take(&mut self.log_budgets)
+            .into_iter()
+            .filter_map(|(execution, budget)| dropped_record(execution, &budget))
+            .collect();
+        if !notes.is_empty() {
+            self.append(&notes)?;
         }
         Ok(())
     }
@@ -91,26 +116,32 @@ impl Supervisor {
                         process_group,
                     }
                 }
-                HarnessEvent::Log { stream, message } => {
-                    let stream = match stream {
-                        AgentStream::Output => LogStream::Output,
-                        AgentStream::Error => LogStream::Error,
-                        AgentStream::System => LogStream::System,
-                    };
-                    let mut event = log_event(Some(execution), stream, message);
-                    if let RunEvent::Log { level, message, .. } = &mut event
-                        && message.starts_with("no output for ")
+                HarnessEvent::Log {
+                    stream,
+                    level,
+                    message,
+                } => {
+                    // Trellis's own notes are few and say why an execution ended: never dropped.
+                    if stream != LogStream::System
+                        && !self
+                            .log_budgets
+                            .entry(execution)
+                            .or_default()
+                            .admit(message.len())
                     {
-                        *level = LogLevel::Warn;
+                        continue;
                     }
-                    event
+                    RunEvent::Log {
+                        execution: Some(execution),
+                        stream,
+                        level,
+                        message,
+                        timestamp_ms: trellis_ledger::store::now_ms(),
+                    }
                 }
                 HarnessEvent::Usage(usage) => {
-                    self.usage.add(&counts(&usage));
-                    RunEvent::TokenUsage {
-                        execution,
-                        usage: counts(&usage),
-                    }
+                    self.usage.add(&usage);
+                    RunEvent::TokenUsage { execution, usage }
                 }
             });
         }
@@ -129,27 +160,46 @@ impl Supervisor {
         if settled.is_empty() {
             return Ok(());
         }
+        // What was dropped of an execution's output is said just before its outcome.
         let mut events: Vec<RunEvent> = settled
             .iter()
-            .map(|(execution, result)| RunEvent::NodeCompleted {
-                execution: *execution,
-                outcome: result.outcome.clone(),
-                reused_from: None,
-                settled_by: None,
+            .filter_map(|(execution, _)| {
+                let budget = self.log_budgets.remove(execution)?;
+                dropped_record(*execution, &budget)
             })
             .collect();
+        let notes = events.len() as u64;
+        events.extend(
+            settled
+                .iter()
+                .map(|(execution, result)| RunEvent::NodeCompleted {
+                    execution: *execution,
+                    outcome: result.outcome.clone(),
+                    reused_from: None,
+                    settled_by: settled_by(result),
+                }),
+        );
         // The outcomes are applied at the positions they will take, so that the next decision
         // can ride in the same commit: a sequential step then costs one commit, not two. Nothing
         // acts on that decision before the commit that makes both durable. Should another
         // process append first, the batch lands later than planned; the reducer compares
         // positions only for order, which a uniform shift of the newest batch preserves.
-        let tentative_first = self.known_sequence + 1;
+        let tentative_first = self.known_sequence + 1 + notes;
+        let now = trellis_ledger::store::now_ms();
         for (i, (execution, result)) in settled.into_iter().enumerate() {
-            let state = EngineState::Settled {
-                at: tentative_first + i as u64,
-                outcome: result.outcome,
-            };
-            self.update(execution, state)?;
+            let at = Cursor::at(tentative_first + i as u64)
+                .map_err(trellis_ledger::LedgerError::from)?;
+            let settled_by = settled_by(&result);
+            self.update(
+                execution,
+                ExecutionState::Completed {
+                    at,
+                    at_ms: now,
+                    outcome: Box::new(result.outcome),
+                    reused_from: None,
+                    settled_by,
+                },
+            )?;
         }
         if let Some(dispatches) = self.dispatches_only()? {
             match self.record_dispatches(&mut events, &dispatches) {
@@ -183,4 +233,11 @@ impl Supervisor {
         }
         Ok(only_dispatches.then_some(reduction.dispatches))
     }
+}
+
+/// Trellis's reason for an outcome that is not the work's own: a signal from outside.
+fn settled_by(result: &ExecutionResult) -> Option<SettledBy> {
+    result
+        .killed_from_outside
+        .map(|_| SettledBy::KilledFromOutside)
 }

@@ -1,0 +1,109 @@
+//! Maps driver and pool failures to ledger errors without their text, which may quote SQL,
+//! stored values or connection details.
+
+use std::error::Error as _;
+
+use deadpool_postgres::PoolError;
+use tokio_postgres::error::SqlState;
+
+use crate::error::LedgerError;
+
+/// The ledger error for a failed statement or connection.
+pub(crate) fn server_error(error: tokio_postgres::Error) -> LedgerError {
+    if let Some(state) = error.code() {
+        return state_error(state);
+    }
+    if error.is_closed() {
+        return LedgerError::unavailable("the connection to the ledger server was closed");
+    }
+    if let Some(io) = io_source(&error) {
+        return LedgerError::unavailable(format!("cannot reach the ledger server: {io}"));
+    }
+    // Driver-side failures: configuration (a missing password), authentication protocol,
+    // a value of an unexpected type. Their kind is only visible in the text, which never
+    // includes the password; we still report a fixed wording.
+    let text = error.to_string();
+    if text.starts_with("error deserializing") {
+        return LedgerError::corrupt("a stored value has an unexpected type");
+    }
+    if text.starts_with("invalid configuration") || text.starts_with("invalid connection string") {
+        return LedgerError::invalid_location(
+            "the PostgreSQL connection settings are incomplete (user, host, password?)",
+        );
+    }
+    if text.starts_with("authentication error") {
+        return LedgerError::unavailable("authentication with the ledger server failed");
+    }
+    if text.starts_with("timeout") {
+        return LedgerError::unavailable("the ledger server did not answer in time");
+    }
+    if text.starts_with("error serializing")
+        || text.starts_with("invalid column")
+        || text.starts_with("expected")
+        || text.starts_with("query returned")
+    {
+        return LedgerError::Internal {
+            detail: "a ledger statement does not match the schema".to_owned(),
+        };
+    }
+    LedgerError::unavailable("unexpected failure talking to the ledger server")
+}
+
+fn state_error(state: &SqlState) -> LedgerError {
+    match *state {
+        SqlState::LOCK_NOT_AVAILABLE
+        | SqlState::T_R_SERIALIZATION_FAILURE
+        | SqlState::T_R_DEADLOCK_DETECTED => LedgerError::Busy,
+        SqlState::INVALID_PASSWORD | SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+            LedgerError::unavailable("the ledger server refused the credentials")
+        }
+        SqlState::INVALID_CATALOG_NAME => {
+            LedgerError::unavailable("the ledger database does not exist on the server")
+        }
+        SqlState::TOO_MANY_CONNECTIONS
+        | SqlState::CANNOT_CONNECT_NOW
+        | SqlState::ADMIN_SHUTDOWN
+        | SqlState::QUERY_CANCELED
+        | SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT => LedgerError::unavailable(format!(
+            "the ledger server is not serving requests (SQLSTATE {})",
+            state.code()
+        )),
+        _ => LedgerError::ServerStorage {
+            sqlstate: state.code().to_owned(),
+        },
+    }
+}
+
+fn io_source(error: &tokio_postgres::Error) -> Option<&std::io::Error> {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// The ledger error for a failure to get a pooled connection.
+pub(crate) fn pool_error(error: PoolError) -> LedgerError {
+    match error {
+        PoolError::Backend(error) => server_error(error),
+        PoolError::Timeout(_) => {
+            LedgerError::unavailable("no connection to the ledger server became free in time")
+        }
+        PoolError::Closed => LedgerError::unavailable("the ledger connection pool is closed"),
+        PoolError::NoRuntimeSpecified | PoolError::PostCreateHook(_) => LedgerError::Internal {
+            detail: "the ledger connection pool is misconfigured".to_owned(),
+        },
+    }
+}
+
+/// Whether `error` is a unique violation of `constraint`.
+pub(crate) fn violates(error: &tokio_postgres::Error, constraint: &str) -> bool {
+    error.code() == Some(&SqlState::UNIQUE_VIOLATION)
+        && error
+            .as_db_error()
+            .and_then(|db| db.constraint())
+            .is_some_and(|name| name == constraint)
+}

@@ -1,0 +1,248 @@
+//! The PostgreSQL ledger: the same runs, events, cursors and snapshots as the SQLite ledger,
+//! in a server many hosts share.
+//!
+//! Runs are rows of `runs` (immutable admission) and `run_heads` (cursor, phase, progress);
+//! events and execution snapshots are rows keyed `(run, number)`. Admission holds an
+//! advisory lock on the submission key's hash; an append holds the run's head row lock. See
+//! `docs/decisions/ledger-postgres.md` for the choices and the phase-2 tables planned beside
+//! these (controller leases, fencing tokens, the dispatch queue).
+
+mod append;
+mod bridge;
+pub mod config;
+mod error;
+mod notify;
+mod runs;
+pub mod schema;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use self::bridge::Bridge;
+pub use self::config::{PostgresOptions, check_schema_name};
+use self::notify::Listener;
+use crate::cursor::Cursor;
+use crate::error::LedgerError;
+use crate::event::{EventFilter, RunEvent, StoredEvent};
+use crate::ids::RunId;
+use crate::snapshot::{RunHead, RunSnapshot};
+use crate::store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+use crate::stored::prepare_batch;
+
+/// What every job of one store shares: the pool, the schema and the notification listener.
+pub(crate) struct Shared {
+    pool: Pool,
+    /// The schema holding the ledger (`current_schema()` of every connection).
+    schema: String,
+    listener: Arc<Listener>,
+}
+
+/// A ledger in a PostgreSQL database. Cheap to share across threads; safe to call from plain
+/// threads and from inside any tokio runtime (see [`bridge`](self) for how).
+pub struct PostgresStore {
+    shared: Arc<Shared>,
+    bridge: Bridge,
+    operation_timeout: Duration,
+    described: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &self.described)
+            .field("schema", &self.shared.schema)
+            .finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the ledger at `url` (`postgres://user:password@host:port/database`) with
+    /// default options, creating or migrating its tables when needed.
+    pub fn open(url: &str) -> Result<Self, LedgerError> {
+        Self::open_with(url, PostgresOptions::default())
+    }
+
+    /// Connects with explicit options.
+    pub fn open_with(url: &str, options: PostgresOptions) -> Result<Self, LedgerError> {
+        let config = config::connection_config(url, &options)?;
+        let described = config::describe(&config);
+        let pool_size = options.pool_size.max(1);
+        let create_schema = options.schema.clone();
+        let setup_config = config.clone();
+        let connect_timeout = options.connect_timeout;
+        let setup = move || async move {
+            let manager = Manager::from_config(
+                setup_config.clone(),
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            let pool = Pool::builder(manager)
+                .max_size(pool_size)
+                .runtime(Runtime::Tokio1)
+                .create_timeout(Some(connect_timeout))
+                .wait_timeout(Some(connect_timeout))
+                .build()
+                .map_err(|_| LedgerError::Internal {
+                    detail: "cannot build the ledger connection pool".to_owned(),
+                })?;
+            let mut client = runs::connection_to(&pool).await?;
+            let schema =
+                schema::migrate(&mut client, create_schema.as_deref(), schema::MIGRATIONS).await?;
+            drop(client);
+            Ok(Arc::new(Shared {
+                pool,
+                schema,
+                listener: Arc::new(Listener::new(setup_config)),
+            }))
+        };
+        let setup_timeout = options.connect_timeout.saturating_mul(2) + options.operation_timeout;
+        let (bridge, shared) = Bridge::start(setup, setup_timeout)?;
+        Ok(Self {
+            shared,
+            bridge,
+            operation_timeout: options.operation_timeout,
+            described,
+        })
+    }
+
+    /// The schema holding this ledger's tables.
+    pub fn schema(&self) -> &str {
+        &self.shared.schema
+    }
+
+    /// Drops this store's schema and everything in it (test schemas only; see
+    /// [`crate::testing::postgres::TestSchema`]).
+    pub(crate) fn drop_own_schema(self) -> Result<(), LedgerError> {
+        let schema = self.shared.schema.clone();
+        check_schema_name(&schema)?;
+        self.call(move |shared| async move {
+            let client = runs::connection(&shared).await?;
+            client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .await
+                .map_err(error::server_error)
+        })
+    }
+
+    /// Runs `job` with the store's shared state on its I/O thread.
+    fn call<T, F>(&self, job: impl FnOnce(Arc<Shared>) -> F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, LedgerError>> + Send + 'static,
+    {
+        self.bridge
+            .call(self.operation_timeout, job(Arc::clone(&self.shared)))
+    }
+
+    fn append_checked(
+        &self,
+        run_id: &RunId,
+        expected: Option<Cursor>,
+        events: &[RunEvent],
+    ) -> Result<Cursor, LedgerError> {
+        let prepared: Vec<(RunEvent, String)> = prepare_batch(events)?
+            .into_iter()
+            .map(|(event, text)| (event.into_owned(), text))
+            .collect();
+        let run_id = run_id.clone();
+        self.call(move |shared| async move {
+            append::append(&shared, &run_id, expected, prepared).await
+        })
+    }
+}
+
+impl RunStore for PostgresStore {
+    fn create_or_get(&self, run: NewRun) -> Result<(RunRecord, Admission), LedgerError> {
+        let submission_json = run.validate()?;
+        self.call(
+            move |shared| async move { runs::create_or_get(&shared, run, submission_json).await },
+        )
+    }
+
+    fn find_by_key(&self, submission_key: &str) -> Result<Option<RunRecord>, LedgerError> {
+        let key = submission_key.to_owned();
+        self.call(move |shared| async move { runs::find_by_key(&shared, &key).await })
+    }
+
+    fn record(&self, run_id: &RunId) -> Result<RunRecord, LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move { runs::record(&shared, &run_id).await })
+    }
+
+    fn head(&self, run_id: &RunId) -> Result<RunHead, LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move { runs::head(&shared, &run_id).await })
+    }
+
+    fn snapshot(&self, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
+        let id = run_id.clone();
+        let (raw, rows) =
+            self.call(move |shared| async move { runs::snapshot(&shared, &id).await })?;
+        runs::assemble_snapshot(run_id, raw, rows)
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunHead>, LedgerError> {
+        let filter = filter.clone();
+        let rows =
+            self.call(move |shared| async move { runs::list_runs(&shared, filter).await })?;
+        rows.iter().map(|raw| raw.head()).collect()
+    }
+
+    fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
+        self.append_checked(run_id, None, events)
+    }
+
+    fn append_at(
+        &self,
+        run_id: &RunId,
+        expected: Cursor,
+        events: &[RunEvent],
+    ) -> Result<Cursor, LedgerError> {
+        self.append_checked(run_id, Some(expected), events)
+    }
+
+    fn events_after(
+        &self,
+        run_id: &RunId,
+        after: Cursor,
+        limit: usize,
+        filter: EventFilter,
+    ) -> Result<Vec<StoredEvent>, LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move {
+            runs::events_after(&shared, &run_id, after, limit, filter).await
+        })
+    }
+
+    fn latest_cursor(&self, run_id: &RunId) -> Result<Cursor, LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move { runs::latest_cursor(&shared, &run_id).await })
+    }
+
+    fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
+        let run_id = run_id.clone();
+        let needle = needle.to_vec();
+        self.call(
+            move |shared| async move { runs::run_contains_bytes(&shared, &run_id, needle).await },
+        )
+    }
+
+    fn wait_for_change(
+        &self,
+        run_id: &RunId,
+        after: Cursor,
+        timeout: Duration,
+    ) -> Result<Cursor, LedgerError> {
+        let run_id = run_id.clone();
+        let shared = Arc::clone(&self.shared);
+        self.bridge.call(
+            self.operation_timeout.saturating_add(timeout),
+            notify::wait_for_change(shared, run_id, after, timeout),
+        )
+    }
+}

@@ -1,0 +1,572 @@
+//! The one admission every run goes through — `validate --input`, `run --validate-only`, `run`,
+//! the controller re-reading its stored submission, and `resume`: parse and verify the graph,
+//! check the input against its `initialInput`, admit the runtime plan (including the
+//! environment variables its command bindings declare), and check the workspace.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use trellis_agents::Binding;
+use trellis_engine::{Refusal, RunnableGraph};
+use trellis_graph::{GraphDiagnostic, GraphSpec, JsonPath, PayloadType, StaticRegistry};
+use trellis_verify::{Verification, VerifiedGraph};
+
+use crate::documents::{DocumentKind, classify, read_json_file, read_text_file};
+use crate::harnesses::{NO_AGENT_CLI, default_plan};
+use crate::plan::{PlanError, RuntimePlan};
+use crate::submission::Submission;
+use crate::templates;
+use crate::views::GraphLayout;
+
+/// Where the graph comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GraphSource {
+    /// A GraphSpec file (a GaP workflow is refused with [`AdmissionError::GapWorkflow`]).
+    File(PathBuf),
+    /// A GraphSpec document already read as JSON (e.g. an HTTP request body).
+    Document(Value),
+    /// A built-in template; `push` selects its variant that delivers by `git push`.
+    Template { name: String, push: bool },
+}
+
+/// Where the initial input comes from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum InputSource {
+    /// None given: `null` for graphs whose `initialInput` is `null`, else a refusal.
+    #[default]
+    Default,
+    File(PathBuf),
+    Document(Value),
+    /// A task description: a template's input `{"task": …}`.
+    Task(String),
+}
+
+/// A plan document, from a file or already read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    Document(Value),
+}
+
+/// Where the runtime plan comes from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum PlanSource {
+    /// None given: no bindings for a graph without executables, else the first agent CLI
+    /// found on `PATH` with its default model.
+    #[default]
+    Detect,
+    /// An exact plan: one binding per executable (`--runtime-config`).
+    Exact(ConfigSource),
+    /// One binding for every executable: an agent lane or a command
+    /// (`--uniform-runtime-config`).
+    Uniform(ConfigSource),
+    /// No plan at all: only graph and input are admitted (`validate --input`). Such an
+    /// admission cannot be submitted.
+    Unchecked,
+}
+
+/// Everything a run is admitted from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmitRequest {
+    pub graph: GraphSource,
+    pub input: InputSource,
+    pub plan: PlanSource,
+    /// The directory the run works in; `None` means the current directory.
+    pub workspace: Option<PathBuf>,
+}
+
+impl AdmitRequest {
+    /// A request with the default input, a detected plan and the current directory.
+    pub fn new(graph: GraphSource) -> Self {
+        Self {
+            graph,
+            input: InputSource::Default,
+            plan: PlanSource::Detect,
+            workspace: None,
+        }
+    }
+}
+
+/// A graph, input and plan that passed admission: the only thing [`crate::Runtime::submit`]
+/// accepts, so nothing unverified ever reaches the engine.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    pub(crate) graph: RunnableGraph,
+    pub(crate) verified: VerifiedGraph,
+    pub(crate) input: Value,
+    pub(crate) plan: Option<RuntimePlan>,
+    pub(crate) workspace: Option<PathBuf>,
+    pub(crate) template: Option<String>,
+    pub(crate) default_title: String,
+    pub(crate) notices: Vec<String>,
+}
+
+impl Admitted {
+    /// The graph's SHA-256 identity (lowercase hex).
+    pub fn identity(&self) -> String {
+        self.verified.identity.to_string()
+    }
+
+    /// A title derived from the task, template or file name.
+    pub fn default_title(&self) -> &str {
+        &self.default_title
+    }
+
+    pub fn template(&self) -> Option<&str> {
+        self.template.as_deref()
+    }
+
+    /// The canonical workspace directory, when a plan was admitted.
+    pub fn workspace(&self) -> Option<&Path> {
+        self.workspace.as_deref()
+    }
+
+    /// Things worth telling the person who asked (e.g. which agent CLI was chosen).
+    pub fn notices(&self) -> &[String] {
+        &self.notices
+    }
+
+    /// The graph's shape, for drawing.
+    pub fn layout(&self) -> GraphLayout {
+        GraphLayout::of(self.graph.spec())
+    }
+
+    /// What would run: identity, worst-case bounds, budget and the binding kind per node
+    /// (`run --validate-only`). Never a secret value: plans only name variables.
+    pub fn summary(&self) -> AdmissionSummary {
+        let bounds = &self.verified.ir.bounds;
+        let max_attempts = bounds
+            .attempts_per_node
+            .values()
+            .map(|a| a.get())
+            .max()
+            .unwrap_or(1);
+        let plan = self.plan.as_ref();
+        AdmissionSummary {
+            valid: true,
+            identity: self.identity(),
+            worst_case: WorstCase {
+                max_node_executions: bounds.max_node_executions.get(),
+                peak_concurrency: bounds.peak_concurrency.get(),
+                max_attempts,
+                // Attempts multiply executions only through crash retries: an explicit ceiling.
+                max_executions_with_retries: bounds
+                    .max_node_executions
+                    .get()
+                    .saturating_mul(max_attempts),
+            },
+            budget: plan.and_then(|p| p.budget).map(|b| json!(b)),
+            bindings: plan
+                .map(|p| {
+                    p.nodes
+                        .iter()
+                        .map(|(n, b)| (n.to_string(), json!(b.kind_name())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            harness: plan.and_then(|p| p.harness).map(|h| json!(h)),
+            provider: plan.and_then(|p| p.provider).map(|p| json!(p)),
+        }
+    }
+}
+
+/// The `run --validate-only` report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionSummary {
+    pub valid: bool,
+    pub identity: String,
+    pub worst_case: WorstCase,
+    pub budget: Option<Value>,
+    pub bindings: Map<String, Value>,
+    pub harness: Option<Value>,
+    pub provider: Option<Value>,
+}
+
+/// A verified graph's worst case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorstCase {
+    pub max_node_executions: u64,
+    pub peak_concurrency: u64,
+    pub max_attempts: u64,
+    pub max_executions_with_retries: u64,
+}
+
+/// Why admission refused. Each variant has a stable [`AdmissionError::code`]; messages never
+/// carry secret values (plans only name variables).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AdmissionError {
+    #[error("cannot read {what} {}: {reason}", path.display())]
+    Unreadable {
+        what: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("{what} {} is {bytes} bytes; the limit is 16 MiB", path.display())]
+    TooLarge {
+        what: &'static str,
+        path: PathBuf,
+        bytes: u64,
+    },
+    #[error("{what}{}: {error}", shown_path(path))]
+    Unparseable {
+        what: &'static str,
+        path: Option<PathBuf>,
+        error: String,
+    },
+    #[error("{shown}: {error}")]
+    InvalidGraph { shown: String, error: String },
+    #[error("{shown} rejected: {} diagnostic(s)", diagnostics.len())]
+    Rejected {
+        shown: String,
+        diagnostics: Vec<GraphDiagnostic>,
+    },
+    #[error("internal verifier error: {0}")]
+    VerifierInternal(String),
+    #[error("this graph needs an initial input")]
+    InputRequired,
+    #[error("initial input does not match GraphSpec.initialInput: {0}")]
+    InputMismatch(String),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("{NO_AGENT_CLI}")]
+    NoAgentCli,
+    #[error(
+        "node {node} declares the connection variable {variable}, which is not set in the environment"
+    )]
+    MissingConnection { node: String, variable: String },
+    #[error("workspace {}: {reason}", path.display())]
+    Workspace { path: PathBuf, reason: String },
+    #[error("unknown template {0:?}; `trellis template list` shows them")]
+    UnknownTemplate(String),
+    #[error("template {0} needs a task (or an input document)")]
+    TemplateNeedsTask(String),
+    #[error(
+        "template {0} reviews a GitHub issue or pull request, not a task: give it an input document"
+    )]
+    TaskNotAccepted(String),
+    #[error("template {0} has no push delivery variant")]
+    NoPushVariant(String),
+    #[error("{} is a GaP workflow, not a GraphSpec graph", path.display())]
+    GapWorkflow { path: PathBuf },
+    #[error("GaP workflow {} is rejected", path.display())]
+    GapRejected { path: PathBuf, report: String },
+    #[error("{0}")]
+    GapOptions(String),
+    #[error("the stored submission of run {run} cannot be read: {reason}")]
+    StoredSubmission { run: String, reason: String },
+}
+
+fn shown_path(path: &Option<PathBuf>) -> String {
+    path.as_ref()
+        .map(|p| format!(" {}", p.display()))
+        .unwrap_or_default()
+}
+
+impl AdmissionError {
+    /// A stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unreadable { .. } => "admission.unreadable",
+            Self::TooLarge { .. } => "admission.too_large",
+            Self::Unparseable { .. } => "admission.unparseable",
+            Self::InvalidGraph { .. } => "admission.invalid_graph",
+            Self::Rejected { .. } => "admission.graph_rejected",
+            Self::VerifierInternal(_) => "admission.verifier_internal",
+            Self::InputRequired => "admission.input_required",
+            Self::InputMismatch(_) => "admission.input_mismatch",
+            Self::Plan(_) => "admission.plan",
+            Self::NoAgentCli => "admission.no_agent_cli",
+            Self::MissingConnection { .. } => "admission.missing_connection",
+            Self::Workspace { .. } => "admission.workspace",
+            Self::UnknownTemplate(_) => "admission.unknown_template",
+            Self::TemplateNeedsTask(_) => "admission.template_needs_task",
+            Self::TaskNotAccepted(_) => "admission.task_not_accepted",
+            Self::NoPushVariant(_) => "admission.no_push_variant",
+            Self::GapWorkflow { .. } => "admission.gap_workflow",
+            Self::GapRejected { .. } => "admission.gap_rejected",
+            Self::GapOptions(_) => "admission.gap_options",
+            Self::StoredSubmission { .. } => "admission.stored_submission",
+        }
+    }
+}
+
+/// Admits a graph, its input and its plan. Needs no state directory.
+pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
+    let graph = read_graph(&request.graph)?;
+    let (runnable, verified) = verify(&graph.value, &graph.shown)?;
+    let spec = runnable.spec();
+    let input = admit_input(spec, &request.input, &graph)?;
+    let mut notices = Vec::new();
+    let (plan, workspace) = match &request.plan {
+        PlanSource::Unchecked => (None, None),
+        source => {
+            let plan = admit_plan(spec, source, &mut notices)?;
+            let workspace = admit_workspace(request.workspace.as_deref())?;
+            (Some(plan), Some(workspace))
+        }
+    };
+    // A task says best what a run is about.
+    let default_title = match &request.input {
+        InputSource::Task(task) => task.clone(),
+        _ => graph.default_title,
+    };
+    Ok(Admitted {
+        graph: runnable,
+        verified,
+        input,
+        plan,
+        workspace,
+        template: graph.template,
+        default_title,
+        notices,
+    })
+}
+
+/// A graph document read from its source.
+struct ReadGraph {
+    value: Value,
+    /// How to name the graph in messages.
+    shown: String,
+    template: Option<String>,
+    default_title: String,
+}
+
+fn read_graph(source: &GraphSource) -> Result<ReadGraph, AdmissionError> {
+    match source {
+        GraphSource::File(path) => match classify(path)? {
+            DocumentKind::Gap { path } => Err(AdmissionError::GapWorkflow { path }),
+            DocumentKind::Unparseable { path, error } => Err(AdmissionError::Unparseable {
+                what: "graph",
+                path: Some(path),
+                error: format!("does not parse: {error}"),
+            }),
+            DocumentKind::GraphSpec { path, value } => Ok(ReadGraph {
+                value,
+                shown: path.display().to_string(),
+                template: None,
+                default_title: path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "run".into()),
+            }),
+        },
+        GraphSource::Document(value) => Ok(ReadGraph {
+            value: value.clone(),
+            shown: "graph".to_owned(),
+            template: None,
+            default_title: "run".to_owned(),
+        }),
+        GraphSource::Template { name, push } => {
+            let template = templates::find(name)
+                .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?;
+            let text = template
+                .document(*push)
+                .ok_or_else(|| AdmissionError::NoPushVariant(name.clone()))?;
+            let value = serde_json::from_str(text).map_err(|e| AdmissionError::Unparseable {
+                what: "built-in template",
+                path: None,
+                error: e.to_string(),
+            })?;
+            Ok(ReadGraph {
+                value,
+                shown: format!("template {name}"),
+                template: Some(name.clone()),
+                default_title: name.clone(),
+            })
+        }
+    }
+}
+
+/// Parses and verifies a GraphSpec document with the built-in registry: the graph a run may
+/// run, and its verification (IR, identity, bounds).
+pub(crate) fn verify(
+    value: &Value,
+    shown: &str,
+) -> Result<(RunnableGraph, VerifiedGraph), AdmissionError> {
+    let spec =
+        GraphSpec::parse(value, &JsonPath::root()).map_err(|e| AdmissionError::InvalidGraph {
+            shown: shown.to_owned(),
+            error: e.to_string(),
+        })?;
+    RunnableGraph::verify_builtin(spec).map_err(|refused| match refused {
+        Refusal::Rejected(diagnostics) => AdmissionError::Rejected {
+            shown: shown.to_owned(),
+            diagnostics,
+        },
+        Refusal::Internal(message) => AdmissionError::VerifierInternal(message),
+    })
+}
+
+/// Verifies a parsed graph with the built-in registry, or `registry`.
+pub(crate) fn verify_spec(
+    spec: &GraphSpec,
+    shown: &str,
+    registry: Option<&StaticRegistry>,
+) -> Result<VerifiedGraph, AdmissionError> {
+    let verification = match registry {
+        None => trellis_verify::verify_builtin(spec),
+        Some(registry) => trellis_verify::verify(spec, registry),
+    };
+    match verification {
+        Verification::Verified(verified) => Ok(verified),
+        Verification::Rejected(diagnostics) => Err(AdmissionError::Rejected {
+            shown: shown.to_owned(),
+            diagnostics,
+        }),
+        Verification::Internal(message) => Err(AdmissionError::VerifierInternal(message)),
+    }
+}
+
+fn admit_input(
+    spec: &GraphSpec,
+    source: &InputSource,
+    graph: &ReadGraph,
+) -> Result<Value, AdmissionError> {
+    let input = match (source, &graph.template) {
+        (InputSource::Task(task), Some(name)) => {
+            let template = templates::find(name)
+                .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?;
+            if template.input_source() != templates::TemplateInput::Task {
+                return Err(AdmissionError::TaskNotAccepted(name.clone()));
+            }
+            template.input_for_task(task)
+        }
+        (InputSource::Task(task), None) => json!({ "task": task }),
+        (InputSource::File(path), _) => read_json_file(path, "input")?,
+        (InputSource::Document(value), _) => value.clone(),
+        (InputSource::Default, Some(name)) => {
+            return Err(AdmissionError::TemplateNeedsTask(name.clone()));
+        }
+        (InputSource::Default, None) if matches!(spec.initial_input, PayloadType::Null) => {
+            Value::Null
+        }
+        (InputSource::Default, None) => return Err(AdmissionError::InputRequired),
+    };
+    check_input(spec, &input)?;
+    Ok(input)
+}
+
+/// Checks a value against the graph's `initialInput`.
+pub(crate) fn check_input(spec: &GraphSpec, input: &Value) -> Result<(), AdmissionError> {
+    spec.initial_input
+        .check_value(input)
+        .map_err(|e| AdmissionError::InputMismatch(e.to_string()))
+}
+
+fn read_config(source: &ConfigSource, what: &'static str) -> Result<Value, AdmissionError> {
+    match source {
+        ConfigSource::File(path) => read_json_file(path, what),
+        ConfigSource::Document(value) => Ok(value.clone()),
+    }
+}
+
+fn admit_plan(
+    spec: &GraphSpec,
+    source: &PlanSource,
+    notices: &mut Vec<String>,
+) -> Result<RuntimePlan, AdmissionError> {
+    let mut plan = match source {
+        PlanSource::Exact(config) => {
+            RuntimePlan::from_json(&read_config(config, "runtime config")?)?
+        }
+        PlanSource::Uniform(config) => {
+            RuntimePlan::uniform(&read_config(config, "uniform runtime config")?, spec)?
+        }
+        PlanSource::Detect | PlanSource::Unchecked => default_plan(spec, notices)?,
+    };
+    plan.fill_delivery_defaults(spec);
+    check_plan(&plan, spec)?;
+    Ok(plan)
+}
+
+/// The plan's own rules, then the environment: every connection variable a command binding
+/// declares must be set, or the command would run without it.
+fn check_plan(plan: &RuntimePlan, spec: &GraphSpec) -> Result<(), AdmissionError> {
+    plan.admit(spec)?;
+    for (node, binding) in &plan.nodes {
+        let Binding::Command(command) = binding else {
+            continue;
+        };
+        if let Some(variable) = command
+            .connections
+            .iter()
+            .find(|name| std::env::var_os(name).is_none())
+        {
+            return Err(AdmissionError::MissingConnection {
+                node: node.to_string(),
+                variable: variable.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The workspace must be an existing directory; it is recorded in canonical form.
+fn admit_workspace(workspace: Option<&Path>) -> Result<PathBuf, AdmissionError> {
+    let given = match workspace {
+        Some(path) => path.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| AdmissionError::Workspace {
+            path: PathBuf::from("."),
+            reason: format!("cannot read the working directory: {e}"),
+        })?,
+    };
+    let canonical = given
+        .canonicalize()
+        .map_err(|e| AdmissionError::Workspace {
+            path: given.clone(),
+            reason: format!("does not exist ({e})"),
+        })?;
+    if !canonical.is_dir() {
+        return Err(AdmissionError::Workspace {
+            path: given,
+            reason: "is not a directory".to_owned(),
+        });
+    }
+    Ok(canonical)
+}
+
+/// A stored submission admitted again: the controller and `resume` trust nothing they did
+/// not check themselves.
+#[derive(Debug, Clone)]
+pub(crate) struct Readmitted {
+    pub submission: Submission,
+    pub graph: RunnableGraph,
+    pub identity: String,
+}
+
+/// Admits a run's stored submission again, by the same rules as a new one.
+pub(crate) fn readmit(stored: &Value, run: &str) -> Result<Readmitted, AdmissionError> {
+    let invalid = |reason: String| AdmissionError::StoredSubmission {
+        run: run.to_owned(),
+        reason,
+    };
+    let submission: Submission =
+        serde_json::from_value(stored.clone()).map_err(|e| invalid(e.to_string()))?;
+    let (graph, verified) = verify(&submission.graph, "graph").map_err(|e| match e {
+        AdmissionError::Rejected { diagnostics, .. } => invalid(format!(
+            "graph no longer verifies ({} diagnostics)",
+            diagnostics.len()
+        )),
+        other => invalid(other.to_string()),
+    })?;
+    check_input(graph.spec(), &submission.input).map_err(|e| invalid(e.to_string()))?;
+    check_plan(&submission.plan, graph.spec())?;
+    Ok(Readmitted {
+        identity: verified.identity.to_string(),
+        submission,
+        graph,
+    })
+}
+
+/// Reads a worker registry file for `validate --registry`.
+pub(crate) fn read_registry(path: &Path) -> Result<StaticRegistry, AdmissionError> {
+    let text = read_text_file(path, "registry")?;
+    StaticRegistry::from_json_str(&text).map_err(|e| AdmissionError::Unparseable {
+        what: "registry",
+        path: Some(path.to_path_buf()),
+        error: e.to_string(),
+    })
+}

@@ -1,0 +1,424 @@
+//! [`Runtime`]: one state directory and its ledger, and every operation on runs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use trellis_gap::RunEvent as GapEvent;
+use trellis_ledger::{
+    Cursor, LEDGER_ENV, LedgerLocation, RunFilter, RunId, RunKind, RunRecord, RunStore,
+    TerminalResult,
+};
+
+use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, readmit, verify};
+use crate::delivery::read_source;
+use crate::error::RuntimeError;
+use crate::gap_admission::{self, GapOutcome, GapRunRequest};
+use crate::gap_runner;
+use crate::home::{Lease, LeaseAttempt, TrellisHome, default_home};
+use crate::launch::{LaunchRequest, Launched, Start, controller_env, launch};
+use crate::options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
+use crate::recovery::{TerminalReason, finalize_orphaned, reconcile};
+use crate::streams::{LogFilter, LogsStream, WatchStream};
+use crate::submission::{StoredSource, Submission};
+use crate::validation::{self, ValidateRequest, ValidationReport};
+use crate::views::{
+    BindingView, ExecutionDetail, ExecutionSummary, GraphBounds, GraphLayout, RunGraph,
+    RunListFilter, RunStatus, RunSummary,
+};
+
+/// How long `force_stop` waits for a live controller to settle the run.
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
+/// The run API over one state directory and its ledger. Cheap to share (`Arc<Runtime>`):
+/// every method takes `&self` and may be called from any thread.
+pub struct Runtime {
+    home: TrellisHome,
+    store: Arc<dyn RunStore>,
+    /// The ledger chosen explicitly (option or `$TRELLIS_LEDGER`), handed to controllers.
+    ledger: Option<LedgerLocation>,
+    controller_program: Option<PathBuf>,
+}
+
+/// Parses a run id given by a person or a client.
+pub fn parse_run_id(text: &str) -> Result<RunId, RuntimeError> {
+    RunId::new(text).map_err(|e| RuntimeError::InvalidRunId(text.to_owned(), e))
+}
+
+impl Runtime {
+    /// Opens (creating on first use) the state directory and its ledger.
+    pub fn open(options: RuntimeOptions) -> Result<Self, RuntimeError> {
+        let root = match options.home {
+            Some(root) => root,
+            None => default_home().ok_or(RuntimeError::NoHome)?,
+        };
+        let home = TrellisHome::open(&root).map_err(|e| RuntimeError::StateDirectory {
+            path: root.clone(),
+            reason: e.to_string(),
+        })?;
+        let ledger = match options.ledger {
+            Some(location) => Some(location),
+            None => LedgerLocation::from_env()?,
+        };
+        let location = ledger
+            .clone()
+            .unwrap_or_else(|| LedgerLocation::Sqlite(home.ledger_path()));
+        let store = location.open().map_err(|cause| RuntimeError::OpenLedger {
+            location: location.to_string(),
+            cause,
+        })?;
+        Ok(Self {
+            home,
+            store,
+            ledger,
+            controller_program: options.controller_program,
+        })
+    }
+
+    /// The state directory.
+    pub fn home(&self) -> &Path {
+        self.home.root()
+    }
+
+    /// Admits a graph, its input and its plan (see [`crate::admit`]).
+    pub fn admit(&self, request: AdmitRequest) -> Result<Admitted, AdmissionError> {
+        admission::admit(request)
+    }
+
+    /// Checks a graph without running it (see [`crate::validate`]).
+    pub fn validate(&self, request: ValidateRequest) -> Result<ValidationReport, AdmissionError> {
+        validation::validate(request)
+    }
+
+    /// Creates the run of an admitted graph (or finds the run its submission key already
+    /// names) and starts it.
+    pub fn submit(
+        &self,
+        admitted: Admitted,
+        options: SubmitOptions,
+    ) -> Result<Receipt, RuntimeError> {
+        let identity = admitted.identity();
+        let (Some(plan), Some(workspace)) = (admitted.plan, admitted.workspace) else {
+            return Err(RuntimeError::NotSubmittable(
+                "this admission checked no runtime plan, so it cannot run".to_owned(),
+            ));
+        };
+        let source = read_source(&workspace);
+        let submission = Submission {
+            graph: admitted.graph.spec().to_value(),
+            input: admitted.input,
+            plan,
+            workspace,
+            source: source.as_ref().map(StoredSource::from),
+            template: admitted.template,
+        };
+        let title = options
+            .title
+            .unwrap_or_else(|| first_line(&admitted.default_title));
+        let submission_key = options
+            .submission_key
+            .unwrap_or_else(|| format!("auto-{}", RunId::generate().as_str().replace('-', "")));
+        self.launch(LaunchRequest {
+            start: self.start(options.start, &submission)?,
+            submission,
+            title,
+            submission_key,
+            identity,
+            predecessor: None,
+        })
+    }
+
+    fn start(&self, mode: StartMode, submission: &Submission) -> Result<Start, RuntimeError> {
+        Ok(match mode {
+            StartMode::InProcess => Start::InProcess,
+            StartMode::Detached => Start::Detached {
+                program: match &self.controller_program {
+                    Some(program) => program.clone(),
+                    None => std::env::current_exe()
+                        .map_err(|e| RuntimeError::io("cannot locate the trellis binary", e))?,
+                },
+                env: {
+                    let mut env = controller_env(&submission.plan.connection_names());
+                    // The controller opens the same ledger (a URL may carry a password: it
+                    // travels in the environment only, never in arguments or on disk).
+                    if let Some(location) = &self.ledger {
+                        let text = match location {
+                            LedgerLocation::Sqlite(path) => path.display().to_string(),
+                            LedgerLocation::Postgres(url) => url.clone(),
+                        };
+                        env.retain(|(name, _)| name != LEDGER_ENV);
+                        env.push((LEDGER_ENV.to_owned(), text));
+                    }
+                    env
+                },
+            },
+        })
+    }
+
+    fn launch(&self, request: LaunchRequest) -> Result<Receipt, RuntimeError> {
+        Ok(match launch(&self.home, &self.store, &request)? {
+            Launched::Started(run_id) => Receipt {
+                run_id,
+                created: true,
+            },
+            Launched::Existing(run_id) => Receipt {
+                run_id,
+                created: false,
+            },
+        })
+    }
+
+    /// Validates and runs a GaP workflow in this process while recording it as a run;
+    /// `progress` sees every executor event as it happens.
+    pub fn run_gap(
+        &self,
+        request: GapRunRequest,
+        progress: &(dyn Fn(&GapEvent) + Send + Sync),
+    ) -> Result<GapOutcome, RuntimeError> {
+        let run = gap_admission::prepare(request)?;
+        gap_runner::run_gap(self.store.clone(), &self.home, run, progress)
+    }
+
+    /// Checks the run exists and finalizes it `runtime_lost` if its controller is gone, so
+    /// nothing ever reports a dead run as running.
+    fn known(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+        self.store.head(run_id)?;
+        reconcile(self.store.as_ref(), &self.home, run_id)?;
+        Ok(())
+    }
+
+    /// A run with every execution.
+    pub fn status(&self, run_id: &RunId) -> Result<RunStatus, RuntimeError> {
+        self.known(run_id)?;
+        let record = self.store.record(run_id)?;
+        let snapshot = self.store.snapshot(run_id)?;
+        Ok(RunStatus::of(&snapshot, template_of(&record)))
+    }
+
+    /// Runs, newest first.
+    pub fn list(&self, filter: &RunListFilter) -> Result<Vec<RunSummary>, RuntimeError> {
+        let query = RunFilter {
+            phase: filter.phase,
+            kind: filter.kind,
+            after_run: filter.after.clone(),
+            limit: filter.limit.max(1),
+        };
+        let needle = filter.title_contains.as_ref().map(|t| t.to_lowercase());
+        let mut summaries = Vec::new();
+        for mut head in self.store.list_runs(&query)? {
+            if needle
+                .as_ref()
+                .is_some_and(|n| !head.title.to_lowercase().contains(n))
+            {
+                continue;
+            }
+            // Finalize dead runs so the list never claims a lost run is running.
+            if !head.is_finished() {
+                reconcile(self.store.as_ref(), &self.home, &head.run_id)?;
+                head = self.store.head(&head.run_id)?;
+            }
+            let template = template_of(&self.store.record(&head.run_id)?);
+            summaries.push(RunSummary::of(&head, template));
+        }
+        Ok(summaries)
+    }
+
+    /// Every status change of a run after `after`, until it ends.
+    pub fn watch(&self, run_id: &RunId, after: Cursor) -> Result<WatchStream, RuntimeError> {
+        self.known(run_id)?;
+        WatchStream::new(self.store.clone(), self.home.clone(), run_id.clone(), after)
+    }
+
+    /// A run's log lines after `after` that `filter` selects, until it ends.
+    pub fn logs(
+        &self,
+        run_id: &RunId,
+        after: Cursor,
+        filter: LogFilter,
+    ) -> Result<LogsStream, RuntimeError> {
+        self.known(run_id)?;
+        LogsStream::new(
+            self.store.clone(),
+            self.home.clone(),
+            run_id.clone(),
+            after,
+            filter,
+        )
+    }
+
+    /// A run's graph with its identity, bounds and shape, for drawing.
+    pub fn run_graph(&self, run_id: &RunId) -> Result<RunGraph, RuntimeError> {
+        let record = self.store.record(run_id)?;
+        match record.kind {
+            RunKind::Graphspec => {
+                let graph = record.submission.get("graph").cloned().unwrap_or_default();
+                let (runnable, verified) = verify(&graph, "graph")?;
+                Ok(RunGraph {
+                    run_id: record.run_id,
+                    kind: record.kind,
+                    graph,
+                    identity: Some(verified.identity.to_string()),
+                    bounds: Some(GraphBounds::of(&verified)),
+                    layout: Some(GraphLayout::of(runnable.spec())),
+                })
+            }
+            RunKind::Gap => {
+                let path = record
+                    .submission
+                    .get("workflow")
+                    .and_then(Value::as_str)
+                    .map(PathBuf::from)
+                    .unwrap_or_default();
+                let file = trellis_gap::workflow_file_path(&path);
+                let graph = crate::documents::read_json_file(&file, "workflow")?;
+                Ok(RunGraph {
+                    run_id: record.run_id,
+                    kind: record.kind,
+                    graph,
+                    identity: None,
+                    bounds: None,
+                    layout: None,
+                })
+            }
+        }
+    }
+
+    /// One execution in full.
+    pub fn execution(&self, run_id: &RunId, id: u64) -> Result<ExecutionDetail, RuntimeError> {
+        let snapshot = self.store.snapshot(run_id)?;
+        let unknown = || RuntimeError::UnknownExecution {
+            run: run_id.to_string(),
+            execution: id,
+        };
+        let execution = snapshot.executions.get(&id).ok_or_else(unknown)?;
+        let record = self.store.record(run_id)?;
+        let binding = serde_json::from_value::<Submission>(record.submission)
+            .ok()
+            .and_then(|submission| {
+                let harness = submission.plan.harness.map(|h| h.as_str().to_owned());
+                submission
+                    .plan
+                    .nodes
+                    .get(&execution.node)
+                    .map(|b| BindingView::of(b, harness))
+            });
+        let siblings = snapshot
+            .executions
+            .iter()
+            .filter(|(_, e)| e.node == execution.node && e.map_indices == execution.map_indices)
+            .map(|(&sibling, _)| sibling)
+            .collect();
+        Ok(ExecutionDetail {
+            summary: ExecutionSummary::of(run_id, id, execution),
+            node_instance: execution.node_instance,
+            input: execution.input.clone(),
+            result: match &execution.state {
+                trellis_ledger::ExecutionState::Completed { outcome, .. } => {
+                    Some((**outcome).clone())
+                }
+                _ => None,
+            },
+            binding,
+            siblings,
+        })
+    }
+
+    /// Stops a run now: its active executions are cancelled (their process groups killed) and
+    /// it ends `force_stopped`. A run whose controller is already gone is finalized directly.
+    pub fn force_stop(&self, run_id: &RunId) -> Result<RunStatus, RuntimeError> {
+        let head = self.store.head(run_id)?;
+        if !head.is_finished() {
+            let lease_path = self
+                .home
+                .controller_lease_path(run_id.as_str())
+                .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
+            let attempt = Lease::try_acquire(&lease_path)
+                .map_err(|e| RuntimeError::io("cannot check the controller lease", e))?;
+            match attempt {
+                LeaseAttempt::Acquired(lease) => {
+                    finalize_orphaned(self.store.as_ref(), run_id, TerminalReason::ForceStopped)?;
+                    drop(lease);
+                }
+                LeaseAttempt::HeldElsewhere => {
+                    let head = self.store.request_force_stop(run_id)?;
+                    if let Some(controller) = &head.progress.controller {
+                        crate::recovery::wake_controller(controller.pid, run_id);
+                    }
+                    self.wait_finished(run_id)?;
+                }
+            }
+        }
+        self.status(run_id)
+    }
+
+    fn wait_finished(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+        let deadline = Instant::now() + STOP_WAIT;
+        while Instant::now() < deadline {
+            if self.store.head(run_id)?.is_finished() {
+                return Ok(());
+            }
+            reconcile(self.store.as_ref(), &self.home, run_id)?;
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Ok(())
+    }
+
+    /// Starts a successor of a failed run: same graph, input and plan, admitted again; every
+    /// genuinely settled outcome of its lineage is reused, only what never settled runs.
+    pub fn resume(&self, run_id: &RunId, options: ResumeOptions) -> Result<Receipt, RuntimeError> {
+        self.known(run_id)?;
+        let head = self.store.head(run_id)?;
+        match &head.progress.terminal {
+            None => return Err(RuntimeError::StillActive(run_id.to_string())),
+            Some(TerminalResult::Succeeded { .. }) => {
+                return Err(RuntimeError::NothingToResume(run_id.to_string()));
+            }
+            Some(TerminalResult::Failed { .. }) => {}
+        }
+        if let Some(successor) = &head.successor {
+            return Err(RuntimeError::AlreadyResumed {
+                run: run_id.to_string(),
+                successor: successor.to_string(),
+            });
+        }
+        let record = self.store.record(run_id)?;
+        let admitted = readmit(&record.submission, run_id.as_str())?;
+        self.launch(LaunchRequest {
+            start: self.start(options.start, &admitted.submission)?,
+            title: record.title.clone(),
+            submission_key: format!("resume-{}", run_id.as_str()),
+            identity: admitted.identity,
+            predecessor: Some(run_id.clone()),
+            submission: admitted.submission,
+        })
+    }
+
+    /// The body of a detached controller process (`PROGRAM __controller RUN`, started by
+    /// `submit` and `resume`): drives the run to its end. Never call it otherwise: it expects
+    /// the leases its starter handed down.
+    pub fn run_controller(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+        crate::controller::run_detached(&self.home, self.store.clone(), run_id)
+    }
+}
+
+/// The built-in template a GraphSpec run's graph came from.
+fn template_of(record: &RunRecord) -> Option<String> {
+    record
+        .submission
+        .get("template")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// A run title from free text: its first line, without control characters, at most 120
+/// characters.
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("run").trim();
+    let title: String = line.chars().filter(|c| !c.is_control()).take(120).collect();
+    if title.is_empty() {
+        "run".to_owned()
+    } else {
+        title
+    }
+}

@@ -1,0 +1,488 @@
+//! Following a run: [`WatchStream`] (one update per recorded event) and [`LogsStream`] (its log
+//! lines). Both are blocking iterators that end once the run has finished and everything was
+//! returned; [`WatchStream::subscribe`] / [`LogsStream::subscribe`] feed them from a thread into
+//! a channel for async code (an SSE handler awaits [`Subscription::next`] or polls it as a
+//! `futures` stream).
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+use trellis_ledger::observe::{EventFollower, PhaseStatus, StatusTracker, execution_ref};
+use trellis_ledger::{
+    Cursor, EventFilter, LogLevel, LogStream, RunEvent, RunId, RunStore, StoredEvent,
+};
+
+use crate::error::RuntimeError;
+use crate::home::TrellisHome;
+use crate::recovery::reconcile;
+
+/// How long a follower waits for new events before checking the run's controller again.
+const FOLLOW_POLL: Duration = Duration::from_millis(400);
+
+/// What a follower needs: the ledger, the state directory (to notice a dead controller), the
+/// run, and how far it has read.
+struct Follow {
+    store: Arc<dyn RunStore>,
+    home: TrellisHome,
+    run_id: RunId,
+    filter: EventFilter,
+    scanned: Cursor,
+    done: bool,
+}
+
+impl Follow {
+    /// The next page of selected events; empty when none came within the poll interval (the
+    /// run's controller is then checked, so a dead run still ends) or once done.
+    fn next_page(&mut self) -> Result<Vec<StoredEvent>, RuntimeError> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        let mut follower = EventFollower::new(
+            self.store.as_ref(),
+            self.run_id.clone(),
+            self.scanned,
+            self.filter,
+        )?;
+        let page = follower.next_batch(FOLLOW_POLL)?;
+        self.scanned = follower.cursor();
+        self.done = follower.is_done();
+        if page.is_empty() && !self.done {
+            reconcile(self.store.as_ref(), &self.home, &self.run_id)?;
+        }
+        Ok(page)
+    }
+}
+
+/// One watch update: the run's status right after the event at `cursor`, and the execution
+/// the event concerned.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchUpdate {
+    pub run_id: RunId,
+    pub title: String,
+    pub cursor: Cursor,
+    /// The event's kind (`run_started`, `node_started`, `node_completed`, `execution_voided`,
+    /// `token_usage`, `force_stop_requested`, `terminal`, `gap_event`, …).
+    pub event: &'static str,
+    pub status: PhaseStatus,
+    /// The execution the event is about, when it is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<WatchedExecution>,
+}
+
+/// The execution a watch update concerns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchedExecution {
+    pub id: u64,
+    pub reference: String,
+    pub node: String,
+    pub map_indices: Vec<u32>,
+    pub attempt: u32,
+}
+
+/// Every status change of one run, oldest first; see the module documentation.
+pub struct WatchStream {
+    follow: Follow,
+    tracker: StatusTracker,
+    /// Node, map indices and attempt per execution seen so far.
+    executions: HashMap<u64, WatchedExecution>,
+    pending: VecDeque<WatchUpdate>,
+    returned: Cursor,
+}
+
+impl WatchStream {
+    pub(crate) fn new(
+        store: Arc<dyn RunStore>,
+        home: TrellisHome,
+        run_id: RunId,
+        after: Cursor,
+    ) -> Result<Self, RuntimeError> {
+        let tracker = StatusTracker::at(store.as_ref(), &run_id, after)?;
+        let executions = store
+            .snapshot(&run_id)?
+            .executions
+            .iter()
+            .filter(|(_, e)| e.started_at <= after)
+            .map(|(&id, e)| {
+                let watched = WatchedExecution {
+                    id,
+                    reference: execution_ref(&run_id, id),
+                    node: e.node.to_string(),
+                    map_indices: e.map_indices.clone(),
+                    attempt: e.attempt,
+                };
+                (id, watched)
+            })
+            .collect();
+        Ok(Self {
+            follow: Follow {
+                store,
+                home,
+                run_id,
+                filter: EventFilter::ExceptLogs,
+                scanned: after,
+                done: false,
+            },
+            tracker,
+            executions,
+            pending: VecDeque::new(),
+            returned: after,
+        })
+    }
+
+    /// The cursor to resume from later: that of the last update returned.
+    pub fn cursor(&self) -> Cursor {
+        self.returned
+    }
+
+    /// Feeds the updates into a channel from a thread of their own, for async code.
+    pub fn subscribe(self) -> Subscription<WatchUpdate> {
+        Subscription::spawn(self)
+    }
+
+    fn observe(&mut self, stored: &StoredEvent) {
+        if let RunEvent::NodeStarted {
+            execution,
+            node,
+            map_indices,
+            attempt,
+            ..
+        } = &stored.event
+        {
+            self.executions.insert(
+                *execution,
+                WatchedExecution {
+                    id: *execution,
+                    reference: execution_ref(&self.follow.run_id, *execution),
+                    node: node.to_string(),
+                    map_indices: map_indices.clone(),
+                    attempt: *attempt,
+                },
+            );
+        }
+        let Some(line) = self.tracker.observe(stored) else {
+            return;
+        };
+        let execution = stored
+            .event
+            .execution()
+            .and_then(|id| self.executions.get(&id).cloned());
+        self.pending.push_back(WatchUpdate {
+            run_id: line.run_id,
+            title: line.title,
+            cursor: line.cursor,
+            event: line.event,
+            status: line.status,
+            execution,
+        });
+    }
+}
+
+impl Polling for WatchStream {
+    type Item = WatchUpdate;
+
+    fn poll_once(&mut self) -> Polled<WatchUpdate> {
+        if let Some(update) = self.pending.pop_front() {
+            self.returned = update.cursor;
+            return Polled::Item(Ok(update));
+        }
+        if self.follow.done {
+            return Polled::Ended;
+        }
+        match self.follow.next_page() {
+            Ok(page) => page.iter().for_each(|stored| self.observe(stored)),
+            Err(error) => {
+                self.follow.done = true;
+                return Polled::Item(Err(error));
+            }
+        }
+        match self.pending.pop_front() {
+            Some(update) => {
+                self.returned = update.cursor;
+                Polled::Item(Ok(update))
+            }
+            None if self.follow.done => Polled::Ended,
+            None => Polled::Nothing,
+        }
+    }
+}
+
+impl Iterator for WatchStream {
+    type Item = Result<WatchUpdate, RuntimeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        blocking_next(self)
+    }
+}
+
+/// Which log lines [`crate::Runtime::logs`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogFilter {
+    /// Only lines of executions of this node.
+    pub node: Option<String>,
+    /// Only lines of this execution.
+    pub execution: Option<u64>,
+    /// Only lines at least this severe (`error` is the most severe).
+    pub min_level: Option<LogLevel>,
+}
+
+/// One log line of a run. `record` is the reference shape (`level`, `target`, `message`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    pub run_id: RunId,
+    pub cursor: Cursor,
+    /// The public reference of the execution that wrote it (none for run-wide notes).
+    #[serde(rename = "execution", skip_serializing_if = "Option::is_none")]
+    pub execution_reference: Option<String>,
+    /// The execution id within the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub stream: LogStream,
+    pub record: LogRecord,
+    /// When the line was written, by the writer's clock.
+    pub at_ms: u64,
+}
+
+/// Level, origin (`agent` for worker streams, `trellis` for its own notes) and message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogRecord {
+    pub level: LogLevel,
+    pub target: &'static str,
+    pub message: String,
+}
+
+/// A run's log lines, oldest first; see the module documentation.
+pub struct LogsStream {
+    follow: Follow,
+    filter: LogFilter,
+    /// Node per execution, read from the run's snapshot when an unknown execution shows up.
+    nodes: HashMap<u64, String>,
+    pending: VecDeque<LogEntry>,
+}
+
+impl LogsStream {
+    pub(crate) fn new(
+        store: Arc<dyn RunStore>,
+        home: TrellisHome,
+        run_id: RunId,
+        after: Cursor,
+        filter: LogFilter,
+    ) -> Result<Self, RuntimeError> {
+        let latest = store.latest_cursor(&run_id)?;
+        if after > latest {
+            return Err(trellis_ledger::LedgerError::CursorAhead {
+                run_id: run_id.to_string(),
+                cursor: after.to_string(),
+                latest: latest.to_string(),
+            }
+            .into());
+        }
+        Ok(Self {
+            follow: Follow {
+                store,
+                home,
+                run_id,
+                filter: EventFilter::LogsOnly,
+                scanned: after,
+                done: false,
+            },
+            filter,
+            nodes: HashMap::new(),
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// Feeds the lines into a channel from a thread of their own, for async code.
+    pub fn subscribe(self) -> Subscription<LogEntry> {
+        Subscription::spawn(self)
+    }
+
+    fn node_of(&mut self, execution: u64) -> Result<Option<String>, RuntimeError> {
+        if !self.nodes.contains_key(&execution) {
+            let snapshot = self.follow.store.snapshot(&self.follow.run_id)?;
+            self.nodes.extend(
+                snapshot
+                    .executions
+                    .iter()
+                    .map(|(&id, e)| (id, e.node.to_string())),
+            );
+        }
+        Ok(self.nodes.get(&execution).cloned())
+    }
+
+    fn observe(&mut self, stored: &StoredEvent) -> Result<(), RuntimeError> {
+        let RunEvent::Log {
+            execution,
+            stream,
+            level,
+            message,
+            timestamp_ms,
+        } = &stored.event
+        else {
+            return Ok(());
+        };
+        if self
+            .filter
+            .min_level
+            .is_some_and(|min| !level.at_least(min))
+            || self.filter.execution.is_some_and(|e| *execution != Some(e))
+        {
+            return Ok(());
+        }
+        let node = match execution {
+            Some(id) => self.node_of(*id)?,
+            None => None,
+        };
+        if self.filter.node.is_some() && node != self.filter.node {
+            return Ok(());
+        }
+        let run_id = &self.follow.run_id;
+        self.pending.push_back(LogEntry {
+            run_id: run_id.clone(),
+            cursor: stored.cursor,
+            execution_reference: execution.map(|e| execution_ref(run_id, e)),
+            execution_id: *execution,
+            node,
+            stream: *stream,
+            record: LogRecord {
+                level: *level,
+                target: match stream {
+                    LogStream::Output | LogStream::Error => "agent",
+                    LogStream::System => "trellis",
+                },
+                message: message.clone(),
+            },
+            at_ms: *timestamp_ms,
+        });
+        Ok(())
+    }
+}
+
+impl Polling for LogsStream {
+    type Item = LogEntry;
+
+    fn poll_once(&mut self) -> Polled<LogEntry> {
+        if let Some(entry) = self.pending.pop_front() {
+            return Polled::Item(Ok(entry));
+        }
+        if self.follow.done {
+            return Polled::Ended;
+        }
+        let observed = self
+            .follow
+            .next_page()
+            .and_then(|page| page.iter().try_for_each(|stored| self.observe(stored)));
+        if let Err(error) = observed {
+            self.follow.done = true;
+            return Polled::Item(Err(error));
+        }
+        match self.pending.pop_front() {
+            Some(entry) => Polled::Item(Ok(entry)),
+            None if self.follow.done => Polled::Ended,
+            None => Polled::Nothing,
+        }
+    }
+}
+
+impl Iterator for LogsStream {
+    type Item = Result<LogEntry, RuntimeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        blocking_next(self)
+    }
+}
+
+/// One step of a follower: an item, nothing within one poll interval, or the end.
+enum Polled<T> {
+    Item(Result<T, RuntimeError>),
+    Nothing,
+    Ended,
+}
+
+/// A follower that returns within one poll interval whatever happens.
+trait Polling {
+    type Item;
+    fn poll_once(&mut self) -> Polled<Self::Item>;
+}
+
+/// Waits as long as it takes for the next item.
+fn blocking_next<P: Polling>(stream: &mut P) -> Option<Result<P::Item, RuntimeError>> {
+    loop {
+        match stream.poll_once() {
+            Polled::Item(item) => return Some(item),
+            Polled::Nothing => continue,
+            Polled::Ended => return None,
+        }
+    }
+}
+
+/// How many items a subscription buffers before its feeding thread waits.
+const SUBSCRIPTION_BUFFER: usize = 256;
+
+/// Items of a blocking stream delivered to async code: a thread iterates the stream and sends
+/// each item; dropping the subscription stops the thread (at its next item or poll).
+pub struct Subscription<T> {
+    receiver: mpsc::Receiver<Result<T, RuntimeError>>,
+}
+
+impl<T: Send + 'static> Subscription<T> {
+    fn spawn<S>(mut stream: S) -> Self
+    where
+        S: Polling<Item = T> + Send + 'static,
+    {
+        let (sender, receiver) = mpsc::channel(SUBSCRIPTION_BUFFER);
+        let spawned = std::thread::Builder::new()
+            .name("trellis-follow".to_owned())
+            .spawn(move || {
+                // Each poll returns within an interval even on a silent run, so a receiver
+                // that went away is noticed.
+                while !sender.is_closed() {
+                    match stream.poll_once() {
+                        Polled::Item(item) => {
+                            if sender.blocking_send(item).is_err() {
+                                return;
+                            }
+                        }
+                        Polled::Nothing => {}
+                        Polled::Ended => return,
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            let (sender, receiver) = mpsc::channel(1);
+            let _ = sender.try_send(Err(RuntimeError::io(
+                "cannot start a follower thread",
+                error,
+            )));
+            return Self { receiver };
+        }
+        Self { receiver }
+    }
+
+    /// The next item; `None` once the stream ended.
+    pub async fn next(&mut self) -> Option<Result<T, RuntimeError>> {
+        self.receiver.recv().await
+    }
+
+    /// The next item if one is waiting, without blocking (for a synchronous poller).
+    pub fn try_next(&mut self) -> Option<Result<T, RuntimeError>> {
+        self.receiver.try_recv().ok()
+    }
+}
+
+impl<T> futures_util::Stream for Subscription<T> {
+    type Item = Result<T, RuntimeError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.receiver.poll_recv(cx)
+    }
+}

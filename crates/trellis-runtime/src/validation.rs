@@ -1,0 +1,227 @@
+//! Checking a graph without running it: a GraphSpec graph is verified (by the same admission
+//! steps a run takes, optionally against another worker registry and with an input), a GaP
+//! workflow is loaded and validated.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use trellis_gap::{PythonConfig, PythonIntrospector, ValidateOptions};
+use trellis_graph::{GraphDiagnostic, GraphNode, GraphSpec, JsonPath};
+
+use crate::admission::{
+    AdmissionError, GraphSource, InputSource, check_input, read_registry, verify_spec,
+};
+use crate::documents::{DocumentKind, classify, read_json_file};
+use crate::gap_admission::load_skill_dirs;
+use crate::templates;
+use crate::views::{GraphBounds, GraphLayout};
+
+/// What to validate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidateRequest {
+    pub document: GraphSource,
+    /// Resolve workers from this registry file instead of the built-in registry.
+    pub registry: Option<PathBuf>,
+    /// Check this input against the graph's `initialInput` too.
+    pub input: Option<InputSource>,
+    /// GaP: check subgraphs against the skill bundles under these directories.
+    pub skills: Vec<PathBuf>,
+    /// GaP: also reconcile each skill subgraph's exits with its bundle's (needs `skills`).
+    pub strict: bool,
+}
+
+impl ValidateRequest {
+    pub fn new(document: GraphSource) -> Self {
+        Self {
+            document,
+            registry: None,
+            input: None,
+            skills: Vec::new(),
+            strict: false,
+        }
+    }
+}
+
+/// The verdict on a graph.
+#[derive(Debug, Clone)]
+pub enum ValidationReport {
+    /// A GraphSpec graph that verifies (its input may still have failed the check).
+    Verified(Box<VerifiedReport>),
+    /// A GraphSpec graph with problems: every diagnostic, in canonical order.
+    Rejected {
+        shown: String,
+        diagnostics: Vec<GraphDiagnostic>,
+    },
+    /// The document is not JSON, or not a GraphSpec graph.
+    Unparseable { shown: String, error: String },
+    /// A GaP workflow's report.
+    Gap {
+        path: PathBuf,
+        report: trellis_gap::ValidationReport,
+    },
+}
+
+/// A verified GraphSpec graph: identity, bounds, size and compiled shape.
+#[derive(Debug, Clone)]
+pub struct VerifiedReport {
+    pub shown: String,
+    pub identity: String,
+    pub bounds: GraphBounds,
+    /// Every node, and how many of them are steps or verifiers.
+    pub nodes: usize,
+    pub executables: usize,
+    pub compiled_ir: Value,
+    pub layout: GraphLayout,
+    /// Why the given input does not match `initialInput`, when it does not.
+    pub input_error: Option<String>,
+}
+
+impl ValidationReport {
+    /// 0 when the graph (and input) passed, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Verified(report) if report.input_error.is_none() => 0,
+            Self::Gap { report, .. } => u8::try_from(report.exit_code()).unwrap_or(1),
+            _ => 1,
+        }
+    }
+
+    /// The machine-readable report: `{"status": "verified" | "rejected" | "unparseable", …}`
+    /// (a GaP report has its own shape).
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Verified(report) => {
+                let mut out = json!({
+                    "status": if report.input_error.is_some() { "rejected" } else { "verified" },
+                    "identity": report.identity,
+                    "bounds": report.bounds,
+                    "compiledIr": report.compiled_ir,
+                    "diagnostics": [],
+                });
+                if let Some(error) = &report.input_error {
+                    out["inputError"] = json!(format!(
+                        "initial input does not match initialInput: {error}"
+                    ));
+                }
+                out
+            }
+            Self::Rejected { diagnostics, .. } => {
+                json!({"status": "rejected", "diagnostics": diagnostics})
+            }
+            Self::Unparseable { error, .. } => json!({"status": "unparseable", "error": error}),
+            Self::Gap { report, .. } => serde_json::to_value(report).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// Validates a document. Files that cannot be read, registries and inputs that cannot be read,
+/// and verifier failures are errors; everything about the graph itself is in the report.
+pub fn validate(request: ValidateRequest) -> Result<ValidationReport, AdmissionError> {
+    let (shown, value) = match &request.document {
+        GraphSource::File(path) => match classify(path)? {
+            DocumentKind::Unparseable { path, error } => {
+                return Ok(ValidationReport::Unparseable {
+                    shown: path.display().to_string(),
+                    error,
+                });
+            }
+            DocumentKind::Gap { path } => return validate_gap(&request, path),
+            DocumentKind::GraphSpec { path, value } => (path.display().to_string(), value),
+        },
+        GraphSource::Document(value) => ("graph".to_owned(), value.clone()),
+        GraphSource::Template { name, push } => {
+            let text = templates::find(name)
+                .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?
+                .document(*push)
+                .ok_or_else(|| AdmissionError::NoPushVariant(name.clone()))?;
+            let value = serde_json::from_str(text).map_err(|e| AdmissionError::Unparseable {
+                what: "built-in template",
+                path: None,
+                error: e.to_string(),
+            })?;
+            (format!("template {name}"), value)
+        }
+    };
+    if !request.skills.is_empty() || request.strict {
+        return Err(AdmissionError::GapOptions(
+            "--skills and --strict apply to GaP workflows".to_owned(),
+        ));
+    }
+    let spec = match GraphSpec::parse(&value, &JsonPath::root()) {
+        Ok(spec) => spec,
+        Err(error) => {
+            return Ok(ValidationReport::Unparseable {
+                shown,
+                error: error.to_string(),
+            });
+        }
+    };
+    let registry = request.registry.as_deref().map(read_registry).transpose()?;
+    let verified = match verify_spec(&spec, &shown, registry.as_ref()) {
+        Ok(verified) => verified,
+        Err(AdmissionError::Rejected { shown, diagnostics }) => {
+            return Ok(ValidationReport::Rejected { shown, diagnostics });
+        }
+        Err(other) => return Err(other),
+    };
+    let input_error = match &request.input {
+        None => None,
+        Some(source) => {
+            let input = match source {
+                InputSource::File(path) => read_json_file(path, "input")?,
+                InputSource::Document(value) => value.clone(),
+                InputSource::Task(task) => json!({ "task": task }),
+                InputSource::Default => Value::Null,
+            };
+            match check_input(&spec, &input) {
+                Ok(()) => None,
+                Err(AdmissionError::InputMismatch(error)) => Some(error),
+                Err(other) => return Err(other),
+            }
+        }
+    };
+    let (mut nodes, mut executables) = (0, 0);
+    spec.root.walk(&mut |n: &GraphNode| {
+        nodes += 1;
+        executables += usize::from(n.executable().is_some());
+    });
+    Ok(ValidationReport::Verified(Box::new(VerifiedReport {
+        shown,
+        identity: verified.identity.to_string(),
+        bounds: GraphBounds::of(&verified),
+        nodes,
+        executables,
+        compiled_ir: verified.ir.to_value(),
+        layout: GraphLayout::of(&spec),
+        input_error,
+    })))
+}
+
+fn validate_gap(
+    request: &ValidateRequest,
+    path: PathBuf,
+) -> Result<ValidationReport, AdmissionError> {
+    if request.input.is_some() || request.registry.is_some() {
+        return Err(AdmissionError::GapOptions(
+            "--input and --registry apply to GraphSpec graphs; GaP workflows take \
+             `trellis run --inputs`"
+                .to_owned(),
+        ));
+    }
+    if request.strict && request.skills.is_empty() {
+        return Err(AdmissionError::GapOptions(
+            "--strict reconciles exits against skill bundles; name them with --skills DIR"
+                .to_owned(),
+        ));
+    }
+    let skills = load_skill_dirs(&request.skills)?;
+    let introspector = PythonIntrospector::new(PythonConfig::from_env());
+    let options = ValidateOptions {
+        script_introspector: Some(&introspector),
+        skill_registry: (!request.skills.is_empty()).then_some(&skills),
+        reconcile_exits: request.strict,
+        ..ValidateOptions::default()
+    };
+    let report = trellis_gap::ValidationReport::for_path(&path, &options);
+    Ok(ValidationReport::Gap { path, report })
+}

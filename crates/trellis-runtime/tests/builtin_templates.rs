@@ -1,0 +1,172 @@
+//! Every built-in template verifies against the built-in registry, every agent node carries
+//! real instructions, and the review and research templates keep the exported reference
+//! graphs' shape exactly: node names, kinds, worker refs, types, bindings and bounds — only
+//! the prompts and the policy name are ours.
+
+use serde_json::Value;
+use trellis_graph::GraphSpec;
+use trellis_runtime::{
+    AdmitRequest, GraphSource, InputSource, PlanSource, TemplateInput, admit, template, templates,
+};
+use trellis_verify::{Verification, verify_builtin};
+
+/// The templates that follow a reference graph node for node.
+const MIRRORED: [&str; 3] = ["issue-review", "pr-review", "auto-research"];
+
+fn document(name: &str) -> Value {
+    let text = template(name).unwrap().document(false).unwrap();
+    serde_json::from_str(text).unwrap()
+}
+
+/// Calls `visit` on every executable node (step or verifier) of a graph document.
+fn executables(value: &Value, visit: &mut dyn FnMut(&Value)) {
+    match value {
+        Value::Object(map) => {
+            if matches!(
+                map.get("kind").and_then(Value::as_str),
+                Some("step" | "verifier")
+            ) {
+                visit(value);
+            }
+            map.values().for_each(|v| executables(v, visit));
+        }
+        Value::Array(items) => items.iter().for_each(|v| executables(v, visit)),
+        _ => {}
+    }
+}
+
+/// The document with instructions of executable nodes and the policy name blanked.
+fn shape(mut document: Value) -> Value {
+    fn blank(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                if matches!(
+                    map.get("kind").and_then(Value::as_str),
+                    Some("step" | "verifier")
+                ) && map.contains_key("instructions")
+                {
+                    map.insert("instructions".into(), Value::String(String::new()));
+                }
+                map.values_mut().for_each(blank);
+            }
+            Value::Array(items) => items.iter_mut().for_each(blank),
+            _ => {}
+        }
+    }
+    blank(&mut document["root"]);
+    document["policy"]["policy"] = Value::Null;
+    document
+}
+
+#[test]
+fn every_builtin_template_verifies() {
+    let mut names = Vec::new();
+    for template in templates() {
+        for push in [false, true] {
+            let Some(text) = template.document(push) else {
+                continue;
+            };
+            let spec = GraphSpec::from_json_str(text)
+                .unwrap_or_else(|e| panic!("{} does not parse: {e}", template.name));
+            let verification = verify_builtin(&spec);
+            let Verification::Verified(_) = &verification else {
+                panic!(
+                    "{} is rejected: {:#}",
+                    template.name,
+                    verification.envelope()
+                );
+            };
+        }
+        names.push(template.name);
+    }
+    assert_eq!(
+        names,
+        [
+            "single-worker",
+            "software-change",
+            "issue-review",
+            "pr-review",
+            "auto-research"
+        ]
+    );
+}
+
+#[test]
+fn agent_nodes_carry_our_own_instructions() {
+    for template in templates() {
+        executables(&document(template.name), &mut |node| {
+            let worker = node["worker"].as_str().unwrap();
+            let name = node["name"].as_str().unwrap();
+            let instructions = node.get("instructions").and_then(Value::as_str);
+            if worker.starts_with("builtin.agent.") {
+                let text = instructions.unwrap_or_else(|| panic!("{name} has no instructions"));
+                assert!(
+                    text.len() > 300 && !text.contains("Placeholder"),
+                    "{}: {name} has no real instructions",
+                    template.name
+                );
+            } else {
+                assert!(
+                    instructions.is_none(),
+                    "delivery node {name} has instructions"
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn review_and_research_templates_keep_the_reference_shape() {
+    let Some(dir) = trellis_graph::conformance::require(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or_else(|e| panic!("{e}"))
+    else {
+        return;
+    };
+    for name in MIRRORED {
+        let path = dir.join("zeroshot-templates").join(format!("{name}.json"));
+        let reference: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let ours = document(name);
+        assert_eq!(ours["policy"]["policy"], "policy.trellis@1");
+        assert!(
+            shape(ours) == shape(reference),
+            "{name} differs from the reference graph beyond prompts and policy"
+        );
+    }
+}
+
+#[test]
+fn review_templates_take_their_input_from_a_url() {
+    let sources: Vec<(&str, TemplateInput)> =
+        templates().iter().map(|t| (t.name, t.input)).collect();
+    assert_eq!(
+        sources,
+        [
+            ("single-worker", TemplateInput::Task),
+            ("software-change", TemplateInput::Task),
+            ("issue-review", TemplateInput::ForgeUrl),
+            ("pr-review", TemplateInput::ForgeUrl),
+            ("auto-research", TemplateInput::Task),
+        ]
+    );
+    // auto-research takes a task and optionally the number of rounds; the review templates
+    // take no task at all.
+    let request = |name: &str, input: InputSource| AdmitRequest {
+        graph: GraphSource::Template {
+            name: name.to_owned(),
+            push: false,
+        },
+        input,
+        plan: PlanSource::Unchecked,
+        workspace: None,
+    };
+    let task = || InputSource::Task("Why is startup slow?".to_owned());
+    admit(request("auto-research", task())).unwrap();
+    let with_rounds =
+        serde_json::json!({"task": "Why is startup slow?", "options": {"iterations": 2}});
+    admit(request("auto-research", InputSource::Document(with_rounds))).unwrap();
+    for name in ["issue-review", "pr-review"] {
+        let refused = admit(request(name, task())).unwrap_err();
+        assert_eq!(refused.code(), "admission.task_not_accepted");
+    }
+}

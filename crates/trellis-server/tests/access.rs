@@ -1,0 +1,297 @@
+//! The access policy of `trellis ui` as a client meets it: Host and Origin checks, the page
+//! token on state changes, bounded bodies, bounded streams, and the served page.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use axum::routing::{get, post};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+use trellis_server::{
+    AccessPolicy, LocalPage, MAX_BODY_BYTES, PageToken, StreamSlots, TOKEN_HEADER, app,
+};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+fn address() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 4173))
+}
+
+fn server() -> Router {
+    let api = Router::new()
+        .route("/ping", get(|| async { "pong" }))
+        .route(
+            "/echo",
+            post(|axum::Json(body): axum::Json<Value>| async move { axum::Json(body) }),
+        );
+    let policy = LocalPage::new(address(), PageToken::from_text(TOKEN)).expect("loopback");
+    app(api, AccessPolicy::LocalPage(policy))
+}
+
+fn get_request(path: &str) -> axum::http::request::Builder {
+    Request::builder()
+        .method("GET")
+        .uri(path)
+        .header(header::HOST, "127.0.0.1:4173")
+}
+
+fn post_request(path: &str) -> axum::http::request::Builder {
+    Request::builder()
+        .method("POST")
+        .uri(path)
+        .header(header::HOST, "127.0.0.1:4173")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(TOKEN_HEADER, TOKEN)
+}
+
+async fn send(request: Request<Body>) -> (StatusCode, Value) {
+    let response = server().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, body)
+}
+
+fn code(body: &Value) -> &str {
+    body["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_request_for_its_own_host_is_served() {
+    for host in ["127.0.0.1:4173", "localhost:4173", "LOCALHOST:4173"] {
+        let request = Request::builder()
+            .uri("/api/v1/ping")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .expect("request");
+        let (status, body) = send(request).await;
+        assert_eq!(status, StatusCode::OK, "{host}");
+        assert_eq!(body, Value::String("pong".into()));
+    }
+}
+
+#[tokio::test]
+async fn other_hosts_are_refused_as_a_rebinding_page_would_send_them() {
+    for host in [
+        Some("evil.example:4173"),
+        Some("127.0.0.1:9999"),
+        Some("127.0.0.1"),
+        None,
+    ] {
+        let mut request = Request::builder().uri("/api/v1/ping");
+        if let Some(host) = host {
+            request = request.header(header::HOST, host);
+        }
+        let (status, body) = send(request.body(Body::empty()).expect("request")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{host:?}");
+        assert_eq!(code(&body), "forbidden_host");
+    }
+}
+
+#[tokio::test]
+async fn cross_origin_and_cross_site_requests_are_refused() {
+    let cases = [
+        ("origin", "http://evil.example"),
+        ("origin", "null"),
+        ("origin", "http://127.0.0.1:9999"),
+        ("sec-fetch-site", "cross-site"),
+        ("sec-fetch-site", "same-site"),
+    ];
+    for (name, value) in cases {
+        let request = get_request("/api/v1/ping")
+            .header(name, value)
+            .body(Body::empty())
+            .expect("request");
+        let (status, body) = send(request).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{name}: {value}");
+        assert_eq!(code(&body), "forbidden_origin");
+    }
+    let same = get_request("/api/v1/ping")
+        .header(header::ORIGIN, "http://127.0.0.1:4173")
+        .header("sec-fetch-site", "same-origin")
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(send(same).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_state_change_needs_the_page_token_and_a_json_body() {
+    let ok = post_request("/api/v1/echo")
+        .body(Body::from(r#"{"a":1}"#))
+        .expect("request");
+    assert_eq!(
+        send(ok).await,
+        (StatusCode::OK, serde_json::json!({"a": 1}))
+    );
+
+    let no_token = Request::builder()
+        .method("POST")
+        .uri("/api/v1/echo")
+        .header(header::HOST, "127.0.0.1:4173")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{}"))
+        .expect("request");
+    let (status, body) = send(no_token).await;
+    assert_eq!((status, code(&body)), (StatusCode::FORBIDDEN, "bad_token"));
+
+    let wrong_token = Request::builder()
+        .method("POST")
+        .uri("/api/v1/echo")
+        .header(header::HOST, "127.0.0.1:4173")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(TOKEN_HEADER, "0123456789abcdef0123456789abcdeX")
+        .body(Body::from("{}"))
+        .expect("request");
+    assert_eq!(send(wrong_token).await.0, StatusCode::FORBIDDEN);
+
+    // Two token headers (the builder appends) are refused even when one is right.
+    let doubled = post_request("/api/v1/echo")
+        .header(TOKEN_HEADER, "guess")
+        .body(Body::from("{}"))
+        .expect("request");
+    assert_eq!(send(doubled).await.0, StatusCode::FORBIDDEN);
+
+    // A form post (what a cross-site page can send without CORS) is refused before any handler.
+    let form = Request::builder()
+        .method("POST")
+        .uri("/api/v1/echo")
+        .header(header::HOST, "127.0.0.1:4173")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .header(TOKEN_HEADER, TOKEN)
+        .body(Body::from("{}"))
+        .expect("request");
+    let (status, body) = send(form).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, "json_required")
+    );
+
+    let delete = Request::builder()
+        .method("DELETE")
+        .uri("/api/v1/echo")
+        .header(header::HOST, "127.0.0.1:4173")
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(send(delete).await.0, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn bodies_beyond_the_bound_are_refused() {
+    let at_limit = format!(r#"{{"pad":"{}"}}"#, "x".repeat(MAX_BODY_BYTES - 16));
+    let accepted = post_request("/api/v1/echo")
+        .body(Body::from(at_limit))
+        .expect("request");
+    assert_eq!(send(accepted).await.0, StatusCode::OK);
+
+    let over = format!(r#"{{"pad":"{}"}}"#, "x".repeat(MAX_BODY_BYTES));
+    let refused = post_request("/api/v1/echo")
+        .body(Body::from(over))
+        .expect("request");
+    assert_eq!(send(refused).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn the_page_carries_the_token_and_strict_headers() {
+    let response = server()
+        .oneshot(get_request("/").body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let csp = response
+        .headers()
+        .get(header::CONTENT_SECURITY_POLICY)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(csp.contains("default-src 'self'"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let page = String::from_utf8_lossy(&bytes);
+    assert!(
+        page.contains(&format!(
+            r#"<meta name="trellis-token" content="{TOKEN}" />"#
+        )),
+        "{page}"
+    );
+    let script = page
+        .split("src=\"/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page loads a script");
+    let asset = server()
+        .oneshot(
+            get_request(&format!("/{script}"))
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(asset.status(), StatusCode::OK);
+    assert_eq!(
+        asset
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.as_bytes()),
+        Some(&b"text/javascript; charset=utf-8"[..])
+    );
+}
+
+#[tokio::test]
+async fn unknown_paths_answer_problems() {
+    let (status, body) = send(
+        get_request("/api/v1/nothing")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "not_found"));
+    let (status, _) = send(
+        get_request("/assets/none.js")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[test]
+fn a_local_page_server_refuses_to_listen_beyond_loopback() {
+    let token = PageToken::from_text(TOKEN);
+    assert!(LocalPage::new(SocketAddr::from(([0, 0, 0, 0], 4173)), token.clone()).is_err());
+    assert!(LocalPage::new(SocketAddr::from(([192, 168, 1, 2], 4173)), token.clone()).is_err());
+    assert!(LocalPage::new("[::1]:4173".parse().expect("addr"), token).is_ok());
+}
+
+#[test]
+fn stream_slots_are_bounded_and_given_back() {
+    let slots = StreamSlots::new(2);
+    let first = slots.take().expect("first");
+    let _second = slots.take().expect("second");
+    let refused = slots.take().expect_err("third is over the bound");
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    drop(first);
+    assert!(slots.take().is_ok());
+}
+
+#[test]
+fn generated_tokens_differ() {
+    let one = PageToken::generate().expect("entropy");
+    let two = PageToken::generate().expect("entropy");
+    assert_ne!(one.as_str(), two.as_str());
+    assert_eq!(one.as_str().len(), 64);
+    assert!(!format!("{one:?}").contains(one.as_str()));
+}

@@ -1,0 +1,147 @@
+//! The scripted changes a test makes to the fake GitHub (also its JSON control format).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// A change a test makes to the fake's state (also accepted as JSON by the control endpoint and
+/// the seed file of `trellis-fake-github`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "action", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Action {
+    /// Creates a repository `owner/name`. With `gitDir`, branches the fake does not know are
+    /// read from that (bare) git repository, so pushes made by a test are visible.
+    #[serde(rename_all = "camelCase")]
+    AddRepository {
+        repository: String,
+        #[serde(default = "main_branch")]
+        default_branch: String,
+        #[serde(default)]
+        private: bool,
+        #[serde(default)]
+        git_dir: Option<PathBuf>,
+    },
+    /// Points a branch at a commit.
+    SetBranch {
+        repository: String,
+        branch: String,
+        sha: String,
+    },
+    /// Opens an issue; answers `{"number": N}`.
+    AddIssue {
+        repository: String,
+        title: String,
+        #[serde(default)]
+        body: String,
+        #[serde(default)]
+        labels: Vec<String>,
+        #[serde(default = "default_author")]
+        author: String,
+    },
+    /// Opens a pull request from `head` into `base`; answers `{"number": N}`. `headRepository`
+    /// names a fork (default: the repository itself).
+    #[serde(rename_all = "camelCase")]
+    AddPull {
+        repository: String,
+        title: String,
+        #[serde(default)]
+        body: String,
+        head: String,
+        base: String,
+        #[serde(default)]
+        head_repository: Option<String>,
+        #[serde(default)]
+        head_sha: Option<String>,
+        #[serde(default)]
+        labels: Vec<String>,
+        #[serde(default)]
+        draft: bool,
+        #[serde(default = "default_author")]
+        author: String,
+    },
+    /// Adds a conversation comment to an issue or pull request; answers `{"id": N}`.
+    AddIssueComment {
+        repository: String,
+        number: u64,
+        body: String,
+        #[serde(default = "default_author")]
+        author: String,
+    },
+    /// Submits a review (`APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED`); answers
+    /// `{"id": N}`.
+    AddReview {
+        repository: String,
+        number: u64,
+        state: String,
+        #[serde(default)]
+        body: String,
+        #[serde(default = "default_author")]
+        author: String,
+    },
+    /// Adds an inline review comment on a file line; answers `{"id": N}`.
+    AddReviewComment {
+        repository: String,
+        number: u64,
+        path: String,
+        line: u64,
+        body: String,
+        #[serde(default = "default_author")]
+        author: String,
+    },
+    /// Creates or replaces the check run `name` on a commit (`sha`, or the head of pull request
+    /// `pull`). `status` is `queued`, `in_progress` or `completed`; `conclusion` is GitHub's.
+    SetCheckRun {
+        repository: String,
+        #[serde(default)]
+        sha: Option<String>,
+        #[serde(default)]
+        pull: Option<u64>,
+        name: String,
+        status: String,
+        #[serde(default)]
+        conclusion: Option<String>,
+        #[serde(default)]
+        summary: String,
+    },
+    /// Creates or replaces the commit status `context` (`success`, `pending`, `failure`, `error`).
+    SetStatus {
+        repository: String,
+        #[serde(default)]
+        sha: Option<String>,
+        #[serde(default)]
+        pull: Option<u64>,
+        context: String,
+        state: String,
+        #[serde(default)]
+        description: String,
+    },
+    /// Answers the next `count` API calls with `status` instead of serving them; with
+    /// `rateLimited`, as GitHub does when the rate limit is exhausted (403 with
+    /// `x-ratelimit-remaining: 0`).
+    #[serde(rename_all = "camelCase")]
+    FailNext {
+        status: u16,
+        #[serde(default = "one")]
+        count: u32,
+        #[serde(default)]
+        rate_limited: bool,
+    },
+    /// Sets whether a pull request can be merged (`null`: GitHub is still computing it).
+    SetMergeable {
+        repository: String,
+        number: u64,
+        mergeable: Option<bool>,
+    },
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn main_branch() -> String {
+    "main".into()
+}
+
+fn default_author() -> String {
+    "octocat".into()
+}

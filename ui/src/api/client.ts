@@ -1,0 +1,123 @@
+// Calls to the run API: JSON GETs, and the state-changing POSTs that carry the page's token.
+import type {
+  DocumentKind,
+  ExecutionDetail,
+  Problem,
+  RunGraph,
+  RunStatus,
+  RunSummary,
+  TemplateDetail,
+  TemplateInfo,
+  ValidationReport,
+} from "./types";
+
+import * as normalize from "./normalize";
+
+const API = "/api/v1";
+
+/** An answer that was not 2xx, with the server's problem code when it sent one. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The per-process token the server writes into the page it serves. State changes must carry it;
+ * a page served by anything else (or a cross-site form) does not have it.
+ */
+export function pageToken(): string {
+  const meta = document.querySelector<HTMLMetaElement>('meta[name="trellis-token"]');
+  return meta?.content ?? "";
+}
+
+async function readProblem(response: Response): Promise<ApiError> {
+  let problem: Partial<Problem> = {};
+  try {
+    problem = (await response.json()) as Partial<Problem>;
+  } catch {
+    // Not JSON: fall back to the status line.
+  }
+  return new ApiError(
+    response.status,
+    problem.code ?? `http_${response.status}`,
+    problem.message ?? response.statusText ?? "request failed",
+  );
+}
+
+async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
+  const response = await fetch(`${API}${path}`, {
+    headers: { Accept: "application/json" },
+    signal,
+  });
+  if (!response.ok) throw await readProblem(response);
+  return (await response.json()) as T;
+}
+
+async function postJson<T>(path: string, body: unknown): Promise<T> {
+  const response = await fetch(`${API}${path}`, {
+    method: "POST",
+    headers: {
+      Accept: "application/json",
+      "Content-Type": "application/json",
+      "X-Trellis-Token": pageToken(),
+    },
+    body: JSON.stringify(body),
+  });
+  if (!response.ok) throw await readProblem(response);
+  return (await response.json()) as T;
+}
+
+export interface RunQuery {
+  status?: string;
+  q?: string;
+  limit?: number;
+}
+
+function query(params: Record<string, string | number | undefined>): string {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== "") search.set(key, String(value));
+  }
+  const text = search.toString();
+  return text ? `?${text}` : "";
+}
+
+export const api = {
+  listRuns: async (filter: RunQuery, signal?: AbortSignal): Promise<{ runs: RunSummary[] }> => {
+    const answer = await getJson<{ runs?: unknown[] } | unknown[]>(`/runs${query({ ...filter })}`, signal);
+    const runs = Array.isArray(answer) ? answer : (answer.runs ?? []);
+    return { runs: runs.map(normalize.runSummary) };
+  },
+  runStatus: async (runId: string, signal?: AbortSignal): Promise<RunStatus> =>
+    normalize.runStatus(await getJson<unknown>(`/runs/${encodeURIComponent(runId)}`, signal)),
+  runGraph: (runId: string, signal?: AbortSignal) =>
+    getJson<RunGraph>(`/runs/${encodeURIComponent(runId)}/graph`, signal),
+  execution: async (runId: string, execution: number | string, signal?: AbortSignal): Promise<ExecutionDetail> =>
+    normalize.executionDetail(
+      await getJson<unknown>(
+        `/runs/${encodeURIComponent(runId)}/executions/${encodeURIComponent(String(execution))}`,
+        signal,
+      ),
+    ),
+  forceStop: async (runId: string): Promise<RunStatus> =>
+    normalize.runStatus(await postJson<unknown>(`/runs/${encodeURIComponent(runId)}/force-stop`, {})),
+  resume: (runId: string) =>
+    postJson<{ runId: string }>(`/runs/${encodeURIComponent(runId)}/resume`, {}),
+  validate: async (document: unknown, kind?: DocumentKind): Promise<ValidationReport> =>
+    normalize.validationReport(await postJson<unknown>(`/validate`, kind ? { document, kind } : { document })),
+  templates: () => getJson<TemplateInfo[]>(`/templates`),
+  template: (name: string) => getJson<TemplateDetail>(`/templates/${encodeURIComponent(name)}`),
+};
+
+export const streamUrls = {
+  runs: () => `${API}/runs/events`,
+  watch: (runId: string, after?: string) =>
+    `${API}/runs/${encodeURIComponent(runId)}/watch${query({ after })}`,
+  logs: (runId: string, after?: string, node?: string, level?: string) =>
+    `${API}/runs/${encodeURIComponent(runId)}/logs${query({ after, node, level })}`,
+};

@@ -1,0 +1,195 @@
+// The wire shapes of the run API (`docs/run-api.md`): what the server answers, as TypeScript.
+// Fields the contract marks optional stay optional here; the UI never assumes more than that.
+
+/** A run's phase or final status as the server names it (`running`, `succeeded`, `failed`, …). */
+export type RunStatusName = string;
+
+export interface TokenTotals {
+  input: number;
+  output: number;
+}
+
+export interface RunSummary {
+  runId: string;
+  title: string;
+  template?: string;
+  kind: string;
+  status: RunStatusName;
+  startedAtMs: number;
+  endedAtMs?: number;
+  tokens: TokenTotals;
+  costUsd?: number;
+  predecessor?: string;
+  successor?: string;
+}
+
+/** How a run ended: the ledger's terminal result. */
+export type TerminalResult =
+  | { status: "succeeded"; output?: unknown }
+  | { status: "failed"; reason: string };
+
+/** A settled worker outcome, tagged by `status` as the ledger stores it. */
+export type WorkerOutcome =
+  | { status: "verified"; output?: unknown; artifacts?: unknown[] }
+  | {
+      status: "verifier";
+      output?: unknown;
+      signals?: Record<string, string>;
+      diagnostic?: unknown;
+      artifacts?: unknown[];
+    }
+  | { status: "error"; code: string; reason?: string };
+
+/** Where one execution stands: `running`, `settled` or `voided` (other names are tolerated). */
+export type ExecutionStateName = string;
+
+export interface ExecutionSummary {
+  id: number | string;
+  node: string;
+  path?: string[];
+  attempt: number;
+  /** The round of the innermost loop this execution belongs to (1 = first round). */
+  iteration?: number;
+  /** Map item index (or indices, outermost first) when the node sits inside a map. */
+  item?: number | number[];
+  state: ExecutionStateName;
+  outcome?: WorkerOutcome;
+  startedAtMs?: number;
+  endedAtMs?: number;
+  tokens?: TokenTotals;
+  costUsd?: number;
+  voidReason?: string;
+}
+
+export interface RunStatus extends RunSummary {
+  cursor: string;
+  executions: ExecutionSummary[];
+  result?: TerminalResult;
+  cause?: Record<string, unknown>;
+}
+
+export interface WatchCounts {
+  active: number;
+  settled: number;
+}
+
+/** One event of `GET /runs/{run}/watch`: a ledger event as the page needs it. */
+export interface WatchEvent {
+  cursor: string;
+  type: string;
+  atMs?: number;
+  execution?: ExecutionSummary;
+  counts?: WatchCounts;
+  terminalResult?: TerminalResult;
+  status?: RunStatusName;
+  tokens?: TokenTotals;
+  costUsd?: number;
+}
+
+export type LogLevel = "error" | "warn" | "info" | "debug";
+
+export interface LogLine {
+  cursor: string;
+  execution?: number | string | null;
+  node?: string | null;
+  level: LogLevel | string;
+  source?: string;
+  message: string;
+  atMs: number;
+}
+
+export interface WorkerBinding {
+  kind?: string;
+  harness?: string;
+  provider?: string;
+  model?: string;
+  effort?: string;
+  worker?: string;
+  /** Names of environment variables the binding may read — names only, never values. */
+  environment?: string[];
+  command?: string[];
+}
+
+export interface AttemptDetail {
+  attempt: number;
+  state: ExecutionStateName;
+  outcome?: WorkerOutcome;
+  startedAtMs?: number;
+  endedAtMs?: number;
+}
+
+export interface ExecutionDetail extends ExecutionSummary {
+  input?: unknown;
+  output?: unknown;
+  signals?: Record<string, string>;
+  diagnostic?: unknown;
+  attempts?: AttemptDetail[];
+  binding?: WorkerBinding;
+  worker?: string;
+  /** Other attempts of the same node occurrence (execution ids). */
+  siblings?: number[];
+}
+
+/** The compiled shape of one node, as `layout` lists it. */
+export interface LayoutNode {
+  id: string;
+  name: string;
+  kind: string;
+  parent?: string | null;
+  maxIterations?: number;
+  maxItems?: number;
+  over?: unknown;
+}
+
+export interface Bounds {
+  maxExecutions?: number;
+  peakConcurrency?: number;
+}
+
+export type DocumentKind = "graphspec" | "gap";
+
+export interface RunGraph {
+  kind: DocumentKind;
+  graph: unknown;
+  identity?: string;
+  bounds?: Bounds;
+  layout?: { nodes: LayoutNode[] } | LayoutNode[];
+}
+
+export interface Diagnostic {
+  code: string;
+  message: string;
+  path?: string | string[];
+  nodes?: string[];
+  severity?: string;
+}
+
+export type ValidationReport =
+  | {
+      status: "verified";
+      kind?: DocumentKind;
+      identity?: string;
+      bounds?: Bounds;
+      compiledIr?: unknown;
+      layout?: unknown;
+      diagnostics?: Diagnostic[];
+    }
+  | { status: "rejected"; kind?: DocumentKind; diagnostics: Diagnostic[] }
+  | { status: "unparseable"; kind?: DocumentKind; error: string };
+
+export interface TemplateInfo {
+  name: string;
+  description: string;
+}
+
+export interface TemplateDetail extends TemplateInfo {
+  graph: unknown;
+  layout?: unknown;
+}
+
+/** The body of an answer that is not 2xx. */
+export interface Problem {
+  code: string;
+  message: string;
+  details?: unknown;
+}

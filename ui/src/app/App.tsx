@@ -1,0 +1,35 @@
+// The app shell: navigation and the hash routes (`#/`, `#/runs/ID`, `#/validate`).
+import { RunPage } from "../pages/RunPage";
+import { RunsPage } from "../pages/RunsPage";
+import { ValidatePage } from "../pages/ValidatePage";
+import { useHashRoute } from "./hooks";
+
+export function App() {
+  const route = useHashRoute();
+  const runMatch = /^\/runs\/([^/]+)$/.exec(route);
+  const section = runMatch || route === "/" || route.startsWith("/runs") ? "runs" : route.slice(1);
+  return (
+    <div className="app">
+      <nav className="topnav">
+        <a className="brand" href="#/">
+          <span className="brand-mark">⋔</span> Trellis
+        </a>
+        <a href="#/" className={section === "runs" ? "active" : ""}>
+          Runs
+        </a>
+        <a href="#/validate" className={section === "validate" ? "active" : ""}>
+          Validate
+        </a>
+      </nav>
+      <main>
+        {runMatch?.[1] ? (
+          <RunPage key={runMatch[1]} runId={runMatch[1]} />
+        ) : section === "validate" ? (
+          <ValidatePage />
+        ) : (
+          <RunsPage />
+        )}
+      </main>
+    </div>
+  );
+}

@@ -1,0 +1,105 @@
+// Force-stop and resume, each behind a confirmation; the answer is shown in place and the run's
+// status keeps updating live from the watch stream.
+import { useState } from "react";
+import { api, ApiError } from "../api/client";
+import { navigate } from "../app/hooks";
+import { isLive } from "./format";
+
+type Action = "force-stop" | "resume";
+
+const QUESTIONS: Record<Action, { title: string; body: string; confirm: string }> = {
+  "force-stop": {
+    title: "Force-stop this run?",
+    body: "Every running worker is killed and the run ends force_stopped. Settled work is kept; you can resume later.",
+    confirm: "Force-stop",
+  },
+  resume: {
+    title: "Resume this run?",
+    body: "A successor run starts with the same graph, input and plan and reuses every settled outcome.",
+    confirm: "Resume",
+  },
+};
+
+export function Controls({ runId, status, successor }: { runId: string; status?: string; successor?: string }) {
+  const [asking, setAsking] = useState<Action | undefined>();
+  const [busy, setBusy] = useState(false);
+  const [message, setMessage] = useState<string | undefined>();
+  const live = isLive(status);
+
+  const act = async (action: Action) => {
+    setBusy(true);
+    setMessage(undefined);
+    try {
+      if (action === "force-stop") {
+        const answer = await api.forceStop(runId);
+        setMessage(`Force-stop requested: ${answer.status}`);
+      } else {
+        const answer = await api.resume(runId);
+        setMessage(`Resumed as ${answer.runId}`);
+        navigate(`/runs/${answer.runId}`);
+      }
+    } catch (error) {
+      setMessage(error instanceof ApiError ? `${error.code}: ${error.message}` : String(error));
+    } finally {
+      setBusy(false);
+      setAsking(undefined);
+    }
+  };
+
+  const question = asking ? QUESTIONS[asking] : undefined;
+  return (
+    <div className="controls">
+      <button
+        type="button"
+        className="danger"
+        disabled={!live || busy}
+        onClick={() => setAsking("force-stop")}
+        data-testid="force-stop"
+      >
+        Force-stop
+      </button>
+      <button
+        type="button"
+        disabled={live || busy || status === "succeeded" || Boolean(successor)}
+        onClick={() => setAsking("resume")}
+        data-testid="resume"
+        title={successor ? `already resumed as ${successor}` : undefined}
+      >
+        Resume
+      </button>
+      {message && (
+        <span className="control-result" data-testid="control-result">
+          {message}
+        </span>
+      )}
+      {question && asking && (
+        <div className="modal-backdrop" role="presentation" onClick={() => setAsking(undefined)}>
+          <div
+            className="modal"
+            role="dialog"
+            aria-modal="true"
+            aria-labelledby="confirm-title"
+            onClick={(event) => event.stopPropagation()}
+          >
+            <h2 id="confirm-title">{question.title}</h2>
+            <p>{question.body}</p>
+            <div className="modal-actions">
+              <button type="button" onClick={() => setAsking(undefined)}>
+                Cancel
+              </button>
+              <button
+                type="button"
+                className={asking === "force-stop" ? "danger" : "primary"}
+                disabled={busy}
+                data-testid="confirm"
+                onClick={() => void act(asking)}
+              >
+                {question.confirm}
+              </button>
+            </div>
+          </div>
+        </div>
+      )}
+    </div>
+  );
+}

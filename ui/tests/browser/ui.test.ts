@@ -1,0 +1,210 @@
+// The browser suite: watch a software-change run live, inspect it, force-stop another, and pin
+// a diagnostic on the validate page, asserting on what the page shows.
+import { mkdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { launchBrowser, type Browser } from "./browser";
+import { startTarget, type Target } from "./target";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const SCREENSHOTS = `${here}../../../target/ui-screenshots`;
+
+let target: Target;
+let browser: Browser;
+let page: Page;
+
+beforeAll(async () => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  target = await startTarget();
+  browser = await launchBrowser();
+  page = await browser.context.newPage();
+  page.on("pageerror", (error) => {
+    throw error;
+  });
+  await page.addInitScript(recordStates);
+});
+
+/**
+ * Runs in the page before its own scripts: records, per test id, every `data-state` an element
+ * takes, so a transition is seen however briefly it lasts.
+ */
+function recordStates() {
+  const seen: Record<string, string[]> = {};
+  (window as unknown as { __seen: typeof seen }).__seen = seen;
+  const record = (element: Element) => {
+    const id = element.getAttribute("data-testid");
+    const state = element.getAttribute("data-state");
+    if (!id || !state) return;
+    const list = (seen[id] ??= []);
+    if (list[list.length - 1] !== state) list.push(state);
+  };
+  new MutationObserver((mutations) => {
+    for (const mutation of mutations) {
+      if (mutation.type === "attributes") record(mutation.target as Element);
+      for (const added of mutation.addedNodes) {
+        if (!(added instanceof Element)) continue;
+        record(added);
+        added.querySelectorAll("[data-state]").forEach(record);
+      }
+    }
+  }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ["data-state"] });
+}
+
+async function statesSeen(testId: string): Promise<string[]> {
+  return page.evaluate((id) => (window as unknown as { __seen: Record<string, string[]> }).__seen[id] ?? [], testId);
+}
+
+/** Whether `sequence` holds `first` and, later, `then`. */
+function inOrder(sequence: string[], first: string, then: string): boolean {
+  const at = sequence.indexOf(first);
+  return at !== -1 && sequence.indexOf(then, at + 1) !== -1;
+}
+
+afterAll(async () => {
+  await browser?.close();
+  await target?.close();
+});
+
+async function stateOf(selector: string): Promise<string | null> {
+  return page.locator(selector).first().getAttribute("data-state");
+}
+
+/** Polls the page every 50 ms until `read` returns one of `wanted`; records every value seen. */
+async function waitForStates(selector: string, wanted: string[], seen: Set<string>, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const state = await stateOf(selector).catch(() => null);
+    if (state) seen.add(state);
+    if (state && wanted.includes(state)) return state;
+    await page.waitForTimeout(50);
+  }
+  throw new Error(`${selector} never reached ${wanted.join("|")}; saw ${[...seen].join(", ")}`);
+}
+
+describe("trellis ui in Chromium", () => {
+  test("a new run appears in the list without a reload, and its page follows it live", async () => {
+    await page.goto(`${target.url}/#/`);
+    await page.waitForSelector('[data-testid="runs-table"]');
+    await expect.poll(() => page.locator(".live-dot.on").count(), { timeout: 10_000 }).toBe(1);
+    await target.startRun("Write a friendly greeting", false);
+    const row = page.locator('[data-testid="run-row"]', { hasText: "Write a friendly greeting" });
+    await row.waitFor({ timeout: 15_000 });
+
+    await row.locator("a").click();
+    await page.waitForSelector('[data-testid="node-worker"]');
+    await expect
+      .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 60_000 })
+      .toBe("succeeded");
+    // The page changed under our eyes: each node went through its states without a reload.
+    const worker = await statesSeen("node-worker");
+    expect(inOrder(worker, "running", "succeeded"), `worker went ${worker.join(" → ")}`).toBe(true);
+    const acceptance = await statesSeen("node-acceptance");
+    expect(inOrder(acceptance, "rejected", "accepted"), `acceptance went ${acceptance.join(" → ")}`).toBe(true);
+    expect(await page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("succeeded");
+  });
+
+  test("the repair round shows on the timeline", async () => {
+    await page.getByRole("tab", { name: "Timeline" }).click();
+    await expect(page.locator('[data-testid="round-marker"][data-round="2"]').count()).resolves.toBe(1);
+    const bars = page.locator('[data-testid="timeline-bar"][data-node="worker"]');
+    await expect(bars.count()).resolves.toBe(2);
+    await expect(bars.nth(1).getAttribute("data-round")).resolves.toBe("2");
+    const rejected = page.locator('[data-testid="timeline-bar"][data-node="code"][data-state="rejected"]');
+    await expect(rejected.count()).resolves.toBe(1);
+  });
+
+  test("the inspector shows a reviewer's diagnostic", async () => {
+    await page.locator('[data-testid="node-code"]').click();
+    const inspector = page.locator('[data-testid="inspector"]');
+    await inspector.waitFor();
+    await expect(inspector.getAttribute("data-node")).resolves.toBe("code");
+    // Round 1: the rejection, with the reviewer's finding.
+    await inspector.getByRole("tab", { name: /round 1/ }).click();
+    const diagnostic = inspector.locator('[data-testid="inspector-diagnostic"]');
+    await expect.poll(() => diagnostic.textContent(), { timeout: 10_000 }).toContain("exclamation mark");
+    await expect(inspector.locator('[data-testid="inspector-signals"]').textContent()).resolves.toContain("rejected");
+    await page.screenshot({ path: `${SCREENSHOTS}/run-page.png` });
+  });
+
+  test("the logs pane lists the run's lines and filters them by node", async () => {
+    await page.getByRole("tab", { name: "Logs" }).click();
+    const lines = page.getByTestId("log-line");
+    await expect.poll(() => lines.count(), { timeout: 10_000 }).toBeGreaterThan(3);
+    await page.getByLabel("Filter logs by node").selectOption("code");
+    await expect.poll(async () => {
+      const nodes = await page.locator('[data-testid="log-line"] .log-node').allTextContents();
+      return nodes.length > 0 && nodes.every((node) => node === "code");
+    }, { timeout: 10_000 }).toBe(true);
+    await page.getByRole("tab", { name: "Timeline" }).click();
+  });
+
+  test("the replay scrubber shows the run as it was after each event", async () => {
+    await page.getByTestId("replay").click();
+    const count = page.getByTestId("scrub-count");
+    await expect.poll(async () => {
+      const [at, total] = ((await count.textContent()) ?? "").split("/").map((part) => Number.parseInt(part, 10));
+      return total !== undefined && total > 5 && at === total;
+    }, { timeout: 10_000 }).toBe(true);
+    await page.getByRole("button", { name: "First event" }).click();
+    await expect.poll(() => page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("pending");
+    // Step until the worker's first dispatch: it shows running, then later succeeded.
+    for (let step = 0; step < 10; step += 1) {
+      if ((await page.getAttribute('[data-testid="node-worker"]', "data-state")) === "running") break;
+      await page.getByRole("button", { name: "Step forward" }).click();
+    }
+    expect(await page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("running");
+    await page.getByRole("button", { name: "Last event" }).click();
+    await expect.poll(() => page.getAttribute('[data-testid="node-worker"]', "data-state")).toBe("succeeded");
+    await page.getByRole("button", { name: "Back to live" }).click();
+  });
+
+  test("the runs list filters by status and searches titles", async () => {
+    await page.goto(`${target.url}/#/`);
+    const rows = page.getByTestId("run-row");
+    await rows.first().waitFor();
+    await page.getByLabel("Search runs by title").fill("friendly");
+    await expect.poll(() => rows.count()).toBe(1);
+    await page.getByLabel("Search runs by title").fill("");
+    await page.getByLabel("Filter by status").selectOption("running");
+    await expect.poll(() => page.locator('[data-testid="run-row"][data-status="succeeded"]').count()).toBe(0);
+    await page.getByLabel("Filter by status").selectOption("all");
+  });
+
+  test("force-stop ends a second run force_stopped", async () => {
+    await target.startRun("A change to stop", true);
+    await page.goto(`${target.url}/#/`);
+    const row = page.locator('[data-testid="run-row"]', { hasText: "A change to stop" });
+    await row.waitFor({ timeout: 15_000 });
+    await row.locator("a").click();
+    await waitForStates('[data-testid="node-worker"]', ["running"], new Set());
+    await page.getByTestId("force-stop").click();
+    await page.getByRole("dialog").waitFor();
+    await page.getByTestId("confirm").click();
+    await expect
+      .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 30_000 })
+      .toBe("force_stopped");
+    await expect(page.getByTestId("force-stop").isDisabled()).resolves.toBe(true);
+  });
+
+  test("the validate page pins a diagnostic on the node it names", async () => {
+    const template = JSON.parse(readFileSync(`${here}../../../templates/single-worker.json`, "utf8")) as {
+      root: { children: { name: string; branches?: { node: { name: string } }[]; otherwise?: { name: string } }[] };
+    };
+    // Rename the `done` terminal to `worker`: the graph now uses the name twice.
+    const choice = template.root.children.find((child) => child.otherwise !== undefined || child.branches);
+    const terminal = choice?.otherwise ?? choice?.branches?.[0]?.node;
+    if (!terminal) throw new Error("single-worker template changed shape");
+    terminal.name = "worker";
+
+    await page.goto(`${target.url}/#/validate`);
+    await page.getByTestId("document").fill(JSON.stringify(template, null, 2));
+    await page.getByTestId("validate").click();
+    const report = page.getByTestId("report");
+    await expect.poll(() => report.getAttribute("data-status"), { timeout: 15_000 }).toBe("rejected");
+    await expect(page.getByTestId("diagnostic").first().textContent()).resolves.toContain("worker");
+    const pinned = page.locator('[data-testid="node-worker"]:has([data-testid="diagnostic-pin"])');
+    await expect.poll(() => pinned.count(), { timeout: 10_000 }).toBeGreaterThan(0);
+    await page.screenshot({ path: `${SCREENSHOTS}/validate-page.png` });
+  });
+});
