@@ -76,6 +76,9 @@ enum Command {
     Template(cmd::template::TemplateCommand),
     /// Print a JSON Schema of a document Trellis reads (for editors).
     Schema(cmd::schema::SchemaArgs),
+    /// Work with GaP trace directories.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => with_runtime(ledger, |rt| cmd::control::resume(rt, args)),
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
+        Command::Trace(command) => cmd::trace::run(command),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     };
     match outcome {

@@ -4,7 +4,8 @@ Protocol: one JSON object per line. The host writes requests on our original std
 answer on the original stdout; fd 0 is then /dev/null (a script reading stdin gets EOF instead
 of eating requests) and fd 1 goes to stderr (stray prints cannot corrupt the stream). Every
 request runs on its own thread; frames are tagged with the request id. No frame is longer than
-the host's limit: a larger result becomes the request's error.
+the host's limit: a larger result becomes the request's error. The host runs this file with
+bridge_bundles.py appended (skill bundles, connectors, checkpoints).
 """
 
 import importlib.util
@@ -14,7 +15,9 @@ import math
 import os
 import sys
 import threading
+import time
 import traceback
+import types
 import typing
 
 _PROTO = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -34,6 +37,7 @@ _IMPORT_LOCKS = {}
 _TOOL_MODULES = {}
 _TOOL_MODULES_LOCK = threading.Lock()
 _CURRENT = threading.local()
+_PACKAGES_LOCK = threading.RLock()
 
 
 def _send(frame):
@@ -160,16 +164,8 @@ class NodeContext:
         self.policy_executor = None
 
     def tool(self, name, **kwargs):
-        state = self._state
-        with state.cond:
-            call_id = state.next_call
-            state.next_call += 1
-        _send({"id": state.run_id, "kind": "tool_call", "call_id": call_id,
-               "tool": name, "kwargs": _jsonable(kwargs)})
-        with state.cond:
-            while call_id not in state.replies:
-                state.cond.wait(0.5)
-            reply = state.replies.pop(call_id)
+        reply = _round_trip(self._state, {"kind": "tool_call", "tool": name,
+                                          "kwargs": _jsonable(kwargs)})
         if reply["kind"] == "tool_result":
             return reply.get("value")
         error = reply.get("error", {})
@@ -191,15 +187,32 @@ class NodeContext:
         _send({"id": self._state.run_id, "kind": "publish", "value": _jsonable(value)})
 
 
-def _import_fresh(path, module_name):
+def _round_trip(state, frame):
+    """Sends a callback frame for this run and waits for the host's answer to it."""
+    with state.cond:
+        call_id = state.next_call
+        state.next_call += 1
+    frame = dict(frame, id=state.run_id, call_id=call_id)
+    _send(frame)
+    with state.cond:
+        while call_id not in state.replies:
+            state.cond.wait(0.5)
+        return state.replies.pop(call_id)
+
+
+def _import_fresh(path, module_name, package=None):
     if not os.path.isfile(path):
         raise FileNotFoundError("script file not found: %s" % path)
+    if package:
+        _install_bundle(package)
     lock = _IMPORT_LOCKS.setdefault(module_name, threading.Lock())
     with lock:
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ImportError("cannot import %s" % path)
         module = importlib.util.module_from_spec(spec)
+        if package:
+            module.__package__ = module_name.rpartition(".")[0]
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
@@ -242,7 +255,7 @@ def _error_payload(exc, wrapped):
 def _run_script(msg, state):
     streaming = bool(msg.get("streaming"))
     try:
-        module = _import_fresh(msg["script_path"], msg["module_name"])
+        module = _import_fresh(msg["script_path"], msg["module_name"], msg.get("package"))
     except BaseException as exc:  # import errors propagate unwrapped in the reference
         return {"kind": "run_error", "error": _error_payload(exc, False)}
     fn = getattr(module, "run", None)
@@ -258,6 +271,7 @@ def _run_script(msg, state):
     kept = {k: v for k, v in inputs.items() if k in accepted}
     dropped = [k for k in inputs if k not in accepted]
     ctx = NodeContext(state, msg.get("node_id", ""), streaming)
+    _wrap_streams(kept, state)
     try:
         result = fn(ctx, **kept)
     except TaskCancelled:
@@ -274,15 +288,21 @@ def _run_script(msg, state):
     return {"kind": "run_result", "value": _jsonable(result), "dropped": dropped}
 
 
-def _tool_module(path):
+def _tool_module(path, package=None):
     with _TOOL_MODULES_LOCK:
         module = _TOOL_MODULES.get(path)
         if module is None:
-            name = "_trellis_tools_%d" % len(_TOOL_MODULES)
+            if package:
+                _install_bundle(package)
+                name = package["name"] + ".tools"
+            else:
+                name = "_trellis_tools_%d" % len(_TOOL_MODULES)
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:
                 raise ImportError("cannot import tool module %s" % path)
             module = importlib.util.module_from_spec(spec)
+            if package:
+                module.__package__ = package["name"]
             sys.modules[name] = module
             spec.loader.exec_module(module)
             _TOOL_MODULES[path] = module
@@ -290,10 +310,14 @@ def _tool_module(path):
 
 
 def _call_tool(msg, state):
-    module = _tool_module(msg["module_path"])
-    fn = getattr(module, msg["function"], None)
+    module = _tool_module(msg["module_path"], msg.get("package"))
+    if msg["function"]:
+        fn = getattr(module, msg["function"], None)
+    else:
+        fn = _DECORATED_TOOLS.get(msg["tool"])
     if fn is None or not callable(fn):
-        raise ToolError(msg["tool"], "function %s not found in %s" % (msg["function"], msg["module_path"]))
+        what = ("function %s" % msg["function"]) if msg["function"] else ("no @tool(%r)" % msg["tool"])
+        raise ToolError(msg["tool"], "%s not found in %s" % (what, msg["module_path"]))
     params = inspect.signature(fn).parameters
     var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
     kwargs = msg.get("kwargs") or {}
@@ -303,6 +327,7 @@ def _call_tool(msg, state):
         raise ToolArgumentError(msg["tool"], "tool '%s' got extraneous arguments %r; accepted: %s"
                                 % (msg["tool"], extra, ", ".join(named)))
     ctx = NodeContext(state, msg.get("node_id", ""), bool(msg.get("streaming")))
+    kwargs = _wrap_streams(dict(kwargs), state)
     if "ctx" in params:
         result = fn(ctx, **kwargs)
     else:
@@ -310,25 +335,74 @@ def _call_tool(msg, state):
     return {"kind": "run_result", "value": _jsonable(result)}
 
 
+def _run_signature(fn):
+    """Required/accepted parameter names of run() (ctx, *args, **kwargs left out)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    required, accepted, var_kw = [], [], False
+    for name, param in params.items():
+        if name == "ctx":
+            continue
+        if param.kind == param.VAR_KEYWORD:
+            var_kw = True
+            continue
+        if param.kind == param.VAR_POSITIONAL:
+            continue
+        accepted.append(name)
+        if param.default is param.empty:
+            required.append(name)
+    return {"required": required, "accepted": accepted, "var_kw": var_kw}
+
+
+def _returned_fields(fn, module):
+    """Field names of run()'s return TypedDict, or None when it declares none."""
+    try:
+        ret = typing.get_type_hints(fn, globalns=vars(module)).get("return")
+        if ret is None or ret is type(None) or not hasattr(ret, "__annotations__"):
+            return None
+        return list(typing.get_type_hints(ret).keys())
+    except Exception:
+        return None
+
+
+def _schema_error(fn, module):
+    """Why run()'s typed schema cannot be read, or None."""
+    try:
+        hints = typing.get_type_hints(fn, globalns=vars(module))
+    except Exception as exc:
+        return "cannot resolve type hints on run(): %s" % exc
+    for name, param in inspect.signature(fn).parameters.items():
+        if name == "ctx" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if name not in hints:
+            return "parameter '%s' on run() missing type annotation" % name
+    ret = hints.get("return", type(None))
+    if ret is not type(None) and not typing.is_typeddict(ret):
+        return "run() return type must be a TypedDict or None, got %r" % (ret,)
+    return None
+
+
 def _introspect(msg, state):
     path = msg["script_path"]
+    reply = {"kind": "introspect_result", "error": None, "signature": None, "returned": None}
     try:
         module = _import_fresh(path, "_trellis_introspect_%d" % state.run_id)
-        fn = getattr(module, "run", None)
-        if fn is None or not callable(fn):
-            raise ValueError("no callable run()")
-        hints = typing.get_type_hints(fn)
-        for name, param in inspect.signature(fn).parameters.items():
-            if name == "ctx" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            if name not in hints:
-                raise ValueError("parameter '%s' has no type annotation" % name)
-        ret = hints.get("return", type(None))
-        if ret is not type(None) and not typing.is_typeddict(ret):
-            raise ValueError("return type %r is not a TypedDict or None" % (ret,))
-        return {"kind": "introspect_result", "error": None}
     except BaseException as exc:
-        return {"kind": "introspect_result", "error": "%s: %s" % (type(exc).__name__, exc)}
+        reply["error"] = "%s: %s" % (type(exc).__name__, exc)
+        return reply
+    fn = getattr(module, "run", None)
+    if fn is None or not callable(fn):
+        reply["error"] = "script '%s' missing run() function" % os.path.basename(path)
+        return reply
+    reply["signature"] = _run_signature(fn)
+    reply["returned"] = _returned_fields(fn, module)
+    try:
+        reply["error"] = _schema_error(fn, module)
+    except BaseException as exc:
+        reply["error"] = "%s: %s" % (type(exc).__name__, exc)
+    return reply
 
 
 _HANDLERS = {"run": _run_script, "call_tool": _call_tool, "introspect": _introspect}
@@ -357,6 +431,7 @@ def _serve(msg):
 
 
 def main():
+    _install_gap_shims()
     _send({"id": None, "kind": "ready", "pid": os.getpid()})
     for raw in _REQUESTS:
         try:
@@ -366,7 +441,7 @@ def main():
         kind = msg.get("kind")
         if kind in _HANDLERS:
             threading.Thread(target=_serve, args=(msg,), daemon=True).start()
-        elif kind in ("tool_result", "tool_error"):
+        elif kind in ("tool_result", "tool_error", "stream_value", "stream_error"):
             with _RUNS_LOCK:
                 state = _RUNS.get(msg.get("id"))
             if state is not None:
@@ -382,7 +457,3 @@ def main():
             break
     _PROTO.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,6 @@
 //! The CPython bridge process: spawn, JSON-lines framing, request multiplexing and crash detection.
 
+use crate::observation::Sample;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
@@ -12,7 +13,11 @@ use std::time::{Duration, Instant};
 use trellis_process::{ProcessEnd, ProcessSpec, Session};
 
 /// The bridge program, embedded at build time and passed to the interpreter with `-c`.
-pub const BRIDGE_SOURCE: &str = include_str!("../python/bridge.py");
+pub const BRIDGE_SOURCE: &str = concat!(
+    include_str!("../python/bridge.py"),
+    "\n",
+    include_str!("../python/bridge_bundles.py")
+);
 
 /// Largest protocol frame the bridge sends (a script's return value, a published value, a
 /// tool call, a log line): the Python side turns a larger result into a node error ("script
@@ -25,6 +30,8 @@ const FRAME_LIMIT_VAR: &str = "TRELLIS_BRIDGE_MAX_FRAME_BYTES";
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(10);
 const STDERR_TAIL_LINES: usize = 20;
+/// Longest a Python stream read may wait for its first observation.
+const MAX_STREAM_WAIT_S: f64 = 60.0;
 /// How long a killed bridge may take to go.
 const KILL_GRACE: Duration = Duration::from_millis(200);
 
@@ -102,6 +109,11 @@ pub(crate) trait BridgeHooks {
     fn log(&self, stream: &str, line: &str);
     /// True once the node should stop.
     fn is_cancelled(&self) -> bool;
+    /// `handle.latest()` on the observation stream from Python: `Err(message)` is raised there
+    /// as `StreamUnavailable`.
+    fn stream_latest(&self, _name: &str, _timeout: Duration) -> Result<Sample, String> {
+        Err("no observation stream is running".to_string())
+    }
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
@@ -370,6 +382,7 @@ impl Bridge {
                     let kind = frame.get("kind").and_then(Value::as_str).unwrap_or("");
                     match kind {
                         "tool_call" => self.answer_tool_call(id, &frame, hooks)?,
+                        "stream_latest" => self.answer_stream_read(id, &frame, hooks)?,
                         "publish" => {
                             hooks.publish(frame.get("value").cloned().unwrap_or(Value::Null))
                         }
@@ -412,6 +425,29 @@ impl Bridge {
                 Some(_) => {}
             }
         }
+    }
+
+    fn answer_stream_read(
+        &self,
+        id: u64,
+        frame: &Value,
+        hooks: &dyn BridgeHooks,
+    ) -> Result<(), BridgeError> {
+        let call_id = frame.get("call_id").cloned().unwrap_or(Value::Null);
+        let name = frame.get("name").and_then(Value::as_str).unwrap_or("");
+        let timeout = frame
+            .get("timeout")
+            .and_then(Value::as_f64)
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .map(|t| Duration::from_secs_f64(t.min(MAX_STREAM_WAIT_S)))
+            .unwrap_or(Duration::from_secs(2));
+        let reply = match hooks.stream_latest(name, timeout) {
+            Ok(sample) => json!({"id": id, "kind": "stream_value", "call_id": call_id,
+                                 "value": sample.value, "sampled_at": sample.sampled_at, "age_s": sample.age_s}),
+            Err(message) => json!({"id": id, "kind": "stream_error", "call_id": call_id,
+                                   "error": {"type": "StreamUnavailable", "message": message}}),
+        };
+        self.send(&reply)
     }
 
     fn answer_tool_call(
@@ -523,27 +559,57 @@ impl BridgeHooks for IntrospectHooks {
 }
 
 impl crate::validate::ScriptIntrospector for PythonIntrospector {
-    fn introspect(&self, path: &Path) -> Result<(), String> {
+    fn introspect(&self, path: &Path) -> crate::validate::ScriptReport {
+        use crate::validate::{RunSignature, ScriptReport};
+        let failed = |reason: String| ScriptReport {
+            schema_error: Some(reason),
+            ..ScriptReport::default()
+        };
         if !path.is_file() {
-            return Err(format!("script file not found: {}", path.display()));
+            return failed(format!("script file not found: {}", path.display()));
         }
-        let bridge = self.slot.get().map_err(|e| e.to_string())?;
+        let bridge = match self.slot.get() {
+            Ok(bridge) => bridge,
+            Err(e) => return failed(e.to_string()),
+        };
         let mut payload = Map::new();
         payload.insert("script_path".to_string(), json!(path.to_string_lossy()));
-        let reply = bridge
-            .request(
-                "introspect",
-                payload,
-                &IntrospectHooks {
-                    deadline: Instant::now() + INTROSPECT_TIMEOUT,
-                },
-                Duration::from_secs(1),
-                None,
-            )
-            .map_err(|e| e.to_string())?;
-        match reply.get("error") {
-            Some(Value::String(reason)) => Err(reason.clone()),
-            _ => Ok(()),
+        let reply = match bridge.request(
+            "introspect",
+            payload,
+            &IntrospectHooks {
+                deadline: Instant::now() + INTROSPECT_TIMEOUT,
+            },
+            Duration::from_secs(1),
+            None,
+        ) {
+            Ok(reply) => reply,
+            Err(e) => return failed(e.to_string()),
+        };
+        let names = |value: Option<&Value>| -> Option<Vec<String>> {
+            value?.as_array().map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+        };
+        let signature = reply
+            .get("signature")
+            .filter(|s| s.is_object())
+            .map(|s| RunSignature {
+                required: names(s.get("required")).unwrap_or_default(),
+                accepted: names(s.get("accepted")).unwrap_or_default(),
+                var_kw: s.get("var_kw").and_then(Value::as_bool).unwrap_or(false),
+            });
+        ScriptReport {
+            schema_error: reply
+                .get("error")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            signature,
+            returned: names(reply.get("returned")),
         }
     }
 }

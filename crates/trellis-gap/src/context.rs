@@ -2,6 +2,7 @@
 
 use crate::bridge::{BridgeError, BridgeHooks, BridgeSlot};
 use crate::events::{RunEvent, RunObserver};
+use crate::observation::{ObservationStream, Sample};
 use crate::stream::{CancelToken, StreamSlot};
 use crate::tools::{ToolError, ToolRegistry};
 use crate::trace::TraceWriter;
@@ -65,6 +66,10 @@ pub(crate) struct RunShared<'a> {
     pub guard_limits: GuardLimits,
     guard_counts: Mutex<[u64; 3]>,
     pub cancel_grace: Duration,
+    /// The run's observation stream, when a connector was given.
+    pub observation: Option<Arc<ObservationStream>>,
+    /// Every Nth stream read is traced (`$GAP_TRACE_STREAM_SAMPLE_N`, default 1; 0: none).
+    pub stream_sample_every: u64,
     /// Longest a script or Python tool body may run.
     pub script_timeout: Duration,
 }
@@ -89,6 +94,11 @@ impl<'a> RunShared<'a> {
             guard_counts: Mutex::new([0; 3]),
             cancel_grace: times.cancel_grace,
             script_timeout: times.script_timeout,
+            observation: None,
+            stream_sample_every: std::env::var("GAP_TRACE_STREAM_SAMPLE_N")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(1),
         }
     }
 
@@ -130,6 +140,7 @@ pub struct NodeContext<'a> {
     trace_id: Option<String>,
     stream: Option<Arc<StreamSlot>>,
     subcall_seq: AtomicU32,
+    stream_read_seq: AtomicU32,
 }
 
 impl<'a> NodeContext<'a> {
@@ -145,6 +156,7 @@ impl<'a> NodeContext<'a> {
             trace_id,
             stream,
             subcall_seq: AtomicU32::new(0),
+            stream_read_seq: AtomicU32::new(0),
         }
     }
 
@@ -228,9 +240,13 @@ impl<'a> NodeContext<'a> {
         tool: &str,
         module_path: &Path,
         function: &str,
+        package: Option<&Value>,
         args: Map<String, Value>,
     ) -> Result<Value, ToolError> {
         let mut payload = Map::new();
+        if let Some(package) = package {
+            payload.insert("package".into(), package.clone());
+        }
         payload.insert("tool".into(), json!(tool));
         payload.insert("module_path".into(), json!(module_path.to_string_lossy()));
         payload.insert("function".into(), json!(function));
@@ -352,5 +368,23 @@ impl BridgeHooks for NodeContext<'_> {
 
     fn is_cancelled(&self) -> bool {
         NodeContext::is_cancelled(self)
+    }
+
+    fn stream_latest(&self, name: &str, timeout: Duration) -> Result<Sample, String> {
+        let stream = self
+            .run
+            .observation
+            .as_ref()
+            .ok_or_else(|| "no observation stream is running".to_string())?;
+        let sample = stream.latest(timeout).map_err(|e| e.to_string())?;
+        let seq = self.stream_read_seq.fetch_add(1, Ordering::SeqCst);
+        let every = self.run.stream_sample_every;
+        if let (Some(trace), Some(trace_id)) = (&self.run.trace, &self.trace_id)
+            && every > 0
+            && u64::from(seq) % every == 0
+        {
+            trace.record_stream_read(trace_id, seq, name, &sample.value, sample.sampled_at);
+        }
+        Ok(sample)
     }
 }

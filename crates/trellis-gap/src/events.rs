@@ -1,5 +1,6 @@
 //! Progress events the executor reports, the observer trait, and the serialized run result.
 
+use crate::checkpoint::CheckpointResult;
 use crate::issue::Issue;
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -59,6 +60,8 @@ pub enum RunEvent {
         tool: String,
         error: Option<String>,
     },
+    /// A checkpoint of a subgraph visit was evaluated.
+    CheckpointEvaluated { result: CheckpointResult },
     /// The run ended.
     RunFinished { result: ExecutionResult },
 }
@@ -120,6 +123,9 @@ pub struct ExecutionResult {
     pub outputs: IndexMap<String, Map<String, Value>>,
     /// Why the run did not succeed (also set for a failure end node).
     pub error: Option<String>,
+    /// Checkpoints evaluated after subgraph visits (omitted when none were).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<CheckpointResult>,
     /// Python traceback of the first failing node, when it came from Python.
     #[serde(skip)]
     pub traceback: Option<String>,

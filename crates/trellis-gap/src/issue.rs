@@ -57,14 +57,15 @@ impl Issue {
         self.severity == Severity::Error
     }
 
-    /// The trailing rule id (`W4`, `S11`, …) when the message carries one.
+    /// The trailing rule id (`W4`, `S11`, `SK2`, …) when the message carries one.
     pub fn rule(&self) -> Option<&str> {
         let inner = self.message.strip_suffix(')')?;
         let start = inner.rfind(" (")?;
         let rule = &inner[start + 2..];
-        let valid = rule.len() >= 2
-            && rule.starts_with(['W', 'S'])
-            && rule[1..].bytes().all(|b| b.is_ascii_digit());
+        let digits = rule
+            .strip_prefix("SK")
+            .or_else(|| rule.strip_prefix(['W', 'S']))?;
+        let valid = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
         valid.then_some(rule)
     }
 }

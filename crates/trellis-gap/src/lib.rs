@@ -3,24 +3,31 @@
 //! Typical use: [`load_workflow`] → [`validate`] → [`execute`] (or [`execute_with_defaults`]).
 
 mod bridge;
+mod checkpoint;
+mod connector;
 mod context;
 mod events;
 mod executor;
 mod issue;
 mod loader;
 mod model;
+mod observation;
 mod pyfmt;
 mod refs;
 mod report;
 mod schema;
+mod skills;
 mod stream;
 mod tools;
 mod trace;
+mod trace_diff;
 mod validate;
 
 pub use bridge::{
     BRIDGE_SOURCE, BridgeError, MAX_BRIDGE_FRAME_BYTES, PythonConfig, PythonIntrospector,
 };
+pub use checkpoint::{CheckpointMode, CheckpointResult};
+pub use connector::{CONNECTOR_CALL_TIMEOUT, CommandConnector, Connector, PythonConnector};
 pub use context::{GuardLimits, NodeContext};
 pub use events::{
     CollectingObserver, ExecutionResult, ExitStatus, NullObserver, RunEvent, RunObserver,
@@ -35,12 +42,24 @@ pub use model::{
     ConditionalEdge, END, EndStatus, ExitDecl, IN, InputValue, NodeDef, NodeType,
     OBSERVATION_STREAM, Ref, START, SubgraphDef, ToolCall, Workflow,
 };
+pub use observation::{
+    DEFAULT_OBSERVATION_HZ, ObservationStream, STREAM_MARKER_KEY, Sample, StreamUnavailable,
+    observation_hz, stream_marker,
+};
 pub use pyfmt::{py_repr, py_str};
 pub use refs::{LocalOutputs, ResolveError, ScopeValue, resolve_input, resolve_ref};
 pub use report::{ValidationReport, is_gap_path};
+pub use skills::{
+    BundleKind, CanonicalScript, SkillBundle, SkillError, SkillRegistry, parse_skill_md,
+};
 pub use stream::{CancelToken, StreamSlot, StreamTimeout};
 pub use tools::{Tool, ToolDescriptor, ToolError, ToolRegistry, load_command_manifest};
-pub use validate::{ScriptIntrospector, SkillContract, SkillRegistry, ValidateOptions, validate};
+pub use trace_diff::{
+    Divergence, NodeAgreement, TraceDiff, TraceDiffError, diff_traces, first_difference,
+};
+pub use validate::{
+    MAX_SUBGRAPH_NESTING, RunSignature, ScriptIntrospector, ScriptReport, ValidateOptions, validate,
+};
 
 /// Runs `workflow` with default options and the given tool registry, ignoring progress events.
 pub fn execute_with_defaults(workflow: &Workflow, tool_registry: ToolRegistry) -> ExecutionResult {

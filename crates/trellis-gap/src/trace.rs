@@ -48,6 +48,8 @@ fn id_dir(id: &str) -> String {
 struct NodeRecord {
     record: Map<String, Value>,
     started: Option<Instant>,
+    /// A visit is open between its start and its (single) close.
+    open: bool,
 }
 
 #[derive(Default)]
@@ -144,6 +146,7 @@ impl TraceWriter {
                 NodeRecord {
                     record,
                     started: None,
+                    open: false,
                 },
             );
             state.event(
@@ -237,6 +240,7 @@ impl TraceWriter {
         };
         if let Some(node) = state.nodes.get_mut(id) {
             node.started = Some(Instant::now());
+            node.open = true;
             node.record.insert("started_at".into(), json!(now_epoch()));
             node.record.insert("finished_at".into(), Value::Null);
             node.record.insert("status".into(), json!("running"));
@@ -285,11 +289,15 @@ impl TraceWriter {
         state.event("output_recorded", id, None, json!({"asset_count": 0}));
     }
 
-    /// Closes the current visit of `id` as ok or error.
+    /// Closes the current visit of `id` as ok or error; a second close of one visit is ignored.
     pub(crate) fn finish_node(&self, id: &str, error: Option<&str>) {
         let mut state = self.lock();
         let mut duration = 0.0;
         if let Some(node) = state.nodes.get_mut(id) {
+            if !node.open {
+                return;
+            }
+            node.open = false;
             duration = node
                 .started
                 .map(|s| round2(s.elapsed().as_secs_f64() * 1000.0))
@@ -309,6 +317,72 @@ impl TraceWriter {
             id,
             Some(status),
             json!({"success": error.is_none(), "duration_ms": duration}),
+        );
+    }
+
+    /// Counts a visit of a node that is never started as a body (a subgraph call site).
+    pub(crate) fn count_visit(&self, id: &str, visit: u32) {
+        if let Some(node) = self.lock().nodes.get_mut(id) {
+            node.record.insert("visits".into(), json!(visit + 1));
+        }
+    }
+
+    /// Appends the checkpoint results of one subgraph visit to the call site's record.
+    pub(crate) fn record_checkpoints(
+        &self,
+        id: &str,
+        visit: u32,
+        results: &[crate::checkpoint::CheckpointResult],
+    ) {
+        let mut state = self.lock();
+        let entries: Vec<Value> = results
+            .iter()
+            .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+            .collect();
+        if let Some(node) = state.nodes.get_mut(id)
+            && let Some(Value::Array(list)) = node.record.get_mut("checkpoints")
+        {
+            list.extend(entries);
+        }
+        for result in results {
+            state.event(
+                "checkpoint_evaluated",
+                id,
+                Some(if result.passed { "ok" } else { "error" }),
+                json!({"visit": visit, "name": result.name, "passed": result.passed,
+                       "eval_error": result.eval_error}),
+            );
+        }
+    }
+
+    /// Writes `stream_reads/<seq>_<stream>/` for one read of the observation stream.
+    pub(crate) fn record_stream_read(
+        &self,
+        id: &str,
+        seq: u32,
+        stream: &str,
+        value: &Value,
+        sampled_at: f64,
+    ) {
+        let dir = self
+            .dir
+            .join("node_data")
+            .join(id_dir(id))
+            .join("stream_reads")
+            .join(format!("{seq:03}_{}", path_segment(stream)));
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+            let _ = std::fs::write(dir.join("value.json"), pretty(value));
+            let _ = std::fs::write(
+                dir.join("meta.json"),
+                pretty(&json!({"stream": stream, "sampled_at": sampled_at})),
+            );
+        }
+        self.lock().event(
+            "stream_read",
+            id,
+            None,
+            json!({"seq": seq, "stream": stream, "sampled_at": sampled_at}),
         );
     }
 

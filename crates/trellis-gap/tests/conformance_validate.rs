@@ -6,7 +6,7 @@ use common::{conformance_gap_dir, conformance_json, shape, triple};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use trellis_gap::{
-    Issue, SkillContract, SkillRegistry, ToolRegistry, ValidateOptions, parse_workflow, validate,
+    Issue, SkillBundle, SkillRegistry, ToolRegistry, ValidateOptions, parse_workflow, validate,
 };
 
 fn validate_doc(document: &Value) -> Vec<Issue> {
@@ -295,15 +295,11 @@ fn s4_streaming_must_match_the_skill_contract() {
         .unwrap()
         .push(json!(["START", "track_object"]));
     let registry = |streaming| -> SkillRegistry {
-        [(
-            "track_object".to_string(),
-            SkillContract {
-                streaming,
-                exit_conditions: None,
-            },
-        )]
-        .into_iter()
-        .collect()
+        let mut registry = SkillRegistry::new();
+        registry
+            .insert(SkillBundle::new("track_object").with_streaming(streaming))
+            .unwrap();
+        registry
     };
     let at = "subgraphs.sg_def.nodes.track_object";
     let non_streaming = registry(false);

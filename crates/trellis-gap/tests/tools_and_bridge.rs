@@ -196,7 +196,7 @@ fn script_introspection_warns_for_unresolvable_scripts() {
     assert!(warned[0].0.ends_with(".missing") && warned[0].1.contains("not found"));
     assert!(warned[1].0.ends_with(".broken") && warned[1].1.contains("broken at import"));
     assert!(warned[2].0.ends_with(".norun") && warned[2].1.contains("run()"));
-    assert!(warned[3].0.ends_with(".untyped") && warned[3].1.contains("no type annotation"));
+    assert!(warned[3].0.ends_with(".untyped") && warned[3].1.contains("missing type annotation"));
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! and `logs` work on GaP runs like on GraphSpec runs.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -10,17 +9,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use trellis_agents::forward::one_line;
-use trellis_gap::{
-    CancelToken, ExecuteOptions, ExecutionResult, Issue, RunEvent as GapEvent, RunObserver,
-    ToolRegistry, ValidateOptions, Workflow, load_command_manifest, load_workflow,
-    read_inputs_file, render_issues, validate,
-};
+use trellis_gap::{CancelToken, RunEvent as GapEvent, RunObserver};
 use trellis_ledger::{
     Admission, LogLevel, LogStream, NewRun, RunEvent, RunId, RunKind, RunStore, TerminalResult,
 };
 
-use crate::admission::AdmissionError;
 use crate::error::RuntimeError;
+use crate::gap_admission::{GapOutcome, GapRun};
 use crate::home::{Lease, LeaseAttempt, TrellisHome};
 use crate::log_budget::LogBudget;
 use crate::recovery::TerminalReason;
@@ -51,124 +46,6 @@ const BATCH_EVENTS: usize = 512;
 
 /// How often the run is checked for a force-stop request.
 const STOP_POLL: Duration = Duration::from_millis(200);
-
-/// A GaP workflow to run, and how.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GapRunRequest {
-    /// The workflow: a directory with `workflow.json`, or the file itself.
-    pub workflow: PathBuf,
-    /// Top-level inputs: a JSON object file.
-    pub inputs: Option<PathBuf>,
-    /// Write `dag_trace.json` and `node_data/` here as the run goes.
-    pub trace_dir: Option<PathBuf>,
-    /// Most ready nodes run at once per super-step.
-    pub max_workers: Option<usize>,
-    /// Register the command tools of these manifests (a `tools.json` beside the workflow is
-    /// always read).
-    pub tool_manifests: Vec<PathBuf>,
-    /// Register Python functions as tools: `NAME=MODULE.py:FUNCTION`.
-    pub python_tools: Vec<String>,
-    /// Register the built-in `stub.*` test tools.
-    pub stub_tools: bool,
-    pub title: Option<String>,
-    pub submission_key: Option<String>,
-}
-
-/// A finished GaP run: its id and the executor's result object.
-#[derive(Debug, Clone)]
-pub struct GapOutcome {
-    pub run_id: RunId,
-    pub result: ExecutionResult,
-}
-
-fn tool_registry(
-    request: &GapRunRequest,
-    workflow_dir: &Path,
-) -> Result<ToolRegistry, AdmissionError> {
-    let mut registry = if request.stub_tools {
-        ToolRegistry::with_builtin_stubs()
-    } else {
-        ToolRegistry::new()
-    };
-    let beside = workflow_dir.join("tools.json");
-    let manifests = request
-        .tool_manifests
-        .iter()
-        .cloned()
-        .chain(beside.is_file().then_some(beside));
-    for manifest in manifests {
-        load_command_manifest(&mut registry, &manifest).map_err(|e| {
-            AdmissionError::GapOptions(format!("tool manifest {}: {e}", manifest.display()))
-        })?;
-    }
-    for spec in &request.python_tools {
-        let malformed = || {
-            AdmissionError::GapOptions(format!(
-                "--python-tool {spec:?}: expected NAME=MODULE.py:FUNCTION"
-            ))
-        };
-        let (name, target) = spec.split_once('=').ok_or_else(malformed)?;
-        let (module, function) = target.rsplit_once(':').ok_or_else(malformed)?;
-        registry
-            .register_python(name, PathBuf::from(module), function)
-            .map_err(|e| AdmissionError::GapOptions(format!("--python-tool {spec:?}: {e}")))?;
-    }
-    Ok(registry)
-}
-
-/// Loads and validates the workflow with its tools, and reads its inputs: a GaP run's
-/// admission.
-pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> {
-    let path = request.workflow.clone();
-    let workflow = load_workflow(&path).map_err(|e| AdmissionError::GapOptions(e.to_string()))?;
-    let registry = tool_registry(&request, &workflow.workflow_dir)?;
-    let issues: Vec<Issue> = validate(
-        &workflow,
-        &ValidateOptions {
-            tool_registry: Some(&registry),
-            ..ValidateOptions::default()
-        },
-    );
-    if issues.iter().any(Issue::is_error) {
-        return Err(AdmissionError::GapRejected {
-            path,
-            report: render_issues(&issues),
-        });
-    }
-    let mut options = ExecuteOptions {
-        trace_dir: request.trace_dir.clone(),
-        tool_registry: Arc::new(registry),
-        ..ExecuteOptions::default()
-    };
-    if let Some(file) = &request.inputs {
-        options.inputs =
-            read_inputs_file(file).map_err(|e| AdmissionError::GapOptions(e.to_string()))?;
-    }
-    if let Some(n) = request.max_workers {
-        options.max_workers = n.max(1);
-    }
-    let title = request.title.clone().unwrap_or_else(|| {
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "gap".into())
-    });
-    Ok(GapRun {
-        workflow,
-        workflow_path: path,
-        title,
-        submission_key: request.submission_key,
-        options,
-    })
-}
-
-/// An admitted GaP run.
-pub(crate) struct GapRun {
-    pub workflow: Workflow,
-    pub workflow_path: PathBuf,
-    pub title: String,
-    pub submission_key: Option<String>,
-    pub options: ExecuteOptions,
-}
 
 /// Feeds executor events to the caller and, batched, to the ledger.
 struct LedgerObserver<'a> {
@@ -309,13 +186,7 @@ pub(crate) fn run_gap(
             "a fresh run id is already leased".into(),
         ));
     };
-    let inputs = Value::Object(run.options.inputs.clone());
-    let submission = json!({
-        "workflow": run.workflow_path.display().to_string(),
-        "inputs": inputs,
-        "traceDir": run.options.trace_dir.as_ref().map(|p| p.display().to_string()),
-        "maxWorkers": run.options.max_workers,
-    });
+    let submission = run.submission();
     let key = run
         .submission_key
         .clone()

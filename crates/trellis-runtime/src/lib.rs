@@ -17,6 +17,7 @@ mod controller;
 mod delivery;
 mod documents;
 mod error;
+mod gap_admission;
 mod gap_runner;
 mod harnesses;
 mod home;
@@ -40,7 +41,7 @@ pub use admission::{
 };
 pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;
-pub use gap_runner::{GapOutcome, GapRunRequest};
+pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};
 pub use launch::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
 pub use options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
 pub use plan::PlanError;
@@ -74,7 +75,8 @@ pub mod diagnostics {
 /// GaP workflow progress events and results, for rendering a GaP run.
 pub mod gap {
     pub use trellis_gap::{
-        ExecutionResult as GapResult, RunEvent as GapEvent, ValidationReport as GapValidationReport,
+        CheckpointMode, ExecutionResult as GapResult, RunEvent as GapEvent, TraceDiff,
+        TraceDiffError, ValidationReport as GapValidationReport, diff_traces,
     };
 }
 

@@ -14,7 +14,8 @@ use trellis_ledger::{
 use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, readmit, verify};
 use crate::delivery::read_source;
 use crate::error::RuntimeError;
-use crate::gap_runner::{self, GapOutcome, GapRunRequest};
+use crate::gap_admission::{self, GapOutcome, GapRunRequest};
+use crate::gap_runner;
 use crate::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::launch::{LaunchRequest, Launched, Start, controller_env, launch};
 use crate::options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
@@ -175,7 +176,7 @@ impl Runtime {
         request: GapRunRequest,
         progress: &(dyn Fn(&GapEvent) + Send + Sync),
     ) -> Result<GapOutcome, RuntimeError> {
-        let run = gap_runner::prepare(request)?;
+        let run = gap_admission::prepare(request)?;
         gap_runner::run_gap(self.store.clone(), &self.home, run, progress)
     }
 

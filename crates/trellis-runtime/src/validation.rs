@@ -12,6 +12,7 @@ use crate::admission::{
     AdmissionError, GraphSource, InputSource, check_input, read_registry, verify_spec,
 };
 use crate::documents::{DocumentKind, classify, read_json_file};
+use crate::gap_admission::load_skill_dirs;
 use crate::templates;
 use crate::views::{GraphBounds, GraphLayout};
 
@@ -23,6 +24,10 @@ pub struct ValidateRequest {
     pub registry: Option<PathBuf>,
     /// Check this input against the graph's `initialInput` too.
     pub input: Option<InputSource>,
+    /// GaP: check subgraphs against the skill bundles under these directories.
+    pub skills: Vec<PathBuf>,
+    /// GaP: also reconcile each skill subgraph's exits with its bundle's (needs `skills`).
+    pub strict: bool,
 }
 
 impl ValidateRequest {
@@ -31,6 +36,8 @@ impl ValidateRequest {
             document,
             registry: None,
             input: None,
+            skills: Vec::new(),
+            strict: false,
         }
     }
 }
@@ -135,6 +142,11 @@ pub fn validate(request: ValidateRequest) -> Result<ValidationReport, AdmissionE
             (format!("template {name}"), value)
         }
     };
+    if !request.skills.is_empty() || request.strict {
+        return Err(AdmissionError::GapOptions(
+            "--skills and --strict apply to GaP workflows".to_owned(),
+        ));
+    }
     let spec = match GraphSpec::parse(&value, &JsonPath::root()) {
         Ok(spec) => spec,
         Err(error) => {
@@ -196,9 +208,18 @@ fn validate_gap(
                 .to_owned(),
         ));
     }
+    if request.strict && request.skills.is_empty() {
+        return Err(AdmissionError::GapOptions(
+            "--strict reconciles exits against skill bundles; name them with --skills DIR"
+                .to_owned(),
+        ));
+    }
+    let skills = load_skill_dirs(&request.skills)?;
     let introspector = PythonIntrospector::new(PythonConfig::from_env());
     let options = ValidateOptions {
         script_introspector: Some(&introspector),
+        skill_registry: (!request.skills.is_empty()).then_some(&skills),
+        reconcile_exits: request.strict,
         ..ValidateOptions::default()
     };
     let report = trellis_gap::ValidationReport::for_path(&path, &options);

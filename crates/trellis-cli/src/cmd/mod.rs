@@ -7,4 +7,5 @@ pub mod run;
 pub mod run_gap;
 pub mod schema;
 pub mod template;
+pub mod trace;
 pub mod validate;

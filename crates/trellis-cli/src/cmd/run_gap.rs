@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use clap::Args;
-use trellis_runtime::gap::GapEvent as RunEvent;
-use trellis_runtime::{AdmissionError, GapRunRequest, RuntimeError};
+use trellis_runtime::gap::{CheckpointMode, GapEvent as RunEvent};
+use trellis_runtime::{AdmissionError, GapConnector, GapRunRequest, RuntimeError};
 
 use crate::cmd::run::RunArgs;
 use crate::context::{machine_output, open_runtime};
@@ -32,6 +32,36 @@ pub struct GapArgs {
     /// GaP: register the built-in `stub.*` test tools.
     #[arg(long)]
     pub stub_tools: bool,
+    /// GaP: skill bundles under DIR (repeatable): contract checks, `gap_skills.*` packages for
+    /// their subgraphs' scripts (`load_prompt`), canonical scripts, and their `tools.py` tools.
+    #[arg(long, value_name = "DIR")]
+    pub skills: Vec<PathBuf>,
+    /// GaP: a Python module whose `get_observation()` feeds the observation stream and whose
+    /// `world_snapshot()` the checkpoints are judged against.
+    #[arg(long, value_name = "MODULE.py", conflicts_with = "connector_command")]
+    pub connector: Option<PathBuf>,
+    /// GaP: a connector program (words split on whitespace) answering JSON lines
+    /// `{"id","op":"get_observation"|"world_snapshot"}` with `{"id","value"}`.
+    #[arg(long, value_name = "COMMAND")]
+    pub connector_command: Option<String>,
+    /// GaP: evaluate `checkpoints/<subgraph>.py` after each success-path subgraph exit:
+    /// `off`, `warn` (record and log failures) or `strict` (a failure fails the run).
+    #[arg(long, value_name = "MODE", default_value = "warn", value_parser = parse_checkpoints)]
+    pub checkpoints: CheckpointMode,
+}
+
+fn parse_checkpoints(text: &str) -> Result<CheckpointMode, String> {
+    CheckpointMode::parse(text).ok_or_else(|| format!("expected off, warn or strict, got {text:?}"))
+}
+
+fn connector(args: &GapArgs) -> Option<GapConnector> {
+    if let Some(module) = &args.connector {
+        return Some(GapConnector::PythonModule(module.clone()));
+    }
+    let command = args.connector_command.as_ref()?;
+    Some(GapConnector::Command(
+        command.split_whitespace().map(str::to_string).collect(),
+    ))
 }
 
 fn progress_line(event: &RunEvent) -> Option<String> {
@@ -56,6 +86,12 @@ fn progress_line(event: &RunEvent) -> Option<String> {
         RunEvent::Log { node_id, line, .. } => {
             format!("  {} {line}", node_id.as_deref().unwrap_or("·"))
         }
+        RunEvent::CheckpointEvaluated { result } => format!(
+            "  checkpoint {}.{} {}",
+            result.subgraph,
+            result.name,
+            if result.passed { "passed" } else { "FAILED" }
+        ),
         RunEvent::RecoveryCall {
             tool,
             error: Some(e),
@@ -82,6 +118,9 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
         tool_manifests: args.gap.tool_manifest.clone(),
         python_tools: args.gap.python_tool.clone(),
         stub_tools: args.gap.stub_tools,
+        skills: args.gap.skills.clone(),
+        connector: connector(&args.gap),
+        checkpoints: args.gap.checkpoints,
         title: args.title.clone(),
         submission_key: args.submission_key.clone(),
     };

@@ -28,6 +28,13 @@ pub struct ValidateArgs {
     /// Print exactly one JSON object instead of a report.
     #[arg(long)]
     pub json: bool,
+    /// GaP: check subgraphs against the skill bundles under DIR (S4, SK1–SK4); repeatable.
+    #[arg(long, value_name = "DIR")]
+    pub skills: Vec<PathBuf>,
+    /// GaP: also reconcile each skill subgraph's `success_values ∪ {on_error}` with the
+    /// bundle's declared exit conditions, as generated graphs must (needs --skills).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl ValidateArgs {
@@ -45,6 +52,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         document: GraphSource::File(path.to_path_buf()),
         registry: args.registry.clone(),
         input: args.input.clone().map(InputSource::File),
+        skills: args.skills.clone(),
+        strict: args.strict,
     })?;
     if args.json {
         outln!("{}", report.to_json());

@@ -1,14 +1,22 @@
 //! Executor entry point: validation gate, trace setup, top-level scope, end node and recovery.
 
+mod checkpoints;
 mod nodes;
 mod scope;
+mod subgraph;
 
 use crate::bridge::{BridgeSlot, LogSink, PythonConfig};
+use crate::checkpoint::{CheckpointMode, CheckpointResult};
+use crate::connector::Connector;
 use crate::context::{BodyTimes, GuardLimits, NodeContext, RunShared};
 use crate::events::{ExecutionResult, ExitStatus, RunEvent, RunObserver};
 use crate::issue::{Issue, graph_validation_message};
 use crate::model::{EndStatus, IN, NodeType, OBSERVATION_STREAM, Workflow};
+use crate::observation::{
+    DEFAULT_OBSERVATION_HZ, ObservationStream, observation_hz, stream_marker,
+};
 use crate::refs::ScopeValue;
+use crate::skills::SkillRegistry;
 use crate::stream::CancelToken;
 use crate::tools::{ToolError, ToolRegistry};
 use crate::trace::TraceWriter;
@@ -16,6 +24,7 @@ use crate::validate::{ValidateOptions, validate};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,6 +47,9 @@ pub struct ExecuteOptions {
     pub max_workers: usize,
     /// Tools available to tool nodes, recovery calls and `ctx.tool`.
     pub tool_registry: Arc<ToolRegistry>,
+    /// Skill bundles: S4/SK rules before the run, `gap_skills.*` packages for the scripts of a
+    /// bundle's subgraphs, and canonical scripts not shipped beside the workflow.
+    pub skill_registry: Arc<SkillRegistry>,
     /// How to start the Python bridge.
     pub python: PythonConfig,
     /// Super-step cap per scope (default `$GAP_ITERATION_CAP`, else 10000).
@@ -54,6 +66,13 @@ pub struct ExecuteOptions {
     pub guard_limits: GuardLimits,
     /// Cancelling this token stops the run (running bodies get the grace period).
     pub cancel: CancelToken,
+    /// Where observations and world snapshots come from.
+    pub connector: Option<Arc<dyn Connector>>,
+    /// Polling rate when neither `meta.observation_stream_hz` nor `$GAP_OBSERVATION_STREAM_HZ`
+    /// sets one.
+    pub observation_hz: f64,
+    /// How subgraph checkpoint sidecars are treated.
+    pub checkpoints: CheckpointMode,
 }
 
 impl Default for ExecuteOptions {
@@ -71,6 +90,7 @@ impl Default for ExecuteOptions {
             trace_dir: None,
             max_workers: 8,
             tool_registry: Arc::new(ToolRegistry::new()),
+            skill_registry: Arc::new(SkillRegistry::new()),
             python: PythonConfig::from_env(),
             node_visit_cap: std::env::var("GAP_ITERATION_CAP")
                 .ok()
@@ -84,6 +104,9 @@ impl Default for ExecuteOptions {
             stream_publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             guard_limits: GuardLimits::from_env(),
             cancel: CancelToken::new(),
+            connector: None,
+            observation_hz: DEFAULT_OBSERVATION_HZ,
+            checkpoints: CheckpointMode::Off,
         }
     }
 }
@@ -111,6 +134,9 @@ pub(crate) enum ExecError {
     /// The run was cancelled; never routed through `on_error`.
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// A strict checkpoint failed; never routed through `on_error`.
+    #[error("VerificationFailed: {0}")]
+    Verification(String),
 }
 
 impl ExecError {
@@ -118,7 +144,7 @@ impl ExecError {
     pub(crate) fn is_terminal(&self) -> bool {
         match self {
             ExecError::Node { terminal, .. } => *terminal,
-            ExecError::Guard(_) | ExecError::Cancelled(_) => true,
+            ExecError::Guard(_) | ExecError::Cancelled(_) | ExecError::Verification(_) => true,
             _ => false,
         }
     }
@@ -159,6 +185,10 @@ pub(crate) struct Executor<'a> {
     /// First node failure of the run, as "<full_id>: <text>".
     pub first_error: Mutex<Option<String>>,
     pub visits: Mutex<IndexMap<String, u32>>,
+    /// Every checkpoint evaluated so far, in order.
+    pub checkpoint_results: Mutex<Vec<CheckpointResult>>,
+    /// The "no world snapshot" warning is given once per run.
+    pub snapshot_warned: AtomicBool,
 }
 
 /// Validates and runs `workflow`, reporting progress to `observer`; never panics on bad input.
@@ -178,6 +208,7 @@ pub fn execute(
 
 fn empty_result(error: String) -> ExecutionResult {
     ExecutionResult {
+        checkpoints: Vec::new(),
         exit_status: None,
         end_node: None,
         outputs: IndexMap::new(),
@@ -195,6 +226,7 @@ fn run_validated(
 ) -> ExecutionResult {
     let validate_options = ValidateOptions {
         tool_registry: Some(&options.tool_registry),
+        skill_registry: (!options.skill_registry.is_empty()).then_some(&*options.skill_registry),
         ..ValidateOptions::default()
     };
     let issues = validate(workflow, &validate_options);
@@ -239,26 +271,43 @@ fn run_validated(
             let _ = tx.send((stream.to_string(), line.to_string()));
         }
     });
+    let observation = options.connector.as_ref().map(|connector| {
+        let hz = observation_hz(&workflow.meta, options.observation_hz);
+        Arc::new(ObservationStream::start(Arc::clone(connector), hz))
+    });
+    let mut run = RunShared::new(
+        &options.tool_registry,
+        observer,
+        BridgeSlot::new(options.python.clone(), sink),
+        trace,
+        options.cancel.clone(),
+        options.guard_limits,
+        BodyTimes {
+            cancel_grace: options.cancel_grace,
+            script_timeout: options.script_timeout,
+        },
+    );
+    run.observation = observation;
     let executor = Executor {
-        run: RunShared::new(
-            &options.tool_registry,
-            observer,
-            BridgeSlot::new(options.python.clone(), sink),
-            trace,
-            options.cancel.clone(),
-            options.guard_limits,
-            BodyTimes {
-                cancel_grace: options.cancel_grace,
-                script_timeout: options.script_timeout,
-            },
-        ),
+        run,
         workflow,
         options,
         cross_outputs: Mutex::new(IndexMap::new()),
         first_error: Mutex::new(None),
         visits: Mutex::new(IndexMap::new()),
+        checkpoint_results: Mutex::new(Vec::new()),
+        snapshot_warned: AtomicBool::new(false),
     };
     let mut result = executor.run_top_level();
+    // The stream stops with the run, before anything else is torn down.
+    if let Some(stream) = &executor.run.observation {
+        stream.stop();
+    }
+    result.checkpoints = executor
+        .checkpoint_results
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
     executor.run.bridge.shutdown(BRIDGE_SHUTDOWN_GRACE);
     for (stream, line) in log_rx.try_iter() {
         sink_observer.on_event(&RunEvent::Log {
@@ -281,7 +330,11 @@ impl Executor<'_> {
 
     fn run_top_level(&self) -> ExecutionResult {
         let mut in_value = Map::new();
-        in_value.insert(OBSERVATION_STREAM.to_string(), Value::Null);
+        let stream = match self.run.observation {
+            Some(_) => stream_marker(),
+            None => Value::Null,
+        };
+        in_value.insert(OBSERVATION_STREAM.to_string(), stream);
         in_value.extend(self.options.inputs.clone());
         let wf = self.workflow;
         let top = scope::ScopeDef {
@@ -289,6 +342,7 @@ impl Executor<'_> {
             nodes: &wf.nodes,
             edges: &wf.edges,
             conditional: &wf.conditional_edges,
+            depth: 0,
         };
         let (outcome, _) = self.run_scope(&top, ScopeValue::Value(Value::Object(in_value)));
         let outputs = self.lock_cross().clone();

@@ -5,12 +5,22 @@ use super::{ExecError, Executor};
 use crate::context::NodeContext;
 use crate::events::RunEvent;
 use crate::model::{InputValue, NodeDef, NodeType};
-use crate::pyfmt::{py_list, py_repr, py_str, py_type_name};
-use crate::refs::{LocalOutputs, ScopeValue, resolve_input, resolve_inputs, resolve_ref};
+use crate::pyfmt::{py_list, py_repr, py_type_name};
+use crate::refs::{LocalOutputs, resolve_inputs};
 use serde_json::{Map, Value, json};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+/// What the bridge needs to install a bundle's synthetic packages and serve `load_prompt`.
+fn bundle_package(bundle: &crate::skills::SkillBundle) -> Value {
+    json!({
+        "name": bundle.package(),
+        "dir": bundle.dir.to_string_lossy(),
+        "scripts_dir": bundle.dir.join("scripts").to_string_lossy(),
+        "prompts": bundle.prompts,
+    })
+}
 
 impl Executor<'_> {
     /// Runs one node of `scope` and returns its output.
@@ -32,7 +42,7 @@ impl Executor<'_> {
         }
     }
 
-    fn next_visit(&self, key: &str) -> u32 {
+    pub(crate) fn next_visit(&self, key: &str) -> u32 {
         let mut visits = self.visits.lock().unwrap_or_else(|p| p.into_inner());
         let counter = visits.entry(key.to_string()).or_insert(0);
         *counter += 1;
@@ -142,7 +152,7 @@ impl Executor<'_> {
         ctx: &NodeContext<'_>,
         node: &NodeDef,
         full_id: &str,
-        _scope_name: Option<&str>,
+        scope_name: Option<&str>,
         inputs: Map<String, Value>,
         streaming: bool,
     ) -> Result<Value, ExecError> {
@@ -153,17 +163,34 @@ impl Executor<'_> {
                 node.script.as_ref().map(py_repr).unwrap_or_default()
             ),
         })?;
-        let path = self.workflow.workflow_dir.join(script);
+        let mut path = self.workflow.workflow_dir.join(script);
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let module_name = format!(
-            "_gap_script_{}_{}",
-            full_id.replace(['.', '#', '<', '>'], "_"),
-            stem
-        );
+        let bundle = scope_name
+            .and_then(|sg| self.workflow.subgraphs.get(sg))
+            .and_then(|sg| self.options.skill_registry.get(&sg.skill));
         let mut payload = Map::new();
+        let module_name = match bundle {
+            // Scripts of a bundle's subgraph import under its synthetic package, so that
+            // `load_prompt(__package__, …)` finds the bundle (see docs/decisions).
+            Some(bundle) => {
+                let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
+                if !path.is_file()
+                    && let Some(canonical) = file.and_then(|f| bundle.canonical_by_file(&f))
+                {
+                    path = bundle.dir.join(&canonical.path);
+                }
+                payload.insert("package".into(), bundle_package(bundle));
+                format!("{}.scripts.{stem}", bundle.package())
+            }
+            None => format!(
+                "_gap_script_{}_{}",
+                full_id.replace(['.', '#', '<', '>'], "_"),
+                stem
+            ),
+        };
         payload.insert("script_path".into(), json!(path.to_string_lossy()));
         payload.insert("script_rel".into(), json!(script));
         payload.insert("module_name".into(), json!(module_name));
@@ -352,155 +379,5 @@ impl Executor<'_> {
             );
         }
         Ok(Value::Array(results))
-    }
-
-    fn run_subgraph(
-        &self,
-        scope: &ScopeDef<'_>,
-        name: &str,
-        node: &NodeDef,
-        local: &LocalOutputs,
-    ) -> Result<Value, ExecError> {
-        let reference = node.subgraph_ref.as_deref().unwrap_or_default();
-        let (sg_name, sg) = self
-            .workflow
-            .subgraphs
-            .get_key_value(reference)
-            .ok_or_else(|| {
-                ExecError::Pipeline(format!(
-                    "subgraph node '{name}' references unknown subgraph '{reference}'"
-                ))
-            })?;
-        let call_site = scope.full_id(name);
-        let visit = self.next_visit(&format!("subgraph:{sg_name}"));
-        self.run.emit(RunEvent::SubgraphEntered {
-            node_id: call_site.clone(),
-            subgraph: sg_name.clone(),
-            visit,
-        });
-        let bound = self.bind_subgraph_inputs(sg_name, &sg.inputs, node, &call_site, local)?;
-        let inner = ScopeDef {
-            name: Some(sg_name),
-            nodes: &sg.nodes,
-            edges: &sg.edges,
-            conditional: &sg.conditional_edges,
-        };
-        let (outcome, inner_local) =
-            self.run_scope(&inner, ScopeValue::Value(Value::Object(bound)));
-        let (terminal, error_path) = match outcome {
-            Ok(terminal) => (terminal, false),
-            Err(error) if sg.on_error.is_some() && !error.is_terminal() => {
-                self.run.emit(RunEvent::Log {
-                    node_id: Some(call_site.clone()),
-                    stream: "warning".to_string(),
-                    line: format!("subgraph '{sg_name}' failed, routing to on_error: {error}"),
-                });
-                (None, true)
-            }
-            Err(error) => return Err(error),
-        };
-        let exit_value = match (error_path, &sg.exit.router_field) {
-            (true, _) => sg.on_error.clone().unwrap_or_default(),
-            (false, None) => terminal.clone().unwrap_or_default(),
-            (false, Some(field)) => {
-                let output = terminal.as_ref().and_then(|t| match inner_local.get(t) {
-                    Some(ScopeValue::Value(v)) => Some(v.clone()),
-                    _ => None,
-                });
-                let Some(output) = output else {
-                    return Err(ExecError::Pipeline(format!(
-                        "subgraph '{sg_name}': cannot resolve exit (no terminal node output)"
-                    )));
-                };
-                let value = output.as_object().and_then(|o| o.get(field)).ok_or_else(|| {
-                    ExecError::Pipeline(format!(
-                        "subgraph '{sg_name}': cannot read exit field '{field}' from output of type {}",
-                        py_type_name(&output)
-                    ))
-                })?;
-                py_str(value)
-            }
-        };
-        let mut allowed: Vec<&str> = sg.exit.success_values.iter().map(String::as_str).collect();
-        allowed.extend(sg.on_error.as_deref());
-        if !allowed.is_empty() && !allowed.contains(&exit_value.as_str()) {
-            let success: Vec<&str> = sg.exit.success_values.iter().map(String::as_str).collect();
-            return Err(ExecError::Pipeline(format!(
-                "subgraph '{sg_name}' exit value '{exit_value}' is not one of success_values {} or on_error {}",
-                py_list(&success),
-                sg.on_error
-                    .as_deref()
-                    .map(|e| format!("'{e}'"))
-                    .unwrap_or_else(|| "None".to_string())
-            )));
-        }
-        let mut outputs = Map::new();
-        for (output, reference) in &sg.outputs {
-            // Outputs of nodes that did not run are left unbound, as in the reference.
-            if let Ok(value) =
-                resolve_ref(reference, &inner_local, self.options.stream_publish_timeout)
-            {
-                outputs.insert(output.clone(), value);
-            }
-        }
-        {
-            let mut cross = self.cross_outputs.lock().unwrap_or_else(|p| p.into_inner());
-            // Most recent run wins: move the subgraph to the end (see docs/decisions).
-            cross.shift_remove(sg_name);
-            cross.insert(sg_name.clone(), outputs.clone());
-        }
-        self.run.emit(RunEvent::SubgraphExited {
-            subgraph: sg_name.clone(),
-            exit_value: exit_value.clone(),
-            error_path,
-            outputs: outputs.clone(),
-        });
-        let mut node_output = outputs;
-        node_output.insert("_exit".to_string(), Value::String(exit_value));
-        Ok(Value::Object(node_output))
-    }
-
-    /// Binds declared inputs: run inputs, then the most recent producer subgraph, then call-site inputs.
-    fn bind_subgraph_inputs(
-        &self,
-        sg_name: &str,
-        declared: &indexmap::IndexMap<String, String>,
-        node: &NodeDef,
-        call_site: &str,
-        local: &LocalOutputs,
-    ) -> Result<Map<String, Value>, ExecError> {
-        let mut bound = Map::new();
-        for input in declared.keys() {
-            let mut value = self.options.inputs.get(input).cloned();
-            {
-                let cross = self.cross_outputs.lock().unwrap_or_else(|p| p.into_inner());
-                for outputs in cross.values() {
-                    if let Some(produced) = outputs.get(input) {
-                        value = Some(produced.clone());
-                    }
-                }
-            }
-            if let Some(site_value) = node.inputs.get(input) {
-                let resolved =
-                    resolve_input(site_value, local, self.options.stream_publish_timeout).map_err(
-                        |e| ExecError::Resolve {
-                            node_id: call_site.to_string(),
-                            message: e.0,
-                        },
-                    )?;
-                value = Some(resolved);
-            }
-            match value {
-                Some(v) if !v.is_null() => {
-                    bound.insert(input.clone(), v);
-                }
-                _ => {
-                    return Err(ExecError::Pipeline(format!(
-                        "subgraph '{sg_name}' input '{input}' has no upstream producer"
-                    )));
-                }
-            }
-        }
-        Ok(bound)
     }
 }

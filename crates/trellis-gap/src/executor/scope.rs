@@ -24,6 +24,8 @@ pub(crate) struct ScopeDef<'w> {
     pub nodes: &'w IndexMap<String, NodeDef>,
     pub edges: &'w [(String, String)],
     pub conditional: &'w IndexMap<String, ConditionalEdge>,
+    /// Subgraph nesting depth: 0 at top level, 1 inside a top-level subgraph call, …
+    pub depth: usize,
 }
 
 impl ScopeDef<'_> {

@@ -7,6 +7,7 @@ pub use command::load_command_manifest;
 
 use crate::context::NodeContext;
 use crate::pyfmt::py_list;
+use crate::skills::SkillRegistry;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -124,12 +125,21 @@ where
 struct PythonTool {
     name: String,
     module_path: PathBuf,
+    /// Empty: the function registered under the tool's name by `@tool` in the module.
     function: String,
+    /// The skill bundle's synthetic package the module imports under, for bundle tools.
+    package: Option<Value>,
 }
 
 impl Tool for PythonTool {
     fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError> {
-        ctx.call_python_tool(&self.name, &self.module_path, &self.function, args)
+        ctx.call_python_tool(
+            &self.name,
+            &self.module_path,
+            &self.function,
+            self.package.as_ref(),
+            args,
+        )
     }
 }
 
@@ -212,8 +222,47 @@ impl ToolRegistry {
             name: name.to_string(),
             module_path: module_path.into(),
             function: function.to_string(),
+            package: None,
         };
         self.register(ToolDescriptor::new(name), Arc::new(body))
+    }
+
+    /// Registers the tool bundle of every skill bundle: each name of its SKILL.md `gap.tools`
+    /// is the `@tool`-decorated function of that name in its `tools.py`, imported under the
+    /// bundle's synthetic package. Names already registered (a connector's) keep their tool.
+    pub fn register_bundle_tools(&mut self, skills: &SkillRegistry) -> Result<(), ToolError> {
+        for bundle in skills.bundles() {
+            let module_path = bundle.dir.join("tools.py");
+            if bundle.tools.is_empty() {
+                continue;
+            }
+            if !module_path.is_file() {
+                return Err(ToolError::Manifest {
+                    path: bundle.dir.join("SKILL.md"),
+                    message: "declares gap.tools but the bundle has no tools.py".to_string(),
+                });
+            }
+            for (name, summary) in &bundle.tools {
+                if self.contains(name) {
+                    continue;
+                }
+                let body = PythonTool {
+                    name: name.clone(),
+                    module_path: module_path.clone(),
+                    function: String::new(),
+                    package: Some(serde_json::json!({
+                        "name": bundle.package(),
+                        "dir": bundle.dir.to_string_lossy(),
+                        "scripts_dir": bundle.dir.join("scripts").to_string_lossy(),
+                        "prompts": bundle.prompts,
+                    })),
+                };
+                let mut descriptor = ToolDescriptor::new(name.clone());
+                descriptor.summary = summary.clone();
+                self.register(descriptor, Arc::new(body))?;
+            }
+        }
+        Ok(())
     }
 
     /// True when `name` is registered.

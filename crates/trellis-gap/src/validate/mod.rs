@@ -1,30 +1,46 @@
-//! Structural validator: rules W1–W8, S1–S12 and the unnumbered checks, in the reference's order.
+//! Structural validator: rules W1–W8, S1–S12, the skill contract (S4, SK1–SK4), the unnumbered
+//! checks in the reference's order, and Trellis's subgraph nesting rules (W9, W10) last.
 
+mod nesting;
+mod skill;
 mod subgraph;
+
+pub use nesting::MAX_SUBGRAPH_NESTING;
 
 use crate::issue::Issue;
 use crate::model::*;
+use crate::skills::SkillRegistry;
 use crate::tools::ToolRegistry;
 use indexmap::{IndexMap, IndexSet};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-/// Skill contract facts the validator can check against (S4, SK1).
+/// The `run()` parameters of a script, `ctx`, `*args` and `**kwargs` left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SkillContract {
-    /// `meta.contract.streaming` of the skill bundle.
-    pub streaming: bool,
-    /// Declared exit conditions, when the bundle lists them.
-    pub exit_conditions: Option<Vec<String>>,
+pub struct RunSignature {
+    /// Parameters without a default.
+    pub required: Vec<String>,
+    /// Every named parameter.
+    pub accepted: Vec<String>,
+    /// `run()` takes `**kwargs`.
+    pub var_kw: bool,
 }
 
-/// Skill name to contract.
-pub type SkillRegistry = IndexMap<String, SkillContract>;
+/// What importing a script told the validator.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScriptReport {
+    /// Why the typed schema could not be read (a "could not introspect schema" warning).
+    pub schema_error: Option<String>,
+    /// `run()`'s signature; `None` when the script did not import or has no `run`.
+    pub signature: Option<RunSignature>,
+    /// Field names of `run()`'s return TypedDict, when it declares one.
+    pub returned: Option<Vec<String>>,
+}
 
-/// Something that can import a script and report why its schema cannot be read.
+/// Something that can import a script and read its `run()` (the validator's Python side).
 pub trait ScriptIntrospector: Send + Sync {
-    /// `Err(reason)` when the script at `path` cannot be introspected.
-    fn introspect(&self, path: &Path) -> Result<(), String>;
+    /// Imports the script at `path` and reports its schema and signature.
+    fn introspect(&self, path: &Path) -> ScriptReport;
 }
 
 /// Optional registries; without them the related checks are skipped, as in the reference.
@@ -32,26 +48,71 @@ pub trait ScriptIntrospector: Send + Sync {
 pub struct ValidateOptions<'a> {
     /// Enables the "tool is not registered" warnings.
     pub tool_registry: Option<&'a ToolRegistry>,
-    /// Enables S4 and SK1.
+    /// Enables S4 and SK1–SK4.
     pub skill_registry: Option<&'a SkillRegistry>,
-    /// Enables the "could not introspect schema" warnings for script nodes.
+    /// Enables the "could not introspect schema" warnings and SK3/SK4.
     pub script_introspector: Option<&'a dyn ScriptIntrospector>,
+    /// Generation-time reconciliation: a subgraph naming a bundle must cover exactly the
+    /// bundle's exit conditions with `success_values ∪ {on_error}` (needs `skill_registry`).
+    pub reconcile_exits: bool,
+}
+
+/// Imports each script once per validation.
+pub(crate) struct Scripts<'a> {
+    introspector: Option<&'a dyn ScriptIntrospector>,
+    reports: std::cell::RefCell<HashMap<std::path::PathBuf, ScriptReport>>,
+}
+
+impl Scripts<'_> {
+    /// The report of `path`, `None` without an introspector.
+    pub(crate) fn report(&self, path: &Path) -> Option<ScriptReport> {
+        let introspector = self.introspector?;
+        if let Some(report) = self.reports.borrow().get(path) {
+            return Some(report.clone());
+        }
+        let report = introspector.introspect(path);
+        self.reports
+            .borrow_mut()
+            .insert(path.to_path_buf(), report.clone());
+        Some(report)
+    }
 }
 
 /// Validates a loaded workflow; never fails, returns every issue in reference order.
 pub fn validate(workflow: &Workflow, options: &ValidateOptions<'_>) -> Vec<Issue> {
     let mut issues = Vec::new();
+    let scripts = Scripts {
+        introspector: options.script_introspector,
+        reports: Default::default(),
+    };
     workflow_rules(workflow, &mut issues);
     for (name, sg) in &workflow.subgraphs {
         subgraph::subgraph_rules(name, sg, options, &mut issues);
-        subgraph::introspection_warnings(name, sg, &workflow.workflow_dir, options, &mut issues);
+        subgraph::introspection_warnings(
+            name,
+            sg,
+            &workflow.workflow_dir,
+            options,
+            &scripts,
+            &mut issues,
+        );
     }
     if let Some(skills) = options.skill_registry {
         for (name, sg) in &workflow.subgraphs {
-            subgraph::skill_contract_rules(name, sg, skills, &mut issues);
+            if let Some(bundle) = skills.get(&sg.skill) {
+                skill::contract_rules(
+                    name,
+                    sg,
+                    bundle,
+                    &workflow.workflow_dir,
+                    &scripts,
+                    &mut issues,
+                );
+            }
         }
     }
     w8_inputs_bound(workflow, &mut issues);
+    nesting::nesting_rules(workflow, &mut issues);
     issues
 }
 

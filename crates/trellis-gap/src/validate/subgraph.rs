@@ -1,9 +1,9 @@
-//! Subgraph-level rules (S1–S12 and unnumbered checks), skill-contract rules and introspection warnings.
+//! Subgraph-level rules (S1–S12 and unnumbered checks) and introspection warnings.
 
 use super::{ValidateOptions, adjacency, reachable_from};
-use crate::issue::{Issue, Severity};
+use crate::issue::Issue;
 use crate::model::*;
-use crate::pyfmt::py_list;
+use crate::pyfmt::{py_list, py_str_repr};
 use crate::schema::{is_known_type, known_type_names};
 use indexmap::{IndexMap, IndexSet};
 use std::collections::BTreeSet;
@@ -57,18 +57,20 @@ pub(super) fn subgraph_rules(
             else {
                 continue;
             };
-            let Some(contract) = skills.get(tool) else {
+            let Some(bundle) = skills.get(tool) else {
                 continue;
             };
-            if node.streaming && !contract.streaming {
+            let skill = py_str_repr(tool);
+            if node.streaming && !bundle.streaming {
                 issues.push(Issue::error(
                     at(&format!(".nodes.{name}")),
-                    format!("node '{name}' is streaming but tool '{tool}' has no streaming contract (S4)"),
+                    format!("node has streaming=true but skill {skill}'s contract has streaming=false (S4)"),
                 ));
-            } else if contract.streaming && !node.streaming {
+            }
+            if bundle.streaming && !node.streaming {
                 issues.push(Issue::error(
                     at(&format!(".nodes.{name}")),
-                    format!("tool '{tool}' has a streaming contract but node '{name}' does not set streaming=true (S4)"),
+                    format!("skill {skill}'s contract has streaming=true but the node does not declare streaming=true (S4)"),
                 ));
             }
         }
@@ -184,6 +186,11 @@ pub(super) fn subgraph_rules(
     }
     on_error_and_exit_rules(sg_name, sg, issues);
     s12_ref_ordering(sg_name, sg, issues);
+    if options.reconcile_exits
+        && let Some(bundle) = options.skill_registry.and_then(|s| s.get(&sg.skill))
+    {
+        super::skill::reconcile_exits(sg_name, sg, bundle, issues);
+    }
     s5_refs(sg_name, sg, issues);
 }
 
@@ -345,18 +352,21 @@ pub(super) fn introspection_warnings(
     sg: &SubgraphDef,
     workflow_dir: &Path,
     options: &ValidateOptions<'_>,
+    scripts: &super::Scripts<'_>,
     issues: &mut Vec<Issue>,
 ) {
     for (name, node) in &sg.nodes {
         let loc = format!("subgraphs.{sg_name}.nodes.{name}");
         match node.node_type {
             NodeType::Script => {
-                let Some(introspector) = options.script_introspector else {
+                if options.script_introspector.is_none() {
                     continue;
-                };
+                }
                 let reason = match node.script_path() {
                     None => Some("script field is not a string".to_string()),
-                    Some(script) => introspector.introspect(&workflow_dir.join(script)).err(),
+                    Some(script) => scripts
+                        .report(&workflow_dir.join(script))
+                        .and_then(|r| r.schema_error),
                 };
                 if let Some(reason) = reason {
                     issues.push(Issue::warning(
@@ -383,51 +393,5 @@ pub(super) fn introspection_warnings(
             }
             _ => {}
         }
-    }
-}
-
-/// SK1: exit values must be declared by the skill bundle's exit conditions.
-pub(super) fn skill_contract_rules(
-    sg_name: &str,
-    sg: &SubgraphDef,
-    skills: &super::SkillRegistry,
-    issues: &mut Vec<Issue>,
-) {
-    let Some(declared) = skills
-        .get(&sg.skill)
-        .and_then(|c| c.exit_conditions.as_ref())
-    else {
-        return;
-    };
-    for value in &sg.exit.success_values {
-        if declared.contains(value) {
-            continue;
-        }
-        let (severity, extra) = if sg.exit.router_field.is_some() {
-            (Severity::Error, "")
-        } else {
-            (
-                Severity::Warning,
-                "; the parent mapping must still route it",
-            )
-        };
-        issues.push(Issue {
-            severity,
-            node_id: format!("subgraphs.{sg_name}.exit.success_values"),
-            field: None,
-            message: format!(
-                "success value '{value}' is not an exit condition of skill '{}'{extra} (SK1)",
-                sg.skill
-            ),
-        });
-    }
-    if let Some(on_error) = sg.on_error.as_ref().filter(|e| !declared.contains(e)) {
-        issues.push(Issue::warning(
-            format!("subgraphs.{sg_name}.on_error"),
-            format!(
-                "on_error '{on_error}' is not an exit condition of skill '{}' (SK1)",
-                sg.skill
-            ),
-        ));
     }
 }
