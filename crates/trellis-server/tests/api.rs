@@ -463,6 +463,17 @@ async fn validation_reports_diagnostics_with_the_nodes_they_name() {
         .collect();
     assert!(named.contains(&&json!("first")), "{rejected}");
 
+    // A pasted GaP workflow is validated by the GaP rules (no file on disk needed).
+    let gap = json!({"version": 3, "nodes": {"a": {"type": "noop"}}, "edges": [["START", "a"]]});
+    let (status, report) = json_of(
+        &router,
+        post("/api/v1/validate", &json!({"document": gap, "kind": "gap"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(report["status"], "rejected");
+    assert!(report["issues"].to_string().contains("(W5)"), "{report}");
+
     let (_, unparseable) = json_of(
         &router,
         post("/api/v1/validate", &json!({"document": [1, 2]})),

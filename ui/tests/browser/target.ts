@@ -11,6 +11,8 @@ export interface Target {
   url: string;
   /** Starts a software-change run; `hold` binds its worker to a command that never finishes. */
   startRun: (title: string, hold: boolean) => Promise<string>;
+  /** The run's `status` object as `trellis status --json` reports it. */
+  runStatus: (runId: string) => unknown;
   close: () => Promise<void>;
 }
 
@@ -75,6 +77,11 @@ export async function startTarget(): Promise<Target> {
       if (started.status !== 0) throw new Error(`trellis run failed: ${started.stderr}`);
       const receipt = started.stdout.split("\n")[0] ?? "";
       return (JSON.parse(receipt) as { runId: string }).runId;
+    },
+    runStatus: (runId) => {
+      const shown = spawnSync(TRELLIS, ["status", runId, "--json"], { env, encoding: "utf8", timeout: 30_000 });
+      if (shown.status !== 0) throw new Error(`trellis status failed: ${shown.stderr}`);
+      return (JSON.parse(shown.stdout) as { status: unknown }).status;
     },
     close: async () => {
       server.kill("SIGTERM");

@@ -172,7 +172,7 @@ describe("trellis ui in Chromium", () => {
   });
 
   test("force-stop ends a second run force_stopped", async () => {
-    await target.startRun("A change to stop", true);
+    const stopped = await target.startRun("A change to stop", true);
     await page.goto(`${target.url}/#/`);
     const row = page.locator('[data-testid="run-row"]', { hasText: "A change to stop" });
     await row.waitFor({ timeout: 15_000 });
@@ -185,6 +185,8 @@ describe("trellis ui in Chromium", () => {
       .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 30_000 })
       .toBe("force_stopped");
     await expect(page.getByTestId("force-stop").isDisabled()).resolves.toBe(true);
+    // The ledger agrees with the page: the run ended force_stopped.
+    expect(target.runStatus(stopped)).toMatchObject({ phase: "finished", terminalResult: { status: "failed", reason: "force_stopped" } });
   });
 
   test("the validate page pins a diagnostic on the node it names", async () => {
