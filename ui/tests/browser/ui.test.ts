@@ -125,6 +125,8 @@ describe("trellis ui in Chromium", () => {
     await expect.poll(() => diagnostic.textContent(), { timeout: 10_000 }).toContain("exclamation mark");
     await expect(inspector.locator('[data-testid="inspector-signals"]').textContent()).resolves.toContain("rejected");
     await page.screenshot({ path: `${SCREENSHOTS}/run-page.png` });
+    // The README's picture (docs/images/ui-run-page.jpg is a copy of this one).
+    await page.screenshot({ path: `${SCREENSHOTS}/run-page.jpg`, type: "jpeg", quality: 70 });
   });
 
   test("the logs pane lists the run's lines and filters them by node", async () => {
