@@ -1,15 +1,8 @@
-// Entry point: mounts the app.
-import { StrictMode } from "react";
-import { createRoot } from "react-dom/client";
-import "@xyflow/react/dist/style.css";
-import "./styles.css";
-import { App } from "./app/App";
+// Entry point: starts the first requests of the page the URL names and the layout worker,
+// then loads and mounts the app (a separate chunk, so the requests run while the browser parses it).
+import { prefetchFor } from "./api/prefetch";
+import { layoutWorker } from "./graph/elkWorker";
 
-const root = document.getElementById("root");
-if (root) {
-  createRoot(root).render(
-    <StrictMode>
-      <App />
-    </StrictMode>,
-  );
-}
+prefetchFor(window.location.hash);
+layoutWorker();
+void import("./app/boot");

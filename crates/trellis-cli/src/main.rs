@@ -74,6 +74,8 @@ enum Command {
     /// List or show the built-in graph templates.
     #[command(subcommand)]
     Template(cmd::template::TemplateCommand),
+    /// Serve the web UI on loopback: watch, inspect and steer runs, check graphs visually.
+    Ui(cmd::ui::UiArgs),
     /// Print a JSON Schema of a document Trellis reads (for editors).
     Schema(cmd::schema::SchemaArgs),
     /// Work with GaP trace directories.
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Trace(command) => cmd::trace::run(command),
+        Command::Ui(args) => cmd::ui::run(args, ledger),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     };
     match outcome {

@@ -27,6 +27,7 @@ mod options;
 mod plan;
 mod recovery;
 mod reuse;
+mod runs_stream;
 mod runtime;
 mod streams;
 mod submission;
@@ -45,6 +46,7 @@ pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};
 pub use launch::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
 pub use options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
 pub use plan::PlanError;
+pub use runs_stream::RunsStream;
 pub use runtime::{Runtime, parse_run_id};
 pub use streams::{
     LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,

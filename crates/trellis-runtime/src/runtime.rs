@@ -20,6 +20,7 @@ use crate::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::launch::{LaunchRequest, Launched, Start, controller_env, launch};
 use crate::options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
 use crate::recovery::{TerminalReason, finalize_orphaned, reconcile};
+use crate::runs_stream::RunsStream;
 use crate::streams::{LogFilter, LogsStream, WatchStream};
 use crate::submission::{StoredSource, Submission};
 use crate::validation::{self, ValidateRequest, ValidationReport};
@@ -224,6 +225,12 @@ impl Runtime {
         Ok(summaries)
     }
 
+    /// Every run of a listing window as first seen, then again whenever it moves; see
+    /// [`RunsStream`]. `filter.after` and `filter.limit` choose the window as for `list`.
+    pub fn watch_runs(&self, filter: &RunListFilter) -> RunsStream {
+        RunsStream::new(self.store.clone(), self.home.clone(), filter)
+    }
+
     /// Every status change of a run after `after`, until it ends.
     pub fn watch(&self, run_id: &RunId, after: Cursor) -> Result<WatchStream, RuntimeError> {
         self.known(run_id)?;
@@ -403,7 +410,7 @@ impl Runtime {
 }
 
 /// The built-in template a GraphSpec run's graph came from.
-fn template_of(record: &RunRecord) -> Option<String> {
+pub(crate) fn template_of(record: &RunRecord) -> Option<String> {
     record
         .submission
         .get("template")

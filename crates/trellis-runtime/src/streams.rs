@@ -20,6 +20,7 @@ use trellis_ledger::{
 use crate::error::RuntimeError;
 use crate::home::TrellisHome;
 use crate::recovery::reconcile;
+use crate::views::{ExecutionPhase, ExecutionSummary, OutcomeSummary};
 
 /// How long a follower waits for new events before checking the run's controller again.
 const FOLLOW_POLL: Duration = Duration::from_millis(400);
@@ -58,8 +59,8 @@ impl Follow {
     }
 }
 
-/// One watch update: the run's status right after the event at `cursor`, and the execution
-/// the event concerned.
+/// One watch update: the run's status right after the event at `cursor`, when the ledger
+/// recorded it, and the execution the event concerned as it stood right after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WatchUpdate {
@@ -69,29 +70,24 @@ pub struct WatchUpdate {
     /// The event's kind (`run_started`, `node_started`, `node_completed`, `execution_voided`,
     /// `token_usage`, `force_stop_requested`, `terminal`, `gap_event`, …).
     pub event: &'static str,
+    /// When the ledger recorded the event (its clock, milliseconds since the epoch).
+    pub at_ms: u64,
     pub status: PhaseStatus,
-    /// The execution the event is about, when it is about one.
+    /// The execution the event is about, when it is about one: phase, outcome summary,
+    /// timings and tokens as of this event, so a front end colours a node without asking.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<WatchedExecution>,
 }
 
-/// The execution a watch update concerns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WatchedExecution {
-    pub id: u64,
-    pub reference: String,
-    pub node: String,
-    pub map_indices: Vec<u32>,
-    pub attempt: u32,
-}
+/// The execution a watch update concerns: its summary as of that update.
+pub type WatchedExecution = ExecutionSummary;
 
 /// Every status change of one run, oldest first; see the module documentation.
 pub struct WatchStream {
     follow: Follow,
     tracker: StatusTracker,
-    /// Node, map indices and attempt per execution seen so far.
-    executions: HashMap<u64, WatchedExecution>,
+    /// Every execution seen so far, as it stands at the last event observed.
+    executions: HashMap<u64, ExecutionSummary>,
     pending: VecDeque<WatchUpdate>,
     returned: Cursor,
 }
@@ -104,20 +100,24 @@ impl WatchStream {
         after: Cursor,
     ) -> Result<Self, RuntimeError> {
         let tracker = StatusTracker::at(store.as_ref(), &run_id, after)?;
+        // Executions started by `after`, as they stood then: one that settled later is still
+        // active at `after` (its later events arrive as updates).
         let executions = store
             .snapshot(&run_id)?
             .executions
             .iter()
             .filter(|(_, e)| e.started_at <= after)
             .map(|(&id, e)| {
-                let watched = WatchedExecution {
-                    id,
-                    reference: execution_ref(&run_id, id),
-                    node: e.node.to_string(),
-                    map_indices: e.map_indices.clone(),
-                    attempt: e.attempt,
-                };
-                (id, watched)
+                let mut summary = ExecutionSummary::of(&run_id, id, e);
+                if e.state.ended_at().is_some_and(|at| at > after.sequence()) {
+                    summary.phase = ExecutionPhase::Active;
+                    summary.outcome = None;
+                    summary.ended_at_ms = None;
+                    summary.reused_from = None;
+                    summary.settled_by = None;
+                    summary.void_reason = None;
+                }
+                (id, summary)
             })
             .collect();
         Ok(Self {
@@ -146,26 +146,69 @@ impl WatchStream {
         Subscription::spawn(self)
     }
 
-    fn observe(&mut self, stored: &StoredEvent) {
-        if let RunEvent::NodeStarted {
-            execution,
-            node,
-            map_indices,
-            attempt,
-            ..
-        } = &stored.event
-        {
-            self.executions.insert(
-                *execution,
-                WatchedExecution {
+    /// Brings the execution `stored` concerns up to date (the same fields the ledger's fold
+    /// sets, without the payloads).
+    fn track_execution(&mut self, stored: &StoredEvent) {
+        let at_ms = stored.recorded_at_ms;
+        match &stored.event {
+            RunEvent::NodeStarted {
+                execution,
+                node,
+                map_indices,
+                attempt,
+                worker,
+                ..
+            } => {
+                let summary = ExecutionSummary {
                     id: *execution,
                     reference: execution_ref(&self.follow.run_id, *execution),
                     node: node.to_string(),
                     map_indices: map_indices.clone(),
                     attempt: *attempt,
-                },
-            );
+                    worker: worker.clone(),
+                    phase: ExecutionPhase::Active,
+                    outcome: None,
+                    started_at_ms: at_ms,
+                    ended_at_ms: None,
+                    token_usage: None,
+                    reused_from: None,
+                    settled_by: None,
+                    void_reason: None,
+                };
+                self.executions.insert(*execution, summary);
+            }
+            RunEvent::NodeCompleted {
+                execution,
+                outcome,
+                reused_from,
+                settled_by,
+            } => {
+                if let Some(summary) = self.executions.get_mut(execution) {
+                    summary.phase = ExecutionPhase::Completed;
+                    summary.outcome = Some(OutcomeSummary::of(outcome));
+                    summary.ended_at_ms = Some(at_ms);
+                    summary.reused_from = reused_from.as_ref().map(|r| r.run_id.clone());
+                    summary.settled_by = *settled_by;
+                }
+            }
+            RunEvent::ExecutionVoided { execution, reason } => {
+                if let Some(summary) = self.executions.get_mut(execution) {
+                    summary.phase = ExecutionPhase::Voided;
+                    summary.ended_at_ms = Some(at_ms);
+                    summary.void_reason = Some(*reason);
+                }
+            }
+            RunEvent::TokenUsage { execution, usage } => {
+                if let Some(summary) = self.executions.get_mut(execution) {
+                    summary.token_usage.get_or_insert_default().add(usage);
+                }
+            }
+            _ => {}
         }
+    }
+
+    fn observe(&mut self, stored: &StoredEvent) {
+        self.track_execution(stored);
         let Some(line) = self.tracker.observe(stored) else {
             return;
         };
@@ -178,6 +221,7 @@ impl WatchStream {
             title: line.title,
             cursor: line.cursor,
             event: line.event,
+            at_ms: stored.recorded_at_ms,
             status: line.status,
             execution,
         });
@@ -402,20 +446,20 @@ impl Iterator for LogsStream {
 }
 
 /// One step of a follower: an item, nothing within one poll interval, or the end.
-enum Polled<T> {
+pub(crate) enum Polled<T> {
     Item(Result<T, RuntimeError>),
     Nothing,
     Ended,
 }
 
 /// A follower that returns within one poll interval whatever happens.
-trait Polling {
+pub(crate) trait Polling {
     type Item;
     fn poll_once(&mut self) -> Polled<Self::Item>;
 }
 
 /// Waits as long as it takes for the next item.
-fn blocking_next<P: Polling>(stream: &mut P) -> Option<Result<P::Item, RuntimeError>> {
+pub(crate) fn blocking_next<P: Polling>(stream: &mut P) -> Option<Result<P::Item, RuntimeError>> {
     loop {
         match stream.poll_once() {
             Polled::Item(item) => return Some(item),
@@ -435,7 +479,7 @@ pub struct Subscription<T> {
 }
 
 impl<T: Send + 'static> Subscription<T> {
-    fn spawn<S>(mut stream: S) -> Self
+    pub(crate) fn spawn<S>(mut stream: S) -> Self
     where
         S: Polling<Item = T> + Send + 'static,
     {

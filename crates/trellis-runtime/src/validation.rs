@@ -128,6 +128,9 @@ pub fn validate(request: ValidateRequest) -> Result<ValidationReport, AdmissionE
             DocumentKind::Gap { path } => return validate_gap(&request, path),
             DocumentKind::GraphSpec { path, value } => (path.display().to_string(), value),
         },
+        GraphSource::Document(value) if trellis_gap::is_gap_document(value) => {
+            return validate_gap_document(&request, value);
+        }
         GraphSource::Document(value) => ("graph".to_owned(), value.clone()),
         GraphSource::Template { name, push } => {
             let text = templates::find(name)
@@ -197,10 +200,8 @@ pub fn validate(request: ValidateRequest) -> Result<ValidationReport, AdmissionE
     })))
 }
 
-fn validate_gap(
-    request: &ValidateRequest,
-    path: PathBuf,
-) -> Result<ValidationReport, AdmissionError> {
+/// GaP workflows take neither an input to check nor a registry, and `--strict` needs skills.
+fn refuse_gap_options(request: &ValidateRequest) -> Result<(), AdmissionError> {
     if request.input.is_some() || request.registry.is_some() {
         return Err(AdmissionError::GapOptions(
             "--input and --registry apply to GraphSpec graphs; GaP workflows take \
@@ -214,6 +215,47 @@ fn validate_gap(
                 .to_owned(),
         ));
     }
+    Ok(())
+}
+
+/// A GaP workflow given as a document (pasted, not on disk): validated by the same rules, but
+/// without a directory its script nodes' files are not introspected (nothing is read from or
+/// run on this machine on behalf of the document).
+fn validate_gap_document(
+    request: &ValidateRequest,
+    document: &Value,
+) -> Result<ValidationReport, AdmissionError> {
+    refuse_gap_options(request)?;
+    let skills = load_skill_dirs(&request.skills)?;
+    let options = ValidateOptions {
+        skill_registry: (!request.skills.is_empty()).then_some(&skills),
+        reconcile_exits: request.strict,
+        ..ValidateOptions::default()
+    };
+    let report = match trellis_gap::parse_workflow(document, PathBuf::new()) {
+        Err(error) => trellis_gap::ValidationReport::Unparseable {
+            error: error.to_string(),
+        },
+        Ok(workflow) => {
+            let issues = trellis_gap::validate(&workflow, &options);
+            if issues.iter().any(trellis_gap::Issue::is_error) {
+                trellis_gap::ValidationReport::Rejected { issues }
+            } else {
+                trellis_gap::ValidationReport::Verified { issues }
+            }
+        }
+    };
+    Ok(ValidationReport::Gap {
+        path: PathBuf::from("workflow.json"),
+        report,
+    })
+}
+
+fn validate_gap(
+    request: &ValidateRequest,
+    path: PathBuf,
+) -> Result<ValidationReport, AdmissionError> {
+    refuse_gap_options(request)?;
     let skills = load_skill_dirs(&request.skills)?;
     let introspector = PythonIntrospector::new(PythonConfig::from_env());
     let options = ValidateOptions {

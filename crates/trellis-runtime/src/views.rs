@@ -163,7 +163,7 @@ pub struct OutcomeSummary {
 }
 
 impl OutcomeSummary {
-    fn of(outcome: &WorkerOutcome) -> Self {
+    pub(crate) fn of(outcome: &WorkerOutcome) -> Self {
         match outcome {
             WorkerOutcome::Verified { .. } => Self {
                 status: "verified",

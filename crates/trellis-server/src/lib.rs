@@ -3,6 +3,7 @@
 //! for `trellis ui`; other policies for `trellis serve`).
 
 pub mod access;
+pub mod api;
 pub mod assets;
 pub mod problem;
 pub mod streams;
@@ -17,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 pub use access::{AccessPolicy, LocalPage, NotLoopback, PageToken, TOKEN_HEADER};
+pub use api::{ApiState, routes};
 pub use problem::Problem;
 pub use streams::{DEFAULT_MAX_STREAMS, StreamSlot, StreamSlots};
 
@@ -37,6 +39,43 @@ pub fn app(api: Router, policy: AccessPolicy) -> Router {
         .fallback(unknown_path)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(policy, access::enforce))
+}
+
+/// The app `trellis ui` serves: the API over `runtime` behind the [`LocalPage`] policy for a
+/// server bound to `address` (a loopback address), with a fresh page token.
+pub fn local_ui(
+    runtime: Arc<trellis_runtime::Runtime>,
+    address: std::net::SocketAddr,
+) -> Result<Router, LocalUiError> {
+    let token = PageToken::generate().map_err(|_| LocalUiError::NoEntropy)?;
+    let policy = LocalPage::new(address, token)?;
+    let api = routes(ApiState::new(
+        runtime,
+        StreamSlots::new(DEFAULT_MAX_STREAMS),
+    ));
+    Ok(app(api, AccessPolicy::LocalPage(policy)))
+}
+
+/// Why the local UI cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalUiError {
+    #[error(transparent)]
+    NotLoopback(#[from] NotLoopback),
+    #[error("the operating system gave no randomness for the page token")]
+    NoEntropy,
+}
+
+/// Serves `app` on `listener` until `shutdown` completes. Open event streams do not hold the
+/// end back: they are cut, and a browser reconnects (resuming by cursor) to the next server.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    tokio::select! {
+        served = axum::serve(listener, app) => served,
+        () = shutdown => Ok(()),
+    }
 }
 
 async fn index(State(policy): State<Arc<AccessPolicy>>) -> Response {

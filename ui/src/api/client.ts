@@ -12,6 +12,7 @@ import type {
 } from "./types";
 
 import * as normalize from "./normalize";
+import { takePrefetched } from "./prefetch";
 
 const API = "/api/v1";
 
@@ -50,10 +51,10 @@ async function readProblem(response: Response): Promise<ApiError> {
 }
 
 async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
-  const response = await fetch(`${API}${path}`, {
-    headers: { Accept: "application/json" },
-    signal,
-  });
+  const prefetched = takePrefetched(path);
+  const response = await ((prefetched && prefetched.catch(() => undefined)) ?? Promise.resolve(undefined)).then(
+    (early) => early ?? fetch(`${API}${path}`, { headers: { Accept: "application/json" }, signal }),
+  );
   if (!response.ok) throw await readProblem(response);
   return (await response.json()) as T;
 }

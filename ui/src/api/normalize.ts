@@ -175,8 +175,32 @@ function pathSegments(path: unknown): string[] | string | undefined {
   });
 }
 
+/** The node a GaP issue's location names (`workflow.nodes.NAME`, `subgraphs.S.nodes.NAME`,
+ * `workflow.conditional_edges.NAME…`), if any. */
+function gapIssueNode(location: string): string | undefined {
+  const parts = location.split(".");
+  const at = parts.findIndex((part) => part === "nodes" || part === "conditional_edges");
+  return at >= 0 ? parts[at + 1] : undefined;
+}
+
+/** A GaP validation issue (`{severity, node_id, field, message}`) as a diagnostic: the rule id
+ * that ends its message is the code. */
+function gapIssue(item: Json): Diagnostic {
+  const message = str(item.message) ?? "";
+  const location = str(item.node_id) ?? "";
+  const node = gapIssueNode(location);
+  return {
+    code: /\(([A-Z]+\d+)\)$/.exec(message)?.[1] ?? str(item.severity) ?? "?",
+    message,
+    path: location ? location.split(".") : undefined,
+    nodes: node ? [node] : [],
+    severity: str(item.severity),
+  };
+}
+
 export function diagnostic(raw: unknown): Diagnostic {
   const item = isObject(raw) ? raw : {};
+  if (typeof item.node_id === "string") return gapIssue(item);
   const nodes = Array.isArray(item.relatedNodes) ? item.relatedNodes : Array.isArray(item.nodes) ? item.nodes : [];
   return {
     code: str(item.code) ?? "?",
@@ -189,7 +213,9 @@ export function diagnostic(raw: unknown): Diagnostic {
 
 export function validationReport(raw: unknown): ValidationReport {
   const report = isObject(raw) ? raw : {};
-  const diagnostics = (Array.isArray(report.diagnostics) ? report.diagnostics : []).map(diagnostic);
+  // GraphSpec reports list `diagnostics`; GaP reports list `issues` (warnings included).
+  const listed = Array.isArray(report.diagnostics) ? report.diagnostics : Array.isArray(report.issues) ? report.issues : [];
+  const diagnostics = listed.map(diagnostic);
   switch (report.status) {
     case "verified":
       return { ...(report as object), status: "verified", diagnostics } as ValidationReport;

@@ -1,6 +1,7 @@
 // Lays a graph model out top-down with ELK: expanded frames hold their children, collapsed
 // frames are single boxes, and edges into a collapsed frame end on the frame.
-import ELK, { type ElkExtendedEdge, type ElkNode } from "elkjs/lib/elk.bundled.js";
+import ELK, { type ElkExtendedEdge, type ElkNode } from "elkjs/lib/elk-api.js";
+import { layoutWorker } from "./elkWorker";
 import type { GraphModel, ModelNode } from "./model";
 
 export interface PlacedNode {
@@ -53,7 +54,7 @@ export function leafSize(node: ModelNode): { width: number; height: number } {
   }
 }
 
-const elk = new ELK();
+const elk = new ELK({ workerFactory: () => layoutWorker() });
 
 const ROOT_OPTIONS: Record<string, string> = {
   "elk.algorithm": "layered",

@@ -1,23 +1,97 @@
-// What the browser suite drives: a server on loopback and a way to start runs on it.
+// What the browser suite drives: the real `trellis ui` binary on a temporary home, and real
+// software-change runs started with `trellis run` and the offline command workers of
+// examples/offline (the reviewers reject the first attempt, so a repair round follows).
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startFixtureServer } from "../fixture/server";
 
 export interface Target {
   url: string;
-  /** Starts a software-change run; `hold` keeps its worker running until force-stopped. */
-  startRun: (title: string, hold: boolean) => Promise<void>;
+  /** Starts a software-change run; `hold` binds its worker to a command that never finishes. */
+  startRun: (title: string, hold: boolean) => Promise<string>;
+  /** The run's `status` object as `trellis status --json` reports it. */
+  runStatus: (runId: string) => unknown;
   close: () => Promise<void>;
 }
 
 const here = fileURLToPath(new URL(".", import.meta.url));
+const repo = resolve(here, "../../..");
+/** The binary under test: $TRELLIS_BIN, else the workspace's debug build. */
+export const TRELLIS = process.env.TRELLIS_BIN ?? join(repo, "target/debug/trellis");
+
+/** A worker that reads its input and then waits to be stopped. */
+const HOLD_PLAN = {
+  nodes: {
+    worker: { kind: "command", command: ["python3", "-c", "import sys, time; sys.stdin.read(); time.sleep(600)"] },
+    acceptance: { kind: "command", command: ["python3", "offline/review.py", "acceptance"] },
+    code: { kind: "command", command: ["python3", "offline/review.py", "code"] },
+  },
+};
+
+function waitForUrl(child: ChildProcess): Promise<string> {
+  return new Promise((resolveUrl, reject) => {
+    let seen = "";
+    const timer = setTimeout(() => reject(new Error(`trellis ui did not start: ${seen}`)), 20_000);
+    child.stdout?.on("data", (chunk: Buffer) => {
+      seen += chunk.toString("utf8");
+      const match = /serving (http:\/\/[^\s]+?)\/?\s/.exec(seen);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolveUrl(match[1]);
+      }
+    });
+    child.stderr?.on("data", (chunk: Buffer) => (seen += chunk.toString("utf8")));
+    child.on("exit", (code) => reject(new Error(`trellis ui exited (${code}): ${seen}`)));
+  });
+}
 
 export async function startTarget(): Promise<Target> {
-  const server = await startFixtureServer({ dist: `${here}../../dist`, templates: `${here}../../../templates` });
+  const root = mkdtempSync(join(tmpdir(), "trellis-ui-suite-"));
+  // A private home with its own SQLite ledger, whatever the calling shell points at.
+  const env: NodeJS.ProcessEnv = { ...process.env, TRELLIS_HOME: join(root, "home") };
+  delete env.TRELLIS_LEDGER;
+  const server = spawn(TRELLIS, ["ui", "--listen", "127.0.0.1:0"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const url = await waitForUrl(server);
+  let workspaces = 0;
+
   return {
-    url: server.url,
+    url,
     startRun: async (title, hold) => {
-      server.runs.startSoftwareChange(title, 1200, hold);
+      workspaces += 1;
+      const workspace = join(root, `workspace-${workspaces}`);
+      mkdirSync(workspace);
+      cpSync(join(repo, "examples/offline"), join(workspace, "offline"), { recursive: true });
+      let plan = "offline/plan.json";
+      if (hold) {
+        writeFileSync(join(workspace, "hold-plan.json"), JSON.stringify(HOLD_PLAN));
+        plan = "hold-plan.json";
+      }
+      const started = spawnSync(
+        TRELLIS,
+        ["run", "--detach", "--json", "--template", "software-change", "--task", title, "--title", title,
+          "--runtime-config", plan, "--cwd", workspace],
+        { env, cwd: workspace, encoding: "utf8", timeout: 30_000 },
+      );
+      if (started.status !== 0) throw new Error(`trellis run failed: ${started.stderr}`);
+      const receipt = started.stdout.split("\n")[0] ?? "";
+      return (JSON.parse(receipt) as { runId: string }).runId;
     },
-    close: server.close,
+    runStatus: (runId) => {
+      const shown = spawnSync(TRELLIS, ["status", runId, "--json"], { env, encoding: "utf8", timeout: 30_000 });
+      if (shown.status !== 0) throw new Error(`trellis status failed: ${shown.stderr}`);
+      return (JSON.parse(shown.stdout) as { status: unknown }).status;
+    },
+    close: async () => {
+      server.kill("SIGTERM");
+      // Stop whatever a failed test left running, then remove the home and workspaces.
+      const listed = spawnSync(TRELLIS, ["list", "--json"], { env, encoding: "utf8", timeout: 30_000 });
+      const runs = listed.status === 0 ? (JSON.parse(listed.stdout) as { runs: { runId: string; status: { phase: string } }[] }).runs : [];
+      for (const run of runs.filter((candidate) => candidate.status.phase !== "finished")) {
+        spawnSync(TRELLIS, ["force-stop", run.runId], { env, timeout: 30_000 });
+      }
+      rmSync(root, { recursive: true, force: true });
+    },
   };
 }

@@ -125,6 +125,8 @@ describe("trellis ui in Chromium", () => {
     await expect.poll(() => diagnostic.textContent(), { timeout: 10_000 }).toContain("exclamation mark");
     await expect(inspector.locator('[data-testid="inspector-signals"]').textContent()).resolves.toContain("rejected");
     await page.screenshot({ path: `${SCREENSHOTS}/run-page.png` });
+    // The README's picture (docs/images/ui-run-page.jpg is a copy of this one).
+    await page.screenshot({ path: `${SCREENSHOTS}/run-page.jpg`, type: "jpeg", quality: 70 });
   });
 
   test("the logs pane lists the run's lines and filters them by node", async () => {
@@ -172,7 +174,7 @@ describe("trellis ui in Chromium", () => {
   });
 
   test("force-stop ends a second run force_stopped", async () => {
-    await target.startRun("A change to stop", true);
+    const stopped = await target.startRun("A change to stop", true);
     await page.goto(`${target.url}/#/`);
     const row = page.locator('[data-testid="run-row"]', { hasText: "A change to stop" });
     await row.waitFor({ timeout: 15_000 });
@@ -185,6 +187,8 @@ describe("trellis ui in Chromium", () => {
       .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 30_000 })
       .toBe("force_stopped");
     await expect(page.getByTestId("force-stop").isDisabled()).resolves.toBe(true);
+    // The ledger agrees with the page: the run ended force_stopped.
+    expect(target.runStatus(stopped)).toMatchObject({ phase: "finished", terminalResult: { status: "failed", reason: "force_stopped" } });
   });
 
   test("the validate page pins a diagnostic on the node it names", async () => {

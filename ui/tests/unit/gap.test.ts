@@ -1,6 +1,7 @@
 // The GaP model: scopes as frames, START/END pills, conditional edges labelled by value.
 import { readFileSync } from "node:fs";
 import { describe, expect, test } from "vitest";
+import { validationReport } from "../../src/api/normalize";
 import { gapModel, looksLikeGap } from "../../src/graph/gap";
 
 const conformance = process.env.TRELLIS_CONFORMANCE_DIR ?? `${__dirname}/../../../../shared/conformance`;
@@ -26,5 +27,26 @@ describe("gapModel", () => {
     };
     const model = gapModel(document);
     expect(model.nodes.size).toBeLessThan(20);
+  });
+});
+
+describe("GaP validation reports", () => {
+  test("issues become diagnostics pinned on the node their location names", () => {
+    const report = validationReport({
+      status: "rejected",
+      issues: [
+        { severity: "error", node_id: "workflow.nodes.fetch", field: null, message: "node 'fetch' is unreachable from START (W4)" },
+        { severity: "error", node_id: "workflow.edges", field: null, message: "no edge from START (W2)" },
+        { severity: "warning", node_id: "subgraphs.inner.nodes.step", field: null, message: "script has no docstring (S9)" },
+      ],
+    });
+    expect(report.status).toBe("rejected");
+    if (report.status !== "rejected") return;
+    expect(report.diagnostics.map((d) => [d.code, d.nodes])).toEqual([
+      ["W4", ["fetch"]],
+      ["W2", []],
+      ["S9", ["step"]],
+    ]);
+    expect(report.diagnostics[2]?.severity).toBe("warning");
   });
 });

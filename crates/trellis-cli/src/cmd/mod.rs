@@ -8,4 +8,5 @@ pub mod run_gap;
 pub mod schema;
 pub mod template;
 pub mod trace;
+pub mod ui;
 pub mod validate;
