@@ -8,6 +8,8 @@
 //! and on [`ModelServer::requests`] — what the CLI actually sent. See `docs/agent-clis.md` for the
 //! script format and the exact CLI invocations.
 //!
+//! [`reference`] runs the reference product's binary as an oracle for differential tests.
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use serde_json::json;
@@ -35,6 +37,7 @@ mod matching;
 mod openai;
 mod process;
 mod record;
+pub mod reference;
 mod request;
 mod resolve;
 mod script;
