@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use trellis_graph::limits::ceilings;
-use trellis_graph::{DiagnosticCode, GraphNode, PayloadType};
+use trellis_graph::{ControlSource, DiagnosticCode, GraphNode, PayloadType};
 
 use super::promote::Rule;
 use super::{Analyzer, MapScope, Scope};
@@ -102,14 +102,6 @@ impl<'g> Analyzer<'_, 'g> {
         let GraphNode::Loop(l) = self.index.node(id) else {
             return Effects::empty(flow);
         };
-        if l.max_iterations.get() > ceilings::LOOP_ITERATIONS {
-            self.diags.emit(
-                DiagnosticCode::CeilingExceeded,
-                "maxIterations exceeds full-v1 limit 100",
-                self.at(id, &[Step::Field("maxIterations")]),
-                [&l.name],
-            );
-        }
         if let Some(input_path) = &l.max_iterations_input
             && !matches!(
                 self.initial_input.lookup(input_path),
@@ -143,16 +135,22 @@ impl<'g> Analyzer<'_, 'g> {
                 DiagnosticCode::LoopExitSatisfiability,
                 self.diags,
             );
+            // A verifier (any source) or a step read through `error`, entered in every
+            // iteration (§13.3).
             for selector in until.selectors() {
                 let guaranteed = self.index.lookup(selector.name.as_str()).is_some_and(|n| {
                     body_definite.contains(n)
-                        && matches!(self.index.node(n), GraphNode::Verifier(_))
+                        && match self.index.node(n) {
+                            GraphNode::Verifier(_) => true,
+                            GraphNode::Step(_) => selector.source == ControlSource::Error,
+                            _ => false,
+                        }
                 });
                 if !guaranteed {
                     self.diags.emit(
                         DiagnosticCode::LoopExitSatisfiability,
                         format!(
-                            "loop exit selector {} is not a verifier guaranteed in every iteration",
+                            "loop exit selector {} must select a verifier or a step error guaranteed in every iteration",
                             selector.name
                         ),
                         until_at.path(self.index),
