@@ -86,9 +86,18 @@ impl<'g> Analyzer<'_, 'g> {
                 .definite_writes
                 .values()
                 .any(|f| f.guaranteed.contains_key(&key));
+            let pending = || {
+                effects
+                    .pending
+                    .iter()
+                    .flat_map(|(_, writes)| writes)
+                    .any(|w| w.guaranteed.contains_key(&key))
+            };
             let (defined, message) = match rule {
+                // (a) required and not indexed, (b) a definite write, or (c) optional and a
+                // pending write the group still carries guarantees it (§13.1).
                 Rule::Definite | Rule::EveryAlternative => (
-                    guaranteed || (required && indexed.is_none()),
+                    guaranteed || (required && indexed.is_none()) || (!required && pending()),
                     if rule == Rule::Definite {
                         "promoted path is not definitely defined on completion"
                     } else {
@@ -96,13 +105,8 @@ impl<'g> Analyzer<'_, 'g> {
                     },
                 ),
                 Rule::Map => {
-                    let pending = effects
-                        .pending
-                        .iter()
-                        .flat_map(|(_, writes)| writes)
-                        .any(|w| w.guaranteed.contains_key(&key));
                     (
-                        !matches!(group_ty, PayloadType::Array { .. }) || guaranteed || pending,
+                        !matches!(group_ty, PayloadType::Array { .. }) || guaranteed || pending(),
                         "map promoted path has no indexed body write",
                     )
                 }
