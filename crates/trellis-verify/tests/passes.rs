@@ -531,12 +531,25 @@ fn item_selectors_are_legal_only_in_map_bodies() {
         json!({"kind": "record", "fields": {"value": field(json!({"kind": "integer"}), true)}});
     work["inputBindings"] =
         json!([{"target": ["value"], "value": {"source": "item", "path": ["value"]}}]);
-    let list = codes(&graph(seq("root", vec![work, succeed("done")])));
+    let list = codes(&graph(seq("root", vec![work.clone(), succeed("done")])));
     assert!(has(
         &list,
         "invalid_graph_shape",
         "item selector is legal only inside a map body"
     ));
+
+    // A map over a non-array has no item type: its body's item selectors are reported the
+    // same way, and sort before the map's own `over` diagnostic (§13.8).
+    let mut over_value = map("each", 2, work);
+    over_value["over"]["path"] = json!(["value"]);
+    let diagnostics = analyze(&graph(seq("root", vec![over_value, succeed("done")])));
+    assert_eq!(
+        messages(&diagnostics),
+        vec![
+            "item selector is legal only inside a map body",
+            "map selector must resolve to an array"
+        ]
+    );
 }
 
 #[test]

@@ -25,7 +25,9 @@ impl<'g> Analyzer<'_, 'g> {
     ) -> Option<Ty> {
         match selector {
             DataSelector::Item { path } => {
-                let Some(map) = &scope.map else {
+                // A map whose `over` has no element type analyses its body with no item type
+                // at all, as if outside a map (§13.8).
+                let Some(item) = scope.map.as_ref().and_then(|map| map.item.clone()) else {
                     self.diags.emit(
                         DiagnosticCode::InvalidGraphShape,
                         "item selector is legal only inside a map body",
@@ -34,7 +36,6 @@ impl<'g> Analyzer<'_, 'g> {
                     );
                     return None;
                 };
-                let item = map.item.clone()?;
                 let Some((ty, required)) = item.lookup(path) else {
                     self.missing_selector_path(at);
                     return None;
