@@ -22,7 +22,7 @@ pub(crate) fn join_types(a: &Ty, b: &Ty) -> Option<Ty> {
 }
 
 /// Joins facts for the same target; guaranteed paths are intersected.
-fn join_facts(facts: &[&WriteFact]) -> Option<WriteFact> {
+pub(crate) fn join_facts(facts: &[&WriteFact]) -> Option<WriteFact> {
     let first = facts.first()?;
     let mut ty = first.ty.clone();
     let mut guaranteed = first.guaranteed.clone();

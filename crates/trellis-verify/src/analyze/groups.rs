@@ -127,10 +127,12 @@ impl<'g> Analyzer<'_, 'g> {
             let until_at = At::node(id).field("until");
             let body_definite = &body.definite_nodes;
             let available = |n: NodeId| flow.available.contains(n) || body_definite.contains(n);
+            let (index, facts, owners) = (self.index, &self.facts, &self.branch_owned);
             let valid = guards::validate(
                 self.index,
                 until,
                 &available,
+                &mut |node, earlier| super::masked_error(index, facts, owners, flow, node, earlier),
                 until_at,
                 DiagnosticCode::LoopExitSatisfiability,
                 self.diags,

@@ -48,6 +48,23 @@ pub(crate) struct Analysis<'g> {
     pub(crate) control_references: Vec<(NodeId, &'g NodeName)>,
 }
 
+/// The choice alternative an executable belongs to when it is definite in some but not all
+/// completing alternatives (§13.6).
+#[derive(Debug)]
+pub(crate) struct BranchOwner<'g> {
+    pub(crate) choice: NodeId,
+    pub(crate) choice_completion: Pred<'g>,
+    pub(crate) branch_completion: Pred<'g>,
+}
+
+/// One completing alternative of a choice carrying a common pending write: its completion and
+/// the producers of the write in it (§13.6).
+#[derive(Debug)]
+pub(crate) struct CommonWriter<'g> {
+    pub(crate) completion: Pred<'g>,
+    pub(crate) producers: Vec<NodeId>,
+}
+
 pub(crate) struct Analyzer<'a, 'g> {
     /// Results of single-root satisfiability checks, keyed by predicate address (the entry
     /// keeps the predicate alive so the address cannot be reused).
@@ -57,6 +74,10 @@ pub(crate) struct Analyzer<'a, 'g> {
     pub(crate) diags: &'a mut Diags,
     pub(crate) facts: ControlFacts<'g>,
     pub(crate) out: Analysis<'g>,
+    /// Executables owned by one alternative of an earlier choice.
+    pub(crate) branch_owned: crate::index::FastMap<NodeId, BranchOwner<'g>>,
+    /// Choices that carry a common pending write, keyed by the choice.
+    pub(crate) common_writes: crate::index::FastMap<NodeId, Vec<CommonWriter<'g>>>,
 }
 
 /// Runs the semantic pass over the whole graph; the root sees `root_input` (the initial input
@@ -77,6 +98,8 @@ pub(crate) fn run<'g>(
             falls: vec![None; index.len()],
             ..Analysis::default()
         },
+        branch_owned: crate::index::FastMap::default(),
+        common_writes: crate::index::FastMap::default(),
     };
     let flow = Flow::initial(root_input, index.len());
     let scope = Scope {
@@ -245,6 +268,41 @@ impl<'a, 'g> Analyzer<'a, 'g> {
         }
         result
     }
+}
+
+/// Whether `node`, which does not dominate a guard, may still be read through `error` there:
+/// it belongs to one alternative of an earlier choice that dominates the guard, and on every
+/// legal assignment where that choice completed and the guards evaluated before the selector
+/// went their way, that alternative was the one taken (§13.6).
+pub(crate) fn masked_error<'g>(
+    index: &Index<'g>,
+    facts: &ControlFacts<'g>,
+    owners: &crate::index::FastMap<NodeId, BranchOwner<'g>>,
+    flow: &Flow,
+    node: NodeId,
+    earlier: &[crate::guards::Earlier<'g>],
+) -> bool {
+    let Some(owner) = owners.get(&node) else {
+        return false;
+    };
+    if !flow.dominates(owner.choice) {
+        return false;
+    }
+    let prefix = crate::predicate::and(
+        earlier
+            .iter()
+            .map(|e| {
+                let g = crate::predicate::guard(e.guard);
+                if e.held { g } else { crate::predicate::not(g) }
+            })
+            .collect(),
+    );
+    let roots = [
+        owner.choice_completion.clone(),
+        prefix,
+        crate::predicate::not(owner.branch_completion.clone()),
+    ];
+    Check::satisfiable(index, facts, &roots, &|v| v.iter().all(|held| *held)) == Ok(false)
 }
 
 /// The state type as seen at a program point: optional fields with a definition become

@@ -48,10 +48,12 @@ impl<'g> Analyzer<'_, 'g> {
             self.index.descendants(id, &mut descendants);
             let inside: BTreeSet<NodeId> = descendants.into_iter().collect();
             let available = |n: NodeId| flow.available.contains(n) || inside.contains(&n);
+            let (index, facts, owners) = (self.index, &self.facts, &self.branch_owned);
             when_valid = guards::validate(
                 self.index,
                 when,
                 &available,
+                &mut |node, earlier| super::masked_error(index, facts, owners, flow, node, earlier),
                 At::node(id).field("join").field("when"),
                 DiagnosticCode::InvalidGraphShape,
                 self.diags,

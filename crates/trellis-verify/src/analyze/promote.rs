@@ -104,12 +104,10 @@ impl<'g> Analyzer<'_, 'g> {
                         "promoted path is not defined by every completing alternative"
                     },
                 ),
-                Rule::Map => {
-                    (
-                        !matches!(group_ty, PayloadType::Array { .. }) || guaranteed || pending(),
-                        "map promoted path has no indexed body write",
-                    )
-                }
+                Rule::Map => (
+                    !matches!(group_ty, PayloadType::Array { .. }) || guaranteed || pending(),
+                    "map promoted path has no indexed body write",
+                ),
             };
             if !defined {
                 self.diags.emit(

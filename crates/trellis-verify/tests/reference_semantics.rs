@@ -1,0 +1,259 @@
+//! Where the shipping reference (Zeroshot 10.19.1) moved past the vectors' snapshot
+//! (graph-contract §13): each behaviour on a small graph, with the answer the reference binary
+//! gives for the same graph (first diagnostic, or none).
+
+mod support;
+
+use serde_json::{Value, json};
+use support::build::*;
+use trellis_verify::analyze;
+
+/// The first diagnostic's message, or `None` when the analyzer finds nothing.
+fn first(root: Value) -> Option<String> {
+    analyze(&graph(root)).first().map(|d| d.message.clone())
+}
+
+fn promoting(mut group: Value, path: &str) -> Value {
+    group["promotedStatePaths"] = json!([[path]]);
+    group
+}
+
+/// A succeed terminal that reads state `result`.
+fn reads_result(name: &str) -> Value {
+    json!({"kind": "succeed", "name": name,
+           "output": {"kind": "record", "fields": {"r": field(json!({"kind": "integer"}), true)}},
+           "bindings": [{"target": ["r"], "value": {"source": "state", "path": ["result"]}}]})
+}
+
+const UNDEFINED_READ: &str = "selector path is not definitely defined on every reaching path";
+
+#[test]
+fn an_optional_promoted_path_passes_on_a_pending_write_of_any_channel() {
+    // out: `work` writes its required `out.result`; the write stays pending on `work`.
+    let inner = promoting(seq("inner", vec![writes(step("work"), "result")]), "result");
+    assert_eq!(
+        first(seq("root", vec![inner.clone(), succeed("done")])),
+        None
+    );
+    // The promoted path is still not definite: an unrouted read fails at the read.
+    assert_eq!(
+        first(seq("root", vec![inner, reads_result("done")])).as_deref(),
+        Some(UNDEFINED_READ)
+    );
+
+    // signal: a verifier's signal is always present when it succeeds.
+    let mut check = verifier("check");
+    check["writeBindings"] = json!([{"value": {"node": "check", "channel": "signal",
+                                              "path": ["verdict"]}, "target": ["verdict"]}]);
+    let mut inner = promoting(seq("inner", vec![check]), "verdict");
+    inner["state"]["fields"]["verdict"] = field(
+        json!({"kind": "enum",
+                                                      "values": ["accepted", "rejected"]}),
+        false,
+    );
+    let mut root = seq("root", vec![inner, succeed("done")]);
+    root["state"] = inner_state(&root);
+    assert_eq!(first(root), None);
+
+    // An optional source path guarantees nothing, so the promotion fails.
+    let mut optional = writes(step("work"), "result");
+    optional["output"]["fields"]["result"]["required"] = json!(false);
+    let inner = promoting(seq("inner", vec![optional]), "result");
+    assert_eq!(
+        first(seq("root", vec![inner, succeed("done")])).as_deref(),
+        Some("promoted path is not definitely defined on completion")
+    );
+}
+
+/// The state of the first child of `root` (used when a test widens a child's state).
+fn inner_state(root: &Value) -> Value {
+    root["children"][0]["state"].clone()
+}
+
+#[test]
+fn a_write_pending_from_before_a_group_is_not_the_groups_write() {
+    let route = choice(
+        "route",
+        vec![(errors_of("work"), fail("failed"))],
+        Some(step("next")),
+    );
+    // The choice resolves `work`'s write in its otherwise, but the write was made before the
+    // choice: promoting it from the choice fails (§13.7).
+    let promoted_choice = promoting(route.clone(), "result");
+    assert_eq!(
+        first(seq(
+            "root",
+            vec![
+                writes(step("work"), "result"),
+                promoted_choice,
+                reads_result("done")
+            ]
+        ))
+        .as_deref(),
+        Some("promoted path is not defined by every completing alternative")
+    );
+    // The same for a sequence around the choice.
+    let wrapped = promoting(seq("wrapped", vec![route.clone()]), "result");
+    assert_eq!(
+        first(seq(
+            "root",
+            vec![
+                writes(step("work"), "result"),
+                wrapped,
+                reads_result("done")
+            ]
+        ))
+        .as_deref(),
+        Some("promoted path is not definitely defined on completion")
+    );
+    // Without a promotion the resolved write is visible after the choice.
+    assert_eq!(
+        first(seq(
+            "root",
+            vec![
+                writes(step("work"), "result"),
+                route.clone(),
+                reads_result("done")
+            ]
+        )),
+        None
+    );
+    // A write made inside the sequence and resolved there is the sequence's own.
+    let own = promoting(
+        seq("own", vec![writes(step("work"), "result"), route]),
+        "result",
+    );
+    assert_eq!(first(seq("root", vec![own, reads_result("done")])), None);
+}
+
+/// `root: [check, pick: verdict accepted → a, otherwise → b, then]`.
+fn after_pick(then: Value, pick_promotes: bool, a: Value, b: Value) -> Value {
+    let mut pick = choice("pick", vec![(verdict("check", &["accepted"]), a)], Some(b));
+    if pick_promotes {
+        pick = promoting(pick, "result");
+    }
+    seq("root", vec![verifier("check"), pick, then])
+}
+
+#[test]
+fn an_error_guard_may_read_a_node_of_the_alternative_its_prefix_selects() {
+    let accepted = || verdict("check", &["accepted"]);
+    let guarded = |when: Value| {
+        let gate = choice("gate", vec![(when, fail("failed"))], Some(succeed("done")));
+        first(after_pick(gate, false, step("a"), step("b")))
+    };
+    let not_dominating = Some("control selector a does not dominate this guard".to_owned());
+    assert_eq!(guarded(errors_of("a")), not_dominating);
+    // `a` ran wherever `check` accepted: an earlier conjunct, or the negation of an earlier
+    // disjunct, selects its alternative.
+    assert_eq!(
+        guarded(json!({"kind": "all", "guards": [accepted(), errors_of("a")]})),
+        None
+    );
+    assert_eq!(
+        guarded(
+            json!({"kind": "any", "guards": [{"kind": "not", "guard": accepted()},
+                                                  errors_of("a")]})
+        ),
+        None
+    );
+    // A later conjunct is no prefix, and an earlier disjunct that held is the wrong one.
+    assert_eq!(
+        guarded(json!({"kind": "all", "guards": [errors_of("a"), accepted()]})),
+        not_dominating
+    );
+    assert_eq!(
+        guarded(json!({"kind": "any", "guards": [accepted(), errors_of("a")]})),
+        not_dominating
+    );
+    // Only `error` selectors are excepted.
+    assert_eq!(
+        first(after_pick(
+            choice(
+                "gate",
+                vec![(
+                    json!({"kind": "all", "guards": [accepted(),
+                                 is_in(sel("b", "error", None), &ERRORS)]}),
+                    fail("failed")
+                )],
+                Some(succeed("done"))
+            ),
+            false,
+            step("a"),
+            step("b")
+        ))
+        .as_deref(),
+        Some("control selector b does not dominate this guard")
+    );
+}
+
+#[test]
+fn a_path_every_alternative_writes_is_one_pending_write_of_the_choice() {
+    let accepted = || verdict("check", &["accepted"]);
+    let both_routed = json!({"kind": "any", "guards": [
+        {"kind": "all", "guards": [accepted(), errors_of("a")]},
+        {"kind": "all", "guards": [{"kind": "not", "guard": accepted()}, errors_of("b")]}]});
+    let gate = |when: Value, then: Value| choice("gate", vec![(when, fail("failed"))], Some(then));
+    let writers = || (writes(step("a"), "result"), writes(step("b"), "result"));
+
+    // The choice promotes the optional `result` on its common pending write, and a later
+    // residual ruling out both producers' errors resolves it.
+    let (a, b) = writers();
+    let routed = after_pick(gate(both_routed.clone(), reads_result("done")), true, a, b);
+    assert_eq!(first(routed), None);
+    // After the routing choice the write stays resolved.
+    let (a, b) = writers();
+    let mut later = after_pick(gate(both_routed.clone(), step("next")), true, a, b);
+    later["children"]
+        .as_array_mut()
+        .unwrap()
+        .push(reads_result("done"));
+    assert_eq!(first(later), None);
+    // Ruling out only `a`'s errors leaves the `b` alternative unresolved.
+    let (a, b) = writers();
+    let half = json!({"kind": "all", "guards": [accepted(), errors_of("a")]});
+    assert_eq!(
+        first(after_pick(gate(half, reads_result("done")), true, a, b)).as_deref(),
+        Some(UNDEFINED_READ)
+    );
+    // Without the promotion the writes never leave the choice.
+    let (a, b) = writers();
+    assert_eq!(
+        first(after_pick(
+            gate(both_routed, reads_result("done")),
+            false,
+            a,
+            b
+        ))
+        .as_deref(),
+        Some(UNDEFINED_READ)
+    );
+}
+
+#[test]
+fn a_map_over_a_non_array_reports_its_body_item_selectors() {
+    let mut work = step("work");
+    work["input"] =
+        json!({"kind": "record", "fields": {"value": field(json!({"kind": "integer"}), true)}});
+    work["inputBindings"] =
+        json!([{"target": ["value"], "value": {"source": "item", "path": ["value"]}}]);
+    let mut over_value = map("each", 2, work);
+    over_value["over"]["path"] = json!(["value"]);
+    let diagnostics = analyze(&graph(seq("root", vec![over_value, succeed("done")])));
+    assert_eq!(
+        messages(&diagnostics),
+        vec![
+            "item selector is legal only inside a map body",
+            "map selector must resolve to an array"
+        ]
+    );
+}
+
+#[test]
+fn loops_have_no_iteration_ceiling_and_folds_stop_at_the_first_excess() {
+    let rounds = |n: u64| loop_("again", n, None, step("work"));
+    assert_eq!(first(seq("root", vec![rounds(101), succeed("done")])), None);
+    // 70,000 rounds exceed executions and loop entries; only executions are reported.
+    let diagnostics = analyze(&graph(seq("root", vec![rounds(70_000), succeed("done")])));
+    assert_eq!(messages(&diagnostics), vec!["node executions exceed 65536"]);
+}
