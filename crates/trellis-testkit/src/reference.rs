@@ -1,7 +1,7 @@
 //! The reference product's binary (Zeroshot 10.19.1, installed by `scripts/install-zeroshot.sh`)
 //! as a test oracle: `zeroshot run --validate-only` on a graph, an input and a uniform runtime
-//! plan, with an isolated `HOME`, from a scratch git repository with one commit, its answer
-//! parsed into a [`Verdict`].
+//! plan, with an isolated `HOME`, from a scratch git repository with one commit and an
+//! `origin` remote, its answer parsed into a [`Verdict`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,6 +29,8 @@ pub enum ReferenceError {
     Scratch(String),
     #[error("cannot run the reference binary: {0}")]
     Spawn(#[from] std::io::Error),
+    #[error("the reference did not answer within {0:?}")]
+    TimedOut(std::time::Duration),
     #[error("the reference printed nothing recognizable (status {status}): {output}")]
     Unrecognized { status: String, output: String },
 }
@@ -83,7 +85,13 @@ pub struct OracleCase {
 pub struct Reference {
     binary: PathBuf,
     scratch: tempfile::TempDir,
+    /// How long one validation may take before it is killed.
+    deadline: std::time::Duration,
 }
+
+/// The default per-case deadline: the reference spends seconds to minutes on graphs whose
+/// control checks have tens of thousands of assignments.
+const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Reference {
     /// Finds the pinned binary: `$TRELLIS_ZEROSHOT_BIN`, else the venv that
@@ -133,6 +141,14 @@ impl Reference {
                 "-m",
                 "scratch",
             ][..],
+            // Git delivery nodes are admitted only with a credential-free remote; validation
+            // never contacts it.
+            &[
+                "remote",
+                "add",
+                "origin",
+                "https://github.com/example/scratch.git",
+            ][..],
         ] {
             let status = Command::new("git")
                 .args(args)
@@ -145,7 +161,18 @@ impl Reference {
                 return Err(ReferenceError::Scratch(format!("git {args:?}: {status}")));
             }
         }
-        Ok(Reference { binary, scratch })
+        Ok(Reference {
+            binary,
+            scratch,
+            deadline: DEFAULT_DEADLINE,
+        })
+    }
+
+    /// Sets how long one validation may take before it is killed and reported as
+    /// [`ReferenceError::TimedOut`].
+    pub fn with_deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     pub fn binary(&self) -> &Path {
@@ -164,7 +191,7 @@ impl Reference {
         ] {
             std::fs::write(path, value.to_string())?;
         }
-        let output = Command::new(&self.binary)
+        let mut child = Command::new(&self.binary)
             .args(["run", "--validate-only", "--title", "t", "--graph"])
             .arg(&graph)
             .arg("--input")
@@ -175,7 +202,20 @@ impl Reference {
             .env_clear()
             .env("HOME", dir.join("home"))
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .output()?;
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        let started = std::time::Instant::now();
+        // The answer is one short line, so the pipes never fill while the child runs.
+        while child.try_wait()?.is_none() {
+            if started.elapsed() > self.deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ReferenceError::TimedOut(self.deadline));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let output = child.wait_with_output()?;
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&output.stdout),
@@ -187,12 +227,13 @@ impl Reference {
         })
     }
 
-    /// Validates every case on `workers` threads; answers come back in case order.
+    /// Validates every case on `workers` threads; answers, each with the time the reference
+    /// took, come back in case order.
     pub fn check_all(
         &self,
         cases: &[OracleCase],
         workers: usize,
-    ) -> Vec<Result<Verdict, ReferenceError>> {
+    ) -> Vec<(Result<Verdict, ReferenceError>, std::time::Duration)> {
         let workers = workers.clamp(1, cases.len().max(1));
         let chunk = cases.len().div_ceil(workers).max(1);
         std::thread::scope(|scope| {
@@ -200,8 +241,14 @@ impl Reference {
                 .chunks(chunk)
                 .enumerate()
                 .map(|(slot, part)| {
-                    scope
-                        .spawn(move || part.iter().map(|c| self.check(c, slot)).collect::<Vec<_>>())
+                    scope.spawn(move || {
+                        part.iter()
+                            .map(|c| {
+                                let started = std::time::Instant::now();
+                                (self.check(c, slot), started.elapsed())
+                            })
+                            .collect::<Vec<_>>()
+                    })
                 })
                 .collect();
             handles
