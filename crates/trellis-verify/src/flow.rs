@@ -24,6 +24,9 @@ pub(crate) struct WriteFact {
     pub(crate) target: SPath,
     pub(crate) ty: Ty,
     pub(crate) guaranteed: BTreeMap<SPath, Ty>,
+    /// The executables whose write this is, ascending (several once alternatives or branches
+    /// are joined); a choice's common write resolves on their success (§13.6).
+    pub(crate) producers: Vec<NodeId>,
 }
 
 /// A par's promoted writes, visible only while the par is known to have succeeded.

@@ -257,3 +257,85 @@ fn loops_have_no_iteration_ceiling_and_folds_stop_at_the_first_excess() {
     let diagnostics = analyze(&graph(seq("root", vec![rounds(70_000), succeed("done")])));
     assert_eq!(messages(&diagnostics), vec!["node executions exceed 65536"]);
 }
+
+#[test]
+fn a_choice_promotes_a_path_written_definitely_in_one_alternative_and_pending_in_another() {
+    // `a`'s write is resolved inside its alternative; `b`'s stays pending. The choice carries
+    // one pending write, resolved where a later residual shows the producers of some
+    // completing alternative succeeding (the definite one's producer too).
+    let routed_a = promoting(
+        seq(
+            "routedA",
+            vec![
+                writes(step("a"), "result"),
+                choice(
+                    "routeA",
+                    vec![(errors_of("a"), fail("aFailed"))],
+                    Some(step("x")),
+                ),
+            ],
+        ),
+        "result",
+    );
+    let accepted = || verdict("check", &["accepted"]);
+    let gate = |when: Value| {
+        choice(
+            "gate",
+            vec![(when, fail("failed"))],
+            Some(reads_result("done")),
+        )
+    };
+    let graph_with = |when: Value| {
+        after_pick(
+            gate(when),
+            true,
+            routed_a.clone(),
+            writes(step("b"), "result"),
+        )
+    };
+    let both = json!({"kind": "any", "guards": [
+        {"kind": "all", "guards": [accepted(), errors_of("a")]},
+        {"kind": "all", "guards": [{"kind": "not", "guard": accepted()}, errors_of("b")]}]});
+    assert_eq!(first(graph_with(both)), None);
+    // Leaving `a` unmentioned where its alternative was taken resolves nothing.
+    let only_b = json!({"kind": "all", "guards": [{"kind": "not", "guard": accepted()},
+                                                   errors_of("b")]});
+    assert_eq!(first(graph_with(only_b)).as_deref(), Some(UNDEFINED_READ));
+}
+
+#[test]
+fn a_read_outside_a_narrower_group_state_is_typed_by_its_definition() {
+    // `value` is defined (required in the input) but not declared by the inner sequence:
+    // the read reports the missing path and is still typed as an integer.
+    let mut inner = seq(
+        "inner",
+        vec![
+            json!({"kind": "step", "name": "read", "worker": "test.step@1",
+            "input": {"kind": "record", "fields": {"v": field(json!({"kind": "string"}), true)}},
+            "output": result_output(), "attempts": 1, "writeBindings": [],
+            "inputBindings": [{"target": ["v"], "value": {"source": "state", "path": ["value"]}}]}),
+        ],
+    );
+    inner["state"]["fields"]
+        .as_object_mut()
+        .unwrap()
+        .remove("value");
+    assert_eq!(
+        first(seq("root", vec![inner, succeed("done")])).as_deref(),
+        Some("binding source is not a subtype of its target")
+    );
+}
+
+#[test]
+fn bindings_into_a_non_record_payload_are_still_checked() {
+    let done = json!({"kind": "succeed", "name": "done",
+        "output": {"kind": "array", "items": {"kind": "integer"}},
+        "bindings": [{"target": ["out"], "value": {"source": "state", "path": ["value"]}}]});
+    assert_eq!(
+        messages(&analyze(&graph(seq("root", vec![done])))),
+        vec![
+            "binding target does not exist in declared payload",
+            "v1 field bindings cannot construct a whole non-record payload; use null or record"
+        ]
+    );
+}

@@ -56,11 +56,13 @@ impl<'g> Analyzer<'_, 'g> {
                         }
                     };
                 }
-                let Some((declared, required)) = scope.state.lookup(path) else {
-                    self.missing_selector_path(at);
-                    return None;
-                };
                 let definition = flow.defined.get(&key);
+                let Some((declared, required)) = scope.state.lookup(path) else {
+                    // A definition made outside a narrower group state still types the
+                    // read, as the reference does.
+                    self.missing_selector_path(at);
+                    return definition.cloned();
+                };
                 if !required && definition.is_none() {
                     self.undefined_selector(at);
                 }
@@ -102,6 +104,8 @@ impl<'g> Analyzer<'_, 'g> {
         scope: &Scope<'g>,
     ) {
         let (payload_field, bindings_field) = fields;
+        // The bindings are still checked one by one (their targets cannot exist), as the
+        // reference does.
         if !matches!(payload, PayloadType::Null | PayloadType::Record { .. }) {
             self.diags.emit(
                 DiagnosticCode::SchemaSafety,
@@ -109,7 +113,6 @@ impl<'g> Analyzer<'_, 'g> {
                 At::node(id).field(payload_field).path(self.index),
                 [],
             );
-            return;
         }
         for (i, binding) in bindings.iter().enumerate() {
             let b = At::node(id).field(bindings_field).index(i);
@@ -300,7 +303,7 @@ impl<'g> Analyzer<'_, 'g> {
                 );
             }
             if let (Some((value_ty, required)), Some(_)) = (value, &target) {
-                facts.push(write_fact(target_key, value_ty, required));
+                facts.push(write_fact(target_key, value_ty, required, self.canon(id)));
             }
         }
         facts
@@ -377,7 +380,12 @@ fn resolve_output(node: &GraphNode, write: &WriteBinding) -> Option<(Ty, bool)> 
 
 /// A write's guaranteed paths: the target and the value's required descendants, but only
 /// when the source path is required all the way down.
-pub(crate) fn write_fact(target: Rc<FieldPath>, ty: Ty, required: bool) -> WriteFact {
+pub(crate) fn write_fact(
+    target: Rc<FieldPath>,
+    ty: Ty,
+    required: bool,
+    producer: NodeId,
+) -> WriteFact {
     let mut guaranteed = std::collections::BTreeMap::new();
     if required {
         guaranteed.insert(target.clone(), ty.clone());
@@ -389,5 +397,6 @@ pub(crate) fn write_fact(target: Rc<FieldPath>, ty: Ty, required: bool) -> Write
         target,
         ty,
         guaranteed,
+        producers: vec![producer],
     }
 }

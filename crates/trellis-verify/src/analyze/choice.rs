@@ -230,9 +230,10 @@ impl<'g> Analyzer<'_, 'g> {
         }
     }
 
-    /// A path that every completing alternative writes, pending on different producers, is
-    /// carried by the choice itself as one pending write (§13.6); the choice stays failed
-    /// until a later residual shows some alternative completed with its producers succeeding.
+    /// A path that every completing alternative writes — pending on different producers, or
+    /// definite in some — is carried by the choice itself as one pending write (§13.6); the
+    /// choice stays failed until a later residual shows some alternative completed with the
+    /// write's producers in it succeeding.
     fn common_pending(
         &mut self,
         choice: NodeId,
@@ -247,13 +248,13 @@ impl<'g> Analyzer<'_, 'g> {
             .iter()
             .map(|alternative| {
                 let mut table: BTreeMap<&SPath, Writers> = BTreeMap::new();
-                for (node, writes) in &alternative.pending {
-                    if self.index.node(*node).executable().is_none() {
-                        continue;
-                    }
-                    for write in writes {
-                        let (facts, producers) = table.entry(&write.target).or_default();
-                        facts.push(write);
+                let pending = (alternative.pending.iter())
+                    .filter(|(node, _)| self.index.node(*node).executable().is_some())
+                    .flat_map(|(_, writes)| writes);
+                for write in pending.chain(alternative.definite_writes.values()) {
+                    let (facts, producers) = table.entry(&write.target).or_default();
+                    facts.push(write);
+                    for node in &write.producers {
                         if !producers.contains(node) {
                             producers.push(*node);
                         }
@@ -266,7 +267,9 @@ impl<'g> Analyzer<'_, 'g> {
         let mut producers = vec![Vec::new(); contributing.len()];
         for target in tables[0].keys() {
             let already = merged.pending.iter().flat_map(|(_, w)| w);
-            if already.into_iter().any(|w| &w.target == *target) {
+            if merged.definite_writes.contains_key(*target)
+                || already.into_iter().any(|w| &w.target == *target)
+            {
                 continue;
             }
             let Some(writers) = tables
@@ -330,6 +333,7 @@ impl<'g> Analyzer<'_, 'g> {
                     !values[0]
                         || writers.iter().enumerate().any(|(k, writer)| {
                             values[k + 1]
+                                && !writer.producers.is_empty()
                                 && writer.producers.iter().all(|p| {
                                     mentioned.binary_search(p).is_ok() && !failing.contains(p)
                                 })

@@ -28,6 +28,7 @@ fn lift(fact: &WriteFact) -> WriteFact {
         target: fact.target.clone(),
         ty,
         guaranteed,
+        producers: fact.producers.clone(),
     }
 }
 
