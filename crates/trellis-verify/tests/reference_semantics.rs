@@ -339,3 +339,73 @@ fn bindings_into_a_non_record_payload_are_still_checked() {
         ]
     );
 }
+
+#[test]
+fn a_loop_exit_whose_space_is_past_the_ceiling_is_unsatisfiable() {
+    let mut check = verifier("check");
+    check["name"] = json!("check");
+    let until = json!({"kind": "k_of_map", "count": 2,
+                       "value": {"name": "check", "source": "error", "field": null},
+                       "labels": ERRORS});
+    let each = map("each", 1025, loop_("again", 3, Some(until), check));
+    let diagnostics = analyze(&graph(seq("root", vec![each, succeed("done")])));
+    assert_eq!(
+        (
+            diagnostics[0].message.as_str(),
+            diagnostics[1].message.as_str()
+        ),
+        (
+            "loop exit guard is unsatisfiable",
+            "control assignment space exceeds 65536"
+        )
+    );
+}
+
+#[test]
+fn a_dead_otherwise_is_reported_under_its_choice_even_when_its_name_is_a_duplicate() {
+    let mut twin = step("check");
+    twin["worker"] = json!("test.other@1");
+    let pick = choice(
+        "pick",
+        vec![
+            (errors_of("check"), fail("failed")),
+            (verdict("check", &["accepted", "rejected"]), step("next")),
+        ],
+        Some(twin),
+    );
+    let diagnostics = analyze(&graph(seq(
+        "root",
+        vec![verifier("check"), pick, succeed("done")],
+    )));
+    let dead = diagnostics
+        .iter()
+        .find(|d| d.message.starts_with("choice otherwise is unreachable"))
+        .unwrap();
+    assert_eq!(dotted(dead), "root.root.children.1.pick.otherwise.check");
+}
+
+#[test]
+fn a_root_field_the_run_fills_is_read_as_the_root_state_declares_it() {
+    // `items` is optional in the input, so the run fills it; it is then what the root state
+    // declares (`[number]`), not the input's narrower `[integer]`.
+    let list = |item: &str| {
+        json!({"kind": "record", "fields": {"items": field(
+        json!({"kind": "array", "items": {"kind": item}}), true)}})
+    };
+    let mut input = list("integer");
+    input["fields"]["items"]["required"] = json!(false);
+    let mut inner = seq("inner", vec![step("work")]);
+    inner["state"] = list("integer");
+    let mut root = seq("root", vec![inner, succeed("done")]);
+    root["state"] = list("number");
+    let spec = trellis_graph::GraphSpec::parse(
+        &json!({"profile": "openengine.graph.full/v1", "initialInput": input,
+                "policy": {"policy": "policy.strict@1", "default": "deny"}, "root": root}),
+        &trellis_graph::json::JsonPath::root(),
+    )
+    .unwrap();
+    assert_eq!(
+        messages(&analyze(&spec)),
+        vec!["incoming state is not a subtype of the group's declared state"]
+    );
+}

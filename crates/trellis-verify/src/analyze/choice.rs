@@ -95,12 +95,15 @@ impl<'g> Analyzer<'_, 'g> {
                     self.at(id, &[Step::Field("branches")]),
                     [&choice.name],
                 ),
-                (Some(_), false) => {
-                    let otherwise = self.index.entry(id).children[n];
+                (Some(otherwise), false) => {
+                    // Located under this choice even when the otherwise's name is a duplicate
+                    // (other diagnostics about a duplicate use its first occurrence).
+                    let mut path = self.at(id, &[Step::Field("otherwise")]);
+                    path.push(trellis_graph::PathSegment::node(otherwise.name()));
                     self.diags.emit(
                         DiagnosticCode::ChoiceExhaustiveness,
                         "choice otherwise is unreachable because earlier branches cover every legal control assignment",
-                        self.path(otherwise),
+                        path,
                         [&choice.name],
                     );
                 }

@@ -101,7 +101,9 @@ pub(crate) fn run<'g>(
         branch_owned: crate::index::FastMap::default(),
         common_writes: crate::index::FastMap::default(),
     };
-    let flow = Flow::initial(root_input, index.len());
+    // Definitions come from the input as given: a field the run fills is required in the
+    // root state, so it reads as declared there (as the reference does).
+    let flow = Flow::initial(initial_input, index.len());
     let scope = Scope {
         state: root_input,
         map: None,
@@ -120,10 +122,6 @@ impl<'a, 'g> Analyzer<'a, 'g> {
 
     pub(crate) fn canon(&self, id: NodeId) -> NodeId {
         self.index.entry(id).canon
-    }
-
-    pub(crate) fn path(&self, id: NodeId) -> Path {
-        self.index.path(id)
     }
 
     pub(crate) fn at(&self, id: NodeId, steps: &[Step]) -> Path {
