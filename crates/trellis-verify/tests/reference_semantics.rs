@@ -409,3 +409,25 @@ fn a_root_field_the_run_fills_is_read_as_the_root_state_declares_it() {
         vec!["incoming state is not a subtype of the group's declared state"]
     );
 }
+
+#[test]
+fn a_first_join_reading_a_selector_with_no_candidates_never_settles() {
+    // The guard is used on the branch where its node is available although it is illegal;
+    // a `group` field a step lacks has no candidate, so the par never settles and the root
+    // does not fall through. An illegal `error` selector of a sequence has one.
+    let race = |when: Value| {
+        let race = par(
+            "race",
+            json!({"kind": "first", "when": when}),
+            vec![seq("left", vec![step("a")]), step("b")],
+        );
+        messages(&analyze(&graph(seq("root", vec![race])))).join(" | ")
+    };
+    let joined = is_in(sel("a", "group", Some("joined")), &["reached"]);
+    assert_eq!(race(joined), "illegal control selector for node a");
+    assert_eq!(
+        race(errors_of("left")),
+        "normal-success path falls through without explicit succeed or fail terminal | \
+         illegal control selector for node left"
+    );
+}
