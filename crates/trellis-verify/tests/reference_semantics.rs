@@ -408,6 +408,24 @@ fn a_root_field_the_run_fills_is_read_as_the_root_state_declares_it() {
         messages(&analyze(&spec)),
         vec!["incoming state is not a subtype of the group's declared state"]
     );
+    assert_eq!(
+        dotted(&analyze(&spec)[0]),
+        "root.root.children.0.inner.state"
+    );
+
+    // The root itself is checked against the input's own type for that field.
+    let mut strings = list("string");
+    strings["fields"]["items"]["required"] = json!(false);
+    let mut root = seq("root", vec![step("work"), succeed("done")]);
+    root["state"] = list("number");
+    let spec = trellis_graph::GraphSpec::parse(
+        &json!({"profile": "openengine.graph.full/v1", "initialInput": strings,
+                "policy": {"policy": "policy.strict@1", "default": "deny"}, "root": root}),
+        &trellis_graph::json::JsonPath::root(),
+    )
+    .unwrap();
+    let diagnostics = analyze(&spec);
+    assert_eq!(dotted(&diagnostics[0]), "root.root.state");
 }
 
 #[test]

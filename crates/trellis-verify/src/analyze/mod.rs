@@ -80,12 +80,13 @@ pub(crate) struct Analyzer<'a, 'g> {
     pub(crate) common_writes: crate::index::FastMap<NodeId, Vec<CommonWriter<'g>>>,
 }
 
-/// Runs the semantic pass over the whole graph; the root sees `root_input` (the initial input
-/// filled by [`fill_root_state`]).
+/// Runs the semantic pass over the whole graph; the root sees `root_input` and the initial
+/// definitions come from `defined_input` (the initial input filled by [`fill_root_state`]).
 pub(crate) fn run<'g>(
     index: &Index<'g>,
     initial_input: &'g PayloadType,
     root_input: &'g PayloadType,
+    defined_input: &PayloadType,
     diags: &mut Diags,
 ) -> Analysis<'g> {
     let mut analyzer = Analyzer {
@@ -101,9 +102,7 @@ pub(crate) fn run<'g>(
         branch_owned: crate::index::FastMap::default(),
         common_writes: crate::index::FastMap::default(),
     };
-    // Definitions come from the input as given: a field the run fills is required in the
-    // root state, so it reads as declared there (as the reference does).
-    let flow = Flow::initial(initial_input, index.len());
+    let flow = Flow::initial(defined_input, index.len());
     let scope = Scope {
         state: root_input,
         map: None,
@@ -167,8 +166,14 @@ impl<'a, 'g> Analyzer<'a, 'g> {
                     .lookup(path)
                     .is_some_and(|(at, _)| ty.is_subtype_of(at))
             });
+        // The root sees the filled input itself: its definitions type the fields the run
+        // fills as the root state does, which would make the check vacuous for them.
         let fits = refines_declared
-            || refined(scope.state, &flow.defined, &mut Vec::new()).is_subtype_of(declared);
+            || if id == 0 {
+                scope.state.is_subtype_of(declared)
+            } else {
+                refined(scope.state, &flow.defined, &mut Vec::new()).is_subtype_of(declared)
+            };
         if !fits {
             self.diags.emit(
                 DiagnosticCode::SchemaSafety,
@@ -341,11 +346,26 @@ fn fillable(ty: &PayloadType) -> bool {
     }
 }
 
+/// How [`fill_root_state`] types an optional input field the run fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filled {
+    /// As the input declares it, made required: the root state check sees this.
+    AsInput,
+    /// As the root state declares it: the initial definitions see this.
+    AsState,
+}
+
 /// The initial input as a run's first state sees it. A run starts by filling missing required
 /// string/null/array/record fields of the root state with empty values, and the reference
 /// product admits its own templates only under this reading: required root-state fields that a run
-/// fills (absent or optional in the input) become present, recursively through records.
-pub(crate) fn fill_root_state(input: &PayloadType, state: &PayloadType) -> PayloadType {
+/// fills (absent or optional in the input) become present, recursively through records. An
+/// absent field takes the root state's type; an optional one the type `filled` says (the
+/// reference checks the root state against the input's type but defines the state's).
+pub(crate) fn fill_root_state(
+    input: &PayloadType,
+    state: &PayloadType,
+    filled: Filled,
+) -> PayloadType {
     let (Some(given), Some(wanted)) = (input.fields(), state.fields()) else {
         return input.clone();
     };
@@ -353,8 +373,12 @@ pub(crate) fn fill_root_state(input: &PayloadType, state: &PayloadType) -> Paylo
     for (name, want) in wanted {
         let filled_here = want.required && fillable(&want.ty);
         match fields.get_mut(name) {
-            Some(have) if have.required || filled_here => {
-                have.ty = fill_root_state(&have.ty, &want.ty);
+            Some(have) if have.required => have.ty = fill_root_state(&have.ty, &want.ty, filled),
+            Some(have) if filled_here => {
+                have.ty = match filled {
+                    Filled::AsInput => fill_root_state(&have.ty, &want.ty, filled),
+                    Filled::AsState => want.ty.clone(),
+                };
                 have.required = true;
             }
             Some(_) => {}
