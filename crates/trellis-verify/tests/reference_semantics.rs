@@ -449,3 +449,18 @@ fn a_first_join_reading_a_selector_with_no_candidates_never_settles() {
          illegal control selector for node left"
     );
 }
+
+#[test]
+fn a_duplicate_writing_from_its_own_name_reads_the_first_occurrence() {
+    // The name `work` resolves to the verifier entered first; it may still fail, so the
+    // second `work`'s write of its own output is on that error path.
+    let twin = writes(step("work"), "result");
+    let diagnostics = analyze(&graph(seq(
+        "root",
+        vec![verifier("work"), twin, succeed("done")],
+    )));
+    assert_eq!(
+        diagnostics[0].message,
+        "node output work is unavailable on its error path"
+    );
+}

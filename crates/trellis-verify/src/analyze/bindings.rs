@@ -247,10 +247,14 @@ impl<'g> Analyzer<'_, 'g> {
                 );
             }
             let source = &write.value.node;
+            // A name resolves to its first occurrence, so a duplicate reading its own name
+            // reads that occurrence, which counts as entered (as the reference has it).
             let source_id = self.index.lookup(source.as_str());
             let value_at = w.field("value");
-            if *source != exec.name {
-                if !source_id.is_some_and(|s| flow.dominates(s)) {
+            let reads_itself = source_id == Some(id);
+            if !reads_itself {
+                let entered = |s: NodeId| flow.dominates(s) || s == self.canon(id);
+                if !source_id.is_some_and(entered) {
                     self.diags.emit(
                         DiagnosticCode::UndefinedRead,
                         format!("node output {source} does not dominate this read"),
@@ -267,6 +271,7 @@ impl<'g> Analyzer<'_, 'g> {
                     );
                 }
             }
+            // The output read is this node's own when it names itself.
             let source_node = if *source == exec.name {
                 Some(node)
             } else {
