@@ -19,7 +19,9 @@ use trellis_graph::conformance::{json_files, require};
 use trellis_graph::json::{JsonPath, parse_strict};
 use trellis_runtime::plan::RuntimePlan;
 use trellis_testkit::graphgen::{self, Generated, Settings, WorkerStyle, sample};
-use trellis_testkit::reference::{OracleCase, Reference, ReferenceError, Stage, Verdict};
+use trellis_testkit::reference::{
+    OracleCase, Reference, ReferenceError, Stage, Verdict, strip_text_location,
+};
 use trellis_verify::{Verification, verify_builtin};
 
 /// The uniform agent plan both tools are given.
@@ -68,12 +70,14 @@ fn trellis_answer(graph: &Value, input: &Value, plan: &Value) -> Verdict {
     }
 }
 
-/// Drops Trellis's ` at $.path` location from a parse error.
+/// Drops Trellis's ` at $.path` location (or serde's ` at line L column C`) from a parse
+/// error.
 fn strip_json_location(message: &str) -> String {
-    match message.rfind(" at $") {
-        Some(at) => message[..at].to_owned(),
-        None => message.to_owned(),
-    }
+    let message = match message.rfind(" at $") {
+        Some(at) => &message[..at],
+        None => message,
+    };
+    strip_text_location(message).to_owned()
 }
 
 /// Admission as 10.19.1 (graph-contract §13.9: admission before verification, its checks and
