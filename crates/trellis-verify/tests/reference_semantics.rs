@@ -464,3 +464,69 @@ fn a_duplicate_writing_from_its_own_name_reads_the_first_occurrence() {
         "node output work is unavailable on its error path"
     );
 }
+
+#[test]
+fn a_duplicate_reads_its_own_out_but_the_first_occurrences_signals() {
+    // `work` is first a fail terminal (no outputs), then a verifier writing from its own name.
+    let with_write = |channel: &str, path: &str, target: &str| {
+        let mut twin = verifier("work");
+        twin["signals"] = json!({"verdict": ["accepted", "rejected"]});
+        twin["writeBindings"] = json!([{"value": {"node": "work", "channel": channel,
+                                                  "path": [path]}, "target": [target]}]);
+        let verdict = field(
+            json!({"kind": "enum", "values": ["accepted", "rejected"]}),
+            false,
+        );
+        let mut route = choice(
+            "route",
+            vec![(errors_of("first"), fail("work"))],
+            Some(twin),
+        );
+        route["state"]["fields"]["verdict"] = verdict.clone();
+        let mut root = seq("root", vec![step("first"), route, succeed("done")]);
+        root["state"]["fields"]["verdict"] = verdict;
+        analyze(&graph(root)).first().map(|d| d.message.clone())
+    };
+    // Its own `out` is read from its own declaration: only the duplicate is reported.
+    assert_eq!(
+        with_write("out", "result", "result").as_deref(),
+        Some("duplicate node name work")
+    );
+    // Its signal is looked up by name and finds the fail terminal (the reference's answer).
+    assert_eq!(
+        with_write("signal", "verdict", "verdict").as_deref(),
+        Some("node output selector channel or path is invalid")
+    );
+}
+
+#[test]
+fn only_writes_of_exactly_the_promoted_path_are_type_checked() {
+    // `inner` writes the signal `verdict` (three labels) into `review.verdict`; the root's
+    // `review.verdict` admits two. Promoting `review` does not check the write below it;
+    // promoting `review.verdict` does (both as the reference answers).
+    let review = |labels: &[&str]| {
+        field(
+            json!({"kind": "record", "fields": {"verdict": field(
+                json!({"kind": "enum", "values": labels}), false)}}),
+            true,
+        )
+    };
+    let promoting_review = |path: Value| {
+        let mut check = verifier("check");
+        check["signals"] = json!({"verdict": ["accepted", "revise", "stop"]});
+        check["writeBindings"] = json!([{"value": {"node": "check", "channel": "signal",
+                                                  "path": ["verdict"]},
+                                        "target": ["review", "verdict"]}]);
+        let mut inner = seq("inner", vec![check]);
+        inner["state"]["fields"]["review"] = review(&["accepted", "revise", "stop"]);
+        inner["promotedStatePaths"] = json!([path]);
+        let mut root = seq("root", vec![inner, succeed("done")]);
+        root["state"]["fields"]["review"] = review(&["accepted", "revise"]);
+        first(root)
+    };
+    assert_eq!(promoting_review(json!(["review"])), None);
+    assert_eq!(
+        promoting_review(json!(["review", "verdict"])).as_deref(),
+        Some("promoted value is not a subtype of its enclosing state target")
+    );
+}

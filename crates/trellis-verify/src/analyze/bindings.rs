@@ -271,8 +271,10 @@ impl<'g> Analyzer<'_, 'g> {
                     );
                 }
             }
-            // The output read is this node's own when it names itself.
-            let source_node = if *source == exec.name {
+            // A node's own `out` is read from its own declaration; its signals and
+            // diagnostic, like any other node's output, from the name's first occurrence
+            // (they differ only for a duplicate name, as the reference has it).
+            let source_node = if *source == exec.name && write.value.channel == OutputChannel::Out {
                 Some(node)
             } else {
                 source_id.map(|s| self.index.node(s))

@@ -60,18 +60,13 @@ impl<'g> Analyzer<'_, 'g> {
                     [],
                 ),
                 Some(target) => {
+                    // Only writes of exactly the promoted path are checked; a write below it
+                    // (`review.verdict` under a promoted `review`) is not, as the reference
+                    // has it.
                     let mismatch = effects
                         .possible_writes
-                        .iter()
-                        .filter(|(written, _)| path.is_prefix_of(written))
-                        .any(|(written, types)| {
-                            let rest = &written.segments()[path.segments().len()..];
-                            let expected = match FieldPath::new(rest.to_vec()) {
-                                Ok(rest) => target.lookup(&rest).map(|(t, _)| t),
-                                Err(_) => Some(&**target),
-                            };
-                            expected.is_some_and(|e| types.iter().any(|t| !t.is_subtype_of(e)))
-                        });
+                        .get(&key)
+                        .is_some_and(|types| types.iter().any(|t| !t.is_subtype_of(target)));
                     if mismatch {
                         self.diags.emit(
                             DiagnosticCode::SchemaSafety,
