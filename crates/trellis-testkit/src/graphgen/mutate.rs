@@ -1,6 +1,7 @@
 //! Mutations of whole documents along the verifier's rule families: required flags, payload
 //! types, routes, channels, promotions, guard labels and selectors, joins, bounds at each
-//! ceiling, otherwise branches, duplicate names, loop exits, map sources, child order.
+//! ceiling, otherwise branches, duplicate names, loop exits, map sources, child order; and the
+//! admission fields of executables (attempts, instructions).
 
 use serde_json::{Value, json};
 
@@ -74,7 +75,7 @@ fn node_names(doc: &Value) -> Vec<String> {
 /// Applies one mutation (trying other kinds when a kind finds no site) and returns its name.
 pub(crate) fn mutate(dice: &mut Dice, doc: &mut Value) -> &'static str {
     for _ in 0..8 {
-        let kind = *dice.pick(&KINDS);
+        let kind = KINDS[dice.weighted(&WEIGHTS)];
         if apply(kind, dice, doc) {
             return kind;
         }
@@ -82,7 +83,7 @@ pub(crate) fn mutate(dice: &mut Dice, doc: &mut Value) -> &'static str {
     "none"
 }
 
-const KINDS: [&str; 17] = [
+const KINDS: [&str; 19] = [
     "required",
     "retype",
     "unroute",
@@ -100,7 +101,14 @@ const KINDS: [&str; 17] = [
     "swap",
     "drop",
     "item",
+    "attempts",
+    "instructions",
 ];
+
+/// How often each kind is drawn: the admission fields a quarter as often as the verifier's
+/// families, since the reference refuses at admission before verifying (and the allowlisted
+/// differences would otherwise hide a tenth of the corpus's verifier answers).
+const WEIGHTS: [u32; 19] = [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1];
 
 fn pick_site(
     dice: &mut Dice,
@@ -147,6 +155,9 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
         }),
         "item" => pick_site(dice, doc, &|_, v| {
             v.get("source").is_some_and(|s| s == "item" || s == "state") && v.get("path").is_some()
+        }),
+        "attempts" | "instructions" => pick_site(dice, doc, &|_, v| {
+            is_node(v) && (v["kind"] == "step" || v["kind"] == "verifier")
         }),
         _ => None,
     }) else {
@@ -309,6 +320,16 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
                 value["path"] = json!([*dice.pick(&["v", "w", "n", "items", "zz"])]);
             }
         }
+        "attempts" => value["attempts"] = json!(*dice.pick(&[1u64, 2, 3, 100, 101])),
+        "instructions" => match value.as_object_mut() {
+            Some(node) if node.contains_key("instructions") => {
+                node.remove("instructions");
+            }
+            Some(node) => {
+                node.insert("instructions".into(), json!("Do the work."));
+            }
+            None => return false,
+        },
         _ => return false,
     }
     true
