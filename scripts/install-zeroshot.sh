@@ -32,8 +32,30 @@ is_current() {
   [[ "$("$binary" --version 2>/dev/null)" == "$ZEROSHOT_BINARY_VERSION" ]]
 }
 
-if ! is_current; then
+# A Python the wheel supports, with venv (Debian ships venv separately: installed through
+# apt-get when missing, as scripts/postgres.sh does for its server).
+require_python() {
   command -v python3 >/dev/null || { echo "install-zeroshot: python3 is required" >&2; exit 1; }
+  if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "install-zeroshot: python3 >= 3.11 is required (the wheel's floor); found $(python3 --version 2>&1)" >&2
+    exit 1
+  fi
+  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    if ! command -v apt-get >/dev/null; then
+      echo "install-zeroshot: python3 lacks venv/ensurepip and apt-get is unavailable" >&2
+      exit 1
+    fi
+    echo "install-zeroshot: installing Debian's python3-venv" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q python3-venv >/dev/null; then
+      apt-get update -q >/dev/null
+      apt-get install -y -q python3-venv >/dev/null
+    fi
+  fi
+}
+
+if ! is_current; then
+  require_python
   echo "install-zeroshot: installing $ZEROSHOT_PACKAGE==$ZEROSHOT_VERSION into $venv" >&2
   rm -rf "$venv"
   mkdir -p "$(dirname "$venv")"

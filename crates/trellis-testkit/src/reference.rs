@@ -23,6 +23,8 @@ pub enum ReferenceError {
          {REFERENCE_BINARY_ENV}"
     )]
     MissingUnderCi,
+    #[error("{REFERENCE_BINARY_ENV} names {0}, which is not a file")]
+    NotAFile(PathBuf),
     #[error("the reference binary {0} reports {1:?}, not {REFERENCE_BINARY_VERSION:?}")]
     WrongVersion(PathBuf, String),
     #[error("reference scratch set-up failed: {0}")]
@@ -94,13 +96,19 @@ pub struct Reference {
 const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Reference {
-    /// Finds the pinned binary: `$TRELLIS_ZEROSHOT_BIN`, else the venv that
-    /// `scripts/install-zeroshot.sh` makes under `<workspace>/.tools`. `Ok(None)` (with a note)
-    /// when it is absent outside CI; under `CI` absence is an error, so CI never passes by
-    /// skipping.
+    /// Finds the pinned binary: `$TRELLIS_ZEROSHOT_BIN` (an error when it names no file),
+    /// else the venv that `scripts/install-zeroshot.sh` makes under `<workspace>/.tools`.
+    /// `Ok(None)` (with a note) when it is absent outside CI; under `CI` absence is an error,
+    /// so CI never passes by skipping.
     pub fn locate(manifest_dir: &str) -> Result<Option<Self>, ReferenceError> {
         let binary = match std::env::var_os(REFERENCE_BINARY_ENV) {
-            Some(path) => Some(PathBuf::from(path)),
+            Some(path) => {
+                let path = PathBuf::from(path);
+                if !path.is_file() {
+                    return Err(ReferenceError::NotAFile(path));
+                }
+                Some(path)
+            }
             None => installed_binary(manifest_dir),
         };
         match binary.filter(|b| b.is_file()) {
