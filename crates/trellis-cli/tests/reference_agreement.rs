@@ -14,15 +14,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use trellis_graph::GraphSpec;
-use trellis_graph::conformance::{json_files, require};
-use trellis_graph::json::{JsonPath, parse_strict};
-use trellis_runtime::plan::RuntimePlan;
+use trellis_runtime::{
+    AdmissionError, AdmitRequest, ConfigSource, GraphSource, InputSource, PlanSource,
+};
+use trellis_testkit::conformance::{json_files, require};
 use trellis_testkit::graphgen::{self, Generated, Settings, WorkerStyle, sample};
 use trellis_testkit::reference::{
     OracleCase, Reference, ReferenceError, Stage, Verdict, strip_text_location,
 };
-use trellis_verify::{Verification, verify_builtin};
 
 /// The uniform agent plan both tools are given.
 fn plan() -> Value {
@@ -36,43 +35,57 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// What `trellis run --validate-only GRAPH --input I --uniform-runtime-config R` tells the
-/// user, computed in-process by the same functions: the first parse error, the first
-/// verifier diagnostic, the input mismatch, or the plan's refusal.
-fn trellis_answer(graph: &Value, input: &Value, plan: &Value) -> Verdict {
-    let rejected = |stage, message: String| Verdict::Rejected { stage, message };
-    let text = graph.to_string();
-    let value = match parse_strict(&text) {
-        Ok(value) => value,
-        Err(e) => return rejected(Stage::Parse, strip_json_location(&e.to_string())),
-    };
-    let spec = match GraphSpec::parse(&value, &JsonPath::root()) {
-        Ok(spec) => spec,
-        Err(e) => return rejected(Stage::Parse, strip_json_location(&e.to_string())),
-    };
-    match verify_builtin(&spec) {
-        Verification::Verified(_) => {}
-        Verification::Rejected(diagnostics) => {
-            return rejected(Stage::Verification, diagnostics[0].message.clone());
+/// Files and a workspace for Trellis's side, like the reference's scratch.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch {
+            dir: tempfile::tempdir().unwrap(),
         }
-        Verification::Internal(message) => panic!("internal verifier error: {message}"),
     }
-    if let Err(e) = spec.initial_input.check_value(input) {
-        return rejected(Stage::Input, e.to_string());
+
+    fn write(&self, name: &str, value: &Value) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path
     }
-    let admitted = RuntimePlan::uniform(plan, &spec).and_then(|mut plan| {
-        plan.fill_delivery_defaults(&spec);
-        plan.admit(&spec)
-    });
-    match admitted {
-        Ok(()) => Verdict::Valid,
-        Err(e) => rejected(Stage::Admission, e.to_string()),
+}
+
+/// What `trellis run --validate-only GRAPH --input I --uniform-runtime-config R` tells the
+/// user, through the same admission the command calls (`trellis_runtime::admit`): the graph's
+/// parse error, its first verifier diagnostic, the input mismatch, or the plan's refusal.
+fn trellis_answer(scratch: &Scratch, graph: &Value, input: &Value, plan: &Value) -> Verdict {
+    let request = AdmitRequest {
+        graph: GraphSource::File(scratch.write("graph.json", graph)),
+        input: InputSource::File(scratch.write("input.json", input)),
+        plan: PlanSource::Uniform(ConfigSource::File(scratch.write("plan.json", plan))),
+        workspace: Some(scratch.dir.path().to_path_buf()),
+    };
+    let rejected = |stage, message: String| Verdict::Rejected { stage, message };
+    match trellis_runtime::admit(request) {
+        Ok(_) => Verdict::Valid,
+        Err(AdmissionError::Rejected { diagnostics, .. }) => {
+            rejected(Stage::Verification, diagnostics[0].message.clone())
+        }
+        Err(
+            AdmissionError::InvalidGraph { error, .. } | AdmissionError::Unparseable { error, .. },
+        ) => rejected(Stage::Parse, strip_json_location(&error)),
+        Err(AdmissionError::InputMismatch(message)) => rejected(Stage::Input, message),
+        Err(AdmissionError::Plan(e)) => rejected(Stage::Admission, e.to_string()),
+        Err(AdmissionError::VerifierInternal(message)) => {
+            panic!("internal verifier error: {message}")
+        }
+        Err(other) => rejected(Stage::Other, other.to_string()),
     }
 }
 
 /// Drops Trellis's ` at $.path` location (or serde's ` at line L column C`) from a parse
-/// error.
+/// error, and the `does not parse: ` of a document that is not JSON.
 fn strip_json_location(message: &str) -> String {
+    let message = message.strip_prefix("does not parse: ").unwrap_or(message);
     let message = match message.rfind(" at $") {
         Some(at) => &message[..at],
         None => message,
@@ -286,6 +299,7 @@ fn trellis_agrees_with_the_reference_on_generated_graphs() {
         .collect();
     let generated = started.elapsed();
     let answers = reference.check_all(&cases, 2);
+    let scratch = Scratch::new();
     let referenced = started.elapsed() - generated;
     let mut slowest: Vec<(f64, usize)> = Vec::new();
     let allow = allowlist();
@@ -311,7 +325,7 @@ fn trellis_agrees_with_the_reference_on_generated_graphs() {
             Err(e) => panic!("case {i}: {e}"),
         };
         let clock = Instant::now();
-        let trellis = trellis_answer(&case.graph, &case.input, &plan());
+        let trellis = trellis_answer(&scratch, &case.graph, &case.input, &plan());
         slowest.push((clock.elapsed().as_secs_f64(), i));
         reference_valid += usize::from(reference_answer.is_valid());
         *reference_messages
@@ -430,12 +444,13 @@ fn the_exported_templates_are_admitted_by_both() {
         return;
     };
     let reference = Reference::locate(manifest).unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new();
     for file in json_files(&conformance.join("zeroshot-templates")) {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         let graph: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let input = template_input(&name, &graph);
         assert_eq!(
-            trellis_answer(&graph, &input, &plan()),
+            trellis_answer(&scratch, &graph, &input, &plan()),
             Verdict::Valid,
             "{name}"
         );

@@ -1,18 +1,17 @@
 //! No-panic fuzz of `trellis validate` driven by the differential test's generator: every
-//! generated graph and byte-level mutations of each go through the same steps the command
-//! takes (strict JSON reading, GraphSpec parsing, verification with the built-in registry,
-//! the input check), which must answer without panicking, deterministically; a sample also
-//! goes through the real binary, which must exit 0 or 1 with no panic message.
+//! generated graph and byte-level mutations of each go through the run API's `validate` with
+//! an input, as the command does (strict JSON reading, GraphSpec parsing, verification with the
+//! built-in registry, the input check), which must answer without panicking, deterministically;
+//! a sample also goes through the real binary, which must exit 0 or 1 with no panic message.
 //! `TRELLIS_FUZZ_CASES` sets the number of generated graphs (default 300).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use trellis_graph::GraphSpec;
-use trellis_graph::json::{JsonPath, parse_strict};
+use trellis_runtime::{GraphSource, InputSource, ValidateRequest, ValidationReport};
 use trellis_testkit::graphgen::{self, Dice, Settings, WorkerStyle, mutate_bytes};
-use trellis_verify::verify_builtin;
 
 /// Byte-level mutations tried per generated graph.
 const MUTATIONS_PER_GRAPH: usize = 3;
@@ -26,26 +25,24 @@ fn cases() -> usize {
         .unwrap_or(300)
 }
 
-/// What `trellis validate` decides about a document, as text (for the determinism check).
-fn validate_in_process(bytes: &[u8], input: &Value) -> String {
-    let Ok(text) = std::str::from_utf8(bytes) else {
-        return "not UTF-8".to_owned();
+/// What `trellis validate --input` decides about a document (through the run API's
+/// `validate`, as the command does), as text for the determinism check.
+fn validate_in_process(file: &Path, bytes: &[u8], input: &Value) -> String {
+    std::fs::write(file, bytes).unwrap();
+    let request = ValidateRequest {
+        document: GraphSource::File(file.to_path_buf()),
+        registry: None,
+        input: Some(InputSource::Document(input.clone())),
     };
-    let value = match parse_strict(text) {
-        Ok(value) => value,
-        Err(e) => return format!("unparseable: {e}"),
-    };
-    let spec = match GraphSpec::parse(&value, &JsonPath::root()) {
-        Ok(spec) => spec,
-        Err(e) => return format!("unparseable: {e}"),
-    };
-    let verdict = verify_builtin(&spec);
-    let input = spec
-        .initial_input
-        .check_value(input)
-        .err()
-        .map(|e| e.to_string());
-    format!("{:?} {input:?}", verdict.envelope()["status"])
+    match trellis_runtime::validate(request) {
+        Ok(ValidationReport::Verified(report)) => {
+            format!("verified {} {:?}", report.identity, report.input_error)
+        }
+        Ok(ValidationReport::Rejected { diagnostics, .. }) => format!("rejected {diagnostics:?}"),
+        Ok(ValidationReport::Unparseable { error, .. }) => format!("unparseable: {error}"),
+        Ok(ValidationReport::Gap { report, .. }) => format!("gap: {}", report.exit_code()),
+        Err(e) => format!("refused: {e}"),
+    }
 }
 
 #[test]
@@ -61,6 +58,7 @@ fn validate_never_panics_on_generated_and_mutated_graphs() {
     let mut dice = Dice::new(99);
     let scratch = tempfile::tempdir().unwrap();
     let binary = env!("CARGO_BIN_EXE_trellis");
+    let in_process = scratch.path().join("in-process.json");
     let (mut documents, mut through_binary) = (0usize, 0usize);
     for (i, case) in corpus.iter().enumerate() {
         let text = serde_json::to_vec(&case.graph).unwrap();
@@ -70,7 +68,9 @@ fn validate_never_panics_on_generated_and_mutated_graphs() {
         }
         for (j, bytes) in variants.iter().enumerate() {
             documents += 1;
-            let answer = catch_unwind(AssertUnwindSafe(|| validate_in_process(bytes, &case.input)));
+            let answer = catch_unwind(AssertUnwindSafe(|| {
+                validate_in_process(&in_process, bytes, &case.input)
+            }));
             let answer = answer.unwrap_or_else(|_| {
                 let path = scratch.path().join(format!("panic-{i}-{j}.json"));
                 let _ = std::fs::write(&path, bytes);
@@ -81,7 +81,7 @@ fn validate_never_panics_on_generated_and_mutated_graphs() {
             });
             assert_eq!(
                 answer,
-                validate_in_process(bytes, &case.input),
+                validate_in_process(&in_process, bytes, &case.input),
                 "case {i} variant {j}: not deterministic"
             );
             if documents % BINARY_EVERY == 0 {
