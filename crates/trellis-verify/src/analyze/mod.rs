@@ -358,9 +358,10 @@ pub(crate) enum Filled {
 /// The initial input as a run's first state sees it. A run starts by filling missing required
 /// string/null/array/record fields of the root state with empty values, and the reference
 /// product admits its own templates only under this reading: required root-state fields that a run
-/// fills (absent or optional in the input) become present, recursively through records. An
-/// absent field takes the root state's type; an optional one the type `filled` says (the
-/// reference checks the root state against the input's type but defines the state's).
+/// fills (absent or optional in the input) become present, recursively through records (also
+/// through an optional record, filled inside when given). An absent field takes the root
+/// state's type; an optional one the type `filled` says (the reference checks the root state
+/// against the input's type but defines the state's).
 pub(crate) fn fill_root_state(
     input: &PayloadType,
     state: &PayloadType,
@@ -381,7 +382,8 @@ pub(crate) fn fill_root_state(
                 };
                 have.required = true;
             }
-            Some(_) => {}
+            // An optional record the input may carry is filled inside when it is given.
+            Some(have) => have.ty = fill_root_state(&have.ty, &want.ty, filled),
             None if filled_here => {
                 fields.insert(name.clone(), want.clone());
             }
