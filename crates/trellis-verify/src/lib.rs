@@ -25,6 +25,7 @@ mod guards;
 mod index;
 mod merge;
 mod nodeset;
+pub mod plan_rules;
 mod predicate;
 mod reach;
 mod refs;

@@ -530,3 +530,38 @@ fn only_writes_of_exactly_the_promoted_path_are_type_checked() {
         Some("promoted value is not a subtype of its enclosing state target")
     );
 }
+
+#[test]
+fn an_optional_input_record_is_filled_inside_when_given() {
+    // The input's optional `t` may leave out `y`; the root state requires `y` inside its
+    // optional `t`. A run fills a given `t`'s missing string, so the root state fits (the
+    // reference admits it); a wider enum is still refused.
+    let with_t = |input_t: Value, state_t: Value| {
+        let record = |t: Value| {
+            json!({"kind": "record", "fields": {
+                "value": field(json!({"kind": "integer"}), true), "t": field(t, false)}})
+        };
+        let mut root = seq("root", vec![succeed("done")]);
+        root["state"] = record(state_t);
+        let spec = trellis_graph::GraphSpec::parse(
+            &json!({"profile": "openengine.graph.full/v1", "initialInput": record(input_t),
+                    "policy": {"policy": "policy.strict@1", "default": "deny"}, "root": root}),
+            &trellis_graph::json::JsonPath::root(),
+        )
+        .unwrap();
+        analyze(&spec).first().map(|d| d.message.clone())
+    };
+    let pair = |y_required: bool| {
+        json!({"kind": "record", "fields": {"x": field(json!({"kind": "integer"}), true),
+                                            "y": field(json!({"kind": "string"}), y_required)}})
+    };
+    assert_eq!(with_t(pair(false), pair(true)), None);
+    assert_eq!(
+        with_t(
+            json!({"kind": "enum", "values": ["a", "z"]}),
+            json!({"kind": "enum", "values": ["a"]})
+        )
+        .as_deref(),
+        Some("incoming state is not a subtype of the group's declared state")
+    );
+}
