@@ -138,7 +138,8 @@ impl<'d> Gen<'d> {
 
     pub(crate) fn worker(&self, node: &str) -> String {
         match self.workers {
-            WorkerStyle::Command => format!("command.{node}@1"),
+            // A mixed corpus resolves its style per graph before building it.
+            WorkerStyle::Command | WorkerStyle::Mixed => format!("command.{node}@1"),
             WorkerStyle::Arbitrary => format!("gen.{node}@1"),
         }
     }

@@ -71,6 +71,8 @@ pub enum WorkerStyle {
     Command,
     /// `gen.<node>@1`: a reference only a uniform agent plan resolves.
     Arbitrary,
+    /// Either, drawn per graph.
+    Mixed,
 }
 
 /// One generated case.
@@ -113,13 +115,20 @@ fn one(dice: &mut Dice, settings: &Settings) -> Generated {
         for _ in 0..rounds {
             families.insert(format!("mutate:{}", mutate::mutate(dice, &mut graph)));
         }
+        let mut input = input;
+        set_iterations(dice, &graph, &mut input);
         return Generated {
             families: families.into_iter().collect(),
             graph,
             input,
         };
     }
-    let mut generator = blocks::Gen::new(dice, settings.workers, settings.heavy);
+    let workers = match settings.workers {
+        WorkerStyle::Mixed if dice.chance(0.5) => WorkerStyle::Arbitrary,
+        WorkerStyle::Mixed => WorkerStyle::Command,
+        style => style,
+    };
+    let mut generator = blocks::Gen::new(dice, workers, settings.heavy);
     let (mut graph, input) = generator.graph();
     let mut families = generator.families;
     if !generator.clean && generator.dice.chance(0.5) {
@@ -131,10 +140,38 @@ fn one(dice: &mut Dice, settings: &Settings) -> Generated {
             ));
         }
     }
+    let mut input = input;
+    set_iterations(generator.dice, &graph, &mut input);
     Generated {
         families: families.into_iter().collect(),
         graph,
         input,
+    }
+}
+
+/// Gives the iteration-count field a mutated loop reads a value: absent, in range, past the
+/// fold ceilings, or not a positive safe integer.
+fn set_iterations(dice: &mut Dice, graph: &Value, input: &mut Value) {
+    if graph["initialInput"]["fields"]
+        .get(mutate::ITERATIONS_FIELD)
+        .is_none()
+    {
+        return;
+    }
+    let Some(fields) = input.as_object_mut() else {
+        return;
+    };
+    let choices: [Option<i64>; 7] = [
+        None,
+        Some(1),
+        Some(2),
+        Some(70_000),
+        Some(0),
+        Some(-3),
+        Some(1 << 53),
+    ];
+    if let Some(n) = *dice.pick(&choices) {
+        fields.insert(mutate::ITERATIONS_FIELD.to_owned(), n.into());
     }
 }
 

@@ -1,7 +1,8 @@
 //! Mutations of whole documents along the verifier's rule families: required flags, payload
 //! types, routes, channels, promotions, guard labels and selectors, joins, bounds at each
 //! ceiling, otherwise branches, duplicate names, loop exits, map sources, child order; and the
-//! admission fields of executables (attempts, instructions).
+//! admission fields of executables (attempts, instructions) and loop iteration counts taken
+//! from the input (`maxIterationsInput`, see [`ITERATIONS_FIELD`]).
 
 use serde_json::{Value, json};
 
@@ -83,7 +84,10 @@ pub(crate) fn mutate(dice: &mut Dice, doc: &mut Value) -> &'static str {
     "none"
 }
 
-const KINDS: [&str; 19] = [
+/// The optional integer input field a mutated loop takes its iteration count from.
+pub const ITERATIONS_FIELD: &str = "iterations";
+
+const KINDS: [&str; 20] = [
     "required",
     "retype",
     "unroute",
@@ -103,12 +107,13 @@ const KINDS: [&str; 19] = [
     "item",
     "attempts",
     "instructions",
+    "iterations",
 ];
 
 /// How often each kind is drawn: the admission fields a quarter as often as the verifier's
 /// families, since the reference refuses at admission before verifying (and the allowlisted
 /// differences would otherwise hide a tenth of the corpus's verifier answers).
-const WEIGHTS: [u32; 19] = [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1];
+const WEIGHTS: [u32; 20] = [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1, 2];
 
 fn pick_site(
     dice: &mut Dice,
@@ -156,6 +161,9 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
         "item" => pick_site(dice, doc, &|_, v| {
             v.get("source").is_some_and(|s| s == "item" || s == "state") && v.get("path").is_some()
         }),
+        "iterations" if doc["initialInput"]["kind"] == "record" => {
+            pick_site(dice, doc, &|_, v| v["kind"] == "loop" && is_node(v))
+        }
         "attempts" | "instructions" => pick_site(dice, doc, &|_, v| {
             is_node(v) && (v["kind"] == "step" || v["kind"] == "verifier")
         }),
@@ -319,6 +327,11 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
             if dice.chance(0.5) {
                 value["path"] = json!([*dice.pick(&["v", "w", "n", "items", "zz"])]);
             }
+        }
+        "iterations" => {
+            value["maxIterationsInput"] = json!([ITERATIONS_FIELD]);
+            doc["initialInput"]["fields"][ITERATIONS_FIELD] =
+                json!({"type": {"kind": "integer"}, "required": false});
         }
         "attempts" => value["attempts"] = json!(*dice.pick(&[1u64, 2, 3, 100, 101])),
         "instructions" => match value.as_object_mut() {
