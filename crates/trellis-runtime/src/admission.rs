@@ -18,7 +18,8 @@ use crate::documents::{DocumentKind, classify, read_json_file, read_text_file};
 use crate::harnesses::default_plan;
 use crate::plan::RuntimePlan;
 use crate::plan_admission::{
-    AdmissionRefusal, admit_graph, check_iteration_counts, with_input_iteration_counts,
+    AdmissionRefusal, admit_graph, check_comment_destinations, check_iteration_counts,
+    with_input_iteration_counts,
 };
 use crate::submission::Submission;
 use crate::templates;
@@ -219,6 +220,9 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     let spec = runnable.spec();
     check_input(spec, &input)?;
     check_iteration_counts(spec, &input).map_err(AdmissionRefusal::from)?;
+    if plan.is_some() {
+        check_comment_destinations(spec, &input).map_err(AdmissionRefusal::from)?;
+    }
     // Loops run as many rounds as the input asks: the bounds are those of that graph.
     if let Some(counted) = with_input_iteration_counts(&graph.value, &input) {
         verified.ir.bounds = verify(&counted, &graph.shown, registry)?.1.ir.bounds;

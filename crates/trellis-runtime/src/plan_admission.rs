@@ -13,8 +13,8 @@ use serde_json::Value;
 use trellis_agents::Binding;
 use trellis_graph::{GraphNode, GraphProfile, GraphSpec, NodeName, WorkerRef};
 use trellis_verify::plan_rules::{
-    declares_delivery_contract, executables, inconsistent_reuse, is_comment_delivery, is_delivery,
-    misplaced_comment_delivery,
+    comment_destinations, declares_delivery_contract, executables, inconsistent_reuse,
+    is_comment_delivery, is_delivery, misplaced_comment_delivery,
 };
 
 use crate::plan::{PlanError, RuntimePlan};
@@ -128,6 +128,59 @@ pub enum AdmissionRefusal {
     Graph(#[from] GraphAdmissionError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+}
+
+/// The kind of a GitHub issue or pull-request URL: `Some(true)` for a pull request,
+/// `Some(false)` for an issue, `None` for anything the reference recognizes no forge in
+/// (exactly `https://github.com/OWNER/REPO/issues|pull/N`, N ≥ 1).
+fn github_item_kind(url: &str) -> Option<bool> {
+    let rest = url.strip_prefix("https://github.com/")?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [owner, repo, kind, number] = parts.as_slice() else {
+        return None;
+    };
+    let number_ok = !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit())
+        && number.parse::<u64>().is_ok_and(|n| n >= 1);
+    if owner.is_empty() || repo.is_empty() || !number_ok {
+        return None;
+    }
+    match *kind {
+        "issues" => Some(false),
+        "pull" => Some(true),
+        _ => None,
+    }
+}
+
+/// A comment delivery posts to the URL its input gives: a GitHub issue, or a pull request with
+/// a review scope (checked once the input fits the graph, as the reference does).
+pub(crate) fn check_comment_destinations(
+    spec: &GraphSpec,
+    input: &Value,
+) -> Result<(), GraphAdmissionError> {
+    for (url, scope) in comment_destinations(spec, input) {
+        let Some(url) = url.and_then(Value::as_str) else {
+            continue;
+        };
+        match github_item_kind(url) {
+            None => {
+                return Err(GraphAdmissionError::CommentDelivery(
+                    "no registered source provider recognizes this comment URL",
+                ));
+            }
+            Some(true)
+                if scope
+                    .and_then(Value::as_object)
+                    .is_none_or(|s| s.is_empty()) =>
+            {
+                return Err(GraphAdmissionError::CommentDelivery(
+                    "source delivery identity mismatch: PR review scope is empty",
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Every loop iteration count the initial input sets must be a positive safe integer (the

@@ -224,3 +224,64 @@ fn reference_plan_fields_are_accepted_and_the_ignored_ones_named() {
         Err("harness codex does not support provider anthropic".into())
     );
 }
+
+/// The issue-review template (which posts its report as a comment), as a document.
+fn issue_review() -> Value {
+    let text = include_str!("../../../templates/issue-review.json");
+    serde_json::from_str(text).unwrap()
+}
+
+fn issue_input(url: &str) -> Value {
+    json!({"url": url, "context": {"body": "b", "title": "t", "reviewScope": {}}})
+}
+
+/// The comment delivery node of `graph` (the issue-review template's last executable).
+fn deliver(graph: &mut Value) -> &mut Value {
+    &mut graph["root"]["children"][1]["otherwise"]["children"][0]
+}
+
+#[test]
+fn a_comment_delivery_posts_to_a_url_bound_from_required_input() {
+    let issue = "https://github.com/example/scratch/issues/1";
+    assert_eq!(answer(issue_review(), issue_input(issue)), Ok(()));
+    let mut unbound = issue_review();
+    deliver(&mut unbound)["inputBindings"]
+        .as_array_mut()
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        answer(unbound, issue_input(issue)),
+        Err("invalid comment delivery: comment URL requires a caller input binding".into())
+    );
+    let mut optional = issue_review();
+    optional["initialInput"]["fields"]["url"]["required"] = json!(false);
+    assert_eq!(
+        answer(optional, issue_input(issue)),
+        Err(
+            "invalid comment delivery: comment URL must select a required string in initial input"
+                .into()
+        )
+    );
+    for url in [
+        "https://gitlab.com/o/r/issues/1",
+        "https://github.com/o/r/issues/0",
+        "https://github.com/o/r/issues/1/",
+    ] {
+        assert_eq!(
+            answer(issue_review(), issue_input(url)),
+            Err(
+                "invalid comment delivery: no registered source provider recognizes this comment \
+                 URL"
+                .into()
+            ),
+            "{url}"
+        );
+    }
+    assert_eq!(
+        answer(issue_review(), issue_input("https://github.com/o/r/pull/1")),
+        Err(
+            "invalid comment delivery: source delivery identity mismatch: PR review scope is empty"
+                .into()
+        )
+    );
+}

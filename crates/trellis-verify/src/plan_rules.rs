@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerRef};
+use trellis_graph::{
+    DataSelector, FieldPath, GraphNode, GraphSpec, NodeName, PayloadType, WorkerRef,
+};
 
 use crate::Verification;
 use crate::builtin::{BuiltinKind, BuiltinRegistry, builtin_kind, declaration, descriptor};
@@ -49,8 +51,9 @@ pub fn executables(spec: &GraphSpec) -> Vec<(&GraphNode, bool)> {
     out
 }
 
-/// Why a comment delivery node cannot deliver where it sits: inside a loop or map, or
-/// followed by another executable. `None` when every comment delivery is well placed.
+/// Why a comment delivery node cannot deliver as declared: inside a loop or map, followed by
+/// another executable, or its destination (`url`) and scope (`reviewScope`) not bound straight
+/// from required initial input. `None` when every comment delivery is well declared.
 pub fn misplaced_comment_delivery(spec: &GraphSpec) -> Option<&'static str> {
     let all = executables(spec);
     for (i, (node, repeated)) in all.iter().enumerate() {
@@ -66,8 +69,72 @@ pub fn misplaced_comment_delivery(spec: &GraphSpec) -> Option<&'static str> {
         if i + 1 < all.len() {
             return Some("comment delivery must be the final executable node");
         }
+        let input_path = |target: &str| {
+            exec.input_bindings
+                .iter()
+                .find(|b| {
+                    b.target.segments().len() == 1 && b.target.segments()[0].as_str() == target
+                })
+                .map(|b| match &b.value {
+                    DataSelector::State { path } => Some(path),
+                    DataSelector::Item { .. } => None,
+                })
+        };
+        let in_input = |path: &FieldPath| spec.initial_input.lookup(path);
+        match input_path("url") {
+            None => return Some("comment URL requires a caller input binding"),
+            Some(None) => {
+                return Some("comment destination and scope must bind directly from caller input");
+            }
+            Some(Some(path)) => {
+                if !matches!(in_input(path), Some((PayloadType::String, true))) {
+                    return Some("comment URL must select a required string in initial input");
+                }
+            }
+        }
+        match input_path("reviewScope") {
+            Some(None) => {
+                return Some("comment destination and scope must bind directly from caller input");
+            }
+            Some(Some(path)) if !in_input(path).is_some_and(|(_, required)| required) => {
+                return Some("comment reviewScope must select a required initial input value");
+            }
+            _ => {}
+        }
     }
     None
+}
+
+/// The input value at a comment delivery's `url` and `reviewScope` bindings, for each comment
+/// delivery of the graph.
+pub fn comment_destinations<'v>(
+    spec: &GraphSpec,
+    input: &'v serde_json::Value,
+) -> Vec<(Option<&'v serde_json::Value>, Option<&'v serde_json::Value>)> {
+    let select = |path: &FieldPath| {
+        path.segments()
+            .iter()
+            .try_fold(input, |at, field| at.get(field.as_str()))
+    };
+    let mut out = Vec::new();
+    for (node, _) in executables(spec) {
+        let Some(exec) = node.executable().filter(|e| is_comment_delivery(&e.worker)) else {
+            continue;
+        };
+        let bound = |target: &str| {
+            exec.input_bindings.iter().find_map(|b| match &b.value {
+                DataSelector::State { path }
+                    if b.target.segments().len() == 1
+                        && b.target.segments()[0].as_str() == target =>
+                {
+                    select(path)
+                }
+                _ => None,
+            })
+        };
+        out.push((bound("url"), bound("reviewScope")));
+    }
+    out
 }
 
 /// The first worker reference (in document order of first use) whose users declare different
