@@ -30,9 +30,8 @@ fn cases() -> usize {
 fn validate_in_process(file: &Path, bytes: &[u8], input: &Value) -> String {
     std::fs::write(file, bytes).unwrap();
     let request = ValidateRequest {
-        document: GraphSource::File(file.to_path_buf()),
-        registry: None,
         input: Some(InputSource::Document(input.clone())),
+        ..ValidateRequest::new(GraphSource::File(file.to_path_buf()))
     };
     match trellis_runtime::validate(request) {
         Ok(ValidationReport::Verified(report)) => {
