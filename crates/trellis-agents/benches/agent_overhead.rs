@@ -79,6 +79,7 @@ fn request(dir: &Path) -> ExecutionRequest {
                 vec!["GATEWAY_BASE_URL".to_owned(), "GATEWAY_API_KEY".to_owned()],
             )]),
             idle_timeout_ms: None,
+            lane: None,
         }),
         workspace: dir.join("ws"),
         scratch: dir.join("scratch"),

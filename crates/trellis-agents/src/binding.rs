@@ -6,6 +6,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::lane::{HarnessKind, Provider};
+
 /// How one executable node runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -68,6 +70,19 @@ pub struct AgentBinding {
     /// Cancel the agent (settling `timeout`) after this much silence on its event stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
+    /// Another harness and provider for this node, as reference plans may name one. Trellis
+    /// runs every agent node on the plan's lane: admission accepts a lane and says it is
+    /// ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<NodeLane>,
+}
+
+/// A per-node harness and provider pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeLane {
+    pub harness: HarnessKind,
+    pub provider: Provider,
 }
 
 /// The exec harness: run a program with the node input as JSON on stdin.

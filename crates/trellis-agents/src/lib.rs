@@ -28,7 +28,9 @@ pub mod session;
 mod turns;
 
 pub use agent::{AgentHarness, AgentOptions, agent_harness};
-pub use binding::{AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope};
+pub use binding::{
+    AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, NodeLane, SessionScope,
+};
 pub use contract::NodeContract;
 pub use exec::ExecHarness;
 pub use harness::{

@@ -168,7 +168,7 @@ mod tests {
         assert!(rejected(judge(RawReply::Json(json!({})))).contains("missing the field response"));
         assert_eq!(
             rejected(judge(RawReply::Json(json!({"response": "four"})))),
-            "response output: $ must be an integer"
+            "response output: $ must be a integer"
         );
         assert!(
             rejected(judge(RawReply::Text("I did it!".into()))).contains("began with: I did it!")

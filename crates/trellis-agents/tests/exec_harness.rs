@@ -127,7 +127,7 @@ async fn replies_are_checked_against_the_contract() {
     assert!(
         logs(&events)
             .iter()
-            .any(|(s, m)| *s == LogStream::System && m.contains("must be an integer"))
+            .any(|(s, m)| *s == LogStream::System && m.contains("must be a integer"))
     );
     let not_json = write_script(dir.path(), "n.sh", "echo hello");
     let (outcome, _) = run(request(dir.path(), not_json, PayloadType::Integer)).await;

@@ -158,8 +158,9 @@ async fn a_rejected_reply_is_corrected_in_the_same_session() {
             HarnessKind::Claude => {
                 let at = argv.iter().position(|a| a == "--resume").unwrap();
                 assert_eq!(argv[at + 1], "sess-1");
+                // Declared fields are checked before undeclared ones (the reference's order).
                 assert!(
-                    correction.contains("undeclared field wrong"),
+                    correction.contains("missing required field count"),
                     "{correction}"
                 );
             }

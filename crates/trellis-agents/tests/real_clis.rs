@@ -142,6 +142,7 @@ impl Lab {
                     vec!["GATEWAY_BASE_URL".to_owned(), "GATEWAY_API_KEY".to_owned()],
                 )]),
                 idle_timeout_ms: None,
+                lane: None,
             }),
             workspace: self.workspace(),
             scratch: self.root.path().join(format!("scratch-{node}")),

@@ -84,14 +84,13 @@ impl<'g> Shape<'g> {
 }
 
 /// A loop runs `maxIterations` rounds unless `maxIterationsInput` names a positive integer in
-/// the initial input, which lowers the count.
+/// the initial input, which sets the count (as in the reference, Zeroshot 10.19.1: admission
+/// verifies the graph's bounds with that count).
 pub(crate) fn loop_rounds(node: &LoopNode, initial_input: &Value) -> u64 {
-    let max = node.max_iterations.get();
-    let requested = node
-        .max_iterations_input
+    node.max_iterations_input
         .as_ref()
         .and_then(|path| select(initial_input, path))
         .and_then(Value::as_u64)
-        .filter(|n| *n >= 1);
-    requested.map_or(max, |n| n.min(max))
+        .filter(|n| *n >= 1)
+        .unwrap_or_else(|| node.max_iterations.get())
 }

@@ -111,6 +111,25 @@ fn a_loop_that_never_converges_is_exhausted() {
 }
 
 #[test]
+fn max_iterations_input_sets_the_round_count() {
+    // Raised past `maxIterations`: two rounds where the graph says one.
+    let mut root = review_loop(1);
+    root["children"][0]["maxIterationsInput"] = json!(["options", "rounds"]);
+    let mut run = Run::new(
+        graph(root),
+        json!({"task": "t", "feedback": "", "options": {"rounds": 2}}),
+    );
+    for round in 1..=2 {
+        run.start();
+        run.settle("worker", ok(json!(null)));
+        run.start();
+        let end = run.settle("check", reject("no")).terminal;
+        assert_eq!(end.is_some(), round == 2, "round {round}");
+    }
+    assert_eq!(run.history.executions.len(), 4);
+}
+
+#[test]
 fn max_iterations_input_lowers_the_round_count() {
     let mut root = review_loop(10);
     root["children"][0]["maxIterationsInput"] = json!(["options", "rounds"]);

@@ -31,8 +31,6 @@ pub mod ceilings {
     pub const CONTROL_ASSIGNMENTS: usize = 65_536;
     /// Most loop-body entries of a run.
     pub const LOOP_ENTRIES: u64 = 65_536;
-    /// Largest loop `maxIterations`.
-    pub const LOOP_ITERATIONS: u64 = 100;
     /// Largest map `maxItems`.
     pub const MAP_ITEMS: u64 = 1024;
     /// Largest `attempts` of one executable.

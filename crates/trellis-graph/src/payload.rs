@@ -219,15 +219,8 @@ crate::json::wire_entry_points!(PayloadType);
 pub struct ValueMismatch(pub String);
 
 fn check(ty: &PayloadType, value: &Value, path: &mut String) -> Result<(), ValueMismatch> {
-    let wrong = |path: &str| {
-        let kind = ty.kind_name();
-        let article = if matches!(kind, "integer" | "array" | "enum") {
-            "an"
-        } else {
-            "a"
-        };
-        ValueMismatch(format!("{path} must be {article} {kind}"))
-    };
+    // The reference's wording, article included (`$.n must be a integer`).
+    let wrong = |path: &str| ValueMismatch(format!("{path} must be a {}", ty.kind_name()));
     match ty {
         PayloadType::Null if value.is_null() => Ok(()),
         PayloadType::Boolean if value.is_boolean() => Ok(()),
@@ -257,11 +250,7 @@ fn check(ty: &PayloadType, value: &Value, path: &mut String) -> Result<(), Value
             let Some(object) = value.as_object() else {
                 return Err(wrong(path));
             };
-            if let Some(extra) = object.keys().find(|k| !fields.contains_key(k.as_str())) {
-                return Err(ValueMismatch(format!(
-                    "{path} contains undeclared field {extra}"
-                )));
-            }
+            // Declared fields first, in name order, then undeclared ones (as the reference).
             for (name, field) in fields {
                 match object.get(name.as_str()) {
                     Some(inner) => {
@@ -279,7 +268,12 @@ fn check(ty: &PayloadType, value: &Value, path: &mut String) -> Result<(), Value
                     None => {}
                 }
             }
-            Ok(())
+            match object.keys().find(|k| !fields.contains_key(k.as_str())) {
+                Some(extra) => Err(ValueMismatch(format!(
+                    "{path} contains undeclared field {extra}"
+                ))),
+                None => Ok(()),
+            }
         }
         _ => Err(wrong(path)),
     }
@@ -373,7 +367,11 @@ mod tests {
         assert!(t.check_value(&json!({"a":[1, 2.0]})).is_ok());
         assert_eq!(
             t.check_value(&json!({"a":[1, 1.5]})).unwrap_err().0,
-            "$.a[1] must be an integer"
+            "$.a[1] must be a integer"
+        );
+        assert_eq!(
+            t.check_value(&json!({"y":1})).unwrap_err().0,
+            "$ is missing required field a"
         );
         assert_eq!(
             t.check_value(&json!({})).unwrap_err().0,

@@ -9,12 +9,18 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use trellis_agents::Binding;
 use trellis_engine::{Refusal, RunnableGraph};
-use trellis_graph::{GraphDiagnostic, GraphSpec, JsonPath, PayloadType, StaticRegistry};
+use trellis_graph::{GraphSpec, JsonPath, PayloadType, StaticRegistry};
+use trellis_verify::builtin::BuiltinRegistry;
 use trellis_verify::{Verification, VerifiedGraph};
 
+pub use crate::admission_error::AdmissionError;
 use crate::documents::{DocumentKind, classify, read_json_file, read_text_file};
-use crate::harnesses::{NO_AGENT_CLI, default_plan};
-use crate::plan::{PlanError, RuntimePlan};
+use crate::harnesses::default_plan;
+use crate::plan::RuntimePlan;
+use crate::plan_admission::{
+    AdmissionRefusal, admit_graph, check_comment_destinations, check_iteration_counts,
+    with_input_iteration_counts,
+};
 use crate::submission::Submission;
 use crate::templates;
 use crate::views::GraphLayout;
@@ -194,119 +200,36 @@ pub struct WorstCase {
     pub max_executions_with_retries: u64,
 }
 
-/// Why admission refused. Each variant has a stable [`AdmissionError::code`]; messages never
-/// carry secret values (plans only name variables).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum AdmissionError {
-    #[error("cannot read {what} {}: {reason}", path.display())]
-    Unreadable {
-        what: &'static str,
-        path: PathBuf,
-        reason: String,
-    },
-    #[error("{what} {} is {bytes} bytes; the limit is 16 MiB", path.display())]
-    TooLarge {
-        what: &'static str,
-        path: PathBuf,
-        bytes: u64,
-    },
-    #[error("{what}{}: {error}", shown_path(path))]
-    Unparseable {
-        what: &'static str,
-        path: Option<PathBuf>,
-        error: String,
-    },
-    #[error("{shown}: {error}")]
-    InvalidGraph { shown: String, error: String },
-    #[error("{shown} rejected: {} diagnostic(s)", diagnostics.len())]
-    Rejected {
-        shown: String,
-        diagnostics: Vec<GraphDiagnostic>,
-    },
-    #[error("internal verifier error: {0}")]
-    VerifierInternal(String),
-    #[error("this graph needs an initial input")]
-    InputRequired,
-    #[error("initial input does not match GraphSpec.initialInput: {0}")]
-    InputMismatch(String),
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error("{NO_AGENT_CLI}")]
-    NoAgentCli,
-    #[error(
-        "node {node} declares the connection variable {variable}, which is not set in the environment"
-    )]
-    MissingConnection { node: String, variable: String },
-    #[error("workspace {}: {reason}", path.display())]
-    Workspace { path: PathBuf, reason: String },
-    #[error("unknown template {0:?}; `trellis template list` shows them")]
-    UnknownTemplate(String),
-    #[error("template {0} needs a task (or an input document)")]
-    TemplateNeedsTask(String),
-    #[error(
-        "template {0} reviews a GitHub issue or pull request, not a task: give it an input document"
-    )]
-    TaskNotAccepted(String),
-    #[error("template {0} has no push delivery variant")]
-    NoPushVariant(String),
-    #[error("{} is a GaP workflow, not a GraphSpec graph", path.display())]
-    GapWorkflow { path: PathBuf },
-    #[error("GaP workflow {} is rejected", path.display())]
-    GapRejected { path: PathBuf, report: String },
-    #[error("{0}")]
-    GapOptions(String),
-    #[error("the stored submission of run {run} cannot be read: {reason}")]
-    StoredSubmission { run: String, reason: String },
-}
-
-fn shown_path(path: &Option<PathBuf>) -> String {
-    path.as_ref()
-        .map(|p| format!(" {}", p.display()))
-        .unwrap_or_default()
-}
-
-impl AdmissionError {
-    /// A stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Unreadable { .. } => "admission.unreadable",
-            Self::TooLarge { .. } => "admission.too_large",
-            Self::Unparseable { .. } => "admission.unparseable",
-            Self::InvalidGraph { .. } => "admission.invalid_graph",
-            Self::Rejected { .. } => "admission.graph_rejected",
-            Self::VerifierInternal(_) => "admission.verifier_internal",
-            Self::InputRequired => "admission.input_required",
-            Self::InputMismatch(_) => "admission.input_mismatch",
-            Self::Plan(_) => "admission.plan",
-            Self::NoAgentCli => "admission.no_agent_cli",
-            Self::MissingConnection { .. } => "admission.missing_connection",
-            Self::Workspace { .. } => "admission.workspace",
-            Self::UnknownTemplate(_) => "admission.unknown_template",
-            Self::TemplateNeedsTask(_) => "admission.template_needs_task",
-            Self::TaskNotAccepted(_) => "admission.task_not_accepted",
-            Self::NoPushVariant(_) => "admission.no_push_variant",
-            Self::GapWorkflow { .. } => "admission.gap_workflow",
-            Self::GapRejected { .. } => "admission.gap_rejected",
-            Self::GapOptions(_) => "admission.gap_options",
-            Self::StoredSubmission { .. } => "admission.stored_submission",
-        }
-    }
-}
-
 /// Admits a graph, its input and its plan. Needs no state directory.
 pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     let graph = read_graph(&request.graph)?;
-    let (runnable, verified) = verify(&graph.value, &graph.shown)?;
-    let spec = runnable.spec();
-    let input = admit_input(spec, &request.input, &graph)?;
+    let spec = parse_graph(&graph.value, &graph.shown)?;
+    // What was given is settled first; whether the input fits the graph, after verification.
+    let input = resolve_input(&spec, &request.input, &graph)?;
     let mut notices = Vec::new();
-    let (plan, workspace) = match &request.plan {
-        PlanSource::Unchecked => (None, None),
-        source => {
-            let plan = admit_plan(spec, source, &mut notices)?;
-            let workspace = admit_workspace(request.workspace.as_deref())?;
-            (Some(plan), Some(workspace))
-        }
+    // Under a plan the graph is admitted before it is verified, and verified against the
+    // contracts it declares, as the reference does (graph-contract §13.9).
+    let (plan, registry) = match &request.plan {
+        PlanSource::Unchecked => (None, Registry::Builtin),
+        source => (
+            Some(admit_plan(&spec, source, &mut notices)?),
+            Registry::Declared,
+        ),
+    };
+    let (runnable, mut verified) = verify_parsed(spec, &graph.shown, registry)?;
+    let spec = runnable.spec();
+    check_input(spec, &input)?;
+    check_iteration_counts(spec, &input).map_err(AdmissionRefusal::from)?;
+    if plan.is_some() {
+        check_comment_destinations(spec, &input).map_err(AdmissionRefusal::from)?;
+    }
+    // Loops run as many rounds as the input asks: the bounds are those of that graph.
+    if let Some(counted) = with_input_iteration_counts(&graph.value, &input) {
+        verified.ir.bounds = verify(&counted, &graph.shown, registry)?.1.ir.bounds;
+    }
+    let workspace = match plan {
+        Some(_) => Some(admit_workspace(request.workspace.as_deref())?),
+        None => None,
     };
     // A task says best what a run is about.
     let default_title = match &request.input {
@@ -380,18 +303,48 @@ fn read_graph(source: &GraphSource) -> Result<ReadGraph, AdmissionError> {
     }
 }
 
-/// Parses and verifies a GraphSpec document with the built-in registry: the graph a run may
-/// run, and its verification (IR, identity, bounds).
+/// Which worker registry a graph is verified against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Registry {
+    /// Trellis's built-in references (agents, delivery, `command.*`), with their graph rules
+    /// reported as diagnostics: a graph checked without a plan.
+    Builtin,
+    /// Every reference resolves to the contract the graph declares for it: a graph admitted
+    /// under a plan, which says how each node runs.
+    Declared,
+}
+
+/// Parses a GraphSpec document.
+fn parse_graph(value: &Value, shown: &str) -> Result<GraphSpec, AdmissionError> {
+    GraphSpec::parse(value, &JsonPath::root()).map_err(|e| AdmissionError::InvalidGraph {
+        shown: shown.to_owned(),
+        error: e.to_string(),
+    })
+}
+
+/// Parses and verifies a GraphSpec document: the graph a run may run, and its verification
+/// (IR, identity, bounds).
 pub(crate) fn verify(
     value: &Value,
     shown: &str,
+    registry: Registry,
 ) -> Result<(RunnableGraph, VerifiedGraph), AdmissionError> {
-    let spec =
-        GraphSpec::parse(value, &JsonPath::root()).map_err(|e| AdmissionError::InvalidGraph {
-            shown: shown.to_owned(),
-            error: e.to_string(),
-        })?;
-    RunnableGraph::verify_builtin(spec).map_err(|refused| match refused {
+    verify_parsed(parse_graph(value, shown)?, shown, registry)
+}
+
+fn verify_parsed(
+    spec: GraphSpec,
+    shown: &str,
+    registry: Registry,
+) -> Result<(RunnableGraph, VerifiedGraph), AdmissionError> {
+    let verified = match registry {
+        Registry::Builtin => RunnableGraph::verify_builtin(spec),
+        Registry::Declared => {
+            let declared = BuiltinRegistry::declared(&spec);
+            RunnableGraph::verify(spec, &declared)
+        }
+    };
+    verified.map_err(|refused| match refused {
         Refusal::Rejected(diagnostics) => AdmissionError::Rejected {
             shown: shown.to_owned(),
             diagnostics,
@@ -420,7 +373,9 @@ pub(crate) fn verify_spec(
     }
 }
 
-fn admit_input(
+/// The input a request gives (a file, a document, a template's task), or why none can be had;
+/// its value is checked against the graph later ([`check_input`]).
+fn resolve_input(
     spec: &GraphSpec,
     source: &InputSource,
     graph: &ReadGraph,
@@ -445,7 +400,6 @@ fn admit_input(
         }
         (InputSource::Default, None) => return Err(AdmissionError::InputRequired),
     };
-    check_input(spec, &input)?;
     Ok(input)
 }
 
@@ -478,7 +432,9 @@ fn admit_plan(
         PlanSource::Detect | PlanSource::Unchecked => default_plan(spec, notices)?,
     };
     plan.fill_delivery_defaults(spec);
+    admit_graph(spec, &plan)?;
     check_plan(&plan, spec)?;
+    notices.extend(plan.ignored_fields());
     Ok(plan)
 }
 
@@ -545,14 +501,16 @@ pub(crate) fn readmit(stored: &Value, run: &str) -> Result<Readmitted, Admission
     };
     let submission: Submission =
         serde_json::from_value(stored.clone()).map_err(|e| invalid(e.to_string()))?;
-    let (graph, verified) = verify(&submission.graph, "graph").map_err(|e| match e {
-        AdmissionError::Rejected { diagnostics, .. } => invalid(format!(
-            "graph no longer verifies ({} diagnostics)",
-            diagnostics.len()
-        )),
-        other => invalid(other.to_string()),
-    })?;
+    let (graph, verified) =
+        verify(&submission.graph, "graph", Registry::Declared).map_err(|e| match e {
+            AdmissionError::Rejected { diagnostics, .. } => invalid(format!(
+                "graph no longer verifies ({} diagnostics)",
+                diagnostics.len()
+            )),
+            other => invalid(other.to_string()),
+        })?;
     check_input(graph.spec(), &submission.input).map_err(|e| invalid(e.to_string()))?;
+    check_iteration_counts(graph.spec(), &submission.input).map_err(|e| invalid(e.to_string()))?;
     check_plan(&submission.plan, graph.spec())?;
     Ok(Readmitted {
         identity: verified.identity.to_string(),

@@ -13,6 +13,7 @@
 //! private.
 
 mod admission;
+mod admission_error;
 mod controller;
 mod delivery;
 mod documents;
@@ -25,6 +26,8 @@ mod launch;
 mod log_budget;
 mod options;
 mod plan;
+mod plan_admission;
+mod plan_reference;
 mod recovery;
 mod reuse;
 mod runs_stream;
@@ -46,6 +49,7 @@ pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};
 pub use launch::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
 pub use options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
 pub use plan::PlanError;
+pub use plan_admission::{AdmissionRefusal, GraphAdmissionError};
 pub use runs_stream::RunsStream;
 pub use runtime::{Runtime, parse_run_id};
 pub use streams::{

@@ -13,13 +13,18 @@ pub use trellis_agents::{HarnessKind, Provider};
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerRef};
 use trellis_verify::builtin::{BuiltinKind, builtin_kind};
 
-/// Recorded and reported; the host decides what it means.
+use crate::plan_reference::check_reference_fields;
+pub use crate::plan_reference::{ActiveMemory, GlobalAgents};
+
+/// Recorded and reported; the host decides what it means (the reference's five sizes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunSize {
+    Tiny,
     Small,
     #[default]
     Medium,
+    Standard,
     Large,
 }
 
@@ -48,6 +53,10 @@ pub struct RuntimePlan {
     pub nodes: BTreeMap<NodeName, Binding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_memory: Option<ActiveMemory>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_agents: Option<GlobalAgents>,
 }
 
 /// The uniform shape: one agent lane for every executable (delivery nodes get git delivery).
@@ -69,6 +78,10 @@ pub struct UniformAgentPlan {
     pub idle_timeout_ms: Option<u64>,
     #[serde(default)]
     pub budget: Option<Budget>,
+    #[serde(default)]
+    pub active_memory: Option<ActiveMemory>,
+    #[serde(default)]
+    pub global_agents: Option<GlobalAgents>,
 }
 
 /// The uniform shape for the exec harness: one command for every executable.
@@ -102,11 +115,11 @@ pub enum CommandKind {
 pub enum PlanError {
     #[error("runtime plan is not valid JSON for its shape: {0}")]
     Malformed(String),
-    #[error("node {0} is a step or verifier but the plan has no binding for it")]
+    #[error("runtime plan has no binding for executable node {0}")]
     MissingBinding(NodeName),
-    #[error("the plan binds {0}, which is not a step or verifier of this graph")]
+    #[error("runtime plan contains a binding for non-executable node {0}")]
     UnexpectedBinding(NodeName),
-    #[error("node {0} has an agent binding but no instructions in the graph")]
+    #[error("agent-backed node {0} requires authored instructions")]
     AgentWithoutInstructions(NodeName),
     #[error("node {0} has an agent binding, so the plan needs `harness` and `provider`")]
     HarnessMissing(NodeName),
@@ -152,9 +165,55 @@ fn default_delivery() -> Binding {
 }
 
 impl RuntimePlan {
-    /// Reads an exact plan (`--runtime-config`).
+    /// Reads an exact plan (`--runtime-config`). A reference plan's `comment_delivery`
+    /// binding is Trellis's delivery binding (which serves every delivery worker).
     pub fn from_json(value: &Value) -> Result<Self, PlanError> {
-        serde_json::from_value(value.clone()).map_err(|e| PlanError::Malformed(e.to_string()))
+        let mut value = value.clone();
+        if let Some(nodes) = value.get_mut("nodes").and_then(Value::as_object_mut) {
+            for binding in nodes.values_mut() {
+                if binding.get("kind").and_then(Value::as_str) == Some("comment_delivery") {
+                    binding["kind"] = Value::from("git_delivery");
+                }
+            }
+        }
+        let plan: Self =
+            serde_json::from_value(value).map_err(|e| PlanError::Malformed(e.to_string()))?;
+        check_reference_fields(plan.active_memory.as_ref(), plan.global_agents.as_ref())?;
+        Ok(plan)
+    }
+
+    /// One notice per field a reference plan may carry that Trellis accepts without the
+    /// feature behind it.
+    pub fn ignored_fields(&self) -> Vec<String> {
+        let lane = match (self.harness, self.provider) {
+            (Some(h), Some(p)) => format!("{}/{}", h.as_str(), p.as_str()),
+            _ => "lane".to_owned(),
+        };
+        let mut notices = Vec::new();
+        if self.active_memory.is_some() {
+            notices.push(
+                "runtime plan field activeMemory is ignored: Trellis has no active memory".into(),
+            );
+        }
+        if self.global_agents.is_some() {
+            notices.push(
+                "runtime plan field globalAgents is ignored: Trellis runs no global agents".into(),
+            );
+        }
+        for (node, binding) in &self.nodes {
+            if let Binding::Agent(AgentBinding {
+                lane: Some(own), ..
+            }) = binding
+            {
+                notices.push(format!(
+                    "runtime plan field lane of node {node} ({}/{}) is ignored: Trellis runs \
+                     every agent node on the plan's {lane}",
+                    own.harness.as_str(),
+                    own.provider.as_str()
+                ));
+            }
+        }
+        notices
     }
 
     /// Expands a uniform plan (`--uniform-runtime-config`): an agent lane
@@ -181,6 +240,8 @@ impl RuntimePlan {
                 size: u.size,
                 nodes,
                 budget: u.budget,
+                active_memory: None,
+                global_agents: None,
             };
             // Delivery workers are Trellis's own: they keep git delivery under a command plan.
             plan.nodes.retain(|name, _| !is_delivery_node(graph, name));
@@ -189,12 +250,14 @@ impl RuntimePlan {
         }
         let u: UniformAgentPlan = serde_json::from_value(value.clone())
             .map_err(|e| PlanError::Malformed(e.to_string()))?;
+        check_reference_fields(u.active_memory.as_ref(), u.global_agents.as_ref())?;
         let agent = Binding::Agent(AgentBinding {
             model: u.model,
             effort: u.effort,
             session_scope: u.session_scope,
             connections: u.connections,
             idle_timeout_ms: u.idle_timeout_ms,
+            lane: None,
         });
         for node in executables(graph) {
             let delivery = node
@@ -213,6 +276,8 @@ impl RuntimePlan {
             size: u.size,
             nodes,
             budget: u.budget,
+            active_memory: u.active_memory,
+            global_agents: u.global_agents,
         })
     }
 
@@ -238,15 +303,18 @@ impl RuntimePlan {
                 Binding::Agent(_) if exec.instructions.is_none() => {
                     return Err(PlanError::AgentWithoutInstructions(name.clone()));
                 }
-                Binding::Agent(_) => {
+                Binding::Agent(agent) => {
                     let (Some(harness), Some(provider)) = (self.harness, self.provider) else {
                         return Err(PlanError::HarnessMissing(name.clone()));
                     };
-                    if !harness.accepts(provider) {
-                        return Err(PlanError::UnsupportedProvider {
-                            harness: harness.as_str().to_owned(),
-                            provider: format!("{provider:?}").to_lowercase(),
-                        });
+                    let own = agent.lane.map(|l| (l.harness, l.provider));
+                    for (harness, provider) in [(harness, provider)].into_iter().chain(own) {
+                        if !harness.accepts(provider) {
+                            return Err(PlanError::UnsupportedProvider {
+                                harness: harness.as_str().to_owned(),
+                                provider: provider.as_str().to_owned(),
+                            });
+                        }
                     }
                 }
                 Binding::GitDelivery(_) if !delivery || !matches!(node, GraphNode::Verifier(_)) => {
@@ -258,6 +326,16 @@ impl RuntimePlan {
         let executable_names: Vec<&NodeName> = nodes.iter().map(|n| n.name()).collect();
         if let Some(extra) = self.nodes.keys().find(|k| !executable_names.contains(k)) {
             return Err(PlanError::UnexpectedBinding(extra.clone()));
+        }
+        // A postmortem's source node must be a bound executable, as the reference checks.
+        let postmortem = self
+            .global_agents
+            .as_ref()
+            .and_then(|a| a.postmortem.as_ref());
+        if let Some(source) = postmortem.and_then(|p| p.source_node.as_ref())
+            && !self.nodes.contains_key(source)
+        {
+            return Err(PlanError::MissingBinding(source.clone()));
         }
         Ok(())
     }
@@ -437,6 +515,19 @@ mod tests {
         )
         .unwrap();
         inside.admit(&graph()).unwrap();
+    }
+
+    #[test]
+    fn a_reference_comment_delivery_binding_is_a_delivery_binding() {
+        let plan = RuntimePlan::from_json(&json!({"harness": "claude", "provider": "anthropic",
+            "size": "tiny", "nodes": {"post": {"kind": "comment_delivery",
+                                                "connections": {"github": ["GH_TOKEN"]}}}}))
+        .unwrap();
+        assert!(matches!(
+            &plan.nodes[&NodeName::new("post").unwrap()],
+            Binding::GitDelivery(d) if d.connections["github"] == ["GH_TOKEN"]
+        ));
+        assert_eq!(plan.size, RunSize::Tiny);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use trellis_ledger::{
     TerminalResult,
 };
 
-use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, readmit, verify};
+use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, Registry, readmit, verify};
 use crate::delivery::read_source;
 use crate::error::RuntimeError;
 use crate::gap_admission::{self, GapOutcome, GapRunRequest};
@@ -260,7 +260,8 @@ impl Runtime {
         match record.kind {
             RunKind::Graphspec => {
                 let graph = record.submission.get("graph").cloned().unwrap_or_default();
-                let (runnable, verified) = verify(&graph, "graph")?;
+                // A stored submission was admitted under its plan.
+                let (runnable, verified) = verify(&graph, "graph", Registry::Declared)?;
                 Ok(RunGraph {
                     run_id: record.run_id,
                     kind: record.kind,

@@ -8,6 +8,9 @@
 //! and on [`ModelServer::requests`] — what the CLI actually sent. See `docs/agent-clis.md` for the
 //! script format and the exact CLI invocations.
 //!
+//! [`reference`] runs the reference product's binary as an oracle for differential tests, and
+//! [`graphgen`] generates the graphs they (and the fuzz tests) run on.
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use serde_json::json;
@@ -31,10 +34,12 @@ pub mod github;
 /// Where the public conformance vectors are, for test suites that cannot depend on the graph
 /// crate themselves (the CLI's).
 pub use trellis_graph::conformance;
+pub mod graphgen;
 mod matching;
 mod openai;
 mod process;
 mod record;
+pub mod reference;
 mod request;
 mod resolve;
 mod script;

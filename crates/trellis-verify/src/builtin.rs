@@ -222,15 +222,26 @@ fn delivery_contracts(worker: &str) -> &'static [DeliveryContract] {
 
 /// What a node declares about its worker; reused references must declare the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Declaration<'g> {
-    is_verifier: bool,
+pub(crate) struct Declaration<'g> {
+    pub(crate) is_verifier: bool,
     input: &'g PayloadType,
     output: &'g PayloadType,
     signals: Option<&'g BTreeMap<FieldName, EnumSet>>,
     diagnostic: Option<&'g PayloadType>,
 }
 
-fn declaration(node: &GraphNode) -> Option<Declaration<'_>> {
+impl Declaration<'_> {
+    /// Whether this declaration is one of `worker`'s fixed delivery contracts.
+    pub(crate) fn is_delivery_contract_of(&self, worker: &WorkerRef) -> bool {
+        delivery_contracts(worker.as_str()).iter().any(|c| {
+            Some(&c.signals) == self.signals
+                && c.output == *self.output
+                && Some(&c.diagnostic) == self.diagnostic
+        })
+    }
+}
+
+pub(crate) fn declaration(node: &GraphNode) -> Option<Declaration<'_>> {
     let exec: &StepNode = node.executable()?;
     let (signals, diagnostic) = match node {
         GraphNode::Verifier(v) => (Some(&v.signals), Some(&v.diagnostic)),
@@ -249,7 +260,7 @@ fn declaration(node: &GraphNode) -> Option<Declaration<'_>> {
 /// descriptor carrying the contract the graph declares for it.
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinRegistry {
-    descriptors: BTreeMap<WorkerRef, WorkerDescriptor>,
+    pub(crate) descriptors: BTreeMap<WorkerRef, WorkerDescriptor>,
 }
 
 impl BuiltinRegistry {
@@ -298,11 +309,7 @@ impl BuiltinRegistry {
                             &mut diags,
                             format!("delivery node {} must be a verifier", exec.name),
                         );
-                    } else if !delivery_contracts(exec.worker.as_str()).iter().any(|c| {
-                        Some(&c.signals) == decl.signals
-                            && c.output == *decl.output
-                            && Some(&c.diagnostic) == decl.diagnostic
-                    }) {
+                    } else if !decl.is_delivery_contract_of(&exec.worker) {
                         shape(
                             &mut diags,
                             format!(
@@ -345,7 +352,11 @@ impl BuiltinRegistry {
     }
 }
 
-fn descriptor(spec: &GraphSpec, worker: &WorkerRef, decl: &Declaration) -> WorkerDescriptor {
+pub(crate) fn descriptor(
+    spec: &GraphSpec,
+    worker: &WorkerRef,
+    decl: &Declaration,
+) -> WorkerDescriptor {
     let verifier = match (decl.signals, decl.diagnostic) {
         (Some(signals), Some(diagnostic)) => Some(VerifierContract {
             signals: signals.clone(),

@@ -24,6 +24,9 @@ pub(crate) struct WriteFact {
     pub(crate) target: SPath,
     pub(crate) ty: Ty,
     pub(crate) guaranteed: BTreeMap<SPath, Ty>,
+    /// The executables whose write this is, ascending (several once alternatives or branches
+    /// are joined); a choice's common write resolves on their success (§13.6).
+    pub(crate) producers: Vec<NodeId>,
 }
 
 /// A par's promoted writes, visible only while the par is known to have succeeded.
@@ -282,7 +285,9 @@ impl<'g> Tracker<'g> {
         self.reconcile();
     }
 
-    /// Pending writes of nodes no longer in `failed` become definite (step 8).
+    /// Pending writes of nodes no longer in `failed` become definite (step 8). Only writes
+    /// made inside the tracked group become its definite writes; a write pending from before
+    /// the group joins the flow's definitions alone (§13.7).
     fn resolve_pending(&mut self) {
         let ready: Vec<NodeId> = self
             .flow
@@ -296,12 +301,17 @@ impl<'g> Tracker<'g> {
                 continue;
             };
             let (_, writes) = self.flow.pending.remove(at);
-            self.acc.pending.retain(|(n, _)| *n != node);
+            let own = match self.acc.pending.iter().position(|(n, _)| *n == node) {
+                Some(at) => self.acc.pending.remove(at).1,
+                None => Vec::new(),
+            };
             let targets: Vec<&SPath> = writes.iter().map(|w| &w.target).collect();
             drop_overlapped(&mut self.flow.parallel, &targets, &[]);
             drop_overlapped(&mut self.acc.parallel, &targets, &[]);
-            for fact in writes {
-                write_defined(Rc::make_mut(&mut self.flow.defined), &fact);
+            for fact in &writes {
+                write_defined(Rc::make_mut(&mut self.flow.defined), fact);
+            }
+            for fact in own {
                 record_write(&mut self.acc.definite_writes, fact);
             }
         }

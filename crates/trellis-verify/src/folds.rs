@@ -36,27 +36,28 @@ pub(crate) fn fold_root(index: &Index, diags: &mut Diags) -> Option<Fold> {
 }
 
 impl Folder<'_, '_> {
-    /// Checks the three totals (`None` = overflowed) against their ceilings at `field`.
+    /// Checks the three totals (`None` = overflowed) against their ceilings at `field`, in
+    /// the order executions, concurrency, loop entries; only the first one over its ceiling
+    /// is reported (as the reference does, §13.5).
     fn bounded(
         &mut self,
         id: NodeId,
         field: &'static str,
         totals: [Option<u64>; 3],
     ) -> Option<Fold> {
-        let mut ok = true;
         for ((label, ceiling), total) in LABELS.iter().zip(totals) {
             if total.is_none_or(|t| t > *ceiling) {
-                ok = false;
                 self.diags.emit(
                     DiagnosticCode::CeilingExceeded,
                     format!("{label} exceed {ceiling}"),
                     extend(&self.index.path(id), &[Step::Field(field)]),
                     [],
                 );
+                return None;
             }
         }
         let [executions, concurrency, loop_entries] = totals;
-        ok.then(|| Fold {
+        Some(Fold {
             executions: executions.unwrap_or(0),
             concurrency: concurrency.unwrap_or(0),
             loop_entries: loop_entries.unwrap_or(0),

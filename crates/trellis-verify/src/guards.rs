@@ -1,27 +1,42 @@
 //! Guard validation (§6.5): selector dominance and legality, then label checks per guard form.
 
-use trellis_graph::{ControlSelector, DiagnosticCode, EnumSet, Guard, NodeName};
+use trellis_graph::{ControlSelector, ControlSource, DiagnosticCode, EnumSet, Guard, NodeName};
 
 use crate::diag::{At, Diags, Step, extend};
 use crate::domain::{domain, key_of};
 use crate::index::Index;
 use crate::nodeset::NodeId;
 
+/// One guard evaluated before a selector: an earlier conjunct of an `all` (it held) or an
+/// earlier disjunct of an `any` (it failed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Earlier<'g> {
+    pub(crate) guard: &'g Guard,
+    pub(crate) held: bool,
+}
+
+/// Decides whether an `error` selector of a node that does not dominate the guard is still
+/// legal under the guard's evaluation prefix (§13.6).
+pub(crate) type Masked<'m, 'g> = dyn FnMut(NodeId, &[Earlier<'g>]) -> bool + 'm;
+
 /// Validates one guard at `base`; returns whether it is valid (no diagnostic fired).
 pub(crate) fn validate<'g>(
     index: &Index<'g>,
     guard: &'g Guard,
     available: &dyn Fn(NodeId) -> bool,
+    masked: &mut Masked<'_, 'g>,
     base: At,
     code: DiagnosticCode,
     diags: &mut Diags,
 ) -> bool {
     let mut valid = true;
-    for_each_selector(guard, &mut |sel, in_k_of_map| {
+    let mut prefix = Vec::new();
+    for_each_selector(guard, &mut prefix, &mut |sel, in_k_of_map, prefix| {
         let key = key_of(index, sel);
         let dominates = key.is_some_and(|k| {
             available(k.node)
                 || (in_k_of_map && index.entry(k.node).map_owner.is_some_and(available))
+                || (sel.source == ControlSource::Error && masked(k.node, prefix))
         });
         if !dominates {
             valid = false;
@@ -54,18 +69,27 @@ pub(crate) fn validate<'g>(
 }
 
 /// Calls `visit` on every selector in pre-order with multiplicity, flagged when read by a
-/// `k_of_map` (no list is built: validation runs once per guard of every choice).
-fn for_each_selector<'g>(guard: &'g Guard, visit: &mut impl FnMut(&'g ControlSelector, bool)) {
+/// `k_of_map`, with the guards evaluated before it (no list is built: validation runs once
+/// per guard of every choice).
+fn for_each_selector<'g>(
+    guard: &'g Guard,
+    prefix: &mut Vec<Earlier<'g>>,
+    visit: &mut impl FnMut(&'g ControlSelector, bool, &[Earlier<'g>]),
+) {
     match guard {
-        Guard::In { value, .. } => visit(value, false),
-        Guard::KOfMap { value, .. } => visit(value, true),
-        Guard::KOfN { values, .. } => values.iter().for_each(|v| visit(v, false)),
+        Guard::In { value, .. } => visit(value, false, prefix),
+        Guard::KOfMap { value, .. } => visit(value, true, prefix),
+        Guard::KOfN { values, .. } => values.iter().for_each(|v| visit(v, false, prefix)),
         Guard::All { guards } | Guard::Any { guards } => {
+            let held = matches!(guard, Guard::All { .. });
+            let depth = prefix.len();
             for g in guards {
-                for_each_selector(g, visit);
+                for_each_selector(g, prefix, visit);
+                prefix.push(Earlier { guard: g, held });
             }
+            prefix.truncate(depth);
         }
-        Guard::Not { guard } => for_each_selector(guard, visit),
+        Guard::Not { guard } => for_each_selector(guard, prefix, visit),
     }
 }
 

@@ -25,6 +25,7 @@ mod guards;
 mod index;
 mod merge;
 mod nodeset;
+pub mod plan_rules;
 mod predicate;
 mod reach;
 mod refs;
@@ -211,8 +212,17 @@ fn analyze_passes(
         );
     }
     let root_state = spec.root.group_state().unwrap_or(&spec.initial_input);
-    let root_input = analyze::fill_root_state(&spec.initial_input, root_state);
-    let analysis = analyze::run(index, &spec.initial_input, &root_input, diags);
+    let root_input =
+        analyze::fill_root_state(&spec.initial_input, root_state, analyze::Filled::AsInput);
+    let defined_input =
+        analyze::fill_root_state(&spec.initial_input, root_state, analyze::Filled::AsState);
+    let analysis = analyze::run(
+        index,
+        &spec.initial_input,
+        &root_input,
+        &defined_input,
+        diags,
+    );
     reach::check(index, &analysis, diags);
     let references = index
         .write_references

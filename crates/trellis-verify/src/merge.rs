@@ -22,11 +22,13 @@ pub(crate) fn join_types(a: &Ty, b: &Ty) -> Option<Ty> {
 }
 
 /// Joins facts for the same target; guaranteed paths are intersected.
-fn join_facts(facts: &[&WriteFact]) -> Option<WriteFact> {
+pub(crate) fn join_facts(facts: &[&WriteFact]) -> Option<WriteFact> {
     let first = facts.first()?;
     let mut ty = first.ty.clone();
     let mut guaranteed = first.guaranteed.clone();
+    let mut producers = first.producers.clone();
     for fact in &facts[1..] {
+        producers.extend(fact.producers.iter().copied());
         ty = join_types(&ty, &fact.ty)?;
         guaranteed = guaranteed
             .into_iter()
@@ -36,10 +38,13 @@ fn join_facts(facts: &[&WriteFact]) -> Option<WriteFact> {
             })
             .collect();
     }
+    producers.sort_unstable();
+    producers.dedup();
     Some(WriteFact {
         target: first.target.clone(),
         ty,
         guaranteed,
+        producers,
     })
 }
 

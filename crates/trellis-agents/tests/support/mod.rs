@@ -152,6 +152,7 @@ impl Fake {
                     vec!["GATEWAY_BASE_URL".to_owned(), "GATEWAY_API_KEY".to_owned()],
                 )]),
                 idle_timeout_ms: None,
+                lane: None,
             }),
             workspace: self.path("ws"),
             scratch: self.path(&format!("scratch-{execution}")),

@@ -25,7 +25,9 @@ impl<'g> Analyzer<'_, 'g> {
     ) -> Option<Ty> {
         match selector {
             DataSelector::Item { path } => {
-                let Some(map) = &scope.map else {
+                // A map whose `over` has no element type analyses its body with no item type
+                // at all, as if outside a map (§13.8).
+                let Some(item) = scope.map.as_ref().and_then(|map| map.item.clone()) else {
                     self.diags.emit(
                         DiagnosticCode::InvalidGraphShape,
                         "item selector is legal only inside a map body",
@@ -34,7 +36,6 @@ impl<'g> Analyzer<'_, 'g> {
                     );
                     return None;
                 };
-                let item = map.item.clone()?;
                 let Some((ty, required)) = item.lookup(path) else {
                     self.missing_selector_path(at);
                     return None;
@@ -55,11 +56,13 @@ impl<'g> Analyzer<'_, 'g> {
                         }
                     };
                 }
-                let Some((declared, required)) = scope.state.lookup(path) else {
-                    self.missing_selector_path(at);
-                    return None;
-                };
                 let definition = flow.defined.get(&key);
+                let Some((declared, required)) = scope.state.lookup(path) else {
+                    // A definition made outside a narrower group state still types the
+                    // read, as the reference does.
+                    self.missing_selector_path(at);
+                    return definition.cloned();
+                };
                 if !required && definition.is_none() {
                     self.undefined_selector(at);
                 }
@@ -101,6 +104,8 @@ impl<'g> Analyzer<'_, 'g> {
         scope: &Scope<'g>,
     ) {
         let (payload_field, bindings_field) = fields;
+        // The bindings are still checked one by one (their targets cannot exist), as the
+        // reference does.
         if !matches!(payload, PayloadType::Null | PayloadType::Record { .. }) {
             self.diags.emit(
                 DiagnosticCode::SchemaSafety,
@@ -108,7 +113,6 @@ impl<'g> Analyzer<'_, 'g> {
                 At::node(id).field(payload_field).path(self.index),
                 [],
             );
-            return;
         }
         for (i, binding) in bindings.iter().enumerate() {
             let b = At::node(id).field(bindings_field).index(i);
@@ -243,10 +247,14 @@ impl<'g> Analyzer<'_, 'g> {
                 );
             }
             let source = &write.value.node;
+            // A name resolves to its first occurrence, so a duplicate reading its own name
+            // reads that occurrence, which counts as entered (as the reference has it).
             let source_id = self.index.lookup(source.as_str());
             let value_at = w.field("value");
-            if *source != exec.name {
-                if !source_id.is_some_and(|s| flow.dominates(s)) {
+            let reads_itself = source_id == Some(id);
+            if !reads_itself {
+                let entered = |s: NodeId| flow.dominates(s) || s == self.canon(id);
+                if !source_id.is_some_and(entered) {
                     self.diags.emit(
                         DiagnosticCode::UndefinedRead,
                         format!("node output {source} does not dominate this read"),
@@ -263,7 +271,10 @@ impl<'g> Analyzer<'_, 'g> {
                     );
                 }
             }
-            let source_node = if *source == exec.name {
+            // A node's own `out` is read from its own declaration; its signals and
+            // diagnostic, like any other node's output, from the name's first occurrence
+            // (they differ only for a duplicate name, as the reference has it).
+            let source_node = if *source == exec.name && write.value.channel == OutputChannel::Out {
                 Some(node)
             } else {
                 source_id.map(|s| self.index.node(s))
@@ -299,7 +310,7 @@ impl<'g> Analyzer<'_, 'g> {
                 );
             }
             if let (Some((value_ty, required)), Some(_)) = (value, &target) {
-                facts.push(write_fact(target_key, value_ty, required));
+                facts.push(write_fact(target_key, value_ty, required, self.canon(id)));
             }
         }
         facts
@@ -376,7 +387,12 @@ fn resolve_output(node: &GraphNode, write: &WriteBinding) -> Option<(Ty, bool)> 
 
 /// A write's guaranteed paths: the target and the value's required descendants, but only
 /// when the source path is required all the way down.
-pub(crate) fn write_fact(target: Rc<FieldPath>, ty: Ty, required: bool) -> WriteFact {
+pub(crate) fn write_fact(
+    target: Rc<FieldPath>,
+    ty: Ty,
+    required: bool,
+    producer: NodeId,
+) -> WriteFact {
     let mut guaranteed = std::collections::BTreeMap::new();
     if required {
         guaranteed.insert(target.clone(), ty.clone());
@@ -388,5 +404,6 @@ pub(crate) fn write_fact(target: Rc<FieldPath>, ty: Ty, required: bool) -> Write
         target,
         ty,
         guaranteed,
+        producers: vec![producer],
     }
 }

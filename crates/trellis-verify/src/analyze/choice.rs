@@ -1,14 +1,17 @@
 //! Choices (§6.6): guard validation, exhaustiveness and dead alternatives from the legal
 //! assignments, residual refinement of each alternative's flow, and the choice merge.
 
+use std::collections::BTreeMap;
+
 use trellis_graph::{DiagnosticCode, GraphNode};
 
 use super::promote::Rule;
-use super::{Analyzer, Scope};
+use super::{Analyzer, BranchOwner, CommonWriter, Scope};
+use crate::assign::Check;
 use crate::diag::{At, Step};
-use crate::flow::{Effects, Flow, Tracker};
+use crate::flow::{Effects, Flow, SPath, Tracker, WriteFact};
 use crate::guards;
-use crate::merge::{keep_promoted, merge_choice};
+use crate::merge::{join_facts, keep_promoted, merge_choice};
 use crate::nodeset::NodeId;
 use crate::predicate::{Pred, always, and, guard, not, or};
 
@@ -29,10 +32,12 @@ impl<'g> Analyzer<'_, 'g> {
         let mut valid = true;
         for (i, branch) in choice.branches.iter().enumerate() {
             let path = At::node(id).field("branches").index(i).field("when");
+            let (index, facts, owners) = (self.index, &self.facts, &self.branch_owned);
             valid &= guards::validate(
                 self.index,
                 &branch.when,
                 &|n| flow.available.contains(n),
+                &mut |node, earlier| super::masked_error(index, facts, owners, flow, node, earlier),
                 path,
                 DiagnosticCode::ChoiceExhaustiveness,
                 self.diags,
@@ -90,12 +95,15 @@ impl<'g> Analyzer<'_, 'g> {
                     self.at(id, &[Step::Field("branches")]),
                     [&choice.name],
                 ),
-                (Some(_), false) => {
-                    let otherwise = self.index.entry(id).children[n];
+                (Some(otherwise), false) => {
+                    // Located under this choice even when the otherwise's name is a duplicate
+                    // (other diagnostics about a duplicate use its first occurrence).
+                    let mut path = self.at(id, &[Step::Field("otherwise")]);
+                    path.push(trellis_graph::PathSegment::node(otherwise.name()));
                     self.diags.emit(
                         DiagnosticCode::ChoiceExhaustiveness,
                         "choice otherwise is unreachable because earlier branches cover every legal control assignment",
-                        self.path(otherwise),
+                        path,
                         [&choice.name],
                     );
                 }
@@ -118,10 +126,12 @@ impl<'g> Analyzer<'_, 'g> {
                 continue;
             }
             let mut tracker = Tracker::new(flow.clone());
-            if let Some(residuals) = &control {
-                tracker.refine(&residuals[i].succeeded, &residuals[i].failed_pars);
-            }
             let residual = residual_preds[i].clone();
+            if let Some(residuals) = &control {
+                let mut succeeded = residuals[i].succeeded.clone();
+                succeeded.extend(self.resolved_common_writes(flow, &residual));
+                tracker.refine(&succeeded, &residuals[i].failed_pars);
+            }
             let Some(child) = child else {
                 // The implicit empty alternative of a non-exhaustive choice.
                 let (_, mut effects) = tracker.finish();
@@ -177,7 +187,10 @@ impl<'g> Analyzer<'_, 'g> {
             None => always(),
         };
         effects.falls_through = !contributing.is_empty();
-        effects.definite_nodes.insert(self.canon(id));
+        let canon = self.canon(id);
+        self.record_branch_owners(canon, &contributing, &effects);
+        self.common_pending(canon, &contributing, &mut effects);
+        effects.definite_nodes.insert(canon);
         self.promote(
             id,
             &choice.promoted_state_paths,
@@ -187,7 +200,154 @@ impl<'g> Analyzer<'_, 'g> {
             scope,
         );
         keep_promoted(&mut effects, &choice.promoted_state_paths);
+        if !effects.pending.iter().any(|(owner, _)| *owner == canon) {
+            effects.exit_failed.remove(canon);
+        }
         effects
+    }
+
+    /// Executables definite in some but not all completing alternatives remember their
+    /// alternative, so later guards may read their errors where it was surely taken (§13.6).
+    fn record_branch_owners(
+        &mut self,
+        choice: NodeId,
+        contributing: &[&Effects<'g>],
+        merged: &Effects<'g>,
+    ) {
+        for alternative in contributing {
+            for node in alternative.definite_nodes.iter() {
+                if merged.definite_nodes.contains(node)
+                    || self.index.node(node).executable().is_none()
+                {
+                    continue;
+                }
+                self.branch_owned.insert(
+                    node,
+                    BranchOwner {
+                        choice,
+                        choice_completion: merged.completion.clone(),
+                        branch_completion: alternative.completion.clone(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// A path that every completing alternative writes — pending on different producers, or
+    /// definite in some — is carried by the choice itself as one pending write (§13.6); the
+    /// choice stays failed until a later residual shows some alternative completed with the
+    /// write's producers in it succeeding.
+    fn common_pending(
+        &mut self,
+        choice: NodeId,
+        contributing: &[&Effects<'g>],
+        merged: &mut Effects<'g>,
+    ) {
+        if contributing.len() < 2 {
+            return;
+        }
+        type Writers<'e> = (Vec<&'e WriteFact>, Vec<NodeId>);
+        let tables: Vec<BTreeMap<&SPath, Writers>> = contributing
+            .iter()
+            .map(|alternative| {
+                let mut table: BTreeMap<&SPath, Writers> = BTreeMap::new();
+                let pending = (alternative.pending.iter())
+                    .filter(|(node, _)| self.index.node(*node).executable().is_some())
+                    .flat_map(|(_, writes)| writes);
+                for write in pending.chain(alternative.definite_writes.values()) {
+                    let (facts, producers) = table.entry(&write.target).or_default();
+                    facts.push(write);
+                    for node in &write.producers {
+                        if !producers.contains(node) {
+                            producers.push(*node);
+                        }
+                    }
+                }
+                table
+            })
+            .collect();
+        let mut facts = Vec::new();
+        let mut producers = vec![Vec::new(); contributing.len()];
+        for target in tables[0].keys() {
+            let already = merged.pending.iter().flat_map(|(_, w)| w);
+            if merged.definite_writes.contains_key(*target)
+                || already.into_iter().any(|w| &w.target == *target)
+            {
+                continue;
+            }
+            let Some(writers) = tables
+                .iter()
+                .map(|t| t.get(target))
+                .collect::<Option<Vec<&Writers>>>()
+            else {
+                continue;
+            };
+            let every: Vec<&WriteFact> = writers
+                .iter()
+                .flat_map(|(f, _)| f.iter().copied())
+                .collect();
+            let Some(fact) = join_facts(&every) else {
+                continue;
+            };
+            facts.push(fact);
+            for (mine, (_, nodes)) in producers.iter_mut().zip(&writers) {
+                for node in nodes {
+                    if !mine.contains(node) {
+                        mine.push(*node);
+                    }
+                }
+            }
+        }
+        if facts.is_empty() {
+            return;
+        }
+        merged.pending.push((choice, facts));
+        merged.exit_failed.insert(choice);
+        let writers = contributing
+            .iter()
+            .zip(producers)
+            .map(|(alternative, producers)| CommonWriter {
+                completion: alternative.completion.clone(),
+                producers,
+            })
+            .collect();
+        self.common_writes.insert(choice, writers);
+    }
+
+    /// The choices with a common pending write that `residual` resolves: on every legal
+    /// assignment where it holds, some alternative of the choice completed with all its
+    /// producers mentioned and succeeding.
+    fn resolved_common_writes(&self, flow: &Flow, residual: &Pred<'g>) -> Vec<NodeId> {
+        let mut resolved = Vec::new();
+        for (owner, _) in &flow.pending {
+            let Some(writers) = self.common_writes.get(owner) else {
+                continue;
+            };
+            if !flow.failed.contains(*owner) {
+                continue;
+            }
+            let mut roots = vec![residual.clone()];
+            roots.extend(writers.iter().map(|w| w.completion.clone()));
+            let implied = Check::every(
+                self.index,
+                &self.facts,
+                &roots,
+                &mut |values, failing, mentioned| {
+                    !values[0]
+                        || writers.iter().enumerate().any(|(k, writer)| {
+                            values[k + 1]
+                                && !writer.producers.is_empty()
+                                && writer.producers.iter().all(|p| {
+                                    mentioned.binary_search(p).is_ok() && !failing.contains(p)
+                                })
+                        })
+                },
+            );
+            if implied == Ok(true) {
+                resolved.push(*owner);
+            }
+        }
+        resolved
     }
 
     /// What each alternative's legal assignments say: reachability, the nodes that succeed

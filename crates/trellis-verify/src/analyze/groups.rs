@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use trellis_graph::limits::ceilings;
-use trellis_graph::{DiagnosticCode, GraphNode, PayloadType};
+use trellis_graph::{ControlSource, DiagnosticCode, GraphNode, PayloadType};
 
 use super::promote::Rule;
 use super::{Analyzer, MapScope, Scope};
@@ -28,6 +28,7 @@ fn lift(fact: &WriteFact) -> WriteFact {
         target: fact.target.clone(),
         ty,
         guaranteed,
+        producers: fact.producers.clone(),
     }
 }
 
@@ -102,14 +103,6 @@ impl<'g> Analyzer<'_, 'g> {
         let GraphNode::Loop(l) = self.index.node(id) else {
             return Effects::empty(flow);
         };
-        if l.max_iterations.get() > ceilings::LOOP_ITERATIONS {
-            self.diags.emit(
-                DiagnosticCode::CeilingExceeded,
-                "maxIterations exceeds full-v1 limit 100",
-                self.at(id, &[Step::Field("maxIterations")]),
-                [&l.name],
-            );
-        }
         if let Some(input_path) = &l.max_iterations_input
             && !matches!(
                 self.initial_input.lookup(input_path),
@@ -135,24 +128,32 @@ impl<'g> Analyzer<'_, 'g> {
             let until_at = At::node(id).field("until");
             let body_definite = &body.definite_nodes;
             let available = |n: NodeId| flow.available.contains(n) || body_definite.contains(n);
+            let (index, facts, owners) = (self.index, &self.facts, &self.branch_owned);
             let valid = guards::validate(
                 self.index,
                 until,
                 &available,
+                &mut |node, earlier| super::masked_error(index, facts, owners, flow, node, earlier),
                 until_at,
                 DiagnosticCode::LoopExitSatisfiability,
                 self.diags,
             );
+            // A verifier (any source) or a step read through `error`, entered in every
+            // iteration (§13.3).
             for selector in until.selectors() {
                 let guaranteed = self.index.lookup(selector.name.as_str()).is_some_and(|n| {
                     body_definite.contains(n)
-                        && matches!(self.index.node(n), GraphNode::Verifier(_))
+                        && match self.index.node(n) {
+                            GraphNode::Verifier(_) => true,
+                            GraphNode::Step(_) => selector.source == ControlSource::Error,
+                            _ => false,
+                        }
                 });
                 if !guaranteed {
                     self.diags.emit(
                         DiagnosticCode::LoopExitSatisfiability,
                         format!(
-                            "loop exit selector {} is not a verifier guaranteed in every iteration",
+                            "loop exit selector {} must select a verifier or a step error guaranteed in every iteration",
                             selector.name
                         ),
                         until_at.path(self.index),
@@ -160,7 +161,9 @@ impl<'g> Analyzer<'_, 'g> {
                     );
                 }
             }
-            if valid && self.satisfiable(&[guard(until)], until_at, &|v| v[0]) == Some(false) {
+            // A space past the ceiling (reported by the check) is no proof of a way out: the
+            // reference calls that guard unsatisfiable too.
+            if valid && self.satisfiable(&[guard(until)], until_at, &|v| v[0]) != Some(true) {
                 self.diags.emit(
                     DiagnosticCode::LoopExitSatisfiability,
                     "loop exit guard is unsatisfiable",

@@ -48,6 +48,23 @@ pub(crate) struct Analysis<'g> {
     pub(crate) control_references: Vec<(NodeId, &'g NodeName)>,
 }
 
+/// The choice alternative an executable belongs to when it is definite in some but not all
+/// completing alternatives (§13.6).
+#[derive(Debug)]
+pub(crate) struct BranchOwner<'g> {
+    pub(crate) choice: NodeId,
+    pub(crate) choice_completion: Pred<'g>,
+    pub(crate) branch_completion: Pred<'g>,
+}
+
+/// One completing alternative of a choice carrying a common pending write: its completion and
+/// the producers of the write in it (§13.6).
+#[derive(Debug)]
+pub(crate) struct CommonWriter<'g> {
+    pub(crate) completion: Pred<'g>,
+    pub(crate) producers: Vec<NodeId>,
+}
+
 pub(crate) struct Analyzer<'a, 'g> {
     /// Results of single-root satisfiability checks, keyed by predicate address (the entry
     /// keeps the predicate alive so the address cannot be reused).
@@ -57,14 +74,19 @@ pub(crate) struct Analyzer<'a, 'g> {
     pub(crate) diags: &'a mut Diags,
     pub(crate) facts: ControlFacts<'g>,
     pub(crate) out: Analysis<'g>,
+    /// Executables owned by one alternative of an earlier choice.
+    pub(crate) branch_owned: crate::index::FastMap<NodeId, BranchOwner<'g>>,
+    /// Choices that carry a common pending write, keyed by the choice.
+    pub(crate) common_writes: crate::index::FastMap<NodeId, Vec<CommonWriter<'g>>>,
 }
 
-/// Runs the semantic pass over the whole graph; the root sees `root_input` (the initial input
-/// filled by [`fill_root_state`]).
+/// Runs the semantic pass over the whole graph; the root sees `root_input` and the initial
+/// definitions come from `defined_input` (the initial input filled by [`fill_root_state`]).
 pub(crate) fn run<'g>(
     index: &Index<'g>,
     initial_input: &'g PayloadType,
     root_input: &'g PayloadType,
+    defined_input: &PayloadType,
     diags: &mut Diags,
 ) -> Analysis<'g> {
     let mut analyzer = Analyzer {
@@ -77,8 +99,10 @@ pub(crate) fn run<'g>(
             falls: vec![None; index.len()],
             ..Analysis::default()
         },
+        branch_owned: crate::index::FastMap::default(),
+        common_writes: crate::index::FastMap::default(),
     };
-    let flow = Flow::initial(root_input, index.len());
+    let flow = Flow::initial(defined_input, index.len());
     let scope = Scope {
         state: root_input,
         map: None,
@@ -97,10 +121,6 @@ impl<'a, 'g> Analyzer<'a, 'g> {
 
     pub(crate) fn canon(&self, id: NodeId) -> NodeId {
         self.index.entry(id).canon
-    }
-
-    pub(crate) fn path(&self, id: NodeId) -> Path {
-        self.index.path(id)
     }
 
     pub(crate) fn at(&self, id: NodeId, steps: &[Step]) -> Path {
@@ -146,8 +166,14 @@ impl<'a, 'g> Analyzer<'a, 'g> {
                     .lookup(path)
                     .is_some_and(|(at, _)| ty.is_subtype_of(at))
             });
+        // The root sees the filled input itself: its definitions type the fields the run
+        // fills as the root state does, which would make the check vacuous for them.
         let fits = refines_declared
-            || refined(scope.state, &flow.defined, &mut Vec::new()).is_subtype_of(declared);
+            || if id == 0 {
+                scope.state.is_subtype_of(declared)
+            } else {
+                refined(scope.state, &flow.defined, &mut Vec::new()).is_subtype_of(declared)
+            };
         if !fits {
             self.diags.emit(
                 DiagnosticCode::SchemaSafety,
@@ -247,6 +273,41 @@ impl<'a, 'g> Analyzer<'a, 'g> {
     }
 }
 
+/// Whether `node`, which does not dominate a guard, may still be read through `error` there:
+/// it belongs to one alternative of an earlier choice that dominates the guard, and on every
+/// legal assignment where that choice completed and the guards evaluated before the selector
+/// went their way, that alternative was the one taken (§13.6).
+pub(crate) fn masked_error<'g>(
+    index: &Index<'g>,
+    facts: &ControlFacts<'g>,
+    owners: &crate::index::FastMap<NodeId, BranchOwner<'g>>,
+    flow: &Flow,
+    node: NodeId,
+    earlier: &[crate::guards::Earlier<'g>],
+) -> bool {
+    let Some(owner) = owners.get(&node) else {
+        return false;
+    };
+    if !flow.dominates(owner.choice) {
+        return false;
+    }
+    let prefix = crate::predicate::and(
+        earlier
+            .iter()
+            .map(|e| {
+                let g = crate::predicate::guard(e.guard);
+                if e.held { g } else { crate::predicate::not(g) }
+            })
+            .collect(),
+    );
+    let roots = [
+        owner.choice_completion.clone(),
+        prefix,
+        crate::predicate::not(owner.branch_completion.clone()),
+    ];
+    Check::satisfiable(index, facts, &roots, &|v| v.iter().all(|held| *held)) == Ok(false)
+}
+
 /// The state type as seen at a program point: optional fields with a definition become
 /// required, and defined paths take their refined types.
 pub(crate) fn refined(
@@ -285,11 +346,27 @@ fn fillable(ty: &PayloadType) -> bool {
     }
 }
 
+/// How [`fill_root_state`] types an optional input field the run fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filled {
+    /// As the input declares it, made required: the root state check sees this.
+    AsInput,
+    /// As the root state declares it: the initial definitions see this.
+    AsState,
+}
+
 /// The initial input as a run's first state sees it. A run starts by filling missing required
 /// string/null/array/record fields of the root state with empty values, and the reference
 /// product admits its own templates only under this reading: required root-state fields that a run
-/// fills (absent or optional in the input) become present, recursively through records.
-pub(crate) fn fill_root_state(input: &PayloadType, state: &PayloadType) -> PayloadType {
+/// fills (absent or optional in the input) become present, recursively through records (also
+/// through an optional record, filled inside when given). An absent field takes the root
+/// state's type; an optional one the type `filled` says (the reference checks the root state
+/// against the input's type but defines the state's).
+pub(crate) fn fill_root_state(
+    input: &PayloadType,
+    state: &PayloadType,
+    filled: Filled,
+) -> PayloadType {
     let (Some(given), Some(wanted)) = (input.fields(), state.fields()) else {
         return input.clone();
     };
@@ -297,11 +374,16 @@ pub(crate) fn fill_root_state(input: &PayloadType, state: &PayloadType) -> Paylo
     for (name, want) in wanted {
         let filled_here = want.required && fillable(&want.ty);
         match fields.get_mut(name) {
-            Some(have) if have.required || filled_here => {
-                have.ty = fill_root_state(&have.ty, &want.ty);
+            Some(have) if have.required => have.ty = fill_root_state(&have.ty, &want.ty, filled),
+            Some(have) if filled_here => {
+                have.ty = match filled {
+                    Filled::AsInput => fill_root_state(&have.ty, &want.ty, filled),
+                    Filled::AsState => want.ty.clone(),
+                };
                 have.required = true;
             }
-            Some(_) => {}
+            // An optional record the input may carry is filled inside when it is given.
+            Some(have) => have.ty = fill_root_state(&have.ty, &want.ty, filled),
             None if filled_here => {
                 fields.insert(name.clone(), want.clone());
             }

@@ -42,16 +42,17 @@ impl<'g> Analyzer<'_, 'g> {
                 }
             }
         };
-        let mut when_valid = false;
         if let Join::First { when } = &par.join {
             let mut descendants = Vec::new();
             self.index.descendants(id, &mut descendants);
             let inside: BTreeSet<NodeId> = descendants.into_iter().collect();
             let available = |n: NodeId| flow.available.contains(n) || inside.contains(&n);
-            when_valid = guards::validate(
+            let (index, facts, owners) = (self.index, &self.facts, &self.branch_owned);
+            guards::validate(
                 self.index,
                 when,
                 &available,
+                &mut |node, earlier| super::masked_error(index, facts, owners, flow, node, earlier),
                 At::node(id).field("join").field("when"),
                 DiagnosticCode::InvalidGraphShape,
                 self.diags,
@@ -79,12 +80,13 @@ impl<'g> Analyzer<'_, 'g> {
                     .iter()
                     .zip(&completions)
                     .map(|(branch, done)| {
-                        let usable = when_valid
-                            && when.selectors().iter().all(|s| {
-                                self.index.lookup(s.name.as_str()).is_some_and(|n| {
-                                    flow.available.contains(n) || branch.definite_nodes.contains(n)
-                                })
-                            });
+                        // Used whenever its selectors are available on the branch, even
+                        // when the guard is invalid otherwise (as the reference does).
+                        let usable = when.selectors().iter().all(|s| {
+                            self.index.lookup(s.name.as_str()).is_some_and(|n| {
+                                flow.available.contains(n) || branch.definite_nodes.contains(n)
+                            })
+                        });
                         if usable {
                             and(vec![done.clone(), guard(when)])
                         } else {
@@ -92,6 +94,13 @@ impl<'g> Analyzer<'_, 'g> {
                         }
                     })
                     .collect();
+                // A selector with no domain that the reference enumerates with no candidate
+                // (a group field it lacks, a signal of a node that is no executable) leaves
+                // every check reading the guard without assignments: the par never settles.
+                let empty_space = satisfiers
+                    .iter()
+                    .any(|s| crate::predicate::constant(s) != Some(false))
+                    && when.selectors().iter().any(|s| self.enumerates_nothing(s));
                 let satisfaction = or(satisfiers.clone());
                 let all_complete = and(completions.clone());
                 let settlement = or(vec![satisfaction.clone(), all_complete.clone()]);
@@ -118,6 +127,7 @@ impl<'g> Analyzer<'_, 'g> {
                     },
                 );
                 match outcome {
+                    _ if empty_space => (never(), Some(BTreeSet::new()), false),
                     Some((sets, settles)) => (settlement, Some(sets), settles),
                     // An unknown settlement constrains nothing downstream.
                     None => (always(), None, true),
@@ -213,6 +223,20 @@ impl<'g> Analyzer<'_, 'g> {
             effects.parallel.push(effect);
         }
         effects
+    }
+
+    /// Whether the reference builds no candidate at all for this selector's node: a `group`
+    /// selector outside its domain, or a `signal` of a node that is no executable.
+    fn enumerates_nothing(&self, selector: &trellis_graph::ControlSelector) -> bool {
+        use trellis_graph::ControlSource;
+        crate::domain::key_of(self.index, selector).is_some_and(|key| {
+            crate::domain::domain(self.index, &key).is_none()
+                && match selector.source {
+                    ControlSource::Group => true,
+                    ControlSource::Signal => self.index.node(key.node).executable().is_none(),
+                    ControlSource::Error => false,
+                }
+        })
     }
 
     /// Promotion type compatibility across branches, and overlapping writes under join all.

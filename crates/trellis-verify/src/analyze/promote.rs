@@ -60,18 +60,13 @@ impl<'g> Analyzer<'_, 'g> {
                     [],
                 ),
                 Some(target) => {
+                    // Only writes of exactly the promoted path are checked; a write below it
+                    // (`review.verdict` under a promoted `review`) is not, as the reference
+                    // has it.
                     let mismatch = effects
                         .possible_writes
-                        .iter()
-                        .filter(|(written, _)| path.is_prefix_of(written))
-                        .any(|(written, types)| {
-                            let rest = &written.segments()[path.segments().len()..];
-                            let expected = match FieldPath::new(rest.to_vec()) {
-                                Ok(rest) => target.lookup(&rest).map(|(t, _)| t),
-                                Err(_) => Some(&**target),
-                            };
-                            expected.is_some_and(|e| types.iter().any(|t| !t.is_subtype_of(e)))
-                        });
+                        .get(&key)
+                        .is_some_and(|types| types.iter().any(|t| !t.is_subtype_of(target)));
                     if mismatch {
                         self.diags.emit(
                             DiagnosticCode::SchemaSafety,
@@ -86,26 +81,28 @@ impl<'g> Analyzer<'_, 'g> {
                 .definite_writes
                 .values()
                 .any(|f| f.guaranteed.contains_key(&key));
+            let pending = || {
+                effects
+                    .pending
+                    .iter()
+                    .flat_map(|(_, writes)| writes)
+                    .any(|w| w.guaranteed.contains_key(&key))
+            };
             let (defined, message) = match rule {
+                // (a) required and not indexed, (b) a definite write, or (c) optional and a
+                // pending write the group still carries guarantees it (§13.1).
                 Rule::Definite | Rule::EveryAlternative => (
-                    guaranteed || (required && indexed.is_none()),
+                    guaranteed || (required && indexed.is_none()) || (!required && pending()),
                     if rule == Rule::Definite {
                         "promoted path is not definitely defined on completion"
                     } else {
                         "promoted path is not defined by every completing alternative"
                     },
                 ),
-                Rule::Map => {
-                    let pending = effects
-                        .pending
-                        .iter()
-                        .flat_map(|(_, writes)| writes)
-                        .any(|w| w.guaranteed.contains_key(&key));
-                    (
-                        !matches!(group_ty, PayloadType::Array { .. }) || guaranteed || pending,
-                        "map promoted path has no indexed body write",
-                    )
-                }
+                Rule::Map => (
+                    !matches!(group_ty, PayloadType::Array { .. }) || guaranteed || pending(),
+                    "map promoted path has no indexed body write",
+                ),
             };
             if !defined {
                 self.diags.emit(

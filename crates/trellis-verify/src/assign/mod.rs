@@ -175,6 +175,10 @@ impl<'g> Workspace<'g> {
     }
 }
 
+/// A test of one assignment: its root values, the mentioned nodes it shows failing, and every
+/// mentioned node (ascending).
+pub(crate) type AssignmentTest<'t> = dyn FnMut(&[bool], &[NodeId], &[NodeId]) -> bool + 't;
+
 /// Checks over the legal control assignments of predicates (§6.4).
 pub(crate) struct Check;
 
@@ -244,6 +248,39 @@ impl Check {
         });
         workspace.root_ops = root_ops;
         result.map(|()| classified)
+    }
+
+    /// Whether every legal assignment passes `test`, given the root values and the mentioned
+    /// nodes it shows failing (§6.8 refinement); stops at the first counterexample.
+    pub(crate) fn every<'g>(
+        index: &Index<'g>,
+        facts: &ControlFacts<'g>,
+        roots: &[Pred<'g>],
+        test: &mut AssignmentTest,
+    ) -> Result<bool, Ceiling> {
+        let mut workspace = facts.workspace.borrow_mut();
+        let workspace = &mut *workspace;
+        workspace.prepare(index, facts, roots, false)?;
+        let keys = space::FailureKeys::new(index, &workspace.expansion.layout);
+        let mentioned = keys.mentioned();
+        let mut holds = true;
+        let mut failing = Vec::new();
+        let mut roots_now = Vec::with_capacity(roots.len());
+        let root_ops = std::mem::take(&mut workspace.root_ops);
+        let result = workspace.enumerate(&mut |assignment, values| {
+            roots_now.clear();
+            roots_now.extend(root_ops.iter().map(|op| values[*op]));
+            failing.clear();
+            keys.failing(assignment, &mut failing);
+            holds &= test(&roots_now, &failing, &mentioned);
+            if holds {
+                enumerate::Next::Continue
+            } else {
+                enumerate::Next::Stop
+            }
+        });
+        workspace.root_ops = root_ops;
+        result.map(|()| holds)
     }
 
     /// Whether some legal assignment satisfies `test` on the root values. Stops at the first
