@@ -1,0 +1,112 @@
+//! What a checkpoint costs in a 10,000-file repository (every git process included): the
+//! steady state (10 files changed since the previous checkpoint), a run's first checkpoint
+//! (private index seeded from the user's), and a restore of 10 changed files.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use trellis_workspace::{Git, Repository, RunCheckpoints};
+
+const FILES: usize = 10_000;
+const CHANGED: usize = 10;
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A committed repository of `FILES` small files in 100 directories.
+fn repository() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    git(dir.path(), &["init", "--quiet"]);
+    for i in 0..FILES {
+        let sub = dir.path().join(format!("dir{:03}", i % 100));
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        let body = format!("file {i}\n{}\n", "x".repeat(60 + i % 80));
+        std::fs::write(sub.join(format!("file{i:05}.txt")), body).expect("write");
+    }
+    git(dir.path(), &["add", "--all"]);
+    git(dir.path(), &["commit", "--quiet", "-m", "10,000 files"]);
+    dir
+}
+
+/// Rewrites `CHANGED` files (a different set each round) so each checkpoint has work.
+fn change_files(root: &Path, round: u32) {
+    for k in 0..CHANGED {
+        let i = (round as usize * CHANGED + k * 997) % FILES;
+        let path = root
+            .join(format!("dir{:03}", i % 100))
+            .join(format!("file{i:05}.txt"));
+        std::fs::write(path, format!("round {round} file {i}\n")).expect("write");
+    }
+}
+
+fn checkpoints(c: &mut Criterion) {
+    let repo = repository();
+    let root = repo.path();
+    let state = tempfile::tempdir().expect("state");
+    let git_runner = Git::from_environment();
+    let open = |name: &str| {
+        RunCheckpoints::new(
+            Repository::open(root, &git_runner).expect("repository"),
+            name,
+            state.path().join(format!("{name}.index")),
+            None,
+        )
+        .expect("checkpoints")
+    };
+    let run = open("steady");
+    run.take(1).expect("first checkpoint");
+    let number = AtomicU32::new(2);
+
+    let mut group = c.benchmark_group("checkpoint_10k_files");
+    group.sample_size(30);
+    group.bench_function("10_changed_files", |b| {
+        b.iter_batched(
+            || {
+                let n = number.fetch_add(1, Ordering::Relaxed);
+                change_files(root, n);
+                n
+            },
+            |n| run.take(n).expect("checkpoint"),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("first_of_a_run_10_changed_files", |b| {
+        b.iter_batched(
+            || {
+                let n = number.fetch_add(1, Ordering::Relaxed);
+                change_files(root, n);
+                open(&format!("first-{n}"))
+            },
+            |fresh| fresh.take(1).expect("checkpoint"),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("restore_10_changed_files", |b| {
+        b.iter_batched(
+            || {
+                let n = number.fetch_add(1, Ordering::Relaxed);
+                let checkpoint = run.take(n).expect("checkpoint");
+                change_files(root, n + 1_000_000);
+                checkpoint.tree
+            },
+            |tree| run.restore(&tree, None).expect("restore"),
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, checkpoints);
+criterion_main!(benches);
