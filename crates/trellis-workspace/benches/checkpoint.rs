@@ -66,7 +66,7 @@ fn checkpoints(c: &mut Criterion) {
         .expect("checkpoints")
     };
     let run = open("steady");
-    run.take(1).expect("first checkpoint");
+    run.take(1, "before work").expect("first checkpoint");
     let number = AtomicU32::new(2);
 
     let mut group = c.benchmark_group("checkpoint_10k_files");
@@ -78,7 +78,7 @@ fn checkpoints(c: &mut Criterion) {
                 change_files(root, n);
                 n
             },
-            |n| run.take(n).expect("checkpoint"),
+            |n| run.take(n, "before work").expect("checkpoint"),
             BatchSize::PerIteration,
         )
     });
@@ -89,7 +89,7 @@ fn checkpoints(c: &mut Criterion) {
                 change_files(root, n);
                 open(&format!("first-{n}"))
             },
-            |fresh| fresh.take(1).expect("checkpoint"),
+            |fresh| fresh.take(1, "before work").expect("checkpoint"),
             BatchSize::PerIteration,
         )
     });
@@ -97,7 +97,7 @@ fn checkpoints(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let n = number.fetch_add(1, Ordering::Relaxed);
-                let checkpoint = run.take(n).expect("checkpoint");
+                let checkpoint = run.take(n, "before work").expect("checkpoint");
                 change_files(root, n + 1_000_000);
                 checkpoint.tree
             },

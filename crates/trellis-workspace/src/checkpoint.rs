@@ -1,5 +1,6 @@
 //! Checkpoints of one run: the working tree (tracked, modified and untracked files, honouring
-//! the ignore rules) written as a tree into the repository's own object store and named by a
+//! the ignore rules) written as a tree into the repository's own object store, wrapped in a
+//! commit whose parent is the run's previous checkpoint (the first's is `HEAD`) and named by a
 //! reference in a private namespace. A private index, kept between checkpoints, makes a
 //! checkpoint cost about what `git write-tree` of the changed files costs (plus one `lstat`
 //! per file); the user's index, `HEAD`, branches and stash are never written.
@@ -21,10 +22,11 @@ const END_REFERENCE: &str = "end";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
     pub number: u32,
+    /// The commit that holds the checkpoint (its message names the run and what came next).
+    pub commit: ObjectId,
     /// The tree of the working tree at the checkpoint.
     pub tree: ObjectId,
-    /// The reference that keeps the tree alive (it names the tree itself: no commit is made,
-    /// so the checkpoints never show up in a history view of the repository).
+    /// The reference that keeps the commit alive.
     pub reference: String,
     /// Files added, modified, deleted or changed in mode or type since the previous checkpoint
     /// (for the first: since `HEAD`).
@@ -38,15 +40,23 @@ pub struct Checkpoint {
 pub struct Restored {
     /// The tree the workspace held just before.
     pub previous_tree: ObjectId,
-    /// Where that previous state was kept, when the caller asked for it and it differed.
+    /// Where that previous state was kept (as a commit), when the caller asked for it and it
+    /// differed.
     pub kept_as: Option<String>,
+}
+
+/// The commit and tree of a checkpoint a run continues from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Previous {
+    pub commit: ObjectId,
+    pub tree: ObjectId,
 }
 
 /// What the private index holds, as far as the next checkpoint is concerned.
 #[derive(Debug, Default)]
 struct IndexState {
-    /// The tree of the previous checkpoint.
-    previous: Option<ObjectId>,
+    /// The previous checkpoint (the parent of the next one).
+    previous: Option<Previous>,
     /// Whether the private index still holds exactly that tree, so that what `git add`
     /// reports updating is exactly what changed since it.
     holds_previous: bool,
@@ -108,11 +118,11 @@ impl RunCheckpoints {
         format!("{}/{END_REFERENCE}", self.namespace)
     }
 
-    /// Tells the next checkpoint which tree came before it (a controller that continues a
-    /// run knows it from the ledger).
-    pub fn set_previous(&self, tree: ObjectId) {
+    /// Tells the next checkpoint which checkpoint came before it (a controller that continues
+    /// a run, or a successor, knows it from the ledger).
+    pub fn set_previous(&self, previous: Previous) {
         let mut state = self.guard();
-        state.previous = Some(tree);
+        state.previous = Some(previous);
         state.holds_previous = false;
     }
 
@@ -124,27 +134,38 @@ impl RunCheckpoints {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records the working tree as checkpoint `number`.
-    pub fn take(&self, number: u32) -> Result<Checkpoint, WorkspaceError> {
+    /// Records the working tree as checkpoint `number`; `message` (one line) says what it
+    /// precedes and becomes the commit's message.
+    pub fn take(&self, number: u32, message: &str) -> Result<Checkpoint, WorkspaceError> {
         let mut state = self.guard();
         let staged = self.stage_everything()?;
         let tree = self.write_tree()?;
-        let (files_changed, bytes_changed) = match (&state.previous, state.holds_previous) {
-            (Some(previous), _) if *previous == tree => (0, 0),
-            (Some(_), true) if !staged.unclear => (staged.files, staged.bytes),
-            (Some(previous), _) => self.changes(Some(previous), &tree)?,
-            (None, _) => {
-                let head = self.head_tree()?;
-                self.changes(head.as_ref(), &tree)?
+        let ((files_changed, bytes_changed), parent) = match &state.previous {
+            Some(previous) if previous.tree == tree => ((0, 0), Some(previous.commit.clone())),
+            Some(previous) if state.holds_previous && !staged.unclear => {
+                ((staged.files, staged.bytes), Some(previous.commit.clone()))
+            }
+            Some(previous) => (
+                self.changes(Some(&previous.tree), &tree)?,
+                Some(previous.commit.clone()),
+            ),
+            None => {
+                let head = self.repo.head()?;
+                (self.changes(head.as_ref(), &tree)?, head)
             }
         };
         let reference = self.reference(number);
+        let commit = self.commit(&tree, parent.as_ref(), message)?;
         self.repo
-            .run(&["update-ref", &reference, tree.as_str()], &[])?;
-        state.previous = Some(tree.clone());
+            .run(&["update-ref", &reference, commit.as_str()], &[])?;
+        state.previous = Some(Previous {
+            commit: commit.clone(),
+            tree: tree.clone(),
+        });
         state.holds_previous = true;
         Ok(Checkpoint {
             number,
+            commit,
             tree,
             reference,
             files_changed,
@@ -160,14 +181,24 @@ impl RunCheckpoints {
         self.write_tree()
     }
 
-    /// Records the working tree as the run left it under [`RunCheckpoints::end_reference`].
+    /// Records the working tree as the run left it under [`RunCheckpoints::end_reference`]
+    /// (a commit whose parent is the last checkpoint); returns its tree.
     pub fn record_end(&self) -> Result<ObjectId, WorkspaceError> {
         let mut state = self.guard();
         state.holds_previous = false;
         self.stage_everything()?;
         let tree = self.write_tree()?;
+        let parent = match &state.previous {
+            Some(previous) => Some(previous.commit.clone()),
+            None => self.repo.head()?,
+        };
+        let commit = self.commit(
+            &tree,
+            parent.as_ref(),
+            "trellis: the workspace as the run left it",
+        )?;
         self.repo
-            .run(&["update-ref", &self.end_reference(), tree.as_str()], &[])?;
+            .run(&["update-ref", &self.end_reference(), commit.as_str()], &[])?;
         Ok(tree)
     }
 
@@ -187,8 +218,11 @@ impl RunCheckpoints {
         let mut kept_as = None;
         if previous_tree != *tree {
             if let Some(reference) = keep_as {
+                let parent = self.repo.head()?;
+                let message = "trellis: the workspace as a restore found it";
+                let commit = self.commit(&previous_tree, parent.as_ref(), message)?;
                 self.repo
-                    .run(&["update-ref", reference, previous_tree.as_str()], &[])?;
+                    .run(&["update-ref", reference, commit.as_str()], &[])?;
                 kept_as = Some(reference.to_owned());
             }
             // The index now lists every file of the working tree: a reset to `tree` rewrites
@@ -255,6 +289,21 @@ impl RunCheckpoints {
         Ok(references.len())
     }
 
+    /// A commit of `tree` (by the fixed checkpoint identity), not on any branch.
+    fn commit(
+        &self,
+        tree: &ObjectId,
+        parent: Option<&ObjectId>,
+        message: &str,
+    ) -> Result<ObjectId, WorkspaceError> {
+        let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
+        if let Some(parent) = parent {
+            args.extend(["-p", parent.as_str()]);
+        }
+        let stdout = self.repo.run(&args, &[])?;
+        ObjectId::from_answer("commit-tree", &stdout)
+    }
+
     fn write_tree(&self) -> Result<ObjectId, WorkspaceError> {
         let stdout = self.with_index(&["write-tree"])?;
         ObjectId::from_answer("write-tree", &stdout)
@@ -311,15 +360,6 @@ impl RunCheckpoints {
         full.extend_from_slice(args);
         self.repo
             .run(&full, &[("GIT_INDEX_FILE", self.index.as_path())])
-    }
-
-    /// The tree of `HEAD`, or `None` before the first commit.
-    fn head_tree(&self) -> Result<Option<ObjectId>, WorkspaceError> {
-        let args = ["rev-parse", "--verify", "--quiet", "HEAD^{tree}"];
-        match self.repo.git().query(self.repo.top(), &args, &[])? {
-            Some(stdout) => ObjectId::from_answer("rev-parse", &stdout).map(Some),
-            None => Ok(None),
-        }
     }
 
     /// Files that differ between `base` (nothing, when `None`) and `tree`, and the bytes of

@@ -12,7 +12,9 @@ mod git;
 mod repo;
 mod worktree;
 
-pub use checkpoint::{CHECKPOINT_NAMESPACE, Checkpoint, Restored, RunCheckpoints, run_namespace};
+pub use checkpoint::{
+    CHECKPOINT_NAMESPACE, Checkpoint, Previous, Restored, RunCheckpoints, run_namespace,
+};
 pub use copy::{DisposableCopy, force_remove_dir};
 pub use error::WorkspaceError;
 pub use git::{CHECKPOINT_AUTHOR, GIT_TIMEOUT, Git, MAX_GIT_OUTPUT_BYTES};

@@ -27,7 +27,7 @@ fn a_checkpoint_holds_tracked_modified_and_untracked_files_but_not_ignored_ones(
     write(root, "debug.log", b"ignored too\n");
 
     let run = checkpoints(root, RUN, state.path());
-    let checkpoint = run.take(1).unwrap();
+    let checkpoint = run.take(1, "before work").unwrap();
 
     assert_eq!(
         listed_files(root, &checkpoint.tree),
@@ -44,6 +44,13 @@ fn a_checkpoint_holds_tracked_modified_and_untracked_files_but_not_ignored_ones(
     assert_eq!(stored, "pub fn answer() -> u32 { 43 }");
     assert_eq!(
         git(root, &["rev-parse", &checkpoint.reference]),
+        checkpoint.commit.as_str()
+    );
+    assert_eq!(
+        git(
+            root,
+            &["rev-parse", &format!("{}^{{tree}}", checkpoint.reference)]
+        ),
         checkpoint.tree.as_str()
     );
     assert_eq!(
@@ -54,10 +61,17 @@ fn a_checkpoint_holds_tracked_modified_and_untracked_files_but_not_ignored_ones(
     assert_eq!(checkpoint.files_changed, 3);
     let expected_bytes = "pub fn answer() -> u32 { 43 }\n".len() + "scribbles\n".len();
     assert_eq!(checkpoint.bytes_changed, expected_bytes as u64);
+    // A commit off the user's HEAD by the checkpoint identity, saying what it precedes.
     assert_eq!(
-        git(root, &["cat-file", "-t", &checkpoint.reference]),
-        "tree",
-        "no commit: checkpoints stay out of history views"
+        git(root, &["rev-parse", &format!("{}^", checkpoint.reference)]),
+        git(root, &["rev-parse", "HEAD"])
+    );
+    assert_eq!(
+        git(
+            root,
+            &["log", "-1", "--format=%an <%ae>|%s", &checkpoint.reference]
+        ),
+        "Trellis <checkpoints@trellis.invalid>|before work"
     );
 }
 
@@ -67,14 +81,14 @@ fn later_checkpoints_count_changes_since_the_previous_one_and_reuse_an_unchanged
     let root = repo.path();
     let state = tempfile::tempdir().unwrap();
     let run = checkpoints(root, RUN, state.path());
-    let first = run.take(1).unwrap();
+    let first = run.take(1, "before work").unwrap();
     assert_eq!(first.files_changed, 0, "a clean tree equals HEAD");
 
     write(root, "a.txt", b"aaaa");
     write(root, "README.md", b"# project, edited\n");
     std::fs::remove_file(root.join("src/old.rs")).unwrap();
     set_mode(&root.join("script.sh"), 0o644);
-    let second = run.take(2).unwrap();
+    let second = run.take(2, "before work").unwrap();
     assert_eq!(second.files_changed, 4);
     assert_eq!(
         second.bytes_changed,
@@ -88,14 +102,19 @@ fn later_checkpoints_count_changes_since_the_previous_one_and_reuse_an_unchanged
         "README.md\na.txt\nscript.sh\nsrc/old.rs"
     );
 
-    let third = run.take(3).unwrap();
-    assert_eq!((third.tree, third.files_changed), (second.tree, 0));
+    let third = run.take(3, "before work").unwrap();
+    assert_eq!((&third.tree, third.files_changed), (&second.tree, 0));
+    // Each checkpoint's parent is the one before it.
+    assert_eq!(
+        git(root, &["rev-parse", &format!("{}^", third.reference)]),
+        second.commit.as_str()
+    );
 
     // A snapshot between checkpoints (a verifier's copy) does not change what is counted.
     write(root, "a.txt", b"aaaaaa");
     run.snapshot().unwrap();
     write(root, "b.txt", b"bb");
-    let fourth = run.take(4).unwrap();
+    let fourth = run.take(4, "before work").unwrap();
     assert_eq!((fourth.files_changed, fourth.bytes_changed), (2, 8));
     let names: Vec<String> = run
         .references()
@@ -117,7 +136,7 @@ fn restore_brings_back_every_byte_mode_link_untracked_and_deleted_file() {
     std::fs::remove_file(root.join("src/old.rs")).unwrap();
     write(root, "build/cache", b"ignored and kept");
     let run = checkpoints(root, RUN, state.path());
-    let checkpoint = run.take(1).unwrap();
+    let checkpoint = run.take(1, "before work").unwrap();
     let before = picture(root);
 
     // Everything a worker could do afterwards.
@@ -154,10 +173,10 @@ fn the_users_index_head_branches_and_stash_never_move() {
     let user = user_state(root);
 
     let run = checkpoints(root, RUN, state.path());
-    let first = run.take(1).unwrap();
+    let first = run.take(1, "before work").unwrap();
     write(root, "worker.txt", b"output\n");
     std::fs::remove_file(root.join("src/old.rs")).unwrap();
-    run.take(2).unwrap();
+    run.take(2, "before work").unwrap();
     run.snapshot().unwrap();
     run.restore(&first.tree, Some(&format!("refs/trellis/saved/{RUN}")))
         .unwrap();
@@ -178,7 +197,7 @@ fn a_forced_restore_keeps_the_replaced_state_under_the_given_reference() {
     let root = repo.path();
     let state = tempfile::tempdir().unwrap();
     let run = checkpoints(root, RUN, state.path());
-    let checkpoint = run.take(1).unwrap();
+    let checkpoint = run.take(1, "before work").unwrap();
     write(root, "users-own-work.txt", b"precious\n");
     let keep = format!("refs/trellis/saved/{RUN}/1");
     let restored = run.restore(&checkpoint.tree, Some(&keep)).unwrap();
@@ -203,17 +222,17 @@ fn pruning_deletes_the_runs_references_and_private_index_only() {
     let state = tempfile::tempdir().unwrap();
     let run = checkpoints(root, RUN, state.path());
     let other = checkpoints(root, "other-run", state.path());
-    run.take(1).unwrap();
+    run.take(1, "before work").unwrap();
     write(root, "x", b"x");
-    run.take(2).unwrap();
+    run.take(2, "before work").unwrap();
     run.record_end().unwrap();
-    let kept = other.take(1).unwrap();
+    let kept = other.take(1, "before work").unwrap();
     assert!(state.path().join(format!("{RUN}.index")).exists());
 
     assert_eq!(run.prune().unwrap(), 3);
     assert!(run.references().unwrap().is_empty());
     assert!(!state.path().join(format!("{RUN}.index")).exists());
-    assert_eq!(other.references().unwrap(), [(kept.reference, kept.tree)]);
+    assert_eq!(other.references().unwrap(), [(kept.reference, kept.commit)]);
     assert_eq!(run.prune().unwrap(), 0, "pruning twice is harmless");
 }
 
@@ -224,7 +243,7 @@ fn the_private_index_starts_from_a_seed_and_survives_a_corrupt_one() {
     let state = tempfile::tempdir().unwrap();
     let first = checkpoints(root, RUN, state.path());
     write(root, "a.txt", b"a");
-    let taken = first.take(1).unwrap();
+    let taken = first.take(1, "before work").unwrap();
 
     let git_runner = Git::from_environment();
     let seeded = RunCheckpoints::new(
@@ -245,7 +264,7 @@ fn the_private_index_starts_from_a_seed_and_survives_a_corrupt_one() {
         Some(corrupt_seed),
     )
     .unwrap();
-    assert_eq!(recovering.take(1).unwrap().tree, taken.tree);
+    assert_eq!(recovering.take(1, "before work").unwrap().tree, taken.tree);
 }
 
 #[test]
@@ -256,7 +275,7 @@ fn a_repository_without_commits_is_checkpointed_from_nothing() {
     write(root, "first.txt", b"1");
     let state = tempfile::tempdir().unwrap();
     let run = checkpoints(root, RUN, state.path());
-    let checkpoint = run.take(1).unwrap();
+    let checkpoint = run.take(1, "before work").unwrap();
     assert_eq!(listed_files(root, &checkpoint.tree), ["first.txt"]);
     assert_eq!(checkpoint.files_changed, 1);
     std::fs::remove_file(root.join("first.txt")).unwrap();

@@ -118,7 +118,7 @@ fn a_run_worktree_starts_at_head_and_leaves_the_users_checkout_alone() {
         None,
     )
     .unwrap();
-    let checkpoint = run.take(1).unwrap();
+    let checkpoint = run.take(1, "before work").unwrap();
     assert_eq!(checkpoint.files_changed, 1);
     assert_eq!(picture(root), before);
     assert_eq!(user_state(root), user);

@@ -117,7 +117,7 @@ proptest! {
             apply(root, op);
         }
         let run = checkpoints(root, "prop", state.path());
-        let checkpoint = run.take(1).unwrap();
+        let checkpoint = run.take(1, "before work").unwrap();
         let expected = files(root);
         for op in &after {
             apply(root, op);
