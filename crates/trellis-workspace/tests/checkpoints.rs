@@ -313,3 +313,20 @@ fn a_workspace_below_the_top_is_checkpointed_whole_and_outside_git_is_no_reposit
     let error = Repository::open(outside.path(), &git_runner).unwrap_err();
     assert_eq!(error.code(), "workspace.not_a_repository");
 }
+
+#[test]
+fn checkpoints_survive_the_users_garbage_collection() {
+    let repo = repository();
+    let root = repo.path();
+    let state = tempfile::tempdir().unwrap();
+    write(root, "untracked.txt", b"only in the checkpoint\n");
+    let run = checkpoints(root, RUN, state.path());
+    let checkpoint = run.take(1, "before work").unwrap();
+    std::fs::remove_file(root.join("untracked.txt")).unwrap();
+    git(root, &["gc", "--quiet", "--prune=now"]);
+    run.restore(&checkpoint.tree, None).unwrap();
+    assert_eq!(
+        std::fs::read(root.join("untracked.txt")).unwrap(),
+        b"only in the checkpoint\n"
+    );
+}
