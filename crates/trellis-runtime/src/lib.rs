@@ -13,6 +13,7 @@
 //! private.
 
 mod admission;
+mod checkpoints;
 mod controller;
 mod delivery;
 mod documents;

@@ -1,0 +1,4 @@
+//! Checkpoints of a run's workspace: when they are taken (the policy) and how the controller
+//! records them.
+
+pub mod policy;
