@@ -2,3 +2,4 @@
 //! records them.
 
 pub mod policy;
+pub mod workspace;
