@@ -1,7 +1,7 @@
-//! When a run records a checkpoint: before a dispatch wave that starts a writing node (a `step`;
-//! verifiers only read) or enters an outermost `par`/`map` group that holds one, and only while
-//! nothing else runs, so that the files and the settled outcomes of the checkpoint belong to
-//! one consistent moment of the run.
+//! When a run records a checkpoint: before a dispatch wave that starts a writing node (a `step`,
+//! or a git delivery, which commits; other verifiers only read) or enters an outermost
+//! `par`/`map` group that holds one, and only while nothing else runs, so that the files and the
+//! settled outcomes of the checkpoint belong to one consistent moment of the run.
 
 use std::collections::HashMap;
 
@@ -31,6 +31,20 @@ impl Before {
     }
 }
 
+/// The worker family of git delivery: verifiers by kind, but they commit in the workspace.
+pub const DELIVERY_WORKERS: &str = "builtin.git-delivery.";
+
+/// Whether `node` may change the workspace.
+pub fn writes(node: &GraphNode) -> bool {
+    match node {
+        GraphNode::Step(_) => true,
+        GraphNode::Verifier(verifier) => {
+            verifier.exec.worker.as_str().starts_with(DELIVERY_WORKERS)
+        }
+        _ => false,
+    }
+}
+
 /// What the policy knows about one executable node.
 #[derive(Debug, Clone)]
 struct Role {
@@ -55,20 +69,11 @@ impl CheckpointPolicy {
 
     fn visit(&mut self, node: &GraphNode, group: Option<&NodeName>) {
         match node {
-            GraphNode::Step(step) => {
+            GraphNode::Step(_) | GraphNode::Verifier(_) => {
                 self.roles.insert(
-                    step.name.clone(),
+                    node.name().clone(),
                     Role {
-                        writer: true,
-                        writing_group: None,
-                    },
-                );
-            }
-            GraphNode::Verifier(verifier) => {
-                self.roles.insert(
-                    verifier.exec.name.clone(),
-                    Role {
-                        writer: false,
+                        writer: writes(node),
                         writing_group: None,
                     },
                 );
@@ -76,7 +81,7 @@ impl CheckpointPolicy {
             GraphNode::Par(_) | GraphNode::Map(_) if group.is_none() => {
                 let name = node.name().clone();
                 let mut writes = false;
-                node.walk(&mut |inner| writes |= matches!(inner, GraphNode::Step(_)));
+                node.walk(&mut |inner| writes |= self::writes(inner));
                 for child in node.children() {
                     self.visit(child, Some(&name));
                 }
@@ -100,6 +105,11 @@ impl CheckpointPolicy {
                 }
             }
         }
+    }
+
+    /// Whether `node` is a verifier that only reads (so it may work in a disposable copy).
+    pub fn reads_only(&self, node: &NodeName) -> bool {
+        self.roles.get(node).is_some_and(|role| !role.writer)
     }
 
     /// Whether a wave dispatching `nodes` (in dispatch order) is preceded by a checkpoint, and
@@ -144,8 +154,12 @@ mod tests {
     }
 
     fn exec(kind: &str, name: &str) -> serde_json::Value {
+        let worker = match name {
+            "deliver" => "builtin.git-delivery.push@1".to_owned(),
+            _ => format!("command.{name}@1"),
+        };
         let mut node = serde_json::json!({
-            "kind": kind, "name": name, "worker": format!("command.{name}@1"),
+            "kind": kind, "name": name, "worker": worker,
             "input": {"kind": "null"}, "output": {"kind": "null"},
             "inputBindings": [], "writeBindings": [], "attempts": 1,
         });
@@ -178,13 +192,24 @@ mod tests {
         let policy = CheckpointPolicy::of(&graph(group(
             "seq",
             "root",
-            vec![exec("step", "work"), exec("verifier", "review")],
+            vec![
+                exec("step", "work"),
+                exec("verifier", "review"),
+                exec("verifier", "deliver"),
+            ],
         )));
+        assert_eq!(
+            policy.before_wave([&name("deliver")], true),
+            Some(Before::Node(name("deliver"))),
+            "delivery commits in the workspace"
+        );
         assert_eq!(
             policy.before_wave([&name("work")], true),
             Some(Before::Node(name("work")))
         );
         assert_eq!(policy.before_wave([&name("review")], true), None);
+        assert!(policy.reads_only(&name("review")));
+        assert!(!policy.reads_only(&name("deliver")) && !policy.reads_only(&name("work")));
         assert_eq!(
             policy.before_wave([&name("work")], false),
             None,

@@ -137,14 +137,15 @@ impl RunWorkspace {
         Ok(Some(TakenCheckpoint { checkpoint, before }))
     }
 
-    /// The directory a verifier execution works in: a fresh disposable copy of the workspace
-    /// when the run makes them, else the workspace itself.
-    pub fn verifier_workspace(&mut self, execution: u64) -> Result<PathBuf, WorkspaceError> {
-        let Some(checkpoints) = self
-            .checkpoints
-            .as_ref()
-            .filter(|_| self.handling.verifier_copies)
-        else {
+    /// The directory an execution of `node` works in: for a verifier that only reads, a fresh
+    /// disposable copy of the workspace when the run makes them; else the workspace itself.
+    pub fn workspace_for(
+        &mut self,
+        node: &NodeName,
+        execution: u64,
+    ) -> Result<PathBuf, WorkspaceError> {
+        let copy_wanted = self.handling.verifier_copies && self.policy.reads_only(node);
+        let Some(checkpoints) = self.checkpoints.as_ref().filter(|_| copy_wanted) else {
             return Ok(self.workspace.clone());
         };
         let destination = self.copies_dir.join(execution.to_string());
