@@ -202,6 +202,16 @@ impl RunCheckpoints {
         Ok(tree)
     }
 
+    /// The tree recorded by [`RunCheckpoints::record_end`], if the run recorded one.
+    pub fn recorded_end(&self) -> Result<Option<ObjectId>, WorkspaceError> {
+        let name = format!("{}^{{tree}}", self.end_reference());
+        let args = ["rev-parse", "--verify", "--quiet", name.as_str()];
+        match self.repo.git().query(self.repo.top(), &args, &[])? {
+            Some(stdout) => ObjectId::from_answer("rev-parse", &stdout).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Makes the working tree hold exactly `tree`: files it lacks are written, files it has
     /// that `tree` lacks are deleted (ignored files are neither), modes and symbolic links
     /// included. When `keep_as` names a reference and the working tree differed, its state is

@@ -180,7 +180,9 @@ fn the_users_index_head_branches_and_stash_never_move() {
     run.snapshot().unwrap();
     run.restore(&first.tree, Some(&format!("refs/trellis/saved/{RUN}")))
         .unwrap();
-    run.record_end().unwrap();
+    assert_eq!(run.recorded_end().unwrap(), None);
+    let end = run.record_end().unwrap();
+    assert_eq!(run.recorded_end().unwrap(), Some(end));
     assert_eq!(user_state(root), user, "after checkpoints and a restore");
     assert_eq!(run.prune().unwrap(), 3, "two checkpoints and the end");
     assert_eq!(user_state(root), user, "after pruning");

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use trellis_graph::NodeName;
 use trellis_workspace::{
     Checkpoint, DisposableCopy, Git, Previous, Repository, RunCheckpoints, WorkspaceError,
@@ -17,15 +18,21 @@ pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
 /// Where a run's verifier copies live while they exist, in its run directory.
 const COPIES_DIR: &str = "copies";
 
-/// How a run treats its workspace (stored with the submission).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a run treats its workspace (stored with the submission; every field has a default so
+/// submissions made before checkpoints existed still read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct WorkspaceHandling {
     /// Record checkpoints before writing waves.
     pub checkpoints: bool,
     /// Keep the checkpoints of a run that succeeded (they are always kept for a failed run).
     pub keep_checkpoints: bool,
-    /// Give each verifier a disposable copy of the workspace instead of the workspace itself.
+    /// Give each read-only verifier a disposable copy of the workspace.
     pub verifier_copies: bool,
+    /// Set in worktree mode: the user's checkout the run's worktree was made from (the
+    /// submission's workspace is then the worktree).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree_of: Option<PathBuf>,
 }
 
 impl Default for WorkspaceHandling {
@@ -34,8 +41,28 @@ impl Default for WorkspaceHandling {
             checkpoints: true,
             keep_checkpoints: false,
             verifier_copies: true,
+            worktree_of: None,
         }
     }
+}
+
+impl WorkspaceHandling {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Where a successor resumed from a checkpoint starts: the predecessor's checkpoint (its files
+/// were restored before the successor started) and its graph position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumePoint {
+    pub run: String,
+    pub number: u32,
+    /// Executions of the predecessor below this one are reused; the rest run again.
+    pub next_execution: u64,
+    pub commit: String,
+    pub tree: String,
 }
 
 /// A checkpoint just taken, with what it precedes.
@@ -70,7 +97,7 @@ impl RunWorkspace {
     /// Opens `workspace` for run `run` whose state lives in `run_dir`. A workspace outside git
     /// is not an error: the run then has no checkpoints and no verifier copies.
     pub fn open(
-        handling: WorkspaceHandling,
+        handling: &WorkspaceHandling,
         policy: CheckpointPolicy,
         workspace: &Path,
         run: &str,
@@ -94,7 +121,7 @@ impl RunWorkspace {
             false => None,
         };
         Ok(Self {
-            handling,
+            handling: handling.clone(),
             policy,
             checkpoints,
             copies_dir: run_dir.join(COPIES_DIR),
@@ -102,11 +129,6 @@ impl RunWorkspace {
             next_number: 1,
             copies: HashMap::new(),
         })
-    }
-
-    /// Whether the workspace is in git (so checkpoints and copies are possible).
-    pub fn in_git(&self) -> bool {
-        self.checkpoints.is_some()
     }
 
     /// Records a checkpoint when the policy wants one before a wave dispatching `nodes`;
