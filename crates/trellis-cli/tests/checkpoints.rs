@@ -104,8 +104,10 @@ fn manifest(markers: &Path, round: u32, attempt: u32) -> Value {
     serde_json::from_slice(&std::fs::read(&path).expect("manifest")).expect("manifest JSON")
 }
 
-#[test]
-fn a_run_killed_in_its_second_repair_round_resumes_from_the_checkpoint_before_it() {
+/// Runs software-change with the repairer, SIGKILLs the controller in round 3 (the second
+/// repair), resumes (from checkpoint 3, or plainly) and checks that round 3 ran again from
+/// exactly the files it first started from, with everything before it reused.
+fn killed_in_the_second_repair_round(resume: &[&str]) {
     let sandbox = Sandbox::new();
     let root = &sandbox.workspace;
     user_repository(root);
@@ -217,6 +219,165 @@ fn a_run_killed_in_its_second_repair_round_resumes_from_the_checkpoint_before_it
     );
 
     assert_eq!(user_state(root), user, "the user's git state never moved");
+    sandbox.wait_no_processes();
+}
+
+#[test]
+fn a_run_killed_in_its_second_repair_round_resumes_from_the_checkpoint_before_it() {
+    killed_in_the_second_repair_round(&["--from-checkpoint", "3"]);
+}
+
+#[test]
+fn plain_resume_restores_the_latest_checkpoint_when_the_workspace_moved_on() {
+    killed_in_the_second_repair_round(&[]);
+}
+
+/// A plan whose worker appends to `attempts.txt` and then fails, ending the run.
+fn failing_plan() -> Value {
+    let fail = "cat >/dev/null; echo attempt >> attempts.txt; exit 1";
+    json!({"nodes": {
+        "worker": {"kind": "command", "command": ["/bin/sh", "-c", fail]},
+        "acceptance": command("reviewer.py", &["acceptance"]),
+        "code": command("reviewer.py", &["code"]),
+    }})
+}
+
+#[test]
+fn resume_from_a_checkpoint_refuses_a_workspace_changed_after_the_run_ended_unless_forced() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    user_repository(root);
+    let run = start_software_change(&sandbox, &failing_plan(), &[]);
+    let result = sandbox.wait_finished(&run);
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("attempts.txt")).unwrap(),
+        "attempt\n"
+    );
+
+    // The user works on after the failure.
+    std::fs::write(root.join("mine.txt"), "the user's own fix\n").unwrap();
+    let refused = sandbox.trellis(&["resume", &run, "--from-checkpoint", "1", "--json"]);
+    assert_eq!(refused.code, Some(1), "{refused:#?}");
+    assert!(refused.stderr.contains("--force"), "{refused:#?}");
+    assert!(root.join("mine.txt").exists(), "a refusal changes nothing");
+    let unknown = sandbox.trellis(&["resume", &run, "--from-checkpoint", "9", "--force"]);
+    assert_eq!(unknown.code, Some(1), "{unknown:#?}");
+    assert!(unknown.stderr.contains("no checkpoint 9"), "{unknown:#?}");
+
+    let receipt = sandbox
+        .trellis(&[
+            "resume",
+            &run,
+            "--from-checkpoint",
+            "1",
+            "--force",
+            "--detach",
+            "--json",
+        ])
+        .success()
+        .json();
+    let successor = receipt["runId"].as_str().unwrap().to_owned();
+    sandbox.wait_finished(&successor);
+    // Restored to before the first attempt (no attempts.txt, no mine.txt), then one attempt.
+    assert_eq!(
+        std::fs::read_to_string(root.join("attempts.txt")).unwrap(),
+        "attempt\n"
+    );
+    assert!(!root.join("mine.txt").exists());
+    let saved = git(
+        root,
+        &["for-each-ref", "--format=%(refname)", "refs/trellis/saved/"],
+    );
+    let saved = saved.lines().next().expect("the replaced state was kept");
+    assert_eq!(
+        git(root, &["show", &format!("{saved}:mine.txt")]),
+        "the user's own fix"
+    );
+    sandbox.wait_no_processes();
+}
+
+#[test]
+fn a_worktree_run_leaves_the_checkout_alone_and_keeps_its_worktree_until_discarded() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    user_repository(root);
+    let user = user_state(root);
+    let run = start_software_change(&sandbox, &failing_plan(), &["--workspace", "worktree"]);
+    let result = sandbox.wait_finished(&run);
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(
+        !root.join("attempts.txt").exists(),
+        "the checkout is untouched"
+    );
+    assert_eq!(user_state(root), user);
+
+    let status = sandbox.status(&run);
+    let worktree = PathBuf::from(status["worktree"]["path"].as_str().expect("worktree"));
+    assert_eq!(status["worktree"]["exists"], json!(true));
+    assert!(
+        worktree.join("attempts.txt").exists(),
+        "the run worked there"
+    );
+    let listed = sandbox.trellis(&["list", "--json"]).success().json();
+    assert_eq!(
+        listed["runs"][0]["worktree"]["path"],
+        status["worktree"]["path"]
+    );
+    assert!(
+        sandbox
+            .trellis(&["status", &run])
+            .success()
+            .stdout
+            .contains("worktree"),
+        "the readable status names it"
+    );
+
+    // Its successor works in the same worktree, from the checkpoint before the worker.
+    let receipt = sandbox
+        .trellis(&[
+            "resume",
+            &run,
+            "--from-checkpoint",
+            "1",
+            "--detach",
+            "--json",
+        ])
+        .success()
+        .json();
+    let successor = receipt["runId"].as_str().unwrap().to_owned();
+    sandbox.wait_finished(&successor);
+    assert_eq!(sandbox.status(&successor)["worktree"], status["worktree"]);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("attempts.txt")).unwrap(),
+        "attempt\n",
+        "restored to before the first attempt, then attempted once"
+    );
+    let own = sandbox
+        .trellis(&["checkpoints", &successor, "--json"])
+        .success()
+        .json();
+    assert_eq!(own["checkpoints"].as_array().map(Vec::len), Some(1));
+    assert!(
+        !root.join("attempts.txt").exists(),
+        "the checkout is still untouched"
+    );
+
+    let discarded = sandbox
+        .trellis(&["discard-workspace", &run])
+        .success()
+        .json();
+    assert_eq!(discarded["removed"], json!(true));
+    assert!(!worktree.exists());
+    assert!(!git(root, &["worktree", "list"]).contains(worktree.to_str().unwrap()));
+    assert_eq!(sandbox.status(&run)["worktree"]["exists"], json!(false));
+    let in_place = sandbox.trellis(&["discard-workspace", &successor]);
+    assert_eq!(
+        in_place.code,
+        Some(0),
+        "the successor shares it: gone already"
+    );
+    assert_eq!(user_state(root), user);
     sandbox.wait_no_processes();
 }
 

@@ -187,10 +187,11 @@ impl Runtime {
         let _lease = self.workspace_lease(&retained.path)?;
         let git = Git::from_environment();
         let origin = Repository::open(&retained.worktree_of, &git)?;
-        let top = match Repository::discover(&retained.path, &git)? {
-            Some(repo) => repo.top().to_path_buf(),
-            None => retained.path.clone(),
+        let found = match retained.exists {
+            true => Repository::discover(&retained.path, &git)?,
+            false => None,
         };
+        let top = found.map_or_else(|| retained.path.clone(), |repo| repo.top().to_path_buf());
         remove_worktree(&origin, &top)?;
         Ok(DiscardedWorkspace {
             run_id: run_id.clone(),
