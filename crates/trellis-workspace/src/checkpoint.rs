@@ -202,6 +202,26 @@ impl RunCheckpoints {
         Ok(tree)
     }
 
+    /// The ignored files and directories of the working tree (a directory whose content is
+    /// all ignored is listed once), relative to its top, as git's ignore rules name them.
+    pub fn ignored_entries(&self) -> Result<Vec<PathBuf>, WorkspaceError> {
+        let _state = self.guard();
+        let args = [
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ];
+        let stdout = self.with_index(&args)?;
+        Ok(stdout
+            .split(|&b| b == 0)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| bytes_path(entry.strip_suffix(b"/").unwrap_or(entry)))
+            .collect())
+    }
+
     /// The tree recorded by [`RunCheckpoints::record_end`], if the run recorded one.
     pub fn recorded_end(&self) -> Result<Option<ObjectId>, WorkspaceError> {
         let name = format!("{}^{{tree}}", self.end_reference());

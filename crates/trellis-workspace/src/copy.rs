@@ -3,7 +3,10 @@
 //! candidate's working tree as it is at that moment, with `HEAD` and the index at the
 //! candidate's `HEAD` so `git status` and `git diff` show the candidate's changes. The copy
 //! has its own references, index and configuration: whatever a verifier does there, the
-//! candidate and the user's repository never see it. Removed when dropped.
+//! candidate and the user's repository never see it. Ignored entries (dependencies, build
+//! outputs, tools) are not copied but linked: a verifier finds them where they are in the
+//! candidate, and what it builds there is not part of the candidate anyway. Removed when
+//! dropped.
 
 use std::path::{Path, PathBuf};
 
@@ -73,6 +76,11 @@ impl DisposableCopy {
             None => vec!["read-tree", "--empty"],
         };
         git.run(destination, &index_to_head, &[])?;
+        let ignored = candidate.ignored_entries()?;
+        for entry in &ignored {
+            link_ignored(repo.top(), destination, entry)?;
+        }
+        exclude_links(destination, &ignored)?;
         Ok(copy)
     }
 
@@ -100,6 +108,43 @@ impl Drop for DisposableCopy {
             let _ = force_remove_dir(&self.root);
         }
     }
+}
+
+/// Links the candidate's ignored `entry` into the copy at the same place (its parent
+/// directories created as needed; an entry the checkout already made is left alone).
+fn link_ignored(top: &Path, destination: &Path, entry: &Path) -> Result<(), WorkspaceError> {
+    let link = destination.join(entry);
+    if std::fs::symlink_metadata(&link).is_ok() {
+        return Ok(());
+    }
+    if let Some(parent) = link.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| WorkspaceError::io(format!("cannot create {}", parent.display()), e))?;
+    }
+    std::os::unix::fs::symlink(top.join(entry), &link)
+        .map_err(|e| WorkspaceError::io(format!("cannot link {}", link.display()), e))
+}
+
+/// Tells the copy's git to ignore the links (a `dir/` rule does not match a link to a
+/// directory), so `git status` there shows the candidate's changes and nothing else.
+fn exclude_links(destination: &Path, ignored: &[PathBuf]) -> Result<(), WorkspaceError> {
+    use std::os::unix::ffi::OsStrExt;
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    let exclude = destination.join(".git/info/exclude");
+    let mut rules = std::fs::read(&exclude).unwrap_or_default();
+    for entry in ignored {
+        rules.push(b'/');
+        rules.extend_from_slice(entry.as_os_str().as_bytes());
+        rules.push(b'\n');
+    }
+    if let Some(parent) = exclude.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| WorkspaceError::io(format!("cannot create {}", parent.display()), e))?;
+    }
+    std::fs::write(&exclude, rules)
+        .map_err(|e| WorkspaceError::io(format!("cannot write {}", exclude.display()), e))
 }
 
 /// Removes a directory tree, first giving back write permission a process took away.
