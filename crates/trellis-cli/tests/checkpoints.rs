@@ -168,17 +168,10 @@ fn killed_in_the_second_repair_round(resume: &[&str]) {
     assert_eq!(page["checkpoints"][0]["id"], json!(2));
     assert_eq!(page["nextAfter"], json!(2));
 
-    let receipt = sandbox
-        .trellis(&[
-            "resume",
-            &run,
-            "--from-checkpoint",
-            "3",
-            "--detach",
-            "--json",
-        ])
-        .success()
-        .json();
+    let mut args = vec!["resume", run.as_str()];
+    args.extend_from_slice(resume);
+    args.extend(["--detach", "--json"]);
+    let receipt = sandbox.trellis(&args).success().json();
     let successor = receipt["runId"].as_str().expect("successor").to_owned();
     let result = sandbox.wait_finished(&successor);
     assert_eq!(result["status"], "succeeded", "{result}");
