@@ -141,15 +141,8 @@ pub(crate) fn run_detached(
         controller,
         workspace,
     };
-    let lineage = reusable(
-        store.as_ref(),
-        record.predecessor.clone(),
-        admitted.submission.from_checkpoint.as_ref(),
-    )?;
-    let workspace = run_workspace(home, run_id, record.predecessor.as_ref(), &admitted);
-    drive(
-        home, store, run_id, admitted, lineage, workspace, leases, true,
-    )
+    let inherited = inherit(home, store.as_ref(), run_id, &record, &admitted)?;
+    drive(home, store, run_id, admitted, inherited, leases, true)
 }
 
 /// Drives `run_id` to its end on this thread, taking its leases itself (the run was just
@@ -162,28 +155,42 @@ pub(crate) fn drive_in_process(
 ) -> Result<(), RuntimeError> {
     let record = store.record(run_id)?;
     let admitted = readmit(&record.submission, run_id.as_str())?;
+    let inherited = inherit(home, store.as_ref(), run_id, &record, &admitted)?;
+    drive(home, store, run_id, admitted, inherited, leases, false)
+}
+
+/// What a run takes over from its predecessors: settled work to reuse, and its workspace's
+/// checkpoints to continue.
+struct Inherited {
+    lineage: Vec<trellis_ledger::RunSnapshot>,
+    workspace: Option<RunWorkspace>,
+}
+
+fn inherit(
+    home: &TrellisHome,
+    store: &dyn RunStore,
+    run_id: &RunId,
+    record: &trellis_ledger::RunRecord,
+    admitted: &Readmitted,
+) -> Result<Inherited, RuntimeError> {
     let lineage = reusable(
-        store.as_ref(),
+        store,
         record.predecessor.clone(),
         admitted.submission.from_checkpoint.as_ref(),
     )?;
-    let workspace = run_workspace(home, run_id, record.predecessor.as_ref(), &admitted);
-    drive(
-        home, store, run_id, admitted, lineage, workspace, leases, false,
-    )
+    let workspace = run_workspace(home, run_id, record.predecessor.as_ref(), admitted);
+    Ok(Inherited { lineage, workspace })
 }
 
-/// Drives an admitted run to its end on this thread while holding `leases`, reusing the settled
-/// work of its `lineage`; `watch_signals` makes SIGTERM (sent by `force-stop`) wake the loop —
+/// Drives an admitted run to its end on this thread while holding `leases`, reusing what it
+/// `inherited`; `watch_signals` makes SIGTERM (sent by `force-stop`) wake the loop —
 /// only a controller process wants that.
-#[allow(clippy::too_many_arguments)]
 fn drive(
     home: &TrellisHome,
     store: Arc<dyn RunStore>,
     run_id: &RunId,
     admitted: Readmitted,
-    lineage: Vec<trellis_ledger::RunSnapshot>,
-    workspace: Option<RunWorkspace>,
+    inherited: Inherited,
     leases: Leases,
     watch_signals: bool,
 ) -> Result<(), RuntimeError> {
@@ -198,6 +205,7 @@ fn drive(
             .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
             .collect(),
     );
+    let Inherited { lineage, workspace } = inherited;
     let reuse = ReuseIndex::from_lineage(&lineage);
     let agent = agent_harness(&plan)?;
     let harnesses = Harnesses {

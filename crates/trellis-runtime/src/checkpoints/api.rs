@@ -10,7 +10,7 @@ use trellis_workspace::{
     worktree_base,
 };
 
-use crate::checkpoints::workspace::{CHECKPOINT_INDEX, ResumePoint};
+use crate::checkpoints::workspace::{CHECKPOINT_INDEX, COPIES_DIR, ResumePoint};
 use crate::error::RuntimeError;
 use crate::home::{Lease, LeaseAttempt};
 use crate::runtime::Runtime;
@@ -224,6 +224,12 @@ impl Runtime {
         from: Option<u32>,
         force: bool,
     ) -> Result<Option<ResumePoint>, RuntimeError> {
+        let run_dir = self
+            .home_dir()
+            .run_dir(run_id.as_str())
+            .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
+        // Verifier copies a controller that died left behind.
+        trellis_workspace::force_remove_dir(&run_dir.join(COPIES_DIR))?;
         let checkpoints = recorded_checkpoints(self.store(), run_id)?;
         let git = Git::from_environment();
         let repo = match Repository::discover(&submission.workspace, &git) {
@@ -233,10 +239,6 @@ impl Runtime {
             _ => return Err(RuntimeError::NoCheckpoints(run_id.to_string())),
         };
         let _lease = self.workspace_lease(&submission.workspace)?;
-        let run_dir = self
-            .home_dir()
-            .run_dir(run_id.as_str())
-            .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
         let recorded =
             RunCheckpoints::new(repo, run_id.as_str(), run_dir.join(CHECKPOINT_INDEX), None)?;
         let current = recorded.snapshot()?;
