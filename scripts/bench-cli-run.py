@@ -11,7 +11,7 @@ with instant command stand-ins for its worker (it edits a file) and its two revi
 accept): the accept path, one worker round and one review round.
 
 Usage: scripts/bench-cli-run.py [--trellis target/release/trellis] [--runs 50] [--warmup 3]
-                                [--git] [--files 100] [--software-change]
+                                [--git] [--files 100] [--software-change] [--extra=ARGS]
 """
 
 import argparse
@@ -95,9 +95,10 @@ def main():
     parser.add_argument("--git", action="store_true", help="run in a git repository")
     parser.add_argument("--files", type=int, default=100, help="files in that repository")
     parser.add_argument("--software-change", action="store_true",
-                        help="the software-change template's accept path (implies --git)")
+                        help="the software-change template's accept path")
+    parser.add_argument("--extra", default="",
+                        help="more `trellis run` arguments, e.g. --extra=--no-checkpoints")
     args = parser.parse_args()
-    args.git = args.git or args.software_change
     trellis = os.path.abspath(args.trellis)
 
     with tempfile.TemporaryDirectory(prefix="trellis-bench-") as root:
@@ -117,6 +118,7 @@ def main():
         else:
             command = [trellis, "run", "graph.json", "--uniform-runtime-config", "plan.json",
                        "--json"]
+        command += args.extra.split()
 
         timings = []
         for index in range(args.warmup + args.runs):
@@ -139,7 +141,9 @@ def main():
     timings.sort()
     shape = "software-change accept path" if args.software_change else "one-node graph"
     where = "git repository of %d files" % args.files if args.git else "plain directory"
-    print("trellis run, %s, %s, %d runs (%d warm-up)" % (shape, where, args.runs, args.warmup))
+    extra = " " + args.extra if args.extra else ""
+    print("trellis run%s, %s, %s, %d runs (%d warm-up)" % (
+        extra, shape, where, args.runs, args.warmup))
     print("  median %.1f ms   p95 %.1f ms   min %.1f ms   max %.1f ms" % (
         statistics.median(timings), percentile(timings, 0.95), timings[0], timings[-1]))
     print("  ledger %d bytes after %d runs = %d bytes per one-node run" % (

@@ -46,6 +46,8 @@ impl DisposableCopy {
             "core.hooksPath=/dev/null",
             "clone",
             "--quiet",
+            // No hook samples or other template files: fewer files to write per copy.
+            "--template=",
             "--shared",
             "--no-checkout",
             &source,
