@@ -338,6 +338,7 @@ mod tests {
                 },
                 predecessor: None,
                 successor: None,
+                worktree: None,
             },
             force_stop_requested: false,
             executions_started: executions.len() as u64,

@@ -71,6 +71,10 @@ enum Command {
     ForceStop(cmd::control::ForceStopArgs),
     /// Continue a failed run in a successor that reuses every settled outcome.
     Resume(cmd::control::ResumeArgs),
+    /// List a run's checkpoints of its workspace (taken before each writing step).
+    Checkpoints(cmd::control::CheckpointsArgs),
+    /// Remove the worktree a finished `--workspace worktree` run kept.
+    DiscardWorkspace(cmd::control::DiscardWorkspaceArgs),
     /// List or show the built-in graph templates.
     #[command(subcommand)]
     Template(cmd::template::TemplateCommand),
@@ -105,6 +109,12 @@ fn main() -> ExitCode {
         Command::Logs(args) => with_runtime(ledger, |rt| cmd::observe::logs(rt, args)),
         Command::ForceStop(args) => with_runtime(ledger, |rt| cmd::control::force_stop(rt, args)),
         Command::Resume(args) => with_runtime(ledger, |rt| cmd::control::resume(rt, args)),
+        Command::Checkpoints(args) => {
+            with_runtime(ledger, |rt| cmd::control::checkpoints(rt, args))
+        }
+        Command::DiscardWorkspace(args) => {
+            with_runtime(ledger, |rt| cmd::control::discard_workspace(rt, args))
+        }
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Trace(command) => cmd::trace::run(command),

@@ -284,6 +284,27 @@ pub(crate) fn apply_event(
             progress.terminal = Some(result.clone());
             progress.finished_at_ms = Some(recorded_at_ms);
         }
+        RunEvent::CheckpointTaken {
+            number,
+            commit,
+            tree,
+            next_execution,
+            ..
+        } => {
+            if kind != RunKind::Graphspec {
+                return reject("checkpoint_taken is only valid in GraphSpec runs");
+            }
+            if *number == 0 || *next_execution == 0 || *next_execution > MAX_SEQUENCE {
+                return reject("checkpoint number and next execution must be positive");
+            }
+            if !progress.active_executions.is_empty() {
+                return reject("a checkpoint is taken only while no execution is active");
+            }
+            for (what, id) in [("commit", commit), ("tree", tree)] {
+                check_object_id(what, id)?;
+            }
+            count_auxiliary(progress)?;
+        }
         RunEvent::GapEvent { .. } => {
             if kind != RunKind::Gap {
                 return reject("gap_event is only valid in GaP runs");
@@ -313,6 +334,16 @@ fn count_auxiliary(progress: &mut RunProgress) -> Result<(), ApplyError> {
     }
     progress.auxiliary_events += 1;
     Ok(())
+}
+
+/// A git object id: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
+fn check_object_id(what: &str, id: &str) -> Result<(), ApplyError> {
+    let hex = id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if hex && (id.len() == 40 || id.len() == 64) {
+        Ok(())
+    } else {
+        reject(format!("{what} must be a git object id"))
+    }
 }
 
 /// A short printable label: non-empty, bounded, no control characters.

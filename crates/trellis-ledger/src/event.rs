@@ -77,6 +77,40 @@ pub enum RunEvent {
     Terminal { result: TerminalResult },
     /// A progress event of a GaP workflow run, kept as recorded.
     GapEvent { payload: Value },
+    /// The workspace was recorded before a dispatch wave, while nothing ran: files (a commit
+    /// in the workspace repository's `refs/trellis/checkpoints/<run>/<number>`) and graph
+    /// position (every execution below `next_execution` had settled) of one moment.
+    CheckpointTaken {
+        /// 1, 2, … within the run.
+        number: u32,
+        commit: String,
+        tree: String,
+        /// What it precedes: a writing node, or an outermost parallel group.
+        before: CheckpointBefore,
+        /// The first execution of the wave it precedes.
+        next_execution: u64,
+        /// Files added, changed or deleted since the previous checkpoint (the first: since
+        /// `HEAD`), and the bytes of those added or changed.
+        files_changed: u64,
+        bytes_changed: u64,
+        timestamp_ms: u64,
+    },
+}
+
+/// What a checkpoint precedes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckpointBefore {
+    pub kind: CheckpointBeforeKind,
+    pub name: NodeName,
+}
+
+/// A node or a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointBeforeKind {
+    Node,
+    Group,
 }
 
 /// A stored event with its position and the wall-clock time the ledger recorded it.
@@ -114,6 +148,7 @@ impl RunEvent {
             Self::ForceStopRequested {} => EventKind::ForceStopRequested,
             Self::Terminal { .. } => EventKind::Terminal,
             Self::GapEvent { .. } => EventKind::GapEvent,
+            Self::CheckpointTaken { .. } => EventKind::CheckpointTaken,
         }
     }
 

@@ -288,7 +288,8 @@ impl StatusTracker {
             RunEvent::ControllerAttached { .. }
             | RunEvent::TokenUsage { .. }
             | RunEvent::WorkerProcess { .. }
-            | RunEvent::GapEvent { .. } => {}
+            | RunEvent::GapEvent { .. }
+            | RunEvent::CheckpointTaken { .. } => {}
         }
         Some(WatchEvent {
             run_id: self.run_id.clone(),

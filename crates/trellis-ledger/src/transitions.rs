@@ -8,6 +8,8 @@
 //! | `running` | refused | stays | stays | stays | → `stopping` | → `finished` |
 //! | `stopping` | refused | stays | refused | stays | refused | → `finished` |
 //! | `finished` | refused | refused | refused | refused | refused | refused |
+//!
+//! `checkpoint_taken` goes with `node_started`: it precedes a dispatch wave.
 
 use crate::ids::Phase;
 
@@ -25,11 +27,12 @@ pub enum EventKind {
     ForceStopRequested,
     Terminal,
     GapEvent,
+    CheckpointTaken,
 }
 
 impl EventKind {
     /// Every kind, in the order events are documented.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         Self::RunStarted,
         Self::ControllerAttached,
         Self::NodeStarted,
@@ -41,6 +44,7 @@ impl EventKind {
         Self::ForceStopRequested,
         Self::Terminal,
         Self::GapEvent,
+        Self::CheckpointTaken,
     ];
 
     /// The `kind` tag of events of this kind.
@@ -57,6 +61,7 @@ impl EventKind {
             Self::ForceStopRequested => "force_stop_requested",
             Self::Terminal => "terminal",
             Self::GapEvent => "gap_event",
+            Self::CheckpointTaken => "checkpoint_taken",
         }
     }
 }
@@ -80,9 +85,13 @@ pub fn transition(phase: Phase, kind: EventKind) -> Result<Phase, &'static str> 
         (P::Admitted, E::RunStarted) => Ok(P::Running),
         (_, E::RunStarted) => Err("run_started is only valid while the run is admitted"),
         (_, E::ControllerAttached | E::Log | E::GapEvent) => Ok(phase),
-        (P::Running, E::NodeStarted) => Ok(P::Running),
-        (P::Stopping, E::NodeStarted) => Err("no node may start after a force-stop request"),
-        (P::Admitted, E::NodeStarted) => Err("node_started requires a running run"),
+        (P::Running, E::NodeStarted | E::CheckpointTaken) => Ok(P::Running),
+        (P::Stopping, E::NodeStarted | E::CheckpointTaken) => {
+            Err("no node may start after a force-stop request")
+        }
+        (P::Admitted, E::NodeStarted | E::CheckpointTaken) => {
+            Err("node_started requires a running run")
+        }
         (
             P::Running | P::Stopping,
             E::NodeCompleted | E::ExecutionVoided | E::WorkerProcess | E::TokenUsage,

@@ -11,11 +11,12 @@ use trellis_ledger::{
 
 /// The table, written out: per phase, the phase each kind leads to (`None`: refused), in the
 /// order of `EventKind::ALL`.
-const TABLE: [(Phase, [Option<Phase>; 11]); 4] = {
+const TABLE: [(Phase, [Option<Phase>; 12]); 4] = {
     use Phase::{Admitted as A, Finished as F, Running as R, Stopping as S};
     [
         //  run_started, controller_attached, node_started, node_completed, execution_voided,
-        //  log, worker_process, token_usage, force_stop_requested, terminal, gap_event
+        //  log, worker_process, token_usage, force_stop_requested, terminal, gap_event,
+        //  checkpoint_taken
         (
             A,
             [
@@ -30,6 +31,7 @@ const TABLE: [(Phase, [Option<Phase>; 11]); 4] = {
                 Some(S),
                 Some(F),
                 Some(A),
+                None,
             ],
         ),
         (
@@ -45,6 +47,7 @@ const TABLE: [(Phase, [Option<Phase>; 11]); 4] = {
                 Some(R),
                 Some(S),
                 Some(F),
+                Some(R),
                 Some(R),
             ],
         ),
@@ -62,9 +65,10 @@ const TABLE: [(Phase, [Option<Phase>; 11]); 4] = {
                 None,
                 Some(F),
                 Some(S),
+                None,
             ],
         ),
-        (F, [None; 11]),
+        (F, [None; 12]),
     ]
 };
 
@@ -144,6 +148,19 @@ fn event_of(kind: EventKind) -> RunEvent {
         EventKind::GapEvent => RunEvent::GapEvent {
             payload: json!({"event": "node_started"}),
         },
+        EventKind::CheckpointTaken => RunEvent::CheckpointTaken {
+            number: 1,
+            commit: "c".repeat(40),
+            tree: "a".repeat(40),
+            before: trellis_ledger::CheckpointBefore {
+                kind: trellis_ledger::CheckpointBeforeKind::Node,
+                name: NodeName::new("work").unwrap(),
+            },
+            next_execution: 2,
+            files_changed: 1,
+            bytes_changed: 5,
+            timestamp_ms: 1,
+        },
     }
 }
 
@@ -219,4 +236,36 @@ fn every_phase_and_event_pair_follows_the_table() {
 fn the_table_covers_every_phase_once() {
     let phases: Vec<Phase> = TABLE.iter().map(|(phase, _)| *phase).collect();
     assert_eq!(phases, Phase::ALL);
+}
+
+#[test]
+fn a_checkpoint_is_refused_while_work_runs_or_without_object_ids() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let run_id = RunId::new("run-checkpoint").unwrap();
+    let run = NewRun::new(run_id.clone(), "key", "t", RunKind::Graphspec, json!({}));
+    store.create_or_get(run).unwrap();
+    store
+        .append(&run_id, &[RunEvent::RunStarted {}, started(1)])
+        .unwrap();
+    let checkpoint = event_of(EventKind::CheckpointTaken);
+    assert!(matches!(
+        store.append(&run_id, std::slice::from_ref(&checkpoint)),
+        Err(LedgerError::InvalidEvent { .. })
+    ));
+    store.append(&run_id, &[completed(1)]).unwrap();
+    let RunEvent::CheckpointTaken { before, .. } = checkpoint.clone() else {
+        unreachable!()
+    };
+    let bad = RunEvent::CheckpointTaken {
+        number: 1,
+        commit: "HEAD".to_owned(),
+        tree: "a".repeat(40),
+        before,
+        next_execution: 2,
+        files_changed: 0,
+        bytes_changed: 0,
+        timestamp_ms: 1,
+    };
+    assert!(store.append(&run_id, &[bad]).is_err());
+    store.append(&run_id, &[checkpoint, started(2)]).unwrap();
 }

@@ -8,8 +8,11 @@ use std::sync::Arc;
 
 use trellis_agents::{ExecHarness, SecretEnv};
 use trellis_ledger::{RunEvent, RunId, RunStore};
+use trellis_workspace::{ObjectId, Previous};
 
 use crate::admission::{Readmitted, readmit};
+use crate::checkpoints::policy::CheckpointPolicy;
+use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, ResumePoint, RunWorkspace};
 use crate::delivery::GitDelivery;
 use crate::error::RuntimeError;
 use crate::gap_runner::controller_attached;
@@ -60,6 +63,63 @@ fn lineage(
     Ok(snapshots)
 }
 
+/// The settled work a run may reuse: its whole lineage, or — for a successor resumed from a
+/// checkpoint — only what its predecessor had settled before that checkpoint.
+fn reusable(
+    store: &dyn RunStore,
+    predecessor: Option<RunId>,
+    from_checkpoint: Option<&ResumePoint>,
+) -> Result<Vec<trellis_ledger::RunSnapshot>, RuntimeError> {
+    let (Some(point), Some(predecessor)) = (from_checkpoint, predecessor.clone()) else {
+        return lineage(store, predecessor);
+    };
+    let mut snapshot = store.snapshot(&predecessor)?;
+    snapshot
+        .executions
+        .retain(|&execution, _| execution < point.next_execution);
+    Ok(vec![snapshot])
+}
+
+/// The run's hold on its workspace, continuing from its predecessor's checkpoints. A workspace
+/// git cannot read is noted in the controller's log and the run goes on without checkpoints.
+fn run_workspace(
+    home: &TrellisHome,
+    run_id: &RunId,
+    predecessor: Option<&RunId>,
+    admitted: &Readmitted,
+) -> Option<RunWorkspace> {
+    let submission = &admitted.submission;
+    let run_dir = home.run_dir(run_id.as_str()).ok()?;
+    let seed_index = predecessor
+        .and_then(|p| home.run_dir(p.as_str()).ok())
+        .map(|dir| dir.join(CHECKPOINT_INDEX))
+        .filter(|index| index.exists());
+    let previous = submission.from_checkpoint.as_ref().and_then(|point| {
+        Some(Previous {
+            commit: ObjectId::parse(&point.commit)?,
+            tree: ObjectId::parse(&point.tree)?,
+        })
+    });
+    let opened = RunWorkspace::open(
+        &submission.handling,
+        CheckpointPolicy::of(admitted.graph.spec()),
+        &submission.workspace,
+        run_id.as_str(),
+        &run_dir,
+        Continuation {
+            seed_index,
+            previous,
+        },
+    );
+    match opened {
+        Ok(workspace) => Some(workspace),
+        Err(error) => {
+            eprintln!("trellis: no checkpoints or verifier copies for this run: {error}");
+            None
+        }
+    }
+}
+
 /// The two leases a controller holds for its whole life: its run's and its workspace's.
 pub(crate) struct Leases {
     pub controller: Lease,
@@ -81,8 +141,8 @@ pub(crate) fn run_detached(
         controller,
         workspace,
     };
-    let lineage = lineage(store.as_ref(), record.predecessor)?;
-    drive(home, store, run_id, admitted, lineage, leases, true)
+    let inherited = inherit(home, store.as_ref(), run_id, &record, &admitted)?;
+    drive(home, store, run_id, admitted, inherited, leases, true)
 }
 
 /// Drives `run_id` to its end on this thread, taking its leases itself (the run was just
@@ -95,19 +155,42 @@ pub(crate) fn drive_in_process(
 ) -> Result<(), RuntimeError> {
     let record = store.record(run_id)?;
     let admitted = readmit(&record.submission, run_id.as_str())?;
-    let lineage = lineage(store.as_ref(), record.predecessor)?;
-    drive(home, store, run_id, admitted, lineage, leases, false)
+    let inherited = inherit(home, store.as_ref(), run_id, &record, &admitted)?;
+    drive(home, store, run_id, admitted, inherited, leases, false)
 }
 
-/// Drives an admitted run to its end on this thread while holding `leases`, reusing the settled
-/// work of its `lineage`; `watch_signals` makes SIGTERM (sent by `force-stop`) wake the loop —
+/// What a run takes over from its predecessors: settled work to reuse, and its workspace's
+/// checkpoints to continue.
+struct Inherited {
+    lineage: Vec<trellis_ledger::RunSnapshot>,
+    workspace: Option<RunWorkspace>,
+}
+
+fn inherit(
+    home: &TrellisHome,
+    store: &dyn RunStore,
+    run_id: &RunId,
+    record: &trellis_ledger::RunRecord,
+    admitted: &Readmitted,
+) -> Result<Inherited, RuntimeError> {
+    let lineage = reusable(
+        store,
+        record.predecessor.clone(),
+        admitted.submission.from_checkpoint.as_ref(),
+    )?;
+    let workspace = run_workspace(home, run_id, record.predecessor.as_ref(), admitted);
+    Ok(Inherited { lineage, workspace })
+}
+
+/// Drives an admitted run to its end on this thread while holding `leases`, reusing what it
+/// `inherited`; `watch_signals` makes SIGTERM (sent by `force-stop`) wake the loop —
 /// only a controller process wants that.
 fn drive(
     home: &TrellisHome,
     store: Arc<dyn RunStore>,
     run_id: &RunId,
     admitted: Readmitted,
-    lineage: Vec<trellis_ledger::RunSnapshot>,
+    inherited: Inherited,
     leases: Leases,
     watch_signals: bool,
 ) -> Result<(), RuntimeError> {
@@ -122,6 +205,7 @@ fn drive(
             .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
             .collect(),
     );
+    let Inherited { lineage, workspace } = inherited;
     let reuse = ReuseIndex::from_lineage(&lineage);
     let agent = agent_harness(&plan)?;
     let harnesses = Harnesses {
@@ -170,7 +254,11 @@ fn drive(
                 }
             });
         }
-        Supervisor::new(context)?.run().await
+        let supervisor = Supervisor::new(context)?;
+        match workspace {
+            Some(workspace) => supervisor.with_workspace(workspace).run().await,
+            None => supervisor.run().await,
+        }
     });
     if let Some(agent) = &agent {
         agent.close_run(run_id.as_str());

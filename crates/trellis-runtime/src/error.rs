@@ -46,6 +46,19 @@ pub enum RuntimeError {
     NotSubmittable(String),
     #[error("submission key already used by run {0}")]
     KeyInUse(String),
+    #[error("run {run} has no checkpoint {id}")]
+    UnknownCheckpoint { run: String, id: u32 },
+    #[error(
+        "the workspace changed after run {run} ended; resume with --force to replace those \
+         changes (they are kept under {keep})"
+    )]
+    WorkspaceChanged { run: String, keep: String },
+    #[error("run {0} has no checkpoints (its workspace is not in git, or they were off)")]
+    NoCheckpoints(String),
+    #[error("run {run} has no retained workspace{reason}")]
+    NoRetainedWorkspace { run: String, reason: String },
+    #[error("workspace: {0}")]
+    Workspace(#[from] trellis_workspace::WorkspaceError),
     #[error("internal runtime failure: {0}")]
     Internal(String),
 }
@@ -81,6 +94,11 @@ impl RuntimeError {
             Self::UnknownExecution { .. } => "run.unknown_execution",
             Self::NotSubmittable(_) => "run.not_submittable",
             Self::KeyInUse(_) => "submission.key_in_use",
+            Self::UnknownCheckpoint { .. } => "run.unknown_checkpoint",
+            Self::WorkspaceChanged { .. } => "run.workspace_changed",
+            Self::NoCheckpoints(_) => "run.no_checkpoints",
+            Self::NoRetainedWorkspace { .. } => "run.no_retained_workspace",
+            Self::Workspace(error) => error.code(),
             Self::Internal(_) => "runtime.internal",
         }
     }

@@ -14,6 +14,7 @@
 
 mod admission;
 mod admission_error;
+mod checkpoints;
 mod controller;
 mod delivery;
 mod documents;
@@ -43,11 +44,15 @@ pub use admission::{
     AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
     InputSource, PlanSource, WorstCase, admit,
 };
+pub use checkpoints::api::{CheckpointInfo, CheckpointPage, DiscardedWorkspace, RetainedWorkspace};
 pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;
 pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};
 pub use launch::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
-pub use options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
+pub use options::{
+    Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
+    WorkspaceOptions,
+};
 pub use plan::PlanError;
 pub use plan_admission::{AdmissionRefusal, GraphAdmissionError};
 pub use runs_stream::RunsStream;
@@ -67,7 +72,7 @@ pub use views::{
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.
 pub use trellis_ledger::observe::{ActiveExecution, PhaseStatus};
-pub use trellis_ledger::{Phase, RunKind};
+pub use trellis_ledger::{CheckpointBefore, CheckpointBeforeKind, Phase, RunKind};
 pub use trellis_run_model::{
     Cursor, LogLevel, LogStream, MAX_LOG_MESSAGE_BYTES, RunId, SettledBy, TerminalResult,
     TokenUsage, VoidReason,

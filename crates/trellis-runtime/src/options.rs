@@ -42,12 +42,55 @@ pub struct SubmitOptions {
     /// `None`: the first line of the task, the template name or the file name.
     pub title: Option<String>,
     pub start: StartMode,
+    /// Where the run works and what it records of its workspace.
+    pub workspace: WorkspaceOptions,
+}
+
+/// Where a run works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkspaceMode {
+    /// In the workspace itself (the default).
+    #[default]
+    InPlace,
+    /// In a fresh git worktree of the workspace's `HEAD` (under the state directory), so the
+    /// user's checkout is untouched until delivery; a failed run keeps it for its successor.
+    Worktree,
+}
+
+/// How a run treats its workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspaceOptions {
+    pub mode: WorkspaceMode,
+    /// Record a checkpoint before each writing wave (git workspaces only).
+    pub checkpoints: bool,
+    /// Keep the checkpoints of a run that succeeds (a failed run always keeps them).
+    pub keep_checkpoints: bool,
+    /// Give each read-only verifier a disposable copy of the workspace.
+    pub verifier_copies: bool,
+}
+
+impl Default for WorkspaceOptions {
+    fn default() -> Self {
+        Self {
+            mode: WorkspaceMode::InPlace,
+            checkpoints: true,
+            keep_checkpoints: false,
+            verifier_copies: true,
+        }
+    }
 }
 
 /// Options of [`crate::Runtime::resume`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ResumeOptions {
     pub start: StartMode,
+    /// Restore this checkpoint of the run (its files) and start from its graph position;
+    /// `None`: restore the latest checkpoint only when the workspace no longer matches the
+    /// run's last state.
+    pub from_checkpoint: Option<u32>,
+    /// Restore even when the workspace changed after the run ended (the replaced state is
+    /// kept under `refs/trellis/saved/`).
+    pub force: bool,
 }
 
 /// What a submission did.

@@ -57,6 +57,14 @@ impl ReuseIndex {
         queue.pop_front()
     }
 
+    /// Whether [`ReuseIndex::take`] would reuse an outcome for this dispatch.
+    pub fn would_reuse(&self, dispatch: &Dispatch) -> bool {
+        self.by_occurrence
+            .get(&dispatch.occurrence)
+            .and_then(|queue| queue.front())
+            .is_some_and(|next| next.attempt == dispatch.attempt && next.input == dispatch.input)
+    }
+
     /// How many settled outcomes are left to reuse.
     #[cfg(test)]
     fn len(&self) -> usize {

@@ -12,13 +12,17 @@ use trellis_ledger::{
 };
 
 use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, Registry, readmit, verify};
+use crate::checkpoints::api::retained_workspace;
+use crate::checkpoints::workspace::WorkspaceHandling;
 use crate::delivery::read_source;
 use crate::error::RuntimeError;
 use crate::gap_admission::{self, GapOutcome, GapRunRequest};
 use crate::gap_runner;
 use crate::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::launch::{LaunchRequest, Launched, Start, controller_env, launch};
-use crate::options::{Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions};
+use crate::options::{
+    Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
+};
 use crate::recovery::{TerminalReason, finalize_orphaned, reconcile};
 use crate::runs_stream::RunsStream;
 use crate::streams::{LogFilter, LogsStream, WatchStream};
@@ -82,6 +86,14 @@ impl Runtime {
         self.home.root()
     }
 
+    pub(crate) fn home_dir(&self) -> &TrellisHome {
+        &self.home
+    }
+
+    pub(crate) fn store(&self) -> &dyn RunStore {
+        self.store.as_ref()
+    }
+
     /// Admits a graph, its input and its plan (see [`crate::admit`]).
     pub fn admit(&self, request: AdmitRequest) -> Result<Admitted, AdmissionError> {
         admission::admit(request)
@@ -106,6 +118,20 @@ impl Runtime {
             ));
         };
         let source = read_source(&workspace);
+        let mut handling = WorkspaceHandling {
+            checkpoints: options.workspace.checkpoints,
+            keep_checkpoints: options.workspace.keep_checkpoints,
+            verifier_copies: options.workspace.verifier_copies,
+            worktree_of: None,
+        };
+        let workspace = match options.workspace.mode {
+            WorkspaceMode::InPlace => workspace,
+            WorkspaceMode::Worktree => {
+                let worktree = self.make_worktree(&workspace)?;
+                handling.worktree_of = Some(workspace);
+                worktree
+            }
+        };
         let submission = Submission {
             graph: admitted.graph.spec().to_value(),
             input: admitted.input,
@@ -113,6 +139,8 @@ impl Runtime {
             workspace,
             source: source.as_ref().map(StoredSource::from),
             template: admitted.template,
+            handling,
+            from_checkpoint: None,
         };
         let title = options
             .title
@@ -120,14 +148,29 @@ impl Runtime {
         let submission_key = options
             .submission_key
             .unwrap_or_else(|| format!("auto-{}", RunId::generate().as_str().replace('-', "")));
-        self.launch(LaunchRequest {
-            start: self.start(options.start, &submission)?,
-            submission,
-            title,
-            submission_key,
-            identity,
-            predecessor: None,
-        })
+        let worktree = submission
+            .handling
+            .worktree_of
+            .clone()
+            .map(|origin| (origin, submission.workspace.clone()));
+        let launched = self.start(options.start, &submission).and_then(|start| {
+            self.launch(LaunchRequest {
+                start,
+                submission,
+                title,
+                submission_key,
+                identity,
+                predecessor: None,
+            })
+        });
+        // A worktree made for a run that never started (or that repeated an earlier
+        // submission, which has its own) goes again.
+        if let Some((origin, made)) = worktree
+            && !launched.as_ref().is_ok_and(|receipt| receipt.created)
+        {
+            self.drop_worktree(&origin, &made);
+        }
+        launched
     }
 
     fn start(&self, mode: StartMode, submission: &Submission) -> Result<Start, RuntimeError> {
@@ -183,7 +226,7 @@ impl Runtime {
 
     /// Checks the run exists and finalizes it `runtime_lost` if its controller is gone, so
     /// nothing ever reports a dead run as running.
-    fn known(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+    pub(crate) fn known(&self, run_id: &RunId) -> Result<(), RuntimeError> {
         self.store.head(run_id)?;
         reconcile(self.store.as_ref(), &self.home, run_id)?;
         Ok(())
@@ -194,7 +237,9 @@ impl Runtime {
         self.known(run_id)?;
         let record = self.store.record(run_id)?;
         let snapshot = self.store.snapshot(run_id)?;
-        Ok(RunStatus::of(&snapshot, template_of(&record)))
+        let mut status = RunStatus::of(&snapshot, template_of(&record));
+        status.summary.worktree = retained_workspace(&record);
+        Ok(status)
     }
 
     /// Runs, newest first.
@@ -219,8 +264,10 @@ impl Runtime {
                 reconcile(self.store.as_ref(), &self.home, &head.run_id)?;
                 head = self.store.head(&head.run_id)?;
             }
-            let template = template_of(&self.store.record(&head.run_id)?);
-            summaries.push(RunSummary::of(&head, template));
+            let record = self.store.record(&head.run_id)?;
+            let mut summary = RunSummary::of(&head, template_of(&record));
+            summary.worktree = retained_workspace(&record);
+            summaries.push(summary);
         }
         Ok(summaries)
     }
@@ -391,7 +438,13 @@ impl Runtime {
             });
         }
         let record = self.store.record(run_id)?;
-        let admitted = readmit(&record.submission, run_id.as_str())?;
+        let mut admitted = readmit(&record.submission, run_id.as_str())?;
+        admitted.submission.from_checkpoint = self.prepare_resume(
+            run_id,
+            &admitted.submission,
+            options.from_checkpoint,
+            options.force,
+        )?;
         self.launch(LaunchRequest {
             start: self.start(options.start, &admitted.submission)?,
             title: record.title.clone(),

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::checkpoints::workspace::{ResumePoint, WorkspaceHandling};
 use crate::delivery::SourceRevision;
 use crate::plan::RuntimePlan;
 
@@ -23,6 +24,12 @@ pub struct Submission {
     /// The built-in template the graph came from, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
+    /// Checkpoints, verifier copies, worktree mode.
+    #[serde(default, skip_serializing_if = "WorkspaceHandling::is_default")]
+    pub handling: WorkspaceHandling,
+    /// A successor resumed from a checkpoint: where it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_checkpoint: Option<ResumePoint>,
 }
 
 /// The git position the run started from.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::checkpoints::api::RetainedWorkspace;
 use serde::Serialize;
 use serde_json::Value;
 use trellis_agents::Binding;
@@ -40,6 +41,9 @@ pub struct RunSummary {
     pub predecessor: Option<RunId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub successor: Option<RunId>,
+    /// The worktree a worktree-mode run works in (a failed run keeps it for its successor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<RetainedWorkspace>,
 }
 
 impl RunSummary {
@@ -59,6 +63,7 @@ impl RunSummary {
             token_usage: view.token_usage,
             predecessor: view.predecessor,
             successor: view.successor,
+            worktree: None,
         }
     }
 

@@ -64,6 +64,7 @@ fn in_process(key: &str) -> SubmitOptions {
         submission_key: Some(key.to_owned()),
         title: Some("two steps".to_owned()),
         start: StartMode::InProcess,
+        ..SubmitOptions::default()
     }
 }
 

@@ -95,6 +95,7 @@ fn drive_run(secret: bool) -> Fixture {
                 submission_key: None,
                 title: Some("two steps".to_owned()),
                 start: StartMode::InProcess,
+                ..SubmitOptions::default()
             },
         )
         .expect("submitted");

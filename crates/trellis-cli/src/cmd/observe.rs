@@ -114,6 +114,14 @@ pub fn describe(status: &RunStatus, now_ms: u64) -> String {
     if let Some(next) = &summary.successor {
         out.push_str(&format!("  resumed by {}\n", next.as_str()));
     }
+    if let Some(worktree) = &summary.worktree {
+        let state = if worktree.exists { "kept" } else { "discarded" };
+        out.push_str(&format!(
+            "  worktree {} ({state}; of {})\n",
+            worktree.path.display(),
+            worktree.worktree_of.display()
+        ));
+    }
     out.push_str(&format!("  cursor   {}\n", summary.at_cursor));
     out
 }
@@ -136,8 +144,12 @@ pub fn list(runtime: &Runtime, args: &ListArgs) -> anyhow::Result<u8> {
             Some(TerminalResult::Failed { reason }) => format!("failed: {reason}"),
             None => run.phase().as_str().to_owned(),
         };
+        let worktree = match &run.worktree {
+            Some(worktree) if worktree.exists => "  [worktree kept]",
+            _ => "",
+        };
         outln!(
-            "{}  {:<26} {:<9} {}",
+            "{}  {:<26} {:<9} {}{worktree}",
             run.run_id.as_str(),
             state,
             run.kind.as_str(),

@@ -7,12 +7,19 @@ use anyhow::bail;
 use clap::Args;
 use trellis_runtime::{
     AdmissionError, AdmitRequest, ConfigSource, DocumentKind, GraphSource, InputSource, PlanSource,
-    StartMode, SubmitOptions, classify,
+    StartMode, SubmitOptions, WorkspaceMode, WorkspaceOptions, classify,
 };
 
 use crate::cmd::{follow, run_gap};
 use crate::context::{machine_output, open_runtime};
 use crate::render::diagnostic_block;
+
+/// Where a run works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkspaceArg {
+    InPlace,
+    Worktree,
+}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -60,6 +67,16 @@ pub struct RunArgs {
     /// The workspace the run works in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// `in-place` works in the workspace itself; `worktree` in a fresh git worktree of its
+    /// HEAD, leaving the checkout untouched (a failed run keeps it for `resume`).
+    #[arg(long, value_name = "MODE", default_value = "in-place")]
+    pub workspace: WorkspaceArg,
+    /// Record no checkpoints of the workspace.
+    #[arg(long)]
+    pub no_checkpoints: bool,
+    /// Keep the checkpoints when the run succeeds (a failed run always keeps them).
+    #[arg(long, conflicts_with = "no_checkpoints")]
+    pub keep_checkpoints: bool,
     /// Machine output: a receipt line, then NDJSON events (the default when not a terminal).
     #[arg(long)]
     pub json: bool,
@@ -133,6 +150,15 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             submission_key: args.submission_key.clone(),
             title: args.title.clone(),
             start: StartMode::Detached,
+            workspace: WorkspaceOptions {
+                mode: match args.workspace {
+                    WorkspaceArg::InPlace => WorkspaceMode::InPlace,
+                    WorkspaceArg::Worktree => WorkspaceMode::Worktree,
+                },
+                checkpoints: !args.no_checkpoints,
+                keep_checkpoints: args.keep_checkpoints,
+                ..WorkspaceOptions::default()
+            },
         },
     )?;
     follow::after_launch(

@@ -3,6 +3,7 @@
 
 mod record;
 mod worker;
+mod workspace;
 
 use record::log_event;
 use worker::{WorkerFuture, worker_future};
@@ -27,6 +28,7 @@ use trellis_ledger::{
     TerminalResult, TokenUsage, VoidReason,
 };
 
+use crate::checkpoints::workspace::RunWorkspace;
 use crate::error::RuntimeError;
 use crate::log_budget::LogBudget;
 use crate::plan::{Budget, RuntimePlan};
@@ -115,6 +117,8 @@ pub struct Supervisor {
     initial_head: Option<RunHead>,
     /// How much of each execution's output was recorded (and dropped).
     log_budgets: HashMap<u64, LogBudget>,
+    /// Checkpoints and verifier copies, when the run has a git workspace.
+    workspace: Option<RunWorkspace>,
 }
 
 fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
@@ -202,6 +206,7 @@ impl Supervisor {
             events_tx,
             events_rx,
             log_budgets: HashMap::new(),
+            workspace: None,
         })
     }
 
@@ -316,6 +321,7 @@ impl Supervisor {
             active.cancel.cancel();
         }
         self.drain_workers().await?;
+        self.finish_workspace(false)?;
         finalize(self.ctx.store.as_ref(), &self.ctx.run_id, reason)?;
         Ok(())
     }
@@ -340,6 +346,7 @@ impl Supervisor {
         // Executions voided earlier (join losers) were only cancelled; their workers may still
         // be stopping. The run is not finished until every worker group is gone.
         self.drain_workers().await?;
+        self.finish_workspace(matches!(result, TerminalResult::Succeeded { .. }))?;
         self.append(&[RunEvent::Terminal { result }])?;
         Ok(())
     }
@@ -398,7 +405,8 @@ impl Supervisor {
         dispatches: &[Dispatch],
     ) -> Result<(), RuntimeError> {
         let given = events.len();
-        let prefix = given as u64;
+        events.extend(self.checkpoint_before(dispatches));
+        let prefix = events.len() as u64;
         events.extend(dispatches.iter().map(|d| RunEvent::NodeStarted {
             execution: d.execution.0,
             node_instance: d.node_instance.0,
@@ -484,6 +492,13 @@ impl Supervisor {
         if uses_scratch && let Err(e) = std::fs::create_dir_all(&scratch) {
             return self.settle_now(execution, format!("cannot create scratch space: {e}"));
         }
+        let instructions = facts.instructions.clone();
+        let contract = facts.contract.clone();
+        let deadline = facts.timeout_ms.map(Duration::from_millis);
+        let workspace = match self.execution_workspace(&node, execution) {
+            Ok(workspace) => workspace,
+            Err(why) => return self.settle_now(execution, why),
+        };
         let request = ExecutionRequest {
             run_id: self.ctx.run_id.as_str().to_owned(),
             node,
@@ -491,13 +506,13 @@ impl Supervisor {
             node_instance: d.node_instance.0,
             attempt: d.attempt,
             input: d.input,
-            instructions: facts.instructions.clone(),
-            contract: facts.contract.clone(),
+            instructions,
+            contract,
             idle_timeout: binding.idle_timeout_ms().map(Duration::from_millis),
             binding,
-            workspace: self.ctx.workspace.clone(),
+            workspace,
             scratch: scratch.clone(),
-            deadline: facts.timeout_ms.map(Duration::from_millis),
+            deadline,
             environment: self.ctx.secrets.clone(),
             base_env: self.ctx.base_env.clone(),
         };

@@ -152,6 +152,10 @@ impl Supervisor {
     }
 
     fn complete(&mut self, finished: Vec<(u64, ExecutionResult)>) -> Result<(), RuntimeError> {
+        // A verifier's copy goes as soon as its worker is done, settled or voided.
+        for (execution, _) in &finished {
+            self.release_copy(*execution);
+        }
         // Voided executions were already recorded; their late results are ignored.
         let settled: Vec<(u64, ExecutionResult)> = finished
             .into_iter()

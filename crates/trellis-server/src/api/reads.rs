@@ -165,6 +165,7 @@ pub(super) async fn resume(
     let runtime = Arc::clone(&state.runtime);
     let options = ResumeOptions {
         start: StartMode::Detached,
+        ..ResumeOptions::default()
     };
     let receipt = blocking(move || runtime.resume(&run, options)).await?;
     Ok(Json(json!({ "runId": receipt.run_id, "created": receipt.created })).into_response())

@@ -1,0 +1,6 @@
+//! Checkpoints of a run's workspace: when they are taken (the policy) and how the controller
+//! records them.
+
+pub mod api;
+pub mod policy;
+pub mod workspace;

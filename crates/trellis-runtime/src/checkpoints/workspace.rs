@@ -1,0 +1,210 @@
+//! The controller's hold on a run's workspace: checkpoints before the waves the policy names,
+//! disposable copies for verifiers, and what happens to both when the run ends. A workspace
+//! outside git gets neither (the run goes on in place, as before).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use trellis_graph::NodeName;
+use trellis_workspace::{
+    Checkpoint, DisposableCopy, Git, Previous, Repository, RunCheckpoints, WorkspaceError,
+};
+
+use crate::checkpoints::policy::{Before, CheckpointPolicy};
+
+/// The private index of a run's checkpoints, in its run directory.
+pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
+/// Where a run's verifier copies live while they exist, in its run directory.
+pub const COPIES_DIR: &str = "copies";
+
+/// How a run treats its workspace (stored with the submission; every field has a default so
+/// submissions made before checkpoints existed still read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct WorkspaceHandling {
+    /// Record checkpoints before writing waves.
+    pub checkpoints: bool,
+    /// Keep the checkpoints of a run that succeeded (they are always kept for a failed run).
+    pub keep_checkpoints: bool,
+    /// Give each read-only verifier a disposable copy of the workspace.
+    pub verifier_copies: bool,
+    /// Set in worktree mode: the user's checkout the run's worktree was made from (the
+    /// submission's workspace is then the worktree).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree_of: Option<PathBuf>,
+}
+
+impl Default for WorkspaceHandling {
+    fn default() -> Self {
+        Self {
+            checkpoints: true,
+            keep_checkpoints: false,
+            verifier_copies: true,
+            worktree_of: None,
+        }
+    }
+}
+
+impl WorkspaceHandling {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Where a successor resumed from a checkpoint starts: the predecessor's checkpoint (its files
+/// were restored before the successor started) and its graph position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumePoint {
+    pub run: String,
+    pub number: u32,
+    /// Executions of the predecessor below this one are reused; the rest run again.
+    pub next_execution: u64,
+    pub commit: String,
+    pub tree: String,
+}
+
+/// A checkpoint just taken, with what it precedes.
+#[derive(Debug, Clone)]
+pub struct TakenCheckpoint {
+    pub checkpoint: Checkpoint,
+    pub before: Before,
+}
+
+/// Where a run continues from: its predecessor's private index (fresh stat data) and the
+/// checkpoint its first one follows.
+#[derive(Debug, Clone, Default)]
+pub struct Continuation {
+    pub seed_index: Option<PathBuf>,
+    pub previous: Option<Previous>,
+}
+
+/// The controller's view of one run's workspace.
+pub struct RunWorkspace {
+    handling: WorkspaceHandling,
+    policy: CheckpointPolicy,
+    /// `None` when the workspace is not in a git working tree.
+    checkpoints: Option<RunCheckpoints>,
+    copies_dir: PathBuf,
+    workspace: PathBuf,
+    next_number: u32,
+    /// The verifier copies that exist now, by execution.
+    copies: HashMap<u64, DisposableCopy>,
+}
+
+impl RunWorkspace {
+    /// Opens `workspace` for run `run` whose state lives in `run_dir`. A workspace outside git
+    /// is not an error: the run then has no checkpoints and no verifier copies.
+    pub fn open(
+        handling: &WorkspaceHandling,
+        policy: CheckpointPolicy,
+        workspace: &Path,
+        run: &str,
+        run_dir: &Path,
+        continuation: Continuation,
+    ) -> Result<Self, WorkspaceError> {
+        let wanted = handling.checkpoints || handling.verifier_copies;
+        let checkpoints = match wanted {
+            true => match Repository::discover(workspace, &Git::from_environment())? {
+                Some(repo) => {
+                    let index = run_dir.join(CHECKPOINT_INDEX);
+                    let checkpoints =
+                        RunCheckpoints::new(repo, run, index, continuation.seed_index)?;
+                    if let Some(previous) = continuation.previous {
+                        checkpoints.set_previous(previous);
+                    }
+                    Some(checkpoints)
+                }
+                None => None,
+            },
+            false => None,
+        };
+        Ok(Self {
+            handling: handling.clone(),
+            policy,
+            checkpoints,
+            copies_dir: run_dir.join(COPIES_DIR),
+            workspace: workspace.to_path_buf(),
+            next_number: 1,
+            copies: HashMap::new(),
+        })
+    }
+
+    /// Records a checkpoint when the policy wants one before a wave dispatching `nodes`;
+    /// `quiet` says nothing else runs.
+    pub fn before_wave<'a>(
+        &mut self,
+        nodes: impl IntoIterator<Item = &'a NodeName>,
+        quiet: bool,
+    ) -> Result<Option<TakenCheckpoint>, WorkspaceError> {
+        let Some(checkpoints) = self
+            .checkpoints
+            .as_ref()
+            .filter(|_| self.handling.checkpoints)
+        else {
+            return Ok(None);
+        };
+        let Some(before) = self.policy.before_wave(nodes, quiet) else {
+            return Ok(None);
+        };
+        let message = format!(
+            "trellis checkpoint {} before {} {}",
+            self.next_number,
+            before.kind(),
+            before.name()
+        );
+        let checkpoint = checkpoints.take(self.next_number, &message)?;
+        self.next_number += 1;
+        Ok(Some(TakenCheckpoint { checkpoint, before }))
+    }
+
+    /// The directory an execution of `node` works in: for a verifier that only reads, a fresh
+    /// disposable copy of the workspace when the run makes them; else the workspace itself.
+    pub fn workspace_for(
+        &mut self,
+        node: &NodeName,
+        execution: u64,
+    ) -> Result<PathBuf, WorkspaceError> {
+        let copy_wanted = self.handling.verifier_copies && self.policy.reads_only(node);
+        let Some(checkpoints) = self.checkpoints.as_ref().filter(|_| copy_wanted) else {
+            return Ok(self.workspace.clone());
+        };
+        let destination = self.copies_dir.join(execution.to_string());
+        // A copy left by a controller that died is stale: start from nothing.
+        trellis_workspace::force_remove_dir(&destination)?;
+        let copy = DisposableCopy::create(checkpoints, &self.workspace, &destination)?;
+        let workdir = copy.workdir().to_path_buf();
+        self.copies.insert(execution, copy);
+        Ok(workdir)
+    }
+
+    /// Removes the copy of a settled verifier execution, if it had one.
+    pub fn settled(&mut self, execution: u64) -> Result<(), WorkspaceError> {
+        match self.copies.remove(&execution) {
+            Some(copy) => copy.remove(),
+            None => Ok(()),
+        }
+    }
+
+    /// At the run's end: every copy goes; the workspace as the run left it is recorded; a
+    /// succeeded run's checkpoints are pruned unless they are to be kept.
+    pub fn finish(&mut self, succeeded: bool) -> Result<(), WorkspaceError> {
+        for (_, copy) in self.copies.drain() {
+            copy.remove()?;
+        }
+        trellis_workspace::force_remove_dir(&self.copies_dir)?;
+        let Some(checkpoints) = &self.checkpoints else {
+            return Ok(());
+        };
+        if !self.handling.checkpoints {
+            return Ok(());
+        }
+        if succeeded && !self.handling.keep_checkpoints {
+            checkpoints.prune()?;
+        } else {
+            checkpoints.record_end()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,551 @@
+//! Checkpoints of one run: the working tree (tracked, modified and untracked files, honouring
+//! the ignore rules) written as a tree into the repository's own object store, wrapped in a
+//! commit whose parent is the run's previous checkpoint (the first's is `HEAD`) and named by a
+//! reference in a private namespace. A private index, kept between checkpoints, makes a
+//! checkpoint cost about what `git write-tree` of the changed files costs (plus one `lstat`
+//! per file); the user's index, `HEAD`, branches and stash are never written.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::error::WorkspaceError;
+use crate::repo::{ObjectId, Repository};
+
+/// The reference namespace every run's checkpoints live under.
+pub const CHECKPOINT_NAMESPACE: &str = "refs/trellis/checkpoints";
+/// Longest run name accepted in a reference.
+const MAX_RUN_NAME: usize = 128;
+/// The reference (below a run's namespace) that holds the workspace as the run left it.
+const END_REFERENCE: &str = "end";
+
+/// One recorded checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub number: u32,
+    /// The commit that holds the checkpoint (its message names the run and what came next).
+    pub commit: ObjectId,
+    /// The tree of the working tree at the checkpoint.
+    pub tree: ObjectId,
+    /// The reference that keeps the commit alive.
+    pub reference: String,
+    /// Files added, modified, deleted or changed in mode or type since the previous checkpoint
+    /// (for the first: since `HEAD`).
+    pub files_changed: u64,
+    /// Bytes of the files added or modified since then, as they are on disk.
+    pub bytes_changed: u64,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The tree the workspace held just before.
+    pub previous_tree: ObjectId,
+    /// Where that previous state was kept (as a commit), when the caller asked for it and it
+    /// differed.
+    pub kept_as: Option<String>,
+}
+
+/// The commit and tree of a checkpoint a run continues from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Previous {
+    pub commit: ObjectId,
+    pub tree: ObjectId,
+}
+
+/// What the private index holds, as far as the next checkpoint is concerned.
+#[derive(Debug, Default)]
+struct IndexState {
+    /// The previous checkpoint (the parent of the next one).
+    previous: Option<Previous>,
+    /// Whether the private index still holds exactly that tree, so that what `git add`
+    /// reports updating is exactly what changed since it.
+    holds_previous: bool,
+}
+
+/// The checkpoints of one run in one repository.
+#[derive(Debug)]
+pub struct RunCheckpoints {
+    repo: Repository,
+    namespace: String,
+    /// The run's private index; its content is always brought up to the working tree before
+    /// use, so it only has to exist to save work, never to be right.
+    index: PathBuf,
+    /// A previous run's private index to start this one's from (its stat data is current).
+    seed: Option<PathBuf>,
+    /// Serializes every use of the private index.
+    state: Mutex<IndexState>,
+}
+
+/// The reference namespace of `run`'s checkpoints, refusing names git would refuse or that
+/// could escape the namespace.
+pub fn run_namespace(run: &str) -> Result<String, WorkspaceError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if run.is_empty() || run.len() > MAX_RUN_NAME || !run.chars().all(allowed) {
+        return Err(WorkspaceError::InvalidName(run.to_owned()));
+    }
+    Ok(format!("{CHECKPOINT_NAMESPACE}/{run}"))
+}
+
+impl RunCheckpoints {
+    /// The checkpoints of `run` in `repo`, using `index` as the private index (created on
+    /// first use from `seed`, else from a copy of the user's index, else empty).
+    pub fn new(
+        repo: Repository,
+        run: &str,
+        index: PathBuf,
+        seed: Option<PathBuf>,
+    ) -> Result<Self, WorkspaceError> {
+        Ok(Self {
+            namespace: run_namespace(run)?,
+            repo,
+            index,
+            seed,
+            state: Mutex::new(IndexState::default()),
+        })
+    }
+
+    pub fn repository(&self) -> &Repository {
+        &self.repo
+    }
+
+    /// The reference of checkpoint `number`.
+    pub fn reference(&self, number: u32) -> String {
+        format!("{}/{number}", self.namespace)
+    }
+
+    /// The reference that keeps the workspace as the run left it.
+    pub fn end_reference(&self) -> String {
+        format!("{}/{END_REFERENCE}", self.namespace)
+    }
+
+    /// Tells the next checkpoint which checkpoint came before it (a controller that continues
+    /// a run, or a successor, knows it from the ledger).
+    pub fn set_previous(&self, previous: Previous) {
+        let mut state = self.guard();
+        state.previous = Some(previous);
+        state.holds_previous = false;
+    }
+
+    fn guard(&self) -> MutexGuard<'_, IndexState> {
+        // A panic while holding the lock leaves nothing half-done that matters: every use
+        // starts by bringing the private index up to date.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records the working tree as checkpoint `number`; `message` (one line) says what it
+    /// precedes and becomes the commit's message.
+    pub fn take(&self, number: u32, message: &str) -> Result<Checkpoint, WorkspaceError> {
+        let mut state = self.guard();
+        let staged = self.stage_everything()?;
+        let tree = self.write_tree()?;
+        let ((files_changed, bytes_changed), parent) = match &state.previous {
+            Some(previous) if previous.tree == tree => ((0, 0), Some(previous.commit.clone())),
+            Some(previous) if state.holds_previous && !staged.unclear => {
+                ((staged.files, staged.bytes), Some(previous.commit.clone()))
+            }
+            Some(previous) => (
+                self.changes(Some(&previous.tree), &tree)?,
+                Some(previous.commit.clone()),
+            ),
+            None => {
+                let head = self.repo.head()?;
+                (self.changes(head.as_ref(), &tree)?, head)
+            }
+        };
+        let reference = self.reference(number);
+        let commit = self.commit(&tree, parent.as_ref(), message)?;
+        self.repo
+            .run(&["update-ref", &reference, commit.as_str()], &[])?;
+        state.previous = Some(Previous {
+            commit: commit.clone(),
+            tree: tree.clone(),
+        });
+        state.holds_previous = true;
+        Ok(Checkpoint {
+            number,
+            commit,
+            tree,
+            reference,
+            files_changed,
+            bytes_changed,
+        })
+    }
+
+    /// The tree the working tree holds now (written to the object store, named by nothing).
+    pub fn snapshot(&self) -> Result<ObjectId, WorkspaceError> {
+        let mut state = self.guard();
+        state.holds_previous = false;
+        self.stage_everything()?;
+        self.write_tree()
+    }
+
+    /// Records the working tree as the run left it under [`RunCheckpoints::end_reference`]
+    /// (a commit whose parent is the last checkpoint); returns its tree.
+    pub fn record_end(&self) -> Result<ObjectId, WorkspaceError> {
+        let mut state = self.guard();
+        state.holds_previous = false;
+        self.stage_everything()?;
+        let tree = self.write_tree()?;
+        let parent = match &state.previous {
+            Some(previous) => Some(previous.commit.clone()),
+            None => self.repo.head()?,
+        };
+        let commit = self.commit(
+            &tree,
+            parent.as_ref(),
+            "trellis: the workspace as the run left it",
+        )?;
+        self.repo
+            .run(&["update-ref", &self.end_reference(), commit.as_str()], &[])?;
+        Ok(tree)
+    }
+
+    /// The ignored files and directories of the working tree (a directory whose content is
+    /// all ignored is listed once), relative to its top, as git's ignore rules name them.
+    pub fn ignored_entries(&self) -> Result<Vec<PathBuf>, WorkspaceError> {
+        let _state = self.guard();
+        let args = [
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ];
+        let stdout = self.with_index(&args)?;
+        Ok(stdout
+            .split(|&b| b == 0)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| bytes_path(entry.strip_suffix(b"/").unwrap_or(entry)))
+            .collect())
+    }
+
+    /// The tree recorded by [`RunCheckpoints::record_end`], if the run recorded one.
+    pub fn recorded_end(&self) -> Result<Option<ObjectId>, WorkspaceError> {
+        let name = format!("{}^{{tree}}", self.end_reference());
+        let args = ["rev-parse", "--verify", "--quiet", name.as_str()];
+        match self.repo.git().query(self.repo.top(), &args, &[])? {
+            Some(stdout) => ObjectId::from_answer("rev-parse", &stdout).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Makes the working tree hold exactly `tree`: files it lacks are written, files it has
+    /// that `tree` lacks are deleted (ignored files are neither), modes and symbolic links
+    /// included. When `keep_as` names a reference and the working tree differed, its state is
+    /// first kept there so nothing is lost. The result is checked before returning.
+    pub fn restore(
+        &self,
+        tree: &ObjectId,
+        keep_as: Option<&str>,
+    ) -> Result<Restored, WorkspaceError> {
+        let mut state = self.guard();
+        state.holds_previous = false;
+        self.stage_everything()?;
+        let previous_tree = self.write_tree()?;
+        let mut kept_as = None;
+        if previous_tree != *tree {
+            if let Some(reference) = keep_as {
+                let parent = self.repo.head()?;
+                let message = "trellis: the workspace as a restore found it";
+                let commit = self.commit(&previous_tree, parent.as_ref(), message)?;
+                self.repo
+                    .run(&["update-ref", reference, commit.as_str()], &[])?;
+                kept_as = Some(reference.to_owned());
+            }
+            // The index now lists every file of the working tree: a reset to `tree` rewrites
+            // what differs and deletes what `tree` lacks, leaving identical files alone.
+            self.with_index(&["read-tree", "--reset", "-u", tree.as_str()])?;
+            self.stage_everything()?;
+            let found = self.write_tree()?;
+            if found != *tree {
+                return Err(WorkspaceError::RestoreMismatch {
+                    expected: tree.to_string(),
+                    found: found.to_string(),
+                });
+            }
+        }
+        Ok(Restored {
+            previous_tree,
+            kept_as,
+        })
+    }
+
+    /// Every reference of this run's namespace with the object it names.
+    pub fn references(&self) -> Result<Vec<(String, ObjectId)>, WorkspaceError> {
+        let prefix = format!("{}/", self.namespace);
+        let stdout = self.repo.run(
+            &["for-each-ref", "--format=%(objectname) %(refname)", &prefix],
+            &[],
+        )?;
+        let text = String::from_utf8_lossy(&stdout);
+        let mut references = Vec::new();
+        for line in text.lines() {
+            let parsed = line
+                .split_once(' ')
+                .and_then(|(id, name)| Some((name.to_owned(), ObjectId::parse(id)?)));
+            let Some(entry) = parsed else {
+                return Err(WorkspaceError::Unexpected {
+                    command: "for-each-ref".into(),
+                    detail: format!("cannot read {line:?}"),
+                });
+            };
+            references.push(entry);
+        }
+        Ok(references)
+    }
+
+    /// Deletes every reference of this run (the objects go with git's next garbage
+    /// collection) and the private index. Returns how many references were deleted.
+    pub fn prune(&self) -> Result<usize, WorkspaceError> {
+        let mut state = self.guard();
+        state.holds_previous = false;
+        let references = self.references()?;
+        if !references.is_empty() {
+            let commands: String = references
+                .iter()
+                .map(|(name, _)| format!("delete {name}\n"))
+                .collect();
+            self.repo.git().run_with_input(
+                self.repo.top(),
+                &["update-ref", "--stdin"],
+                &[],
+                commands.into_bytes(),
+            )?;
+        }
+        remove_if_present(&self.index)?;
+        Ok(references.len())
+    }
+
+    /// A commit of `tree` (by the fixed checkpoint identity), not on any branch.
+    fn commit(
+        &self,
+        tree: &ObjectId,
+        parent: Option<&ObjectId>,
+        message: &str,
+    ) -> Result<ObjectId, WorkspaceError> {
+        let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
+        if let Some(parent) = parent {
+            args.extend(["-p", parent.as_str()]);
+        }
+        let stdout = self.repo.run(&args, &[])?;
+        ObjectId::from_answer("commit-tree", &stdout)
+    }
+
+    fn write_tree(&self) -> Result<ObjectId, WorkspaceError> {
+        let stdout = self.with_index(&["write-tree"])?;
+        ObjectId::from_answer("write-tree", &stdout)
+    }
+
+    /// `git add --all` into the private index, seeding it first when it does not exist. A
+    /// seeded index git cannot use (a split or sparse index whose other half is gone) is
+    /// dropped and the working tree staged from nothing: slower, never wrong.
+    fn stage_everything(&self) -> Result<Staged, WorkspaceError> {
+        let seeded = self.seed_index()?;
+        let add = ["add", "--all", "--verbose"];
+        let stdout = match self.with_index(&add) {
+            Ok(stdout) => stdout,
+            Err(_) if seeded => {
+                remove_if_present(&self.index)?;
+                self.with_index(&add)?
+            }
+            Err(error) => return Err(error),
+        };
+        Ok(Staged::read(&stdout, self.repo.top()))
+    }
+
+    /// Creates the private index from the seed or the user's index, when it is missing.
+    /// Returns whether it copied one.
+    fn seed_index(&self) -> Result<bool, WorkspaceError> {
+        if self.index.exists() {
+            return Ok(false);
+        }
+        if let Some(parent) = self.index.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                WorkspaceError::io(format!("cannot create {}", parent.display()), e)
+            })?;
+        }
+        let sources = [self.seed.as_deref(), Some(self.repo.user_index())];
+        for source in sources.into_iter().flatten() {
+            match std::fs::copy(source, &self.index) {
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(WorkspaceError::io(
+                        format!("cannot copy the index {}", source.display()),
+                        e,
+                    ));
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Runs git on the private index. The index is ours alone, so it skips the checksum over
+    /// the whole index that every write would otherwise compute, and keeps git's untracked
+    /// cache (directory stat data) so unchanged directories are not read again; both are
+    /// what git's own `feature.manyFiles` turns on.
+    fn with_index(&self, args: &[&str]) -> Result<Vec<u8>, WorkspaceError> {
+        let mut full = vec![
+            "-c",
+            "index.skipHash=true",
+            "-c",
+            "core.untrackedCache=true",
+        ];
+        full.extend_from_slice(args);
+        self.repo
+            .run(&full, &[("GIT_INDEX_FILE", self.index.as_path())])
+    }
+
+    /// Files that differ between `base` (nothing, when `None`) and `tree`, and the bytes of
+    /// those added or modified.
+    fn changes(
+        &self,
+        base: Option<&ObjectId>,
+        tree: &ObjectId,
+    ) -> Result<(u64, u64), WorkspaceError> {
+        let stdout = match base {
+            Some(base) => self.repo.run(
+                &[
+                    "diff-tree",
+                    "-r",
+                    "-z",
+                    "--no-renames",
+                    base.as_str(),
+                    tree.as_str(),
+                ],
+                &[],
+            )?,
+            None => self
+                .repo
+                .run(&["ls-tree", "-r", "-z", "--full-tree", tree.as_str()], &[])?,
+        };
+        let mut files = 0;
+        let mut bytes = 0;
+        let mut fields = stdout.split(|&b| b == 0).filter(|f| !f.is_empty());
+        while let Some(meta) = fields.next() {
+            // diff-tree: ":old-mode new-mode old-id new-id STATUS" NUL path NUL;
+            // ls-tree: "mode type id" TAB path NUL.
+            let (meta, path) = match base {
+                Some(_) => {
+                    let Some(path) = fields.next() else {
+                        return Err(WorkspaceError::Unexpected {
+                            command: "diff-tree".into(),
+                            detail: "a change without a path".into(),
+                        });
+                    };
+                    (String::from_utf8_lossy(meta).into_owned(), path)
+                }
+                None => {
+                    let tab = meta.iter().position(|&b| b == b'\t').unwrap_or(meta.len());
+                    let (head, rest) = meta.split_at(tab);
+                    (
+                        format!("A {}", String::from_utf8_lossy(head)),
+                        rest.get(1..).unwrap_or_default(),
+                    )
+                }
+            };
+            files += 1;
+            let added_or_modified = match base {
+                Some(_) => matches!(meta.rsplit(' ').next(), Some("A" | "M" | "T")),
+                None => true,
+            };
+            // The new mode is the second field of both forms; 160000 is a submodule's commit.
+            let submodule = meta.split(' ').nth(1) == Some("160000");
+            if added_or_modified && !submodule {
+                bytes += on_disk_size(&self.repo.top().join(bytes_path(path)));
+            }
+        }
+        Ok((files, bytes))
+    }
+}
+
+/// What `git add --all --verbose` reported updating in the index.
+#[derive(Debug, Default)]
+struct Staged {
+    files: u64,
+    bytes: u64,
+    /// A line that was not `add 'PATH'` or `remove 'PATH'` (a path with a line break):
+    /// the counts are then taken from the trees instead.
+    unclear: bool,
+}
+
+impl Staged {
+    fn read(stdout: &[u8], top: &Path) -> Self {
+        let mut staged = Self::default();
+        for line in stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            if let Some(path) = quoted(line, b"add '") {
+                staged.files += 1;
+                staged.bytes += on_disk_size(&top.join(bytes_path(path)));
+            } else if quoted(line, b"remove '").is_some() {
+                staged.files += 1;
+            } else {
+                staged.unclear = true;
+            }
+        }
+        staged
+    }
+}
+
+/// The text between `prefix` and the closing quote that ends `line`.
+fn quoted<'a>(line: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    line.strip_prefix(prefix)?.strip_suffix(b"'")
+}
+
+/// A path git printed, as a path (git paths are bytes; Unix paths are too).
+fn bytes_path(raw: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(raw))
+}
+
+/// The size of a file or symbolic link (not its target); 0 when it is gone already.
+fn on_disk_size(path: &Path) -> u64 {
+    std::fs::symlink_metadata(path).map_or(0, |m| m.len())
+}
+
+fn remove_if_present(path: &Path) -> Result<(), WorkspaceError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorkspaceError::io(
+            format!("cannot remove {}", path.display()),
+            e,
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbose_add_output_is_counted_and_anything_else_makes_it_unclear() {
+        let top = Path::new("/nonexistent");
+        let staged = Staged::read(b"add 'a'\nremove 'b c'\nadd 'it's'\n", top);
+        assert_eq!((staged.files, staged.unclear), (3, false));
+        let broken = Staged::read(b"add 'line\nbreak'\n", top);
+        assert!(broken.unclear);
+        assert_eq!(Staged::read(b"", top).files, 0);
+    }
+
+    #[test]
+    fn run_names_that_could_leave_the_namespace_are_refused() {
+        assert_eq!(
+            run_namespace("0190a1b2-c3d4-7e5f").unwrap(),
+            "refs/trellis/checkpoints/0190a1b2-c3d4-7e5f"
+        );
+        for bad in [
+            "",
+            "../x",
+            "a/b",
+            "a..b",
+            "x.lock",
+            "a b",
+            "é",
+            &"a".repeat(129),
+        ] {
+            assert!(run_namespace(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! A run's workspace over git's own object store: checkpoints recorded as commits in a private
+//! reference namespace (the user's index, `HEAD`, branches and stash are never written),
+//! byte-exact restore of a checkpoint, fresh worktrees for runs that must leave the user's
+//! checkout alone, and disposable copies for verifiers. Every git command goes through the
+//! process runner (`trellis-process`).
+#![forbid(unsafe_code)]
+
+mod checkpoint;
+mod copy;
+mod error;
+mod git;
+mod repo;
+mod worktree;
+
+pub use checkpoint::{
+    CHECKPOINT_NAMESPACE, Checkpoint, Previous, Restored, RunCheckpoints, run_namespace,
+};
+pub use copy::{DisposableCopy, force_remove_dir};
+pub use error::WorkspaceError;
+pub use git::{CHECKPOINT_AUTHOR, GIT_TIMEOUT, Git, MAX_GIT_OUTPUT_BYTES};
+pub use repo::{ObjectId, Repository};
+pub use worktree::{add_worktree, remove_worktree, worktree_base};
