@@ -9,14 +9,16 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use trellis_agents::Binding;
 use trellis_engine::{Refusal, RunnableGraph};
-use trellis_graph::{GraphDiagnostic, GraphSpec, JsonPath, PayloadType, StaticRegistry};
+use trellis_graph::{GraphSpec, JsonPath, PayloadType, StaticRegistry};
 use trellis_verify::{Verification, VerifiedGraph};
 
+pub use crate::admission_error::AdmissionError;
 use crate::documents::{DocumentKind, classify, read_json_file, read_text_file};
-use crate::harnesses::{NO_AGENT_CLI, default_plan};
-use crate::plan::{PlanError, RuntimePlan};
+use crate::harnesses::default_plan;
+use crate::plan::RuntimePlan;
+use crate::preparation::prepare;
 use crate::submission::Submission;
-use crate::templates;
+use crate::templates::{self, TemplateDelivery};
 use crate::views::GraphLayout;
 
 /// Where the graph comes from.
@@ -26,8 +28,12 @@ pub enum GraphSource {
     File(PathBuf),
     /// A GraphSpec document already read as JSON (e.g. an HTTP request body).
     Document(Value),
-    /// A built-in template; `push` selects its variant that delivers by `git push`.
-    Template { name: String, push: bool },
+    /// A built-in template and the delivery asked for (its default when `delivery.mode` is
+    /// `None`).
+    Template {
+        name: String,
+        delivery: TemplateDelivery,
+    },
 }
 
 /// Where the initial input comes from.
@@ -40,6 +46,9 @@ pub enum InputSource {
     Document(Value),
     /// A task description: a template's input `{"task": …}`.
     Task(String),
+    /// A GitHub issue or pull request URL, resolved into a review template's input
+    /// (`--task-from`).
+    TaskFrom(String),
 }
 
 /// A plan document, from a file or already read.
@@ -194,105 +203,6 @@ pub struct WorstCase {
     pub max_executions_with_retries: u64,
 }
 
-/// Why admission refused. Each variant has a stable [`AdmissionError::code`]; messages never
-/// carry secret values (plans only name variables).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum AdmissionError {
-    #[error("cannot read {what} {}: {reason}", path.display())]
-    Unreadable {
-        what: &'static str,
-        path: PathBuf,
-        reason: String,
-    },
-    #[error("{what} {} is {bytes} bytes; the limit is 16 MiB", path.display())]
-    TooLarge {
-        what: &'static str,
-        path: PathBuf,
-        bytes: u64,
-    },
-    #[error("{what}{}: {error}", shown_path(path))]
-    Unparseable {
-        what: &'static str,
-        path: Option<PathBuf>,
-        error: String,
-    },
-    #[error("{shown}: {error}")]
-    InvalidGraph { shown: String, error: String },
-    #[error("{shown} rejected: {} diagnostic(s)", diagnostics.len())]
-    Rejected {
-        shown: String,
-        diagnostics: Vec<GraphDiagnostic>,
-    },
-    #[error("internal verifier error: {0}")]
-    VerifierInternal(String),
-    #[error("this graph needs an initial input")]
-    InputRequired,
-    #[error("initial input does not match GraphSpec.initialInput: {0}")]
-    InputMismatch(String),
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error("{NO_AGENT_CLI}")]
-    NoAgentCli,
-    #[error(
-        "node {node} declares the connection variable {variable}, which is not set in the environment"
-    )]
-    MissingConnection { node: String, variable: String },
-    #[error("workspace {}: {reason}", path.display())]
-    Workspace { path: PathBuf, reason: String },
-    #[error("unknown template {0:?}; `trellis template list` shows them")]
-    UnknownTemplate(String),
-    #[error("template {0} needs a task (or an input document)")]
-    TemplateNeedsTask(String),
-    #[error(
-        "template {0} reviews a GitHub issue or pull request, not a task: give it an input document"
-    )]
-    TaskNotAccepted(String),
-    #[error("template {0} has no push delivery variant")]
-    NoPushVariant(String),
-    #[error("{} is a GaP workflow, not a GraphSpec graph", path.display())]
-    GapWorkflow { path: PathBuf },
-    #[error("GaP workflow {} is rejected", path.display())]
-    GapRejected { path: PathBuf, report: String },
-    #[error("{0}")]
-    GapOptions(String),
-    #[error("the stored submission of run {run} cannot be read: {reason}")]
-    StoredSubmission { run: String, reason: String },
-}
-
-fn shown_path(path: &Option<PathBuf>) -> String {
-    path.as_ref()
-        .map(|p| format!(" {}", p.display()))
-        .unwrap_or_default()
-}
-
-impl AdmissionError {
-    /// A stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Unreadable { .. } => "admission.unreadable",
-            Self::TooLarge { .. } => "admission.too_large",
-            Self::Unparseable { .. } => "admission.unparseable",
-            Self::InvalidGraph { .. } => "admission.invalid_graph",
-            Self::Rejected { .. } => "admission.graph_rejected",
-            Self::VerifierInternal(_) => "admission.verifier_internal",
-            Self::InputRequired => "admission.input_required",
-            Self::InputMismatch(_) => "admission.input_mismatch",
-            Self::Plan(_) => "admission.plan",
-            Self::NoAgentCli => "admission.no_agent_cli",
-            Self::MissingConnection { .. } => "admission.missing_connection",
-            Self::Workspace { .. } => "admission.workspace",
-            Self::UnknownTemplate(_) => "admission.unknown_template",
-            Self::TemplateNeedsTask(_) => "admission.template_needs_task",
-            Self::TaskNotAccepted(_) => "admission.task_not_accepted",
-            Self::NoPushVariant(_) => "admission.no_push_variant",
-            Self::GapWorkflow { .. } => "admission.gap_workflow",
-            Self::GapRejected { .. } => "admission.gap_rejected",
-            Self::GapOptions(_) => "admission.gap_options",
-            Self::StoredSubmission { .. } => "admission.stored_submission",
-        }
-    }
-}
-
 /// Admits a graph, its input and its plan. Needs no state directory.
 pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     let graph = read_graph(&request.graph)?;
@@ -303,8 +213,14 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     let (plan, workspace) = match &request.plan {
         PlanSource::Unchecked => (None, None),
         source => {
-            let plan = admit_plan(spec, source, &mut notices)?;
+            let mut plan = admit_plan(spec, source, &mut notices)?;
+            if let GraphSource::Template { delivery, .. } = &request.graph
+                && delivery.ignore_pr_feedback
+            {
+                plan.ignore_pull_request_feedback();
+            }
             let workspace = admit_workspace(request.workspace.as_deref())?;
+            prepare(spec, &plan, &workspace, &input)?;
             (Some(plan), Some(workspace))
         }
     };
@@ -359,12 +275,12 @@ fn read_graph(source: &GraphSource) -> Result<ReadGraph, AdmissionError> {
             template: None,
             default_title: "run".to_owned(),
         }),
-        GraphSource::Template { name, push } => {
+        GraphSource::Template { name, delivery } => {
             let template = templates::find(name)
                 .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?;
             let text = template
-                .document(*push)
-                .ok_or_else(|| AdmissionError::NoPushVariant(name.clone()))?;
+                .document_for(delivery.mode)
+                .ok_or_else(|| AdmissionError::no_variant(name, delivery.mode))?;
             let value = serde_json::from_str(text).map_err(|e| AdmissionError::Unparseable {
                 what: "built-in template",
                 path: None,
@@ -435,6 +351,13 @@ fn admit_input(
             template.input_for_task(task)
         }
         (InputSource::Task(task), None) => json!({ "task": task }),
+        (InputSource::TaskFrom(url), Some(name)) => crate::preparation::task_from(url, name)?,
+        (InputSource::TaskFrom(_), None) => {
+            return Err(AdmissionError::TaskFrom(
+                "--task-from needs a review template (--template issue-review or pr-review)"
+                    .to_owned(),
+            ));
+        }
         (InputSource::File(path), _) => read_json_file(path, "input")?,
         (InputSource::Document(value), _) => value.clone(),
         (InputSource::Default, Some(name)) => {

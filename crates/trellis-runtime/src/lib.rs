@@ -13,6 +13,7 @@
 //! private.
 
 mod admission;
+mod admission_error;
 mod controller;
 mod delivery;
 mod documents;
@@ -25,6 +26,7 @@ mod launch;
 mod log_budget;
 mod options;
 mod plan;
+mod preparation;
 mod recovery;
 mod reuse;
 mod runs_stream;
@@ -52,7 +54,9 @@ pub use streams::{
     LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,
     WatchedExecution,
 };
-pub use templates::{TemplateInfo, TemplateInput, template, templates};
+pub use templates::{
+    DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
+};
 pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
 pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
 pub use views::{
@@ -91,7 +95,7 @@ pub fn graph_json_schema() -> serde_json::Value {
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::delivery::{GitDelivery, read_source, run_branch};
+    pub use crate::delivery::{ForgeSettings, GitDelivery, parse_remote, read_source, run_branch};
     pub use crate::plan::RuntimePlan;
     pub use crate::reuse::ReuseIndex;
     pub use crate::supervisor::{Harnesses, RunContext, Supervisor, history_of};

@@ -1,0 +1,595 @@
+//! The GitHub half of delivery, through `trellis-forge`: the pull request of the run branch
+//! (found by head branch, so a retry or a resumed run never opens a second), its feedback and
+//! checks, the merge, and the one marked report comment.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use trellis_agents::binding::PullRequestFeedback;
+use trellis_agents::{DeliveryBinding, ExecutionRequest};
+use trellis_forge::{
+    CommentAction, FeedbackItem, ForgeError, GITHUB_API_URL, GitHub, MergeBlocker, MergeOutcome,
+    MergeRequest, PullAction, PullRequestDraft, RepoRef, ReportMarker, TaskKind, TaskUrl, Token,
+};
+use trellis_graph::WorkerErrorCode;
+
+use super::feedback_log::FeedbackLog;
+use super::git::{DeliveryFailure, Git, Pushed, crash};
+use super::{DEFAULT_POLL, DEFAULT_WAIT_LIMIT, DeliveryKind, GitDelivery, token_variable};
+
+/// Where the forge is and how patiently delivery waits on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgeSettings {
+    /// The REST API base; `None`: `https://api.github.com` for github.com, else
+    /// `https://HOST/api/v3` (GitHub Enterprise Server).
+    pub api_url: Option<String>,
+    /// The web host issue and pull-request URLs name; `None`: the remote's host.
+    pub web_host: Option<String>,
+    /// Pause between two looks at pending checks.
+    pub poll: Duration,
+    /// Longest wait for pending checks or mergeability.
+    pub wait_limit: Duration,
+}
+
+impl Default for ForgeSettings {
+    fn default() -> Self {
+        Self {
+            api_url: None,
+            web_host: None,
+            poll: DEFAULT_POLL,
+            wait_limit: DEFAULT_WAIT_LIMIT,
+        }
+    }
+}
+
+/// The API base variable (as in GitHub Actions), the web server variable, and delivery's
+/// poll interval and wait limit.
+pub const API_URL_ENV: &str = "GITHUB_API_URL";
+pub const SERVER_URL_ENV: &str = "GITHUB_SERVER_URL";
+pub const POLL_MS_ENV: &str = "TRELLIS_DELIVERY_POLL_MS";
+pub const WAIT_S_ENV: &str = "TRELLIS_DELIVERY_WAIT_S";
+
+impl ForgeSettings {
+    /// Settings from the environment (`GITHUB_API_URL`, `GITHUB_SERVER_URL`,
+    /// `TRELLIS_DELIVERY_POLL_MS`, `TRELLIS_DELIVERY_WAIT_S`); unset or unreadable values keep
+    /// the defaults.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let number = |name: &str| lookup(name).and_then(|v| v.trim().parse::<u64>().ok());
+        let defaults = Self::default();
+        Self {
+            api_url: lookup(API_URL_ENV).filter(|v| !v.trim().is_empty()),
+            web_host: lookup(SERVER_URL_ENV).and_then(|url| host_of(&url)),
+            poll: number(POLL_MS_ENV).map_or(defaults.poll, Duration::from_millis),
+            wait_limit: number(WAIT_S_ENV).map_or(defaults.wait_limit, Duration::from_secs),
+        }
+    }
+
+    /// A client for the forge at `host`, authenticated with the token `variable` names
+    /// (read through `lookup`).
+    pub fn client(
+        &self,
+        host: &str,
+        variable: &str,
+        lookup: impl FnOnce(&str) -> Option<String>,
+    ) -> Result<GitHub, ForgeError> {
+        let token = Token::from_lookup(variable, lookup)?;
+        let api = match &self.api_url {
+            Some(api) => api.clone(),
+            None if host == "github.com" => GITHUB_API_URL.to_owned(),
+            None => format!("https://{host}/api/v3"),
+        };
+        let web_host = self.web_host.clone().unwrap_or_else(|| host.to_owned());
+        Ok(GitHub::new(&api, token)?.with_web_host(&web_host))
+    }
+}
+
+fn host_of(url: &str) -> Option<String> {
+    let rest = url.trim().split_once("://")?.1;
+    let host = rest.split(['/', '?', '#']).next()?;
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// Reads a GitHub remote URL — `https://HOST/OWNER/REPO(.git)`, `ssh://git@HOST/OWNER/REPO`
+/// or `git@HOST:OWNER/REPO` — into its host and repository; `None` for anything else (a local
+/// path, a URL with a deeper path).
+pub fn parse_remote(url: &str) -> Option<(String, RepoRef)> {
+    let url = url.trim();
+    let (host, path) = match url.split_once("://") {
+        Some((_, rest)) => {
+            let (authority, path) = rest.split_once('/')?;
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            let host = host.split(':').next().unwrap_or(host);
+            (host, path)
+        }
+        None => {
+            let (authority, path) = url.split_once(':')?;
+            if authority.contains('/') {
+                return None;
+            }
+            (
+                authority.rsplit_once('@').map_or(authority, |(_, h)| h),
+                path,
+            )
+        }
+    };
+    let path = path.trim_end_matches('/');
+    let (owner, name) = path.split_once('/')?;
+    if host.is_empty() || name.contains('/') {
+        return None;
+    }
+    let repo = RepoRef::new(owner, name).ok()?;
+    Some((host.to_ascii_lowercase(), repo))
+}
+
+fn forge_failure(error: ForgeError) -> DeliveryFailure {
+    let code = if error.is_transient() {
+        WorkerErrorCode::Crash
+    } else {
+        WorkerErrorCode::Refusal
+    };
+    DeliveryFailure {
+        code,
+        message: format!("{} [{}]", error, error.code()),
+    }
+}
+
+fn refusal(message: String) -> DeliveryFailure {
+    DeliveryFailure {
+        code: WorkerErrorCode::Refusal,
+        message,
+    }
+}
+
+fn connect(
+    delivery: &GitDelivery,
+    host: &str,
+    binding: &DeliveryBinding,
+    request: &ExecutionRequest,
+) -> Result<GitHub, DeliveryFailure> {
+    delivery
+        .forge
+        .client(host, &token_variable(binding), |name| {
+            request.environment.get(name).map(str::to_owned)
+        })
+        .map_err(forge_failure)
+}
+
+fn input_text<'a>(request: &'a ExecutionRequest, field: &str) -> Option<&'a str> {
+    request.input.get(field).and_then(Value::as_str)
+}
+
+/// How a look at the pull request ended.
+struct Verdict {
+    outcome: &'static str,
+    message: String,
+}
+
+/// Opens or finds the run branch's pull request, then (pr@2, merge) waits for its checks and
+/// reports feedback, and (merge) merges it.
+pub(super) async fn deliver_pull(
+    delivery: &GitDelivery,
+    request: &ExecutionRequest,
+    binding: &DeliveryBinding,
+    kind: DeliveryKind,
+    git: &Git<'_>,
+    pushed: &Pushed,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Value, DeliveryFailure> {
+    let (host, repo) = parse_remote(&pushed.configured_url).ok_or_else(|| {
+        refusal(format!(
+            "the remote URL {} does not name a GitHub repository (https://HOST/OWNER/REPO or \
+             git@HOST:OWNER/REPO)",
+            pushed.configured_url
+        ))
+    })?;
+    let github = connect(delivery, &host, binding, request)?;
+    let mut body = input_text(request, "description").unwrap_or("").to_owned();
+    if let Some(issue) = input_text(request, "issueNumber").filter(|n| !n.trim().is_empty()) {
+        body.push_str(&format!(
+            "\n\nCloses #{}",
+            issue.trim().trim_start_matches('#')
+        ));
+    }
+    let title: String = input_text(request, "title")
+        .unwrap_or("Trellis change")
+        .lines()
+        .next()
+        .unwrap_or("Trellis change")
+        .chars()
+        .take(200)
+        .collect();
+    let draft = PullRequestDraft {
+        head: pushed.branch.clone(),
+        base: pushed.target_branch.clone(),
+        title,
+        body,
+        draft: false,
+    };
+    log(format!(
+        "delivery: opening or updating the pull request of {} in {repo}",
+        pushed.branch
+    ));
+    let opened = github
+        .find_or_create_pull(&repo, &draft)
+        .await
+        .map_err(forge_failure)?;
+    let number = opened.pull.number;
+    let url = opened.pull.html_url.clone();
+    let did = match opened.action {
+        PullAction::Created => "opened",
+        PullAction::Updated => "updated",
+        PullAction::Unchanged => "found",
+    };
+    log(format!("delivery: {did} pull request #{number} {url}"));
+    let mut output = Map::new();
+    output.insert(
+        "mode".into(),
+        json!(if matches!(kind, DeliveryKind::Merge { .. }) {
+            "merge"
+        } else {
+            "pr"
+        }),
+    );
+    output.insert(
+        "repository".into(),
+        json!(format!("https://{}/{repo}", github.web_host())),
+    );
+    output.insert("targetBranch".into(), json!(pushed.target_branch));
+    output.insert("headRevision".into(), json!(pushed.head));
+    output.insert("pullRequestId".into(), json!(number.to_string()));
+    let verdict = match kind {
+        DeliveryKind::PullRequest { version: 1 } => {
+            output.insert("version".into(), json!("v1"));
+            Verdict {
+                outcome: "opened",
+                message: format!("pull request #{number} {did}: {url}"),
+            }
+        }
+        DeliveryKind::PullRequest { .. } => {
+            output.insert("version".into(), json!("v2"));
+            let watch = Watch::new(delivery, &github, &repo, number, binding, pushed, log);
+            watch.until_ready(git, &url).await?
+        }
+        DeliveryKind::Merge { version } => {
+            output.insert("version".into(), json!(format!("v{version}")));
+            let watch = Watch::new(delivery, &github, &repo, number, binding, pushed, log);
+            let verdict = watch.until_ready(git, &url).await?;
+            let (verdict, revision) = if verdict.outcome == "ready" {
+                watch.merge(&url).await?
+            } else {
+                (verdict, String::new())
+            };
+            if version > 1 {
+                output.insert("mergeRevision".into(), json!(revision));
+            }
+            verdict
+        }
+        DeliveryKind::Push | DeliveryKind::Comment => {
+            return Err(crash("not a pull request delivery".into()));
+        }
+    };
+    output.insert("outcome".into(), json!(verdict.outcome));
+    Ok(json!({
+        "output": output,
+        "signals": {"delivery": verdict.outcome},
+        "diagnostic": {"message": verdict.message},
+    }))
+}
+
+/// Repeated looks at one pull request.
+struct Watch<'a> {
+    github: &'a GitHub,
+    repo: &'a RepoRef,
+    number: u64,
+    head: &'a str,
+    branch: &'a str,
+    consider_feedback: bool,
+    poll: Duration,
+    deadline: Instant,
+    log: &'a (dyn Fn(String) + Sync),
+}
+
+impl<'a> Watch<'a> {
+    fn new(
+        delivery: &GitDelivery,
+        github: &'a GitHub,
+        repo: &'a RepoRef,
+        number: u64,
+        binding: &DeliveryBinding,
+        pushed: &'a Pushed,
+        log: &'a (dyn Fn(String) + Sync),
+    ) -> Self {
+        Self {
+            github,
+            repo,
+            number,
+            head: &pushed.head,
+            branch: &pushed.branch,
+            consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
+            poll: delivery.forge.poll,
+            deadline: Instant::now() + delivery.forge.wait_limit,
+            log,
+        }
+    }
+
+    async fn pause(&self, waiting_for: &str, said: &mut String) -> Result<(), DeliveryFailure> {
+        if Instant::now() >= self.deadline {
+            return Err(DeliveryFailure {
+                code: WorkerErrorCode::Timeout,
+                message: format!(
+                    "gave up waiting for {waiting_for} on pull request #{}",
+                    self.number
+                ),
+            });
+        }
+        if said != waiting_for {
+            (self.log)(format!("delivery: waiting for {waiting_for}"));
+            waiting_for.clone_into(said);
+        }
+        tokio::time::sleep(self.poll).await;
+        Ok(())
+    }
+
+    /// Waits until the head's checks finished and mergeability is known; feedback not yet
+    /// routed back (reviews when considered, failing checks always) ends the wait.
+    async fn until_ready(&self, git: &Git<'_>, url: &str) -> Result<Verdict, DeliveryFailure> {
+        let mut log_file = FeedbackLog::open(git, self.branch).await?;
+        let mut said = String::new();
+        loop {
+            let acknowledged = log_file.acknowledged(self.head);
+            let mut feedback = self
+                .github
+                .pull_feedback(self.repo, self.number, &acknowledged)
+                .await
+                .map_err(forge_failure)?;
+            if !self.consider_feedback {
+                feedback.items.retain(is_check);
+            }
+            if !feedback.items.is_empty() {
+                log_file
+                    .record(self.head, feedback.keys())
+                    .map_err(|e| crash(format!("cannot record routed feedback: {e}")))?;
+                let outcome = if feedback.items.iter().all(is_check) {
+                    "ci_failed"
+                } else {
+                    "repair_required"
+                };
+                (self.log)(format!(
+                    "delivery: pull request #{} has {} item(s) of feedback ({outcome})",
+                    self.number,
+                    feedback.items.len()
+                ));
+                return Ok(Verdict {
+                    outcome,
+                    message: feedback.diagnostic_message(),
+                });
+            }
+            if !feedback.pending.is_empty() {
+                self.pause(&feedback.pending.join(", "), &mut said).await?;
+                continue;
+            }
+            let pull = self
+                .github
+                .pull(self.repo, self.number)
+                .await
+                .map_err(forge_failure)?;
+            match pull.mergeable {
+                Some(false) => {
+                    return Ok(Verdict {
+                        outcome: "conflict",
+                        message: format!(
+                            "Pull request #{} ({url}) conflicts with {}: merge {} into the \
+                             change and resolve the conflicts.",
+                            self.number, pull.base.reference, pull.base.reference
+                        ),
+                    });
+                }
+                Some(true) => {
+                    return Ok(Verdict {
+                        outcome: "ready",
+                        message: format!("pull request #{} ready: {url}", self.number),
+                    });
+                }
+                None => {
+                    self.pause("GitHub to compute mergeability", &mut said)
+                        .await?
+                }
+            }
+        }
+    }
+
+    /// Merges once nothing blocks; a blocker that waiting does not remove ends delivery.
+    async fn merge(&self, url: &str) -> Result<(Verdict, String), DeliveryFailure> {
+        let request = MergeRequest {
+            expected_head: Some(self.head.to_owned()),
+            ..MergeRequest::default()
+        };
+        let mut said = String::new();
+        loop {
+            let outcome = self
+                .github
+                .merge_when_green(self.repo, self.number, &request)
+                .await
+                .map_err(forge_failure)?;
+            let blockers = match &outcome {
+                MergeOutcome::Merged { sha, already } => {
+                    let how = if *already {
+                        "was already merged"
+                    } else {
+                        "merged"
+                    };
+                    (self.log)(format!(
+                        "delivery: pull request #{} {how} as {sha}",
+                        self.number
+                    ));
+                    return Ok((
+                        Verdict {
+                            outcome: "merged",
+                            message: format!(
+                                "pull request #{} merged as {sha}: {url}",
+                                self.number
+                            ),
+                        },
+                        sha.clone(),
+                    ));
+                }
+                MergeOutcome::Blocked { blockers, .. } => blockers,
+            };
+            if blockers.iter().all(MergeBlocker::is_waiting) {
+                let what: Vec<String> = blockers.iter().map(ToString::to_string).collect();
+                self.pause(&what.join("; "), &mut said).await?;
+                continue;
+            }
+            let message = outcome.diagnostic_message();
+            let verdict = |outcome| {
+                Ok((
+                    Verdict {
+                        outcome,
+                        message: message.clone(),
+                    },
+                    String::new(),
+                ))
+            };
+            if blockers
+                .iter()
+                .any(|b| matches!(b, MergeBlocker::Conflicts))
+            {
+                return verdict("conflict");
+            }
+            if blockers.iter().any(|b| {
+                matches!(
+                    b,
+                    MergeBlocker::CheckFailing { .. } | MergeBlocker::StatusFailing { .. }
+                )
+            }) {
+                return verdict("ci_failed");
+            }
+            if self.consider_feedback
+                && blockers
+                    .iter()
+                    .any(|b| matches!(b, MergeBlocker::ChangesRequested { .. }))
+            {
+                return verdict("repair_required");
+            }
+            return Err(refusal(message));
+        }
+    }
+}
+
+fn is_check(item: &FeedbackItem) -> bool {
+    matches!(
+        item,
+        FeedbackItem::FailingCheck { .. } | FeedbackItem::FailingStatus { .. }
+    )
+}
+
+/// Posts the report comment on the issue or pull request the input's `url` names, or edits the
+/// one this run lineage already posted there.
+pub(super) async fn post_comment(
+    delivery: &GitDelivery,
+    request: &ExecutionRequest,
+    binding: &DeliveryBinding,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Value, DeliveryFailure> {
+    let url = input_text(request, "url").unwrap_or_default();
+    let body = input_text(request, "body").unwrap_or_default();
+    if body.trim().is_empty() {
+        return Err(DeliveryFailure {
+            code: WorkerErrorCode::Malformed,
+            message: "the report to post is empty".into(),
+        });
+    }
+    let task = TaskUrl::parse(url).map_err(forge_failure)?;
+    let github = connect(delivery, &task.host, binding, request)?;
+    let key = format!("run-{}", delivery.lineage_key(request));
+    let marker = ReportMarker::new(&key).map_err(forge_failure)?;
+    log(format!(
+        "delivery: posting the report on {}",
+        task.canonical()
+    ));
+    let posted = github
+        .post_report(&task.repository, task.number, &marker, body)
+        .await
+        .map_err(forge_failure)?;
+    let did = match posted.action {
+        CommentAction::Created => "posted",
+        CommentAction::Updated => "updated",
+        CommentAction::Unchanged => "found unchanged",
+    };
+    log(format!(
+        "delivery: {did} report comment {}",
+        posted.comment.html_url
+    ));
+    let scope = request.input.get("reviewScope");
+    let revision = ["headRevision", "baseRevision"]
+        .iter()
+        .find_map(|f| scope.and_then(|s| s.get(*f)).and_then(Value::as_str));
+    let mut receipt = json!({
+        "version": "v1",
+        "mode": "comment",
+        "outcome": "posted",
+        "repository": task.repository.to_string(),
+        "url": task.canonical(),
+        "discussionKind": match task.kind {
+            TaskKind::Issue => "issue",
+            TaskKind::PullRequest => "pull_request",
+        },
+        "discussionId": task.number.to_string(),
+        "commentId": posted.comment.id.to_string(),
+        "destinationUrl": posted.comment.html_url,
+        "bodyHash": posted.body_hash,
+    });
+    if let Some(revision) = revision {
+        receipt["sourceRevision"] = json!(revision);
+    }
+    Ok(json!({
+        "output": {"receipt": receipt},
+        "signals": {"delivery": "posted"},
+        "diagnostic": {"message": format!("report comment {did}: {}", posted.comment.html_url)},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remotes_name_their_repository() {
+        for url in [
+            "https://github.com/acme/app.git",
+            "https://x-access-token@github.com/acme/app",
+            "ssh://git@github.com/acme/app.git",
+            "git@github.com:acme/app.git",
+        ] {
+            let (host, repo) = parse_remote(url).unwrap();
+            assert_eq!(
+                (host.as_str(), repo.to_string().as_str()),
+                ("github.com", "acme/app"),
+                "{url}"
+            );
+        }
+        assert_eq!(parse_remote("/srv/git/app.git"), None);
+        assert_eq!(parse_remote("https://github.com/acme/app/tree/main"), None);
+        assert_eq!(parse_remote("https://github.com/acme"), None);
+    }
+
+    #[test]
+    fn settings_come_from_the_environment() {
+        let env = |name: &str| match name {
+            API_URL_ENV => Some("http://127.0.0.1:9/".to_owned()),
+            SERVER_URL_ENV => Some("https://github.com".to_owned()),
+            POLL_MS_ENV => Some("50".to_owned()),
+            _ => None,
+        };
+        let settings = ForgeSettings::from_lookup(env);
+        assert_eq!(settings.api_url.as_deref(), Some("http://127.0.0.1:9/"));
+        assert_eq!(settings.web_host.as_deref(), Some("github.com"));
+        assert_eq!(settings.poll, Duration::from_millis(50));
+        assert_eq!(settings.wait_limit, DEFAULT_WAIT_LIMIT);
+    }
+}
