@@ -95,7 +95,9 @@ pub fn graph_json_schema() -> serde_json::Value {
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::delivery::{ForgeSettings, GitDelivery, parse_remote, read_source, run_branch};
+    pub use crate::delivery::{
+        ForgeSettings, GitDelivery, SourceRevision, parse_remote, read_source, run_branch,
+    };
     pub use crate::plan::RuntimePlan;
     pub use crate::reuse::ReuseIndex;
     pub use crate::supervisor::{Harnesses, RunContext, Supervisor, history_of};

@@ -16,7 +16,7 @@ use trellis_agents::{
     Binding, DeliveryBinding, ExecutionRequest, Harness, HarnessEvent, NodeContract, SecretEnv,
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerOutcome, WorkerRef};
-use trellis_runtime::testing::{ForgeSettings, GitDelivery, read_source};
+use trellis_runtime::testing::{ForgeSettings, GitDelivery, SourceRevision, read_source};
 use trellis_testkit::github::{Action, FakeGitHub};
 
 const TOKEN: &str = "ghp_canary_pr_delivery_0b9e";
@@ -60,6 +60,8 @@ fn contract() -> NodeContract {
 struct Setup {
     _dir: tempfile::TempDir,
     work: PathBuf,
+    /// Where the run started (fixed at submission in a real run).
+    source: SourceRevision,
     github: FakeGitHub,
 }
 
@@ -92,14 +94,14 @@ impl Setup {
             .unwrap();
         Setup {
             _dir: dir,
+            source: read_source(&work).unwrap(),
             work,
             github,
         }
     }
 
     fn delivery(&self) -> GitDelivery {
-        let source = read_source(&self.work).unwrap();
-        GitDelivery::new(Some(source))
+        GitDelivery::new(Some(self.source.clone()))
             .with_workers(BTreeMap::from([(
                 NodeName::new("deliver").unwrap(),
                 WorkerRef::new("builtin.git-delivery.pr@2").unwrap(),
@@ -144,9 +146,11 @@ impl Setup {
             .delivery()
             .execute(self.request(feedback), tx, CancellationToken::new())
             .await;
+        let mut logs = Vec::new();
         while let Ok(event) = rx.try_recv() {
             if let HarnessEvent::Log { message, .. } = event {
                 assert!(!message.contains(TOKEN), "{message}");
+                logs.push(message);
             }
         }
         let WorkerOutcome::Verifier {
@@ -156,7 +160,7 @@ impl Setup {
             ..
         } = result.outcome
         else {
-            panic!("unexpected outcome {:?}", result.outcome);
+            panic!("unexpected outcome {:?}: {logs:#?}", result.outcome);
         };
         let text = diagnostic["message"]
             .as_str()
