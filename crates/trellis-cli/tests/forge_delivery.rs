@@ -409,6 +409,7 @@ fn preparation_refuses_before_any_worker_starts() {
         &setup.work,
         &[
             "config",
+            "--add",
             &format!("url.{}.insteadOf", setup.origin.display()),
             "https://github.com/acme/nothing.git",
         ],
