@@ -249,8 +249,10 @@ async fn pull_request_with_review_feedback(cli: Cli) {
         .into_iter()
         .filter(|r| r.user_text.contains("graph node `worker`"))
         .collect();
-    assert_eq!(workers.len(), 2, "two worker rounds");
-    assert!(workers.iter().any(|r| r.user_text.contains(REVIEW)));
+    // Two rounds of two requests each (the shell call, then the reply).
+    assert_eq!(workers.len(), 4, "two worker rounds");
+    assert!(!workers[0].user_text.contains(REVIEW));
+    assert!(workers[2].user_text.contains(REVIEW));
     let branch = github.pull_branch(REPO, 1).unwrap();
     assert_eq!(
         git(&origin, &["show", &format!("{branch}:greeting.txt")]),
