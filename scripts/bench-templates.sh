@@ -5,7 +5,7 @@
 # (default target/debug, 3 rounds). Prints one line per template: name, median seconds.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-bin="${1:-$root/target/debug}"
+bin="$(cd "${1:-$root/target/debug}" && pwd)"
 rounds="${2:-3}"
 work_root="$(mktemp -d)"
 trap 'kill "${fake_pid:-0}" 2>/dev/null || true; rm -rf "$work_root"' EXIT
