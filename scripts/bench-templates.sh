@@ -67,3 +67,7 @@ measure "software-change --pr" --template software-change --pr --task "$task" --
 measure "software-change --ship" --template software-change --ship --task "$task" --runtime-config offline/plan.json
 measure "issue-review --task-from" --template issue-review --task-from https://github.com/acme/widgets/issues/1 --uniform-runtime-config offline/review_plan.json
 measure "pr-review --task-from" --template pr-review --task-from https://github.com/acme/widgets/pull/2 --uniform-runtime-config offline/review_plan.json
+printf '{"task": "Does caching help?", "options": {"iterations": 2}}' > "$work_root/research.json"
+measure "auto-research (2 rounds)" --template auto-research --input "$work_root/research.json" --uniform-runtime-config offline/review_plan.json
+printf '{"kind": "command", "command": ["python3", "offline/worker.py"]}' > "$work_root/single.json"
+measure "single-worker" --template single-worker --task "$task" --uniform-runtime-config "$work_root/single.json"
