@@ -498,3 +498,42 @@ fn preparation_refuses_before_any_worker_starts() {
     git(&setup.work, &["checkout", "-q", "-b", "topic"]);
     refused(&setup, &mut pr_run(&setup), "has no branch topic");
 }
+
+#[test]
+fn delivery_flags_are_checked_before_anything_runs() {
+    let setup = Setup::new();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--template", "single-worker", "--pr"],
+            "cannot deliver by pull_request; it offers none",
+        ),
+        (
+            &["--template", "software-change", "--no-pr-feedback"],
+            "--no-pr-feedback goes with --pr or --ship",
+        ),
+        (
+            &["--template", "software-change", "--delivery", "fax"],
+            "\"fax\" is not a delivery",
+        ),
+        (
+            &["--template", "software-change", "--pr", "--ship"],
+            "cannot be used with",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let mut args = vec![
+            "run",
+            "--task",
+            TASK,
+            "--runtime-config",
+            "offline/plan.json",
+        ];
+        args.extend_from_slice(flags);
+        let out = setup.run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{flags:?}");
+        assert!(stderr.contains(expected), "{flags:?}: {stderr}");
+        assert!(!setup.work.join("greeting.txt").exists(), "a worker ran");
+    }
+    assert!(setup.github.calls().is_empty());
+}
