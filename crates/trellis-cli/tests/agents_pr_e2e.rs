@@ -2,7 +2,8 @@
 //! `trellis run --pr`, against the scripted model server and the loopback fake GitHub: the pull
 //! request is opened once, a review comment on it sends the change back to the worker (whose
 //! next prompt carries it), the second round is clean and the run succeeds with the pull
-//! request's URL in its output.
+//! request's URL in its output; and `issue-review --task-from URL` posts the agent's report
+//! as the one marked comment.
 //!
 //! Skipped (with a note) when the pinned CLIs are not installed, except under `CI`.
 
@@ -274,4 +275,93 @@ async fn claude_delivers_a_pull_request_and_repairs_review_feedback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_delivers_a_pull_request_and_repairs_review_feedback() {
     pull_request_with_review_feedback(Cli::Codex).await;
+}
+
+/// `--template issue-review --task-from URL`: the agent's report becomes the one marked comment.
+async fn issue_review_posts_the_agents_report(cli: Cli) {
+    let Some(clis) = AgentClis::for_tests(&format!("{}_issue_review_e2e", cli.name())) else {
+        return;
+    };
+    const REPORT: &str = "The greeting lacks punctuation: greeting.txt line 1.";
+    let script = Script::new(vec![session(
+        cli,
+        "reviewer",
+        None,
+        cli.reply(json!({"body": REPORT})),
+    )]);
+    let server = ModelServer::start(script).await.unwrap();
+    let github = FakeGitHub::start(TOKEN).await.unwrap();
+    github.add_repository(REPO, "main", "1111111111111111111111111111111111111111");
+    let issue = github.add_issue(REPO, "Greeting lacks punctuation", "It says hi.", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("repo");
+    std::fs::create_dir_all(&work).unwrap();
+    let home = dir.path().join("trellis-home");
+    let lane = dir.path().join("lane.json");
+    std::fs::write(
+        &lane,
+        json!({"harness": cli.name(), "provider": "gateway", "model": cli.model(),
+               "connections": {"gateway": ["GATEWAY_BASE_URL", "GATEWAY_API_KEY"]}})
+        .to_string(),
+    )
+    .unwrap();
+    let base_url = match cli {
+        Cli::Claude => server.url(),
+        Cli::Codex => server.openai_base_url(),
+    };
+    let url = format!("https://github.com/{REPO}/issues/{issue}");
+    let out = tokio::task::block_in_place(|| {
+        Command::new(env!("CARGO_BIN_EXE_trellis"))
+            .args([
+                "run",
+                "--template",
+                "issue-review",
+                "--task-from",
+                &url,
+                "--uniform-runtime-config",
+                lane.to_str().unwrap(),
+                "--json",
+            ])
+            .current_dir(&work)
+            .env_clear()
+            .env("PATH", clis.search_path())
+            .env("HOME", home.join("user-home"))
+            .env("TRELLIS_HOME", &home)
+            .env("GATEWAY_BASE_URL", base_url)
+            .env("GATEWAY_API_KEY", KEY)
+            .env("GH_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", github.api_url())
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .output()
+            .unwrap()
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let comments = github.comment_bodies(REPO, issue);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].starts_with("<!-- trellis-report:run-"));
+    assert!(comments[0].ends_with(REPORT), "{}", comments[0]);
+    // The agent was shown the issue it reviews.
+    let asked = server.model_requests();
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.user_text.contains("Greeting lacks punctuation"))
+    );
+    assert!(server.script_finished());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_reviews_an_issue_from_its_url() {
+    issue_review_posts_the_agents_report(Cli::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_reviews_an_issue_from_its_url() {
+    issue_review_posts_the_agents_report(Cli::Codex).await;
 }
