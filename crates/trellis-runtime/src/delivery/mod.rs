@@ -5,6 +5,7 @@
 mod feedback_log;
 mod forge;
 mod git;
+mod settings;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,10 +18,10 @@ use trellis_agents::{
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerErrorCode, WorkerOutcome, WorkerRef};
 
-pub use forge::{ForgeSettings, parse_remote};
 pub(crate) use git::git_blocking;
 use git::{DeliveryFailure, Git, crash, delivery_env, push_run_branch};
 pub use git::{SourceRevision, read_source, run_branch, without_userinfo};
+pub use settings::{ForgeSettings, parse_remote};
 
 /// What a delivery node does, read from its worker reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
