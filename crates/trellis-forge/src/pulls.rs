@@ -118,6 +118,31 @@ impl GitHub {
             .find(|p| p.is_open() && p.head.reference == branch))
     }
 
+    /// The merged pull request whose head is `branch` of this repository at commit `sha`, if
+    /// there is one: what a merge delivery finds when it is retried or resumed after GitHub
+    /// merged (the pull request is closed then, so [`GitHub::find_open_pull`] misses it).
+    pub async fn find_merged_pull(
+        &self,
+        repo: &RepoRef,
+        branch: &str,
+        sha: &str,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        let op = Op {
+            repo,
+            action: "list pull requests",
+            resource: None,
+        };
+        let query = [
+            ("state", "closed".to_owned()),
+            ("head", format!("{}:{branch}", repo.owner())),
+        ];
+        let path = format!("{}/pulls", repo.api_path());
+        let pulls: Vec<PullRequest> = self.call_all(&path, &query, &op).await?;
+        Ok(pulls
+            .into_iter()
+            .find(|p| p.merged && p.head.reference == branch && p.head.sha == sha))
+    }
+
     /// The one open pull request for `draft.head`: found by head branch when it exists (then
     /// brought to the draft's title, body and base), opened otherwise. A retried or resumed
     /// delivery therefore never opens a second one; a concurrent opener that wins the race is

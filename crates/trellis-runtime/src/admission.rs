@@ -21,8 +21,9 @@ use crate::plan_admission::{
     AdmissionRefusal, admit_graph, check_comment_destinations, check_iteration_counts,
     with_input_iteration_counts,
 };
+use crate::preparation::prepare;
 use crate::submission::Submission;
-use crate::templates;
+use crate::templates::{self, TemplateDelivery};
 use crate::views::GraphLayout;
 
 /// Where the graph comes from.
@@ -32,8 +33,12 @@ pub enum GraphSource {
     File(PathBuf),
     /// A GraphSpec document already read as JSON (e.g. an HTTP request body).
     Document(Value),
-    /// A built-in template; `push` selects its variant that delivers by `git push`.
-    Template { name: String, push: bool },
+    /// A built-in template and the delivery asked for (its default when `delivery.mode` is
+    /// `None`).
+    Template {
+        name: String,
+        delivery: TemplateDelivery,
+    },
 }
 
 /// Where the initial input comes from.
@@ -46,6 +51,9 @@ pub enum InputSource {
     Document(Value),
     /// A task description: a template's input `{"task": …}`.
     Task(String),
+    /// A GitHub issue or pull request URL, resolved into a review template's input
+    /// (`--task-from`).
+    TaskFrom(String),
 }
 
 /// A plan document, from a file or already read.
@@ -209,7 +217,7 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     let mut notices = Vec::new();
     // Under a plan the graph is admitted before it is verified, and verified against the
     // contracts it declares, as the reference does (graph-contract §13.9).
-    let (plan, registry) = match &request.plan {
+    let (mut plan, registry) = match &request.plan {
         PlanSource::Unchecked => (None, Registry::Builtin),
         source => (
             Some(admit_plan(&spec, source, &mut notices)?),
@@ -227,8 +235,17 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     if let Some(counted) = with_input_iteration_counts(&graph.value, &input) {
         verified.ir.bounds = verify(&counted, &graph.shown, registry)?.1.ir.bounds;
     }
-    let workspace = match plan {
-        Some(_) => Some(admit_workspace(request.workspace.as_deref())?),
+    let workspace = match plan.as_mut() {
+        Some(plan) => {
+            if let GraphSource::Template { delivery, .. } = &request.graph
+                && delivery.ignore_pr_feedback
+            {
+                plan.ignore_pull_request_feedback();
+            }
+            let workspace = admit_workspace(request.workspace.as_deref())?;
+            prepare(spec, plan, &workspace, &input)?;
+            Some(workspace)
+        }
         None => None,
     };
     // A task says best what a run is about.
@@ -282,12 +299,12 @@ fn read_graph(source: &GraphSource) -> Result<ReadGraph, AdmissionError> {
             template: None,
             default_title: "run".to_owned(),
         }),
-        GraphSource::Template { name, push } => {
+        GraphSource::Template { name, delivery } => {
             let template = templates::find(name)
                 .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?;
             let text = template
-                .document(*push)
-                .ok_or_else(|| AdmissionError::NoPushVariant(name.clone()))?;
+                .document_for(delivery.mode)
+                .ok_or_else(|| AdmissionError::no_variant(name, delivery.mode))?;
             let value = serde_json::from_str(text).map_err(|e| AdmissionError::Unparseable {
                 what: "built-in template",
                 path: None,
@@ -390,6 +407,13 @@ fn resolve_input(
             template.input_for_task(task)
         }
         (InputSource::Task(task), None) => json!({ "task": task }),
+        (InputSource::TaskFrom(url), Some(name)) => crate::preparation::task_from(url, name)?,
+        (InputSource::TaskFrom(_), None) => {
+            return Err(AdmissionError::TaskFrom(
+                "--task-from needs a review template (--template issue-review or pr-review)"
+                    .to_owned(),
+            ));
+        }
         (InputSource::File(path), _) => read_json_file(path, "input")?,
         (InputSource::Document(value), _) => value.clone(),
         (InputSource::Default, Some(name)) => {

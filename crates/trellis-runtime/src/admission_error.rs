@@ -7,6 +7,7 @@ use trellis_graph::GraphDiagnostic;
 use crate::harnesses::NO_AGENT_CLI;
 use crate::plan::PlanError;
 use crate::plan_admission::AdmissionRefusal;
+use crate::templates::{self, DeliveryMode};
 
 /// Why admission refused. Each variant has a stable [`AdmissionError::code`]; messages never
 /// carry secret values (plans only name variables).
@@ -64,8 +65,16 @@ pub enum AdmissionError {
         "template {0} reviews a GitHub issue or pull request, not a task: give it an input document"
     )]
     TaskNotAccepted(String),
-    #[error("template {0} has no push delivery variant")]
-    NoPushVariant(String),
+    #[error("template {template} cannot deliver by {delivery}; it offers {offered}")]
+    NoDeliveryVariant {
+        template: String,
+        delivery: DeliveryMode,
+        offered: String,
+    },
+    #[error("{0}")]
+    TaskFrom(String),
+    #[error("{0}")]
+    Preparation(String),
     #[error("{} is a GaP workflow, not a GraphSpec graph", path.display())]
     GapWorkflow { path: PathBuf },
     #[error("GaP workflow {} is rejected", path.display())]
@@ -74,6 +83,25 @@ pub enum AdmissionError {
     GapOptions(String),
     #[error("the stored submission of run {run} cannot be read: {reason}")]
     StoredSubmission { run: String, reason: String },
+}
+
+impl AdmissionError {
+    pub(crate) fn no_variant(template: &str, delivery: Option<DeliveryMode>) -> AdmissionError {
+        let offered = templates::find(template)
+            .map(|t| {
+                t.deliveries()
+                    .iter()
+                    .map(|m| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        AdmissionError::NoDeliveryVariant {
+            template: template.to_owned(),
+            delivery: delivery.unwrap_or(DeliveryMode::None),
+            offered,
+        }
+    }
 }
 
 fn shown_path(path: &Option<PathBuf>) -> String {
@@ -102,7 +130,9 @@ impl AdmissionError {
             Self::UnknownTemplate(_) => "admission.unknown_template",
             Self::TemplateNeedsTask(_) => "admission.template_needs_task",
             Self::TaskNotAccepted(_) => "admission.task_not_accepted",
-            Self::NoPushVariant(_) => "admission.no_push_variant",
+            Self::NoDeliveryVariant { .. } => "admission.no_delivery_variant",
+            Self::TaskFrom(_) => "admission.task_from",
+            Self::Preparation(_) => "admission.preparation",
             Self::GapWorkflow { .. } => "admission.gap_workflow",
             Self::GapRejected { .. } => "admission.gap_rejected",
             Self::GapOptions(_) => "admission.gap_options",

@@ -13,7 +13,7 @@ use trellis_workspace::{ObjectId, Previous};
 use crate::admission::{Readmitted, readmit};
 use crate::checkpoints::policy::CheckpointPolicy;
 use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, ResumePoint, RunWorkspace};
-use crate::delivery::GitDelivery;
+use crate::delivery::{ForgeSettings, GitDelivery, delivery_workers};
 use crate::error::RuntimeError;
 use crate::gap_runner::controller_attached;
 use crate::harnesses::agent_harness;
@@ -207,13 +207,20 @@ fn drive(
     );
     let Inherited { lineage, workspace } = inherited;
     let reuse = ReuseIndex::from_lineage(&lineage);
+    // The lineage's first run names the delivery branch and report marker across resumes.
+    let lineage_key = lineage
+        .last()
+        .map_or_else(|| run_id.clone(), |first| first.head.run_id.clone());
     let agent = agent_harness(&plan)?;
     let harnesses = Harnesses {
         command: Arc::new(ExecHarness),
         agent: agent.clone(),
-        delivery: Arc::new(GitDelivery::new(
-            admitted.submission.source.as_ref().map(|s| s.revision()),
-        )),
+        delivery: Arc::new(
+            GitDelivery::new(admitted.submission.source.as_ref().map(|s| s.revision()))
+                .with_workers(delivery_workers(admitted.graph.spec()))
+                .with_lineage_key(lineage_key.as_str())
+                .with_forge(ForgeSettings::from_env()),
+        ),
     };
     let scratch = home
         .run_dir(run_id.as_str())

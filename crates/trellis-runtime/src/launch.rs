@@ -23,8 +23,9 @@ pub(crate) const WORKSPACE_LEASE_FD: i32 = 4;
 pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 /// How long a new controller has to attach to its run.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Environment variables a controller keeps besides the plan's connection names.
-const CONTROLLER_ENV: [&str; 8] = [
+/// Environment variables a controller keeps besides the plan's connection names (the last four
+/// say where the forge is and how patiently delivery waits on it).
+const CONTROLLER_ENV: [&str; 12] = [
     "PATH",
     "HOME",
     "LANG",
@@ -33,6 +34,10 @@ const CONTROLLER_ENV: [&str; 8] = [
     "TMPDIR",
     "TRELLIS_HOME",
     "TRELLIS_PYTHON",
+    "GITHUB_API_URL",
+    "GITHUB_SERVER_URL",
+    "TRELLIS_DELIVERY_POLL_MS",
+    "TRELLIS_DELIVERY_WAIT_S",
 ];
 
 /// How a created run is driven.

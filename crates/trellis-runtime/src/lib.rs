@@ -29,6 +29,7 @@ mod options;
 mod plan;
 mod plan_admission;
 mod plan_reference;
+mod preparation;
 mod recovery;
 mod reuse;
 mod runs_stream;
@@ -61,7 +62,9 @@ pub use streams::{
     LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,
     WatchedExecution,
 };
-pub use templates::{TemplateInfo, TemplateInput, template, templates};
+pub use templates::{
+    DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
+};
 pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
 pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
 pub use views::{
@@ -100,7 +103,9 @@ pub fn graph_json_schema() -> serde_json::Value {
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::delivery::{GitDelivery, read_source, run_branch};
+    pub use crate::delivery::{
+        ForgeSettings, GitDelivery, SourceRevision, parse_remote, read_source, run_branch,
+    };
     pub use crate::plan::RuntimePlan;
     pub use crate::reuse::ReuseIndex;
     pub use crate::supervisor::{Harnesses, RunContext, Supervisor, history_of};

@@ -350,6 +350,17 @@ impl RuntimePlan {
         }
     }
 
+    /// Turns off routing pull-request review feedback back into the change loop
+    /// (`--no-pr-feedback`) for every delivery binding.
+    pub fn ignore_pull_request_feedback(&mut self) {
+        for binding in self.nodes.values_mut() {
+            if let Binding::GitDelivery(delivery) = binding {
+                delivery.pull_request_feedback =
+                    trellis_agents::binding::PullRequestFeedback::Ignore;
+            }
+        }
+    }
+
     /// Every environment variable name any binding asks for, sorted and unique.
     pub fn connection_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self

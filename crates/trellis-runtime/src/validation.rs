@@ -132,11 +132,11 @@ pub fn validate(request: ValidateRequest) -> Result<ValidationReport, AdmissionE
             return validate_gap_document(&request, value);
         }
         GraphSource::Document(value) => ("graph".to_owned(), value.clone()),
-        GraphSource::Template { name, push } => {
+        GraphSource::Template { name, delivery } => {
             let text = templates::find(name)
                 .ok_or_else(|| AdmissionError::UnknownTemplate(name.clone()))?
-                .document(*push)
-                .ok_or_else(|| AdmissionError::NoPushVariant(name.clone()))?;
+                .document_for(delivery.mode)
+                .ok_or_else(|| AdmissionError::no_variant(name, delivery.mode))?;
             let value = serde_json::from_str(text).map_err(|e| AdmissionError::Unparseable {
                 what: "built-in template",
                 path: None,
@@ -175,6 +175,14 @@ pub fn validate(request: ValidateRequest) -> Result<ValidationReport, AdmissionE
                 InputSource::Document(value) => value.clone(),
                 InputSource::Task(task) => json!({ "task": task }),
                 InputSource::Default => Value::Null,
+                InputSource::TaskFrom(url) => match &request.document {
+                    GraphSource::Template { name, .. } => crate::preparation::task_from(url, name)?,
+                    _ => {
+                        return Err(AdmissionError::TaskFrom(
+                            "--task-from needs a review template".to_owned(),
+                        ));
+                    }
+                },
             };
             match check_input(&spec, &input) {
                 Ok(()) => None,

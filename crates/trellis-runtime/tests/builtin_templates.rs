@@ -62,16 +62,16 @@ fn shape(mut document: Value) -> Value {
 fn every_builtin_template_verifies() {
     let mut names = Vec::new();
     for template in templates() {
-        for push in [false, true] {
-            let Some(text) = template.document(push) else {
-                continue;
+        for delivery in template.deliveries.clone() {
+            let Some(text) = template.document_for(Some(delivery)) else {
+                panic!("{} offers {delivery} without a graph", template.name);
             };
             let spec = GraphSpec::from_json_str(text)
                 .unwrap_or_else(|e| panic!("{} does not parse: {e}", template.name));
             let verification = verify_builtin(&spec);
             let Verification::Verified(_) = &verification else {
                 panic!(
-                    "{} is rejected: {:#}",
+                    "{} ({delivery}) is rejected: {:#}",
                     template.name,
                     verification.envelope()
                 );
@@ -154,7 +154,7 @@ fn review_templates_take_their_input_from_a_url() {
     let request = |name: &str, input: InputSource| AdmitRequest {
         graph: GraphSource::Template {
             name: name.to_owned(),
-            push: false,
+            delivery: Default::default(),
         },
         input,
         plan: PlanSource::Unchecked,

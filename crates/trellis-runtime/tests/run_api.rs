@@ -258,7 +258,7 @@ fn refusals_carry_stable_codes() {
     let mut unknown = request(dir.path());
     unknown.graph = GraphSource::Template {
         name: "no-such-template".to_owned(),
-        push: false,
+        delivery: Default::default(),
     };
     assert_eq!(code(unknown), "admission.unknown_template");
 

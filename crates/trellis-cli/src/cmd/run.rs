@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::Args;
 use trellis_runtime::{
-    AdmissionError, AdmitRequest, ConfigSource, DocumentKind, GraphSource, InputSource, PlanSource,
-    StartMode, SubmitOptions, WorkspaceMode, WorkspaceOptions, classify,
+    AdmissionError, AdmitRequest, ConfigSource, DeliveryMode, DocumentKind, GraphSource,
+    InputSource, PlanSource, StartMode, SubmitOptions, TemplateDelivery, WorkspaceMode,
+    WorkspaceOptions, classify,
 };
 
 use crate::cmd::{follow, run_gap};
@@ -40,9 +41,33 @@ pub struct RunArgs {
         conflicts_with = "input"
     )]
     pub task: Option<String>,
+    /// Review a GitHub issue or pull request: its URL becomes the review template's input
+    /// (needs GH_TOKEN or GITHUB_TOKEN; GITHUB_API_URL for GitHub Enterprise).
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "template",
+        conflicts_with_all = ["task", "input"]
+    )]
+    pub task_from: Option<String>,
     /// Deliver an accepted change by pushing the run branch `trellis/<run>` (templates only).
-    #[arg(long, requires = "template")]
+    #[arg(long, requires = "template", conflicts_with_all = ["pr", "ship", "delivery"])]
     pub push: bool,
+    /// Deliver it as a pull request; review feedback and failing checks go back to the worker
+    /// until it is clean (needs GH_TOKEN and an `origin` on GitHub).
+    #[arg(long, requires = "template", conflicts_with_all = ["ship", "delivery"])]
+    pub pr: bool,
+    /// As --pr, then merge the pull request once it is mergeable and its checks are green.
+    #[arg(long, requires = "template", conflicts_with = "delivery")]
+    pub ship: bool,
+    /// The delivery by name: none, push, pull_request, merge or comment (default: the
+    /// template's own).
+    #[arg(long, value_name = "MODE", requires = "template", value_parser = parse_delivery)]
+    pub delivery: Option<DeliveryMode>,
+    /// With --pr or --ship: leave review comments and requested changes on the pull request to
+    /// people; only failing checks go back to the worker.
+    #[arg(long)]
+    pub no_pr_feedback: bool,
     /// The initial input (JSON file matching the graph's initialInput).
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
@@ -84,11 +109,38 @@ pub struct RunArgs {
     pub gap: run_gap::GapArgs,
 }
 
+fn parse_delivery(text: &str) -> Result<DeliveryMode, String> {
+    DeliveryMode::parse(text).ok_or_else(|| {
+        format!("{text:?} is not a delivery; use none, push, pull_request, merge or comment")
+    })
+}
+
+/// The delivery the flags ask for (`None`: the template's default).
+fn delivery(args: &RunArgs) -> anyhow::Result<TemplateDelivery> {
+    let mode = if args.push {
+        Some(DeliveryMode::Push)
+    } else if args.pr {
+        Some(DeliveryMode::PullRequest)
+    } else if args.ship {
+        Some(DeliveryMode::Merge)
+    } else {
+        args.delivery
+    };
+    if args.no_pr_feedback && !matches!(mode, Some(DeliveryMode::PullRequest | DeliveryMode::Merge))
+    {
+        bail!("--no-pr-feedback goes with --pr or --ship (or --delivery pull_request|merge)");
+    }
+    Ok(TemplateDelivery {
+        mode,
+        ignore_pr_feedback: args.no_pr_feedback,
+    })
+}
+
 pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     let graph = match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
         (Some(name), _) => GraphSource::Template {
             name: name.clone(),
-            push: args.push,
+            delivery: delivery(args)?,
         },
         (None, Some(path)) => match classify(path)? {
             DocumentKind::Gap { path } => return run_gap::run(args, &path, ledger),
@@ -99,6 +151,9 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         }
     };
     let input = match (&args.task, &args.input) {
+        _ if args.task_from.is_some() => {
+            InputSource::TaskFrom(args.task_from.clone().unwrap_or_default())
+        }
         (Some(task), _) => InputSource::Task(task.clone()),
         (None, Some(file)) => InputSource::File(file.clone()),
         (None, None) => InputSource::Default,
@@ -127,9 +182,14 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             bail!("template {name} needs a task: --task \"…\" (or --input FILE)")
         }
         Err(AdmissionError::TaskNotAccepted(name)) => bail!(
-            "template {name} reviews a GitHub issue or pull request, not a task: give its input \
-             with --input FILE (the shape of initialInput in `trellis template show {name}`)"
+            "template {name} reviews a GitHub issue or pull request, not a task: give its URL \
+             with --task-from URL, or its input with --input FILE (the shape of initialInput in \
+             `trellis template show {name}`)"
         ),
+        Err(error @ (AdmissionError::Preparation(_) | AdmissionError::TaskFrom(_))) => {
+            eprintln!("✗ {error}");
+            return Ok(2);
+        }
         Err(AdmissionError::InputRequired) => {
             bail!("this graph needs an initial input: --input FILE")
         }

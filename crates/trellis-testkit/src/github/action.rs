@@ -126,6 +126,22 @@ pub enum Action {
         #[serde(default)]
         rate_limited: bool,
     },
+    /// Names checks a repository's CI runs on every commit: a commit without a run of one of
+    /// these names reports it `queued` (as GitHub does once CI picked the push up), so a test
+    /// completes it with `setCheckRun` when it wants.
+    RequireChecks {
+        repository: String,
+        names: Vec<String>,
+    },
+    /// Serves every call whose method and path suffix match, then holds its answer for
+    /// `millis` (0 removes the hold): the call took effect, its caller has not heard yet — the
+    /// window a kill-point test kills in.
+    #[serde(rename_all = "camelCase")]
+    HoldAnswers {
+        method: String,
+        path_suffix: String,
+        millis: u64,
+    },
     /// Sets whether a pull request can be merged (`null`: GitHub is still computing it).
     SetMergeable {
         repository: String,

@@ -262,6 +262,14 @@ impl FakeGitHub {
         });
     }
 
+    /// Makes every commit of `repository` report the checks `names` as queued until set.
+    pub fn require_checks(&self, repository: &str, names: &[&str]) {
+        self.must(Action::RequireChecks {
+            repository: repository.into(),
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+        });
+    }
+
     /// Makes a pull request conflict (`Some(false)`), clean (`Some(true)`) or still computed.
     pub fn set_mergeable(&self, repository: &str, number: u64, mergeable: Option<bool>) {
         self.must(Action::SetMergeable {
@@ -294,6 +302,19 @@ impl FakeGitHub {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The current head commit of pull request `number` (read from its branch).
+    pub fn pull_head(&self, repository: &str, number: u64) -> Option<String> {
+        lock(&self.shared.world).head_sha(repository, number).ok()
+    }
+
+    /// The head branch of pull request `number`.
+    pub fn pull_branch(&self, repository: &str, number: u64) -> Option<String> {
+        lock(&self.shared.world)
+            .pull_mut(repository, number)
+            .ok()
+            .map(|pull| pull.head_ref.clone())
     }
 
     /// Numbers of the pull requests in a repository (open or not), in creation order.

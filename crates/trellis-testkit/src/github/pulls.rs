@@ -23,7 +23,7 @@ fn blockers(repo: &Repo, number: u64, head_sha: &str) -> Vec<String> {
         .filter(|(_, state)| **state == "CHANGES_REQUESTED")
         .map(|(author, _)| format!("Changes requested by {author}."))
         .collect();
-    for run in repo.check_runs.iter().filter(|r| r.sha == head_sha) {
+    for run in repo.runs_on(head_sha) {
         let green = run.status == "completed"
             && matches!(
                 run.conclusion.as_deref(),

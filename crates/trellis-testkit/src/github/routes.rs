@@ -186,6 +186,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if let Some(control) = path.strip_prefix("/__fake/") {
         return self::control(&shared, &parts.method, control, body).into_response();
     }
+    let mut hold = None;
     let answer = match auth {
         Auth::Missing => fail(StatusCode::UNAUTHORIZED, "Requires authentication"),
         Auth::Rejected => fail(StatusCode::UNAUTHORIZED, "Bad credentials"),
@@ -197,6 +198,11 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 .collect();
             let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
             let mut world = lock(&shared.world);
+            hold = world
+                .holds
+                .iter()
+                .find(|(m, suffix, _)| *m == parts.method.as_str() && path.ends_with(suffix))
+                .map(|(_, _, millis)| std::time::Duration::from_millis(*millis));
             if let Some((status, rate_limited)) = world.failures.pop_front() {
                 injected(status, rate_limited)
             } else {
@@ -223,6 +229,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             status: answer.status.as_u16(),
             body,
         });
+    }
+    if let Some(hold) = hold {
+        tokio::time::sleep(hold).await;
     }
     let mut response = (answer.status, axum::Json(answer.body)).into_response();
     // Pages link with absolute URLs, as GitHub's do.
@@ -402,9 +411,8 @@ fn route(
                 .unwrap_or_else(|| (*reference).to_owned());
             let repo = repo(world, &full);
             let runs: Vec<Value> = repo
-                .check_runs
+                .runs_on(&sha)
                 .iter()
-                .filter(|r| r.sha == sha)
                 .map(|r| links.check_run(repo, r))
                 .collect();
             ok(json!({"total_count": runs.len(), "check_runs": runs}))

@@ -15,6 +15,8 @@ pub(crate) struct World {
     pub repos: BTreeMap<String, Repo>,
     /// Injected failures still to answer: status and whether it is a rate-limit answer.
     pub failures: std::collections::VecDeque<(u16, bool)>,
+    /// Answers held after serving: method, path suffix, milliseconds.
+    pub holds: Vec<(String, String, u64)>,
     next_id: u64,
     tick: u64,
 }
@@ -35,7 +37,35 @@ pub(crate) struct Repo {
     pub reviews: Vec<Review>,
     pub review_comments: Vec<ReviewComment>,
     pub check_runs: Vec<CheckRun>,
+    /// Checks CI runs on every commit (see `Action::RequireChecks`).
+    pub required_checks: Vec<String>,
     pub statuses: Vec<Status>,
+}
+
+impl Repo {
+    /// The check runs of commit `sha`, with a `queued` run for every required check it has no
+    /// run of yet.
+    pub fn runs_on(&self, sha: &str) -> Vec<CheckRun> {
+        let mut runs: Vec<CheckRun> = self
+            .check_runs
+            .iter()
+            .filter(|r| r.sha == sha)
+            .cloned()
+            .collect();
+        for name in &self.required_checks {
+            if !runs.iter().any(|r| &r.name == name) {
+                runs.push(CheckRun {
+                    id: 0,
+                    sha: sha.to_owned(),
+                    name: name.clone(),
+                    status: "queued".into(),
+                    conclusion: None,
+                    summary: String::new(),
+                });
+            }
+        }
+        runs
+    }
 }
 
 #[derive(Debug)]
@@ -98,7 +128,7 @@ pub(crate) struct ReviewComment {
     pub created_at: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CheckRun {
     pub id: u64,
     pub sha: String,
@@ -188,6 +218,7 @@ impl World {
                     reviews: Vec::new(),
                     review_comments: Vec::new(),
                     check_runs: Vec::new(),
+                    required_checks: Vec::new(),
                     statuses: Vec::new(),
                 };
                 self.repos.insert(repo_key(&repository), repo);
@@ -291,6 +322,10 @@ impl World {
                     });
                 Ok(json!({"id": id}))
             }
+            Action::RequireChecks { repository, names } => {
+                self.repo_mut(&repository)?.required_checks = names;
+                Ok(json!({}))
+            }
             Action::SetCheckRun {
                 repository,
                 sha,
@@ -346,6 +381,19 @@ impl World {
                     description,
                 });
                 Ok(json!({"id": id}))
+            }
+            Action::HoldAnswers {
+                method,
+                path_suffix,
+                millis,
+            } => {
+                let method = method.to_ascii_uppercase();
+                self.holds
+                    .retain(|(m, p, _)| !(*m == method && *p == path_suffix));
+                if millis > 0 {
+                    self.holds.push((method, path_suffix, millis.min(600_000)));
+                }
+                Ok(json!({}))
             }
             Action::FailNext {
                 status,

@@ -1,17 +1,15 @@
-//! Git delivery, push mode (`builtin.git-delivery.push@1`): commit the workspace changes on the
-//! run branch `trellis/<short run id>` and push it to the configured remote.
+//! The git half of delivery: reading where a run started, committing the workspace changes and
+//! pushing them as the run branch `trellis/<short lineage id>`, always through
+//! `trellis-process`.
 
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use trellis_agents::ExecutionRequest;
 use trellis_agents::exec::human_duration;
-use trellis_agents::{
-    Binding, BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent,
-    LogStream, TokenUsage,
-};
-use trellis_graph::{WorkerErrorCode, WorkerOutcome};
+use trellis_graph::WorkerErrorCode;
 use trellis_process::{
     ProcessEnd, ProcessLimits, ProcessObserver, ProcessSpec, Redactor, Stream, run_blocking,
     run_process,
@@ -30,19 +28,8 @@ const AUTHOR_EMAIL: &str = "delivery@trellis.invalid";
 /// Longest a single git command may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Runs git delivery verifiers of one run.
-#[derive(Debug, Clone)]
-pub struct GitDelivery {
-    source: Option<SourceRevision>,
-}
-
-impl GitDelivery {
-    pub fn new(source: Option<SourceRevision>) -> Self {
-        Self { source }
-    }
-}
-
 /// The run branch name: `trellis/` and the first 12 characters of the run id's hex digits.
+/// Delivery passes the lineage's first run id, so a resumed run pushes the same branch.
 pub fn run_branch(run_id: &str) -> String {
     let short: String = run_id
         .chars()
@@ -57,25 +44,35 @@ const SOURCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reads the workspace's current branch and revision; `None` outside a git repository.
 pub fn read_source(workspace: &Path) -> Option<SourceRevision> {
+    let revision = git_blocking(workspace, &["rev-parse", "--verify", "HEAD^{commit}"]).ok()?;
+    let branch = git_blocking(workspace, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+        .unwrap_or_default();
+    Some(SourceRevision { branch, revision })
+}
+
+/// Runs git in `workspace` while a run is admitted or submitted: its trimmed stdout, or its
+/// failure with the last stderr lines.
+pub(crate) fn git_blocking(workspace: &Path, args: &[&str]) -> Result<String, String> {
     let env: Vec<(String, String)> = ["PATH", "HOME"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+        .chain([("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned())])
         .collect();
-    let run = |args: &[&str]| -> Option<String> {
-        let report = run_blocking(
-            &git_spec(workspace, &env, args, Redactor::default()),
-            &git_limits(SOURCE_TIMEOUT),
-            &|| false,
-            &mut |_, _| {},
-        );
-        report
-            .end
-            .success()
-            .then(|| String::from_utf8_lossy(&report.stdout).trim().to_owned())
-    };
-    let revision = run(&["rev-parse", "--verify", "HEAD^{commit}"])?;
-    let branch = run(&["symbolic-ref", "--quiet", "--short", "HEAD"]).unwrap_or_default();
-    Some(SourceRevision { branch, revision })
+    let mut stderr = StderrTail::default();
+    let report = run_blocking(
+        &git_spec(workspace, &env, args, Redactor::default()),
+        &git_limits(SOURCE_TIMEOUT),
+        &|| false,
+        &mut |stream, line| stderr.line(stream, line),
+    );
+    if report.end.success() {
+        Ok(String::from_utf8_lossy(&report.stdout).trim().to_owned())
+    } else {
+        let tail = Vec::from(stderr.0).join(" ");
+        Err(format!("{} {}", report.end.describe(), tail.trim())
+            .trim()
+            .to_owned())
+    }
 }
 
 fn git_spec(
@@ -123,23 +120,23 @@ impl ProcessObserver for StderrTail {
 }
 
 /// A failed git step: `crash` for broken git, `malformed` when there is nothing to deliver.
-struct DeliveryFailure {
-    code: WorkerErrorCode,
-    message: String,
+pub(super) struct DeliveryFailure {
+    pub code: WorkerErrorCode,
+    pub message: String,
 }
 
-fn crash(message: String) -> DeliveryFailure {
+pub(super) fn crash(message: String) -> DeliveryFailure {
     DeliveryFailure {
         code: WorkerErrorCode::Crash,
         message,
     }
 }
 
-struct Git<'a> {
-    workspace: &'a Path,
-    env: Vec<(String, String)>,
-    redactor: Redactor,
-    cancel: &'a CancellationToken,
+pub(super) struct Git<'a> {
+    pub workspace: &'a Path,
+    pub env: Vec<(String, String)>,
+    pub redactor: Redactor,
+    pub cancel: &'a CancellationToken,
 }
 
 impl Git<'_> {
@@ -167,7 +164,7 @@ impl Git<'_> {
         }
     }
 
-    async fn run(&self, args: &[&str]) -> Result<String, DeliveryFailure> {
+    pub async fn run(&self, args: &[&str]) -> Result<String, DeliveryFailure> {
         match self.call(args).await? {
             (end, stdout, _) if end.success() => Ok(stdout),
             (end, _, stderr) => Err(crash(format!(
@@ -179,7 +176,7 @@ impl Git<'_> {
         }
     }
 
-    async fn succeeds(&self, args: &[&str]) -> Result<bool, DeliveryFailure> {
+    pub async fn succeeds(&self, args: &[&str]) -> Result<bool, DeliveryFailure> {
         Ok(self.call(args).await?.0.success())
     }
 }
@@ -194,127 +191,82 @@ pub fn without_userinfo(url: &str) -> String {
     url.to_owned()
 }
 
-impl Harness for GitDelivery {
-    fn name(&self) -> &str {
-        "git-delivery"
-    }
-
-    fn execute<'a>(
-        &'a self,
-        request: ExecutionRequest,
-        events: EventSink,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, ExecutionResult> {
-        Box::pin(async move {
-            let redactor = request.environment.redactor();
-            let log = |message: String| {
-                let _ = events.try_send(HarnessEvent::Log {
-                    stream: LogStream::System,
-                    level: LogStream::System.default_level(),
-                    message: redactor.apply(&message),
-                });
-            };
-            let outcome = match self.push(&request, &cancel, &log).await {
-                Ok(receipt) => request.contract.accept(&receipt).unwrap_or_else(|reason| {
-                    log(format!(
-                        "delivery receipt does not match the node contract: {reason}"
-                    ));
-                    WorkerOutcome::failure(WorkerErrorCode::Malformed)
-                }),
-                Err(failure) => {
-                    log(format!("delivery: {}", failure.message));
-                    WorkerOutcome::failure(failure.code)
-                }
-            };
-            ExecutionResult::settled(outcome, TokenUsage::default())
-        })
-    }
+/// What a push left behind.
+pub(super) struct Pushed {
+    pub head: String,
+    pub branch: String,
+    /// The branch the run started on: what a pull request targets.
+    pub target_branch: String,
+    /// The remote's URL as configured (before `insteadOf` rewriting), credentials removed.
+    pub configured_url: String,
+    /// The URL git actually pushed to, credentials removed.
+    pub push_url: String,
 }
 
-impl GitDelivery {
-    async fn push(
-        &self,
-        request: &ExecutionRequest,
-        cancel: &CancellationToken,
-        log: &(dyn Fn(String) + Sync),
-    ) -> Result<Value, DeliveryFailure> {
-        let Binding::GitDelivery(binding) = &request.binding else {
-            return Err(crash("git delivery received a non-delivery binding".into()));
-        };
-        let source = self
-            .source
-            .clone()
-            .ok_or_else(|| crash("the run did not start in a git repository".into()))?;
-        let remote = binding.remote.clone().unwrap_or_else(|| "origin".into());
-        let git = Git {
-            workspace: &request.workspace,
-            env: delivery_env(request),
-            redactor: request.environment.redactor(),
-            cancel,
-        };
-        log("delivery: staging workspace changes".into());
-        git.run(&["add", "--all"]).await?;
-        let staged = !git.succeeds(&["diff", "--cached", "--quiet"]).await?;
-        if staged {
-            let title = request
-                .input
-                .get("title")
-                .and_then(Value::as_str)
-                .unwrap_or("Trellis change");
-            let body = request
-                .input
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let message = commit_message(title, body, &request.run_id);
-            log("delivery: committing workspace changes".into());
-            git.run(&["commit", "--quiet", "--no-verify", "-m", &message])
-                .await?;
-        }
-        let head = git.run(&["rev-parse", "HEAD"]).await?;
-        if head == source.revision {
-            return Err(DeliveryFailure {
-                code: WorkerErrorCode::Malformed,
-                message: "workspace has no deliverable mutation".into(),
-            });
-        }
-        if !git
-            .succeeds(&["merge-base", "--is-ancestor", &source.revision, &head])
-            .await?
-        {
-            return Err(crash(format!(
-                "HEAD {head} does not descend from the run's base revision {}",
-                source.revision
-            )));
-        }
-        let branch = run_branch(&request.run_id);
-        log(format!("delivery: pushing run branch {branch} to {remote}"));
-        git.run(&[
-            "push",
-            "--quiet",
-            &remote,
-            &format!("HEAD:refs/heads/{branch}"),
-        ])
-        .await?;
-        let url = git
-            .run(&["remote", "get-url", &remote])
-            .await
-            .unwrap_or(remote.clone());
-        log(format!("delivery: pushed {head} as {branch}"));
-        Ok(json!({
-            "output": {
-                "version": "v1",
-                "mode": "push",
-                "outcome": "pushed",
-                "repository": without_userinfo(&url),
-                "targetBranch": source.branch,
-                "headRevision": head,
-                "headBranch": branch,
-            },
-            "signals": {"delivery": "pushed"},
-            "diagnostic": {"message": format!("pushed {branch} at {head}")},
-        }))
+/// Stages and commits the workspace changes (if any), checks that HEAD is new and descends
+/// from the run's base, and pushes it as `branch` to `remote`.
+pub(super) async fn push_run_branch(
+    git: &Git<'_>,
+    request: &ExecutionRequest,
+    source: &SourceRevision,
+    branch: &str,
+    remote: &str,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Pushed, DeliveryFailure> {
+    log("delivery: staging workspace changes".into());
+    git.run(&["add", "--all"]).await?;
+    let staged = !git.succeeds(&["diff", "--cached", "--quiet"]).await?;
+    if staged {
+        let text = |field: &str| request.input.get(field).and_then(Value::as_str);
+        let message = commit_message(
+            text("title").unwrap_or("Trellis change"),
+            text("description").unwrap_or(""),
+            &request.run_id,
+        );
+        log("delivery: committing workspace changes".into());
+        git.run(&["commit", "--quiet", "--no-verify", "-m", &message])
+            .await?;
     }
+    let head = git.run(&["rev-parse", "HEAD"]).await?;
+    if head == source.revision {
+        return Err(DeliveryFailure {
+            code: WorkerErrorCode::Malformed,
+            message: "workspace has no deliverable mutation".into(),
+        });
+    }
+    if !git
+        .succeeds(&["merge-base", "--is-ancestor", &source.revision, &head])
+        .await?
+    {
+        return Err(crash(format!(
+            "HEAD {head} does not descend from the run's base revision {}",
+            source.revision
+        )));
+    }
+    log(format!("delivery: pushing run branch {branch} to {remote}"));
+    git.run(&[
+        "push",
+        "--quiet",
+        remote,
+        &format!("HEAD:refs/heads/{branch}"),
+    ])
+    .await?;
+    let push_url = git
+        .run(&["remote", "get-url", remote])
+        .await
+        .unwrap_or_else(|_| remote.to_owned());
+    let configured_url = git
+        .run(&["config", "--get", &format!("remote.{remote}.url")])
+        .await
+        .unwrap_or_else(|_| push_url.clone());
+    log(format!("delivery: pushed {head} as {branch}"));
+    Ok(Pushed {
+        head,
+        branch: branch.to_owned(),
+        target_branch: source.branch.clone(),
+        configured_url: without_userinfo(&configured_url),
+        push_url: without_userinfo(&push_url),
+    })
 }
 
 fn commit_message(title: &str, body: &str, run_id: &str) -> String {
@@ -336,7 +288,7 @@ fn commit_message(title: &str, body: &str, run_id: &str) -> String {
 
 /// Git sees `PATH`, `HOME`, a fixed identity, no prompts, and a credential helper that reads
 /// `GH_TOKEN` from its environment when the binding declares it (the value never hits argv).
-fn delivery_env(request: &ExecutionRequest) -> Vec<(String, String)> {
+pub(super) fn delivery_env(request: &ExecutionRequest) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = request
         .base_env
         .iter()

@@ -1,0 +1,539 @@
+//! Pull-request and merge delivery through `trellis run --pr|--ship` against the loopback fake
+//! GitHub, a local bare repository as the remote (reached through `url.…insteadOf`, so the
+//! remote still names `github.com/acme/widgets`) and the offline example workers: review
+//! feedback sends the change back, a merge waits for green checks, a controller killed while
+//! delivery waits is resumed without a second pull request, and every preparation failure is a
+//! one-line error before any worker starts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use trellis_testkit::github::{Action, FakeGitHub};
+
+const TOKEN: &str = "ghp_canary_forge_delivery_7f3a";
+const REPO: &str = "acme/widgets";
+const REMOTE_URL: &str = "https://github.com/acme/widgets.git";
+const TASK: &str = "Write a friendly greeting to greeting.txt";
+const WAIT: Duration = Duration::from_secs(150);
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/offline")
+}
+
+/// A workspace on `main` whose `origin` names github.com but pushes to a local bare repository
+/// the fake GitHub reads its branches from.
+struct Setup {
+    _dir: tempfile::TempDir,
+    origin: PathBuf,
+    work: PathBuf,
+    home: PathBuf,
+    github: FakeGitHub,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let origin = dir.path().join("origin.git");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join("offline")).unwrap();
+        for file in ["worker.py", "review.py", "plan.json"] {
+            std::fs::copy(examples().join(file), work.join("offline").join(file)).unwrap();
+        }
+        git(
+            dir.path(),
+            &["init", "-q", "--bare", origin.to_str().unwrap()],
+        );
+        git(&work, &["init", "-q", "-b", "main"]);
+        std::fs::write(work.join(".gitignore"), "offline/\n").unwrap();
+        git(&work, &["add", "."]);
+        git(&work, &["commit", "-q", "-m", "init"]);
+        git(&work, &["remote", "add", "origin", REMOTE_URL]);
+        git(
+            &work,
+            &[
+                "config",
+                &format!("url.{}.insteadOf", origin.display()),
+                REMOTE_URL,
+            ],
+        );
+        git(&work, &["push", "-q", "origin", "main"]);
+        let github = FakeGitHub::start_blocking(TOKEN).unwrap();
+        github
+            .apply(Action::AddRepository {
+                repository: REPO.into(),
+                default_branch: "main".into(),
+                private: false,
+                git_dir: Some(origin.clone()),
+            })
+            .unwrap();
+        Setup {
+            home: dir.path().join("home"),
+            _dir: dir,
+            origin,
+            work,
+            github,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
+        command
+            .args(args)
+            .current_dir(&self.work)
+            .env("TRELLIS_HOME", &self.home)
+            .env("GH_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", self.github.api_url())
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .env("TRELLIS_DELIVERY_POLL_MS", "100")
+            .env("TRELLIS_DELIVERY_WAIT_S", "120");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// `trellis run --template software-change FLAG …` started in the background.
+    fn start(&self, flag: &str) -> Child {
+        self.command(&[
+            "run",
+            "--template",
+            "software-change",
+            flag,
+            "--task",
+            TASK,
+            "--runtime-config",
+            "offline/plan.json",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    }
+
+    /// The open pull request's number and head, once there is one.
+    fn pull(&self) -> Option<(u64, String)> {
+        let number = *self.github.pull_numbers(REPO).first()?;
+        Some((number, self.github.pull_head(REPO, number)?))
+    }
+
+    fn set_check(&self, sha: &str, conclusion: &str) {
+        self.github
+            .apply(Action::SetCheckRun {
+                repository: REPO.into(),
+                sha: Some(sha.into()),
+                pull: None,
+                name: "ci".into(),
+                status: "completed".into(),
+                conclusion: Some(conclusion.into()),
+                summary: String::new(),
+            })
+            .unwrap();
+    }
+
+    fn pulls_opened(&self) -> usize {
+        self.github
+            .calls()
+            .iter()
+            .filter(|c| c.method == "POST" && c.path.ends_with("/pulls"))
+            .count()
+    }
+}
+
+/// Waits for `child` while `step` reacts to the fake's state; the child's output.
+fn drive(mut child: Child, mut step: impl FnMut()) -> Output {
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if started.elapsed() > WAIT {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "run did not finish:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        step();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn terminal(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    last["status"]["terminalResult"].clone()
+}
+
+fn no_secret(out: &Output) {
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(!String::from_utf8_lossy(stream).contains(TOKEN));
+    }
+}
+
+#[test]
+fn a_review_comment_on_the_pull_request_sends_the_change_back() {
+    let setup = Setup::new();
+    setup.github.require_checks(REPO, &["ci"]);
+    let child = setup.start("--pr");
+    let mut commented_on: Option<String> = None;
+    let mut greened: Vec<String> = Vec::new();
+    let out = drive(child, || {
+        let Some((number, head)) = setup.pull() else {
+            return;
+        };
+        match &commented_on {
+            None => {
+                setup.github.add_review_comment(
+                    REPO,
+                    number,
+                    "greeting.txt",
+                    1,
+                    "Please thank the reviewers too.",
+                );
+                commented_on = Some(head);
+            }
+            Some(first) if *first != head && !greened.contains(&head) => {
+                setup.set_check(&head, "success");
+                greened.push(head);
+            }
+            Some(_) => {}
+        }
+    });
+    no_secret(&out);
+    let result = terminal(&out);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let output = &result["output"];
+    assert_eq!(output["pullRequestId"], "1");
+    assert!(
+        output["delivery"]
+            .as_str()
+            .unwrap()
+            .contains("https://github.com/acme/widgets/pull/1"),
+        "{output}"
+    );
+    assert_eq!(setup.pulls_opened(), 1);
+    // The second round's head holds the repair the review asked for, and it is what the pull
+    // request's branch points at.
+    let branch = setup.github.pull_branch(REPO, 1).unwrap();
+    assert_eq!(
+        git(&setup.origin, &["show", &format!("{branch}:greeting.txt")]),
+        "Hello, world!\nThanks for the review!"
+    );
+    assert_eq!(
+        Value::String(setup.pull().unwrap().1),
+        output["headRevision"]
+    );
+    assert_eq!(greened.len(), 1, "the first head was never judged green");
+}
+
+#[test]
+fn ship_merges_only_after_the_checks_turn_green() {
+    let setup = Setup::new();
+    setup.github.require_checks(REPO, &["ci"]);
+    let child = setup.start("--ship");
+    let mut seen_waiting = false;
+    let mut greened = false;
+    let out = drive(child, || {
+        let Some((number, head)) = setup.pull() else {
+            return;
+        };
+        if !seen_waiting {
+            // Delivery keeps looking while the check is queued; nothing is merged meanwhile.
+            let looks = setup
+                .github
+                .calls()
+                .iter()
+                .filter(|c| c.method == "GET" && c.path.ends_with("/check-runs"))
+                .count();
+            if looks >= 3 {
+                assert!(!setup.github.is_merged(REPO, number));
+                seen_waiting = true;
+            }
+        } else if !greened {
+            setup.set_check(&head, "success");
+            greened = true;
+        }
+    });
+    no_secret(&out);
+    let result = terminal(&out);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert!(greened);
+    assert!(setup.github.is_merged(REPO, 1));
+    let merge_revision = result["output"]["mergeRevision"].as_str().unwrap();
+    assert!(!merge_revision.is_empty(), "{result}");
+    assert_eq!(setup.pulls_opened(), 1);
+}
+
+#[test]
+fn a_controller_killed_while_delivery_waits_resumes_onto_the_same_pull_request() {
+    let setup = Setup::new();
+    setup.github.require_checks(REPO, &["ci"]);
+    let out = setup.run(&[
+        "run",
+        "--template",
+        "software-change",
+        "--pr",
+        "--task",
+        TASK,
+        "--runtime-config",
+        "offline/plan.json",
+        "--json",
+        "--detach",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let receipt: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let run = receipt["runId"].as_str().unwrap().to_owned();
+    // Wait until delivery opened the pull request and is polling its queued check.
+    let started = Instant::now();
+    while setup.pull().is_none() || check_looks(&setup) < 2 {
+        assert!(started.elapsed() < WAIT, "delivery never started waiting");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = status_of(&setup, &run);
+    let pid = status["controller"]["pid"].as_i64().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The next observation finalizes the dead run.
+    let started = Instant::now();
+    while status_of(&setup, &run)["status"]["phase"] != "finished" {
+        assert!(started.elapsed() < WAIT, "the killed run never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, head) = setup.pull().unwrap();
+    setup.set_check(&head, "success");
+    let resumed = setup.run(&["resume", &run, "--json"]);
+    no_secret(&resumed);
+    let result = terminal(&resumed);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert_eq!(setup.pulls_opened(), 1, "a second pull request was opened");
+    assert_eq!(setup.github.pull_numbers(REPO), vec![1]);
+}
+
+#[test]
+fn a_controller_killed_after_github_merged_resumes_without_merging_again() {
+    let setup = Setup::new();
+    setup
+        .github
+        .apply(Action::HoldAnswers {
+            method: "PUT".into(),
+            path_suffix: "/merge".into(),
+            millis: 60_000,
+        })
+        .unwrap();
+    let out = setup.run(&[
+        "run",
+        "--template",
+        "software-change",
+        "--ship",
+        "--task",
+        TASK,
+        "--runtime-config",
+        "offline/plan.json",
+        "--json",
+        "--detach",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let receipt: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let run = receipt["runId"].as_str().unwrap().to_owned();
+    // GitHub merged; the controller has not heard back yet.
+    let started = Instant::now();
+    while !setup.github.is_merged(REPO, 1) {
+        assert!(
+            started.elapsed() < WAIT,
+            "the pull request was never merged"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let pid = status_of(&setup, &run)["controller"]["pid"]
+        .as_i64()
+        .expect("a live controller");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let started = Instant::now();
+    while status_of(&setup, &run)["status"]["phase"] != "finished" {
+        assert!(started.elapsed() < WAIT, "the killed run never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let resumed = setup.run(&["resume", &run, "--json"]);
+    no_secret(&resumed);
+    let result = terminal(&resumed);
+    let calls: Vec<String> = setup
+        .github
+        .calls()
+        .iter()
+        .map(|c| format!("{} {} {:?} {}", c.method, c.path, c.query, c.status))
+        .collect();
+    assert_eq!(result["status"], "succeeded", "{result}\n{calls:#?}");
+    assert!(
+        !result["output"]["mergeRevision"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(setup.pulls_opened(), 1, "a second pull request was opened");
+    let merges = setup
+        .github
+        .calls()
+        .iter()
+        .filter(|c| c.method == "PUT" && c.path.ends_with("/merge"))
+        .count();
+    assert_eq!(merges, 1, "the resumed run merged again");
+}
+
+fn check_looks(setup: &Setup) -> usize {
+    setup
+        .github
+        .calls()
+        .iter()
+        .filter(|c| c.method == "GET" && c.path.ends_with("/check-runs"))
+        .count()
+}
+
+fn status_of(setup: &Setup, run: &str) -> Value {
+    let out = setup.run(&["status", run, "--json"]);
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// Each preparation failure: exit 2, one line on stderr, no run, no worker, no API write.
+fn refused(setup: &Setup, command: &mut Command, expected: &str) {
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(expected), "{stderr}");
+    assert!(!stderr.contains(TOKEN));
+    assert!(!setup.work.join("greeting.txt").exists(), "a worker ran");
+    assert!(
+        setup.github.calls().iter().all(|c| c.method == "GET"),
+        "something was written"
+    );
+}
+
+fn pr_run(setup: &Setup) -> Command {
+    setup.command(&[
+        "run",
+        "--template",
+        "software-change",
+        "--pr",
+        "--task",
+        TASK,
+        "--runtime-config",
+        "offline/plan.json",
+        "--json",
+    ])
+}
+
+#[test]
+fn preparation_refuses_before_any_worker_starts() {
+    let setup = Setup::new();
+    refused(&setup, pr_run(&setup).env_remove("GH_TOKEN"), "$GH_TOKEN");
+    refused(
+        &setup,
+        pr_run(&setup).env("GH_TOKEN", "ghp_wrong"),
+        "token rejected",
+    );
+
+    git(
+        &setup.work,
+        &[
+            "remote",
+            "set-url",
+            "origin",
+            "https://github.com/acme/nothing.git",
+        ],
+    );
+    git(
+        &setup.work,
+        &[
+            "config",
+            "--add",
+            &format!("url.{}.insteadOf", setup.origin.display()),
+            "https://github.com/acme/nothing.git",
+        ],
+    );
+    refused(&setup, &mut pr_run(&setup), "acme/nothing not found");
+    git(&setup.work, &["remote", "set-url", "origin", REMOTE_URL]);
+
+    std::fs::write(setup.work.join("notes.txt"), "draft\n").unwrap();
+    refused(&setup, &mut pr_run(&setup), "uncommitted change");
+    std::fs::remove_file(setup.work.join("notes.txt")).unwrap();
+
+    let head = git(&setup.work, &["rev-parse", "HEAD"]);
+    git(&setup.work, &["checkout", "-q", "--detach", &head]);
+    refused(&setup, &mut pr_run(&setup), "HEAD is detached");
+    git(&setup.work, &["checkout", "-q", "main"]);
+
+    git(&setup.work, &["checkout", "-q", "-b", "topic"]);
+    refused(&setup, &mut pr_run(&setup), "has no branch topic");
+}
+
+#[test]
+fn delivery_flags_are_checked_before_anything_runs() {
+    let setup = Setup::new();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--template", "single-worker", "--pr"],
+            "cannot deliver by pull_request; it offers none",
+        ),
+        (
+            &["--template", "software-change", "--no-pr-feedback"],
+            "--no-pr-feedback goes with --pr or --ship",
+        ),
+        (
+            &["--template", "software-change", "--delivery", "fax"],
+            "\"fax\" is not a delivery",
+        ),
+        (
+            &["--template", "software-change", "--pr", "--ship"],
+            "cannot be used with",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let mut args = vec![
+            "run",
+            "--task",
+            TASK,
+            "--runtime-config",
+            "offline/plan.json",
+        ];
+        args.extend_from_slice(flags);
+        let out = setup.run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{flags:?}");
+        assert!(stderr.contains(expected), "{flags:?}: {stderr}");
+        assert!(!setup.work.join("greeting.txt").exists(), "a worker ran");
+    }
+    assert!(setup.github.calls().is_empty());
+}

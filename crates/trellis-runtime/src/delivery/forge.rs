@@ -1,0 +1,492 @@
+//! The GitHub half of delivery, through `trellis-forge`: the pull request of the run branch
+//! (found by head branch, so a retry or a resumed run never opens a second), its feedback and
+//! checks, the merge (found already made on a resume), and the one marked report comment.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use trellis_agents::binding::PullRequestFeedback;
+use trellis_agents::{DeliveryBinding, ExecutionRequest};
+use trellis_forge::{
+    CommentAction, FeedbackItem, ForgeError, GitHub, MergeBlocker, MergeOutcome, MergeRequest,
+    PullAction, PullRequestDraft, RepoRef, ReportMarker, TaskKind, TaskUrl,
+};
+use trellis_graph::WorkerErrorCode;
+
+use super::feedback_log::FeedbackLog;
+use super::git::{DeliveryFailure, Git, Pushed, crash};
+use super::settings::parse_remote;
+use super::{DeliveryKind, GitDelivery, token_variable};
+
+fn forge_failure(error: ForgeError) -> DeliveryFailure {
+    let code = if error.is_transient() {
+        WorkerErrorCode::Crash
+    } else {
+        WorkerErrorCode::Refusal
+    };
+    DeliveryFailure {
+        code,
+        message: format!("{} [{}]", error, error.code()),
+    }
+}
+
+fn refusal(message: String) -> DeliveryFailure {
+    DeliveryFailure {
+        code: WorkerErrorCode::Refusal,
+        message,
+    }
+}
+
+fn connect(
+    delivery: &GitDelivery,
+    host: &str,
+    binding: &DeliveryBinding,
+    request: &ExecutionRequest,
+) -> Result<GitHub, DeliveryFailure> {
+    delivery
+        .forge
+        .client(host, &token_variable(binding), |name| {
+            request.environment.get(name).map(str::to_owned)
+        })
+        .map_err(forge_failure)
+}
+
+fn input_text<'a>(request: &'a ExecutionRequest, field: &str) -> Option<&'a str> {
+    request.input.get(field).and_then(Value::as_str)
+}
+
+/// How a look at the pull request ended.
+struct Verdict {
+    outcome: &'static str,
+    message: String,
+}
+
+/// Opens or finds the run branch's pull request, then (pr@2, merge) waits for its checks and
+/// reports feedback, and (merge) merges it.
+pub(super) async fn deliver_pull(
+    delivery: &GitDelivery,
+    request: &ExecutionRequest,
+    binding: &DeliveryBinding,
+    kind: DeliveryKind,
+    git: &Git<'_>,
+    pushed: &Pushed,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Value, DeliveryFailure> {
+    let (host, repo) = parse_remote(&pushed.configured_url).ok_or_else(|| {
+        refusal(format!(
+            "the remote URL {} does not name a GitHub repository (https://HOST/OWNER/REPO or \
+             git@HOST:OWNER/REPO)",
+            pushed.configured_url
+        ))
+    })?;
+    let github = connect(delivery, &host, binding, request)?;
+    let mut body = input_text(request, "description").unwrap_or("").to_owned();
+    if let Some(issue) = input_text(request, "issueNumber").filter(|n| !n.trim().is_empty()) {
+        body.push_str(&format!(
+            "\n\nCloses #{}",
+            issue.trim().trim_start_matches('#')
+        ));
+    }
+    let title: String = input_text(request, "title")
+        .unwrap_or("Trellis change")
+        .lines()
+        .next()
+        .unwrap_or("Trellis change")
+        .chars()
+        .take(200)
+        .collect();
+    let draft = PullRequestDraft {
+        head: pushed.branch.clone(),
+        base: pushed.target_branch.clone(),
+        title,
+        body,
+        draft: false,
+    };
+    if let DeliveryKind::Merge { version } = kind
+        && let Some(merged) = github
+            .find_merged_pull(&repo, &pushed.branch, &pushed.head)
+            .await
+            .map_err(forge_failure)?
+    {
+        return Ok(already_merged(
+            &github, &repo, version, pushed, &merged, log,
+        ));
+    }
+    log(format!(
+        "delivery: opening or updating the pull request of {} in {repo}",
+        pushed.branch
+    ));
+    let opened = github
+        .find_or_create_pull(&repo, &draft)
+        .await
+        .map_err(forge_failure)?;
+    let number = opened.pull.number;
+    let url = opened.pull.html_url.clone();
+    let did = match opened.action {
+        PullAction::Created => "opened",
+        PullAction::Updated => "updated",
+        PullAction::Unchanged => "found",
+    };
+    log(format!("delivery: {did} pull request #{number} {url}"));
+    let mut output = Map::new();
+    output.insert(
+        "mode".into(),
+        json!(if matches!(kind, DeliveryKind::Merge { .. }) {
+            "merge"
+        } else {
+            "pr"
+        }),
+    );
+    output.insert(
+        "repository".into(),
+        json!(format!("https://{}/{repo}", github.web_host())),
+    );
+    output.insert("targetBranch".into(), json!(pushed.target_branch));
+    output.insert("headRevision".into(), json!(pushed.head));
+    output.insert("pullRequestId".into(), json!(number.to_string()));
+    let verdict = match kind {
+        DeliveryKind::PullRequest { version: 1 } => {
+            output.insert("version".into(), json!("v1"));
+            Verdict {
+                outcome: "opened",
+                message: format!("pull request #{number} {did}: {url}"),
+            }
+        }
+        DeliveryKind::PullRequest { .. } => {
+            output.insert("version".into(), json!("v2"));
+            let watch = Watch::new(delivery, &github, &repo, number, binding, pushed, log);
+            watch.until_ready(git, &url).await?
+        }
+        DeliveryKind::Merge { version } => {
+            output.insert("version".into(), json!(format!("v{version}")));
+            let watch = Watch::new(delivery, &github, &repo, number, binding, pushed, log);
+            let verdict = watch.until_ready(git, &url).await?;
+            let (verdict, revision) = if verdict.outcome == "ready" {
+                watch.merge(&url).await?
+            } else {
+                (verdict, String::new())
+            };
+            if version > 1 {
+                output.insert("mergeRevision".into(), json!(revision));
+            }
+            verdict
+        }
+        DeliveryKind::Push | DeliveryKind::Comment => {
+            return Err(crash("not a pull request delivery".into()));
+        }
+    };
+    output.insert("outcome".into(), json!(verdict.outcome));
+    Ok(json!({
+        "output": output,
+        "signals": {"delivery": verdict.outcome},
+        "diagnostic": {"message": verdict.message},
+    }))
+}
+
+/// The receipt of a merge GitHub already made (a retry or resume after merging).
+fn already_merged(
+    github: &GitHub,
+    repo: &RepoRef,
+    version: u8,
+    pushed: &Pushed,
+    merged: &trellis_forge::models::PullRequest,
+    log: &(dyn Fn(String) + Sync),
+) -> Value {
+    let sha = merged.merge_commit_sha.clone().unwrap_or_default();
+    log(format!(
+        "delivery: pull request #{} was already merged as {sha}",
+        merged.number
+    ));
+    let mut output = json!({
+        "version": format!("v{version}"),
+        "mode": "merge",
+        "outcome": "merged",
+        "repository": format!("https://{}/{repo}", github.web_host()),
+        "targetBranch": pushed.target_branch,
+        "headRevision": pushed.head,
+        "pullRequestId": merged.number.to_string(),
+    });
+    if version > 1 {
+        output["mergeRevision"] = json!(sha);
+    }
+    json!({
+        "output": output,
+        "signals": {"delivery": "merged"},
+        "diagnostic": {"message": format!(
+            "pull request #{} merged as {sha}: {}", merged.number, merged.html_url
+        )},
+    })
+}
+
+/// Repeated looks at one pull request.
+struct Watch<'a> {
+    github: &'a GitHub,
+    repo: &'a RepoRef,
+    number: u64,
+    head: &'a str,
+    branch: &'a str,
+    consider_feedback: bool,
+    poll: Duration,
+    deadline: Instant,
+    log: &'a (dyn Fn(String) + Sync),
+}
+
+impl<'a> Watch<'a> {
+    fn new(
+        delivery: &GitDelivery,
+        github: &'a GitHub,
+        repo: &'a RepoRef,
+        number: u64,
+        binding: &DeliveryBinding,
+        pushed: &'a Pushed,
+        log: &'a (dyn Fn(String) + Sync),
+    ) -> Self {
+        Self {
+            github,
+            repo,
+            number,
+            head: &pushed.head,
+            branch: &pushed.branch,
+            consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
+            poll: delivery.forge.poll,
+            deadline: Instant::now() + delivery.forge.wait_limit,
+            log,
+        }
+    }
+
+    async fn pause(&self, waiting_for: &str, said: &mut String) -> Result<(), DeliveryFailure> {
+        if Instant::now() >= self.deadline {
+            return Err(DeliveryFailure {
+                code: WorkerErrorCode::Timeout,
+                message: format!(
+                    "gave up waiting for {waiting_for} on pull request #{}",
+                    self.number
+                ),
+            });
+        }
+        if said != waiting_for {
+            (self.log)(format!("delivery: waiting for {waiting_for}"));
+            waiting_for.clone_into(said);
+        }
+        tokio::time::sleep(self.poll).await;
+        Ok(())
+    }
+
+    /// Waits until the head's checks finished and mergeability is known; feedback not yet
+    /// routed back (reviews when considered, failing checks always) ends the wait.
+    async fn until_ready(&self, git: &Git<'_>, url: &str) -> Result<Verdict, DeliveryFailure> {
+        let mut log_file = FeedbackLog::open(git, self.branch).await?;
+        let mut said = String::new();
+        loop {
+            let acknowledged = log_file.acknowledged(self.head);
+            let mut feedback = self
+                .github
+                .pull_feedback(self.repo, self.number, &acknowledged)
+                .await
+                .map_err(forge_failure)?;
+            if !self.consider_feedback {
+                feedback.items.retain(is_check);
+            }
+            if !feedback.items.is_empty() {
+                log_file
+                    .record(self.head, feedback.keys())
+                    .map_err(|e| crash(format!("cannot record routed feedback: {e}")))?;
+                let outcome = if feedback.items.iter().all(is_check) {
+                    "ci_failed"
+                } else {
+                    "repair_required"
+                };
+                (self.log)(format!(
+                    "delivery: pull request #{} has {} item(s) of feedback ({outcome})",
+                    self.number,
+                    feedback.items.len()
+                ));
+                return Ok(Verdict {
+                    outcome,
+                    message: feedback.diagnostic_message(),
+                });
+            }
+            if !feedback.pending.is_empty() {
+                self.pause(&feedback.pending.join(", "), &mut said).await?;
+                continue;
+            }
+            let pull = self
+                .github
+                .pull(self.repo, self.number)
+                .await
+                .map_err(forge_failure)?;
+            match pull.mergeable {
+                Some(false) => {
+                    return Ok(Verdict {
+                        outcome: "conflict",
+                        message: format!(
+                            "Pull request #{} ({url}) conflicts with {}: merge {} into the \
+                             change and resolve the conflicts.",
+                            self.number, pull.base.reference, pull.base.reference
+                        ),
+                    });
+                }
+                Some(true) => {
+                    return Ok(Verdict {
+                        outcome: "ready",
+                        message: format!("pull request #{} ready: {url}", self.number),
+                    });
+                }
+                None => {
+                    self.pause("GitHub to compute mergeability", &mut said)
+                        .await?
+                }
+            }
+        }
+    }
+
+    /// Merges once nothing blocks; a blocker that waiting does not remove ends delivery.
+    async fn merge(&self, url: &str) -> Result<(Verdict, String), DeliveryFailure> {
+        let request = MergeRequest {
+            expected_head: Some(self.head.to_owned()),
+            ..MergeRequest::default()
+        };
+        let mut said = String::new();
+        loop {
+            let outcome = self
+                .github
+                .merge_when_green(self.repo, self.number, &request)
+                .await
+                .map_err(forge_failure)?;
+            let blockers = match &outcome {
+                MergeOutcome::Merged { sha, already } => {
+                    let how = if *already {
+                        "was already merged"
+                    } else {
+                        "merged"
+                    };
+                    (self.log)(format!(
+                        "delivery: pull request #{} {how} as {sha}",
+                        self.number
+                    ));
+                    return Ok((
+                        Verdict {
+                            outcome: "merged",
+                            message: format!(
+                                "pull request #{} merged as {sha}: {url}",
+                                self.number
+                            ),
+                        },
+                        sha.clone(),
+                    ));
+                }
+                MergeOutcome::Blocked { blockers, .. } => blockers,
+            };
+            if blockers.iter().all(MergeBlocker::is_waiting) {
+                let what: Vec<String> = blockers.iter().map(ToString::to_string).collect();
+                self.pause(&what.join("; "), &mut said).await?;
+                continue;
+            }
+            let message = outcome.diagnostic_message();
+            let verdict = |outcome| {
+                Ok((
+                    Verdict {
+                        outcome,
+                        message: message.clone(),
+                    },
+                    String::new(),
+                ))
+            };
+            if blockers
+                .iter()
+                .any(|b| matches!(b, MergeBlocker::Conflicts))
+            {
+                return verdict("conflict");
+            }
+            if blockers.iter().any(|b| {
+                matches!(
+                    b,
+                    MergeBlocker::CheckFailing { .. } | MergeBlocker::StatusFailing { .. }
+                )
+            }) {
+                return verdict("ci_failed");
+            }
+            if self.consider_feedback
+                && blockers
+                    .iter()
+                    .any(|b| matches!(b, MergeBlocker::ChangesRequested { .. }))
+            {
+                return verdict("repair_required");
+            }
+            return Err(refusal(message));
+        }
+    }
+}
+
+fn is_check(item: &FeedbackItem) -> bool {
+    matches!(
+        item,
+        FeedbackItem::FailingCheck { .. } | FeedbackItem::FailingStatus { .. }
+    )
+}
+
+/// Posts the report comment on the issue or pull request the input's `url` names, or edits the
+/// one this run lineage already posted there.
+pub(super) async fn post_comment(
+    delivery: &GitDelivery,
+    request: &ExecutionRequest,
+    binding: &DeliveryBinding,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Value, DeliveryFailure> {
+    let url = input_text(request, "url").unwrap_or_default();
+    let body = input_text(request, "body").unwrap_or_default();
+    if body.trim().is_empty() {
+        return Err(DeliveryFailure {
+            code: WorkerErrorCode::Malformed,
+            message: "the report to post is empty".into(),
+        });
+    }
+    let task = TaskUrl::parse(url).map_err(forge_failure)?;
+    let github = connect(delivery, &task.host, binding, request)?;
+    let key = format!("run-{}", delivery.lineage_key(request));
+    let marker = ReportMarker::new(&key).map_err(forge_failure)?;
+    log(format!(
+        "delivery: posting the report on {}",
+        task.canonical()
+    ));
+    let posted = github
+        .post_report(&task.repository, task.number, &marker, body)
+        .await
+        .map_err(forge_failure)?;
+    let did = match posted.action {
+        CommentAction::Created => "posted",
+        CommentAction::Updated => "updated",
+        CommentAction::Unchanged => "found unchanged",
+    };
+    log(format!(
+        "delivery: {did} report comment {}",
+        posted.comment.html_url
+    ));
+    let scope = request.input.get("reviewScope");
+    let revision = ["headRevision", "baseRevision"]
+        .iter()
+        .find_map(|f| scope.and_then(|s| s.get(*f)).and_then(Value::as_str));
+    let mut receipt = json!({
+        "version": "v1",
+        "mode": "comment",
+        "outcome": "posted",
+        "repository": task.repository.to_string(),
+        "url": task.canonical(),
+        "discussionKind": match task.kind {
+            TaskKind::Issue => "issue",
+            TaskKind::PullRequest => "pull_request",
+        },
+        "discussionId": task.number.to_string(),
+        "commentId": posted.comment.id.to_string(),
+        "destinationUrl": posted.comment.html_url,
+        "bodyHash": posted.body_hash,
+    });
+    if let Some(revision) = revision {
+        receipt["sourceRevision"] = json!(revision);
+    }
+    Ok(json!({
+        "output": {"receipt": receipt},
+        "signals": {"delivery": "posted"},
+        "diagnostic": {"message": format!("report comment {did}: {}", posted.comment.html_url)},
+    }))
+}
