@@ -159,8 +159,9 @@ const WATCH_FIELDS: &[(&str, Field, bool)] = &[
     ("title", Field::Text, true),
     ("cursor", Field::Text, true),
     ("event", Field::Text, true),
+    ("atMs", Field::Integer, true),
     ("status", Field::Component("PhaseStatus"), true),
-    ("execution", Field::Object, false),
+    ("execution", Field::Component("ExecutionSummary"), false),
 ];
 
 const LOG_FIELDS: &[(&str, Field, bool)] = &[
