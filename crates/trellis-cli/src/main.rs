@@ -49,6 +49,10 @@ struct Cli {
     /// ledger.sqlite3 in $TRELLIS_HOME).
     #[arg(long, global = true, value_name = "LOCATION")]
     ledger: Option<String>,
+    /// A named target (`trellis target add`): a team server the command is sent to, or a
+    /// ledger used as --ledger.
+    #[arg(long, global = true, value_name = "NAME", conflicts_with = "ledger")]
+    target: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -85,6 +89,12 @@ enum Command {
     /// Work with GaP trace directories.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
+    /// Name team servers and ledgers for `--target NAME`.
+    #[command(subcommand)]
+    Target(cmd::target::TargetCommand),
+    /// Serve the run API over HTTP to other hosts and people (bearer tokens; `serve token
+    /// create` makes one).
+    Serve(cmd::serve::ServeArgs),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
@@ -99,8 +109,47 @@ fn with_runtime(
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let ledger = cli.ledger.as_deref();
-    let outcome = match &cli.command {
+    let outcome = match resolve_target(&cli) {
+        Ok((ledger, Some(remote))) => remote_command(&cli.command, &remote, ledger.as_deref()),
+        Ok((ledger, None)) => local_command(&cli.command, ledger.as_deref()),
+        Err(error) => Err(error),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        // Whoever read our output went away (`trellis logs RUN | head`): nothing to report.
+        Err(error) if reader_went_away(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("trellis: error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The ledger to open, or the team server to talk to, from `--ledger` / `--target`.
+fn resolve_target(cli: &Cli) -> anyhow::Result<(Option<String>, Option<cmd::remote::Remote>)> {
+    let Some(name) = &cli.target else {
+        return Ok((cli.ledger.clone(), None));
+    };
+    let target = cmd::target::resolve(name)?;
+    if let Some(ledger) = target.ledger.clone() {
+        return Ok((Some(ledger), None));
+    }
+    // Commands that never touch runs ignore a server target.
+    if matches!(
+        cli.command,
+        Command::Validate(_)
+            | Command::Template(_)
+            | Command::Schema(_)
+            | Command::Trace(_)
+            | Command::Target(_)
+    ) {
+        return Ok((None, None));
+    }
+    Ok((None, Some(cmd::remote::Remote::new(name, &target)?)))
+}
+
+fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> {
+    match command {
         Command::Validate(args) => cmd::validate::run(args),
         Command::Run(args) => cmd::run::run(args, ledger),
         Command::Status(args) => with_runtime(ledger, |rt| cmd::observe::status(rt, args)),
@@ -119,16 +168,36 @@ fn main() -> ExitCode {
         Command::Schema(args) => cmd::schema::run(args),
         Command::Trace(command) => cmd::trace::run(command),
         Command::Ui(args) => cmd::ui::run(args, ledger),
+        Command::Target(command) => cmd::target::run(command),
+        Command::Serve(args) => cmd::serve::run(args, ledger),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
-    };
-    match outcome {
-        Ok(code) => ExitCode::from(code),
-        // Whoever read our output went away (`trellis logs RUN | head`): nothing to report.
-        Err(error) if reader_went_away(&error) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("trellis: error: {error:#}");
-            ExitCode::from(1)
+    }
+}
+
+fn remote_command(
+    command: &Command,
+    remote: &cmd::remote::Remote,
+    ledger: Option<&str>,
+) -> anyhow::Result<u8> {
+    match command {
+        Command::Run(args) => cmd::remote::run(remote, args),
+        Command::Status(args) => cmd::remote::status(remote, args),
+        Command::List(args) => cmd::remote::list(remote, args),
+        Command::Watch(args) => cmd::remote::watch(remote, args),
+        Command::Logs(args) => cmd::remote::logs(remote, args),
+        Command::ForceStop(args) => cmd::remote::force_stop(remote, &args.run),
+        Command::Resume(args) if args.from_checkpoint.is_some() => anyhow::bail!(
+            "`--from-checkpoint` restores files on the run's own host; run it there, without `--target`"
+        ),
+        Command::Resume(args) => cmd::remote::resume(remote, &args.run, args.detach),
+        Command::Serve(_)
+        | Command::Ui(_)
+        | Command::Controller { .. }
+        | Command::Checkpoints(_)
+        | Command::DiscardWorkspace(_) => {
+            anyhow::bail!("`--target` names a team server; this command runs only locally")
         }
+        other => local_command(other, ledger),
     }
 }
 

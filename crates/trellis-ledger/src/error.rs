@@ -54,6 +54,8 @@ pub enum LedgerError {
     InvalidLocation { detail: String },
     #[error("internal ledger failure: {detail}")]
     Internal { detail: String },
+    #[error("fenced: {detail}")]
+    Fenced { detail: String },
 }
 
 impl LedgerError {
@@ -77,6 +79,7 @@ impl LedgerError {
             Self::Unavailable { .. } => "ledger.unavailable",
             Self::InvalidLocation { .. } => "ledger.location_invalid",
             Self::Internal { .. } => "ledger.internal",
+            Self::Fenced { .. } => "lease.fenced",
         }
     }
 

@@ -4,8 +4,9 @@
 //! only requests addressed to its own loopback host names (a DNS-rebinding page is turned away
 //! by its `Host`), refuses requests that a browser marks as coming from another site (`Origin`,
 //! `Sec-Fetch-Site`), and accepts a state change only as a JSON POST that carries the
-//! per-process token it wrote into the page it served. Other policies (bearer tokens for
-//! `trellis serve`) plug in as further variants.
+//! per-process token it wrote into the page it served. `trellis serve` uses
+//! [`AccessPolicy::Bearer`]: every request carries `Authorization: Bearer TOKEN` naming one of
+//! the tokens the server was started with (see [`crate::bearer`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::bearer::BearerTokens;
 use crate::problem::Problem;
 
 /// The header a page sends its token in.
@@ -68,6 +70,8 @@ impl std::fmt::Debug for PageToken {
 pub enum AccessPolicy {
     /// A browser page on this machine: loopback, same origin, token on state changes.
     LocalPage(LocalPage),
+    /// A team server: any host, every request authenticated by a bearer token.
+    Bearer(BearerTokens),
 }
 
 /// The host names a loopback server answers to, and the page token.
@@ -188,14 +192,52 @@ impl AccessPolicy {
     pub fn page_token(&self) -> Option<&PageToken> {
         match self {
             Self::LocalPage(local) => Some(local.token()),
+            Self::Bearer(_) => None,
         }
     }
 
     fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Problem> {
         match self {
             Self::LocalPage(local) => local.check(method, headers),
+            Self::Bearer(tokens) => check_bearer(tokens, headers),
         }
     }
+}
+
+/// Exactly one `Authorization: Bearer TOKEN` header naming an accepted token. The offered
+/// token is never logged nor quoted back.
+fn check_bearer(tokens: &BearerTokens, headers: &HeaderMap) -> Result<(), Problem> {
+    let mut offered = headers.get_all(header::AUTHORIZATION).iter();
+    let token = match (offered.next(), offered.next()) {
+        (Some(value), None) => value.as_bytes(),
+        (None, _) => {
+            return Err(unauthorized(
+                "unauthenticated",
+                "this server needs `Authorization: Bearer TOKEN`",
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Err(unauthorized(
+                "bad_token",
+                "exactly one Authorization header is accepted",
+            ));
+        }
+    };
+    let secret = token
+        .split_at_checked(7)
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"bearer "))
+        .map(|(_, secret)| secret.trim_ascii());
+    match secret {
+        Some(secret) if tokens.identify(secret).is_some() => Ok(()),
+        _ => Err(unauthorized(
+            "bad_token",
+            "the bearer token is not accepted",
+        )),
+    }
+}
+
+fn unauthorized(code: &'static str, message: &str) -> Problem {
+    Problem::new(StatusCode::UNAUTHORIZED, code, message)
 }
 
 /// Middleware: refuses a request the policy does not allow, before any handler runs.
@@ -206,6 +248,16 @@ pub async fn enforce(
 ) -> Response {
     match policy.check(request.method(), request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(problem) => problem.into_response(),
+        Err(problem) => {
+            let challenge = problem.status == StatusCode::UNAUTHORIZED;
+            let mut response = problem.into_response();
+            if challenge {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+            }
+            response
+        }
     }
 }

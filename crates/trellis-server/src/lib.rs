@@ -1,12 +1,14 @@
 //! The HTTP face of the run API: one axum router serving JSON and Server-Sent Events over
 //! `trellis_runtime`, the embedded web UI, and the access policy chosen at startup (a local page
-//! for `trellis ui`; other policies for `trellis serve`).
+//! for `trellis ui`; bearer tokens for `trellis serve`, whose routes live in [`team`]).
 
 pub mod access;
 pub mod api;
 pub mod assets;
+pub mod bearer;
 pub mod problem;
 pub mod streams;
+pub mod team;
 
 use std::sync::Arc;
 
@@ -19,6 +21,7 @@ use axum::routing::get;
 
 pub use access::{AccessPolicy, LocalPage, NotLoopback, PageToken, TOKEN_HEADER};
 pub use api::{ApiState, routes};
+pub use bearer::{BearerTokens, TokenError};
 pub use problem::Problem;
 pub use streams::{DEFAULT_MAX_STREAMS, StreamSlot, StreamSlots};
 

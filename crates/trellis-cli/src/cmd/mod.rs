@@ -3,9 +3,12 @@
 pub mod control;
 pub mod follow;
 pub mod observe;
+pub mod remote;
 pub mod run;
 pub mod run_gap;
 pub mod schema;
+pub mod serve;
+pub mod target;
 pub mod template;
 pub mod trace;
 pub mod ui;

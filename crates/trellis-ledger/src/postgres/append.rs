@@ -91,6 +91,7 @@ pub(super) async fn append(
     shared: &Shared,
     run_id: &RunId,
     expected: Option<Cursor>,
+    fence: Option<i64>,
     events: Vec<(RunEvent, String)>,
 ) -> Result<Cursor, LedgerError> {
     let mut client = connection(shared).await?;
@@ -110,6 +111,11 @@ pub(super) async fn append(
         .map_err(server_error)?
         .ok_or_else(|| LedgerError::run_not_found(run_id))?;
     let id: i64 = head.try_get(0).map_err(server_error)?;
+    if let Some(token) = fence {
+        // Checked under the head row lock: a controller whose lease was taken over cannot
+        // slip a write in between the check and the commit.
+        crate::postgres::leases::check_controller(&tx, id, token, run_id).await?;
+    }
     let kind = parse_kind(head.try_get(1).map_err(server_error)?)?;
     let mut cursor = stored_cursor(head.try_get(2).map_err(server_error)?)?;
     if let Some(expected) = expected

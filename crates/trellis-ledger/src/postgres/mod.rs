@@ -4,13 +4,14 @@
 //! Runs are rows of `runs` (immutable admission) and `run_heads` (cursor, phase, progress);
 //! events and execution snapshots are rows keyed `(run, number)`. Admission holds an
 //! advisory lock on the submission key's hash; an append holds the run's head row lock. See
-//! `docs/decisions/ledger-postgres.md` for the choices and the phase-2 tables planned beside
-//! these (controller leases, fencing tokens, the dispatch queue).
+//! `docs/decisions/ledger-postgres.md` for the choices; [`leases`] holds the controller leases,
+//! fencing tokens and the dispatch queue of distributed execution.
 
 mod append;
 mod bridge;
 pub mod config;
 mod error;
+pub mod leases;
 mod notify;
 mod runs;
 pub mod schema;
@@ -145,13 +146,34 @@ impl PostgresStore {
         expected: Option<Cursor>,
         events: &[RunEvent],
     ) -> Result<Cursor, LedgerError> {
+        self.append_with_fence(run_id, expected, None, events)
+    }
+
+    /// Appends `events` only while `fencing_token` is the run's current controller lease
+    /// (unexpired); otherwise nothing is stored and the answer is [`LedgerError::Fenced`].
+    pub fn append_fenced(
+        &self,
+        run_id: &RunId,
+        fencing_token: i64,
+        events: &[RunEvent],
+    ) -> Result<Cursor, LedgerError> {
+        self.append_with_fence(run_id, None, Some(fencing_token), events)
+    }
+
+    fn append_with_fence(
+        &self,
+        run_id: &RunId,
+        expected: Option<Cursor>,
+        fence: Option<i64>,
+        events: &[RunEvent],
+    ) -> Result<Cursor, LedgerError> {
         let prepared: Vec<(RunEvent, String)> = prepare_batch(events)?
             .into_iter()
             .map(|(event, text)| (event.into_owned(), text))
             .collect();
         let run_id = run_id.clone();
         self.call(move |shared| async move {
-            append::append(&shared, &run_id, expected, prepared).await
+            append::append(&shared, &run_id, expected, fence, prepared).await
         })
     }
 }

@@ -24,9 +24,10 @@ pub struct Migration {
 /// (key order, number spelling), the canary scan searches those bytes, and nothing queries
 /// inside the documents. Run ids and keys compare bytewise (`COLLATE "C"`) so listing order
 /// does not depend on the server's locale.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sql: r#"
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sql: r#"
         CREATE TABLE runs (
             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             run_id text COLLATE "C" NOT NULL UNIQUE,
@@ -64,7 +65,43 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             PRIMARY KEY (run, execution)
         );
     "#,
-}];
+    },
+    Migration {
+        version: 2,
+        // Distributed execution (issue 17, phase 2): one controller lease per run and a dispatch
+        // queue of node executions, both fenced by tokens from one ledger-wide sequence, so a
+        // token handed out later is always larger, across runs, hosts and restarts.
+        sql: r#"
+        CREATE SEQUENCE fencing_tokens AS bigint START 1;
+        CREATE TABLE run_controllers (
+            run bigint PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+            holder text NOT NULL,
+            fencing_token bigint NOT NULL,
+            lease_expires_at timestamptz NOT NULL,
+            heartbeat_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE dispatch_queue (
+            run bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            execution bigint NOT NULL CHECK (execution >= 0),
+            node text NOT NULL,
+            harness text NOT NULL,
+            payload_json text NOT NULL,
+            state text NOT NULL CHECK (state IN ('queued', 'claimed', 'settled', 'lost')),
+            claims integer NOT NULL DEFAULT 0,
+            claimed_by text,
+            fencing_token bigint,
+            lease_expires_at timestamptz,
+            outcome_json text,
+            queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (run, execution)
+        );
+        CREATE INDEX dispatch_queue_waiting ON dispatch_queue (harness, queued_at)
+            WHERE state = 'queued';
+        CREATE INDEX dispatch_queue_claimed ON dispatch_queue (lease_expires_at)
+            WHERE state = 'claimed';
+    "#,
+    },
+];
 
 /// The schema version this build writes.
 pub fn latest_version() -> i32 {

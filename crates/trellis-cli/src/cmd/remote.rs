@@ -1,0 +1,261 @@
+//! The commands a `--target NAME` naming a team server sends over HTTP instead of opening a
+//! ledger: run (the documents are read here and sent), status, list, watch, logs, force-stop
+//! and resume. Output is machine output (JSON / NDJSON, the same shapes as local `--json`);
+//! a problem answer becomes an error carrying its code.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, anyhow, bail};
+use serde_json::{Value, json};
+
+use crate::cmd::observe::{FollowArgs, ListArgs, StatusArgs, WatchArgs};
+use crate::cmd::run::RunArgs;
+use crate::cmd::target::Target;
+
+/// A team server and its token.
+pub struct Remote {
+    base: String,
+    token: String,
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Remote {
+    pub fn new(name: &str, target: &Target) -> anyhow::Result<Self> {
+        let base = target
+            .url
+            .clone()
+            .ok_or_else(|| anyhow!("target {name} is not a server"))?;
+        let variable = target
+            .token_env
+            .as_deref()
+            .ok_or_else(|| anyhow!("target {name} names no token variable"))?;
+        let token = std::env::var(variable)
+            .map_err(|_| anyhow!("{variable} (the token of target {name}) is not set"))?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .build()
+            .context("cannot build the HTTP client")?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        Ok(Self {
+            base,
+            token: token.trim().to_owned(),
+            client,
+            runtime,
+        })
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}/api/v1{path}", self.base))
+            .bearer_auth(&self.token)
+    }
+
+    /// Sends a request and returns its JSON answer, or the problem it got as an error.
+    fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Value> {
+        self.runtime.block_on(async {
+            let mut request = self
+                .request(method, path)
+                .timeout(std::time::Duration::from_secs(120));
+            if let Some(body) = body {
+                request = request.json(&body);
+            }
+            let response = request
+                .send()
+                .await
+                .with_context(|| format!("cannot reach {}", self.base))?;
+            answer(response).await
+        })
+    }
+
+    /// Prints every `kind` event's data of an SSE route as one line, until the stream ends.
+    fn stream(&self, path: &str, kind: &str) -> anyhow::Result<()> {
+        self.runtime.block_on(async {
+            let mut response = self
+                .request(reqwest::Method::GET, path)
+                .send()
+                .await
+                .with_context(|| format!("cannot reach {}", self.base))?;
+            if !response.status().is_success() {
+                answer(response).await?;
+                bail!("the server refused the stream");
+            }
+            let mut pending = String::new();
+            let mut event = String::new();
+            let mut out = std::io::stdout().lock();
+            while let Some(chunk) = response.chunk().await.context("the stream broke")? {
+                pending.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = pending.find('\n') {
+                    let line: String = pending.drain(..=end).collect();
+                    let line = line.trim_end_matches(['\n', '\r']);
+                    if let Some(name) = line.strip_prefix("event:") {
+                        event = name.trim().to_owned();
+                    } else if let Some(data) = line.strip_prefix("data:") {
+                        match event.as_str() {
+                            name if name == kind => writeln!(out, "{}", data.trim())?,
+                            "error" => bail!("the stream failed: {}", data.trim()),
+                            "end" => return Ok(()),
+                            _ => {}
+                        }
+                        out.flush()?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
+    let status = response.status();
+    let text = response.text().await.context("the answer broke off")?;
+    let value: Value = serde_json::from_str(&text)
+        .with_context(|| format!("the server answered {status} with something not JSON"))?;
+    if status.is_success() {
+        return Ok(value);
+    }
+    let code = value["code"].as_str().unwrap_or("unknown");
+    let message = value["message"].as_str().unwrap_or("no message");
+    bail!("{message} ({code}, HTTP {})", status.as_u16())
+}
+
+fn read_json(path: &Path, what: &str) -> anyhow::Result<Value> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{what} {} is not JSON", path.display()))
+}
+
+fn path_segment(run: &str) -> anyhow::Result<&str> {
+    // Run ids are checked by the server; this only keeps a path out of the URL.
+    if run.is_empty() || run.contains(['/', '?', '#', '%']) {
+        bail!("{run:?} is not a run id");
+    }
+    Ok(run)
+}
+
+/// Follows a run and exits 0 if it succeeded, 1 otherwise.
+fn follow(remote: &Remote, run: &str) -> anyhow::Result<u8> {
+    remote.stream(&format!("/runs/{run}/watch"), "update")?;
+    let status = remote.call(reqwest::Method::GET, &format!("/runs/{run}"), None)?;
+    Ok(
+        if status["status"]["terminalResult"]["status"] == "succeeded" {
+            0
+        } else {
+            1
+        },
+    )
+}
+
+pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
+    if args.cwd.is_some() || args.validate_only {
+        bail!("--cwd and --validate-only are local: a remote run works in the server's workspace");
+    }
+    let mut body = json!({});
+    match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
+        (Some(name), _) => body["template"] = json!({"name": name, "push": args.push}),
+        (None, Some(path)) => body["graph"] = read_json(path, "graph")?,
+        (None, None) => bail!("say what to run: GRAPH.json, --graph FILE or --template NAME"),
+    }
+    if let Some(task) = &args.task {
+        body["task"] = json!(task);
+    }
+    if let Some(input) = &args.input {
+        body["input"] = read_json(input, "input")?;
+    }
+    match (&args.runtime_config, &args.uniform_runtime_config) {
+        (Some(file), _) => body["plan"] = json!({"exact": read_json(file, "plan")?}),
+        (None, Some(file)) => body["plan"] = json!({"uniform": read_json(file, "plan")?}),
+        (None, None) => {}
+    }
+    if let Some(key) = &args.submission_key {
+        body["submissionKey"] = json!(key);
+    }
+    if let Some(title) = &args.title {
+        body["title"] = json!(title);
+    }
+    let receipt = remote.call(reqwest::Method::POST, "/runs", Some(body))?;
+    outln!("{receipt}");
+    std::io::stdout().flush()?;
+    let run = receipt["runId"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the server's receipt has no runId"))?
+        .to_owned();
+    if args.detach {
+        return Ok(0);
+    }
+    follow(remote, &run)
+}
+
+pub fn status(remote: &Remote, args: &StatusArgs) -> anyhow::Result<u8> {
+    let run = path_segment(&args.run)?;
+    outln!(
+        "{}",
+        remote.call(reqwest::Method::GET, &format!("/runs/{run}"), None)?
+    );
+    Ok(0)
+}
+
+pub fn list(remote: &Remote, args: &ListArgs) -> anyhow::Result<u8> {
+    let path = format!("/runs?limit={}", args.limit.clamp(1, 1000));
+    outln!("{}", remote.call(reqwest::Method::GET, &path, None)?);
+    Ok(0)
+}
+
+fn after_query(after: Option<&str>) -> anyhow::Result<String> {
+    Ok(match after {
+        None => String::new(),
+        Some(cursor) => {
+            trellis_runtime::Cursor::parse(cursor).map_err(|e| anyhow!("{e}"))?;
+            format!("?after={cursor}")
+        }
+    })
+}
+
+pub fn watch(remote: &Remote, args: &WatchArgs) -> anyhow::Result<u8> {
+    let run = path_segment(&args.follow.run)?;
+    let query = after_query(args.follow.after.as_deref())?;
+    remote.stream(&format!("/runs/{run}/watch{query}"), "update")?;
+    Ok(0)
+}
+
+pub fn logs(remote: &Remote, args: &FollowArgs) -> anyhow::Result<u8> {
+    let run = path_segment(&args.run)?;
+    let query = after_query(args.after.as_deref())?;
+    remote.stream(&format!("/runs/{run}/logs{query}"), "log")?;
+    Ok(0)
+}
+
+pub fn force_stop(remote: &Remote, run: &str) -> anyhow::Result<u8> {
+    let run = path_segment(run)?;
+    let path = format!("/runs/{run}/force-stop");
+    outln!(
+        "{}",
+        remote.call(reqwest::Method::POST, &path, Some(json!({})))?
+    );
+    Ok(0)
+}
+
+pub fn resume(remote: &Remote, run: &str, detach: bool) -> anyhow::Result<u8> {
+    let run = path_segment(run)?;
+    let path = format!("/runs/{run}/resume");
+    let receipt = remote.call(reqwest::Method::POST, &path, Some(json!({})))?;
+    outln!("{receipt}");
+    std::io::stdout().flush()?;
+    let successor = receipt["runId"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the server's receipt has no runId"))?
+        .to_owned();
+    if detach {
+        return Ok(0);
+    }
+    follow(remote, &successor)
+}

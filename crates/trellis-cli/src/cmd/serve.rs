@@ -1,0 +1,141 @@
+//! `trellis serve`: the team server — the run API over HTTP with bearer tokens, for other hosts
+//! and people — and `trellis serve token create`, which makes a token and keeps only its digest.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use trellis_runtime::StartMode;
+use trellis_server::bearer::append_new_token;
+use trellis_server::team::{self, TeamState};
+use trellis_server::{BearerTokens, DEFAULT_MAX_STREAMS};
+
+use crate::context::open_runtime;
+
+/// The address `trellis serve` listens on when not told.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServeArgs {
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
+    /// Address and port to listen on (port 0 picks a free one; the chosen address is printed).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// A token file (lines `sha256:HEX NAME`, made by `trellis serve token create`).
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Vec<PathBuf>,
+    /// An environment variable holding an accepted token (repeatable).
+    #[arg(long = "token-env", value_name = "VAR")]
+    pub token_env: Vec<String>,
+    /// Directory holding the workspaces of submitted runs (default: serve-workspaces in
+    /// $TRELLIS_HOME).
+    #[arg(long, value_name = "DIR")]
+    pub workspaces: Option<PathBuf>,
+    /// Open event streams allowed at once.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STREAMS)]
+    pub max_streams: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// Manage the server's bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token: its digest is appended to FILE, the token is printed once.
+    Create {
+        /// The token file to append to (created readable by its owner only).
+        #[arg(long, value_name = "FILE")]
+        tokens: PathBuf,
+        /// A name for the token (who or what uses it).
+        #[arg(long)]
+        name: String,
+    },
+}
+
+pub fn run(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
+    match &args.command {
+        Some(ServeCommand::Token(TokenCommand::Create { tokens, name })) => {
+            let secret = append_new_token(tokens, name)?;
+            outln!("{secret}");
+            eprintln!(
+                "trellis: token {name:?} added to {}; it is shown only this once",
+                tokens.display()
+            );
+            Ok(0)
+        }
+        None => serve(args, ledger),
+    }
+}
+
+fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
+    let mut tokens = BearerTokens::new();
+    for file in &args.tokens {
+        tokens.add_file(file)?;
+    }
+    for variable in &args.token_env {
+        tokens.add_variable(variable)?;
+    }
+    if tokens.is_empty() {
+        bail!(
+            "no bearer tokens: give --tokens FILE (see `trellis serve token create`) or --token-env VAR"
+        );
+    }
+    let runtime = Arc::new(open_runtime(ledger)?);
+    let workspaces = args
+        .workspaces
+        .clone()
+        .unwrap_or_else(|| runtime.home().join("serve-workspaces"));
+    let state = TeamState::new(
+        runtime,
+        workspaces,
+        StartMode::Detached,
+        args.max_streams.max(1),
+    )?;
+    let app = team::app(state, tokens.clone());
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    tokio.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let address = listener.local_addr()?;
+        // The first stdout line says where we listen (port 0 picks one); token names only.
+        outln!(
+            "{}",
+            serde_json::json!({"listening": address.to_string(), "tokens": tokens.names().collect::<Vec<_>>()})
+        );
+        eprintln!("trellis: serving the team API on http://{address}/api/v1 (OpenAPI: /openapi.json)");
+        tokio::select! {
+            served = axum::serve(listener, app) => served.context("the server stopped")?,
+            _ = shutdown_signal() => eprintln!("trellis: stopping"),
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(0)
+}
+
+/// SIGINT or SIGTERM. Open event streams are not waited for: runs go on in their controllers.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+}

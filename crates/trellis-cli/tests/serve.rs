@@ -1,0 +1,439 @@
+//! `trellis serve` as a team uses it: the real binary on loopback with a bearer token from the
+//! environment, runs submitted over HTTP and driven by detached controllers, observed over
+//! HTTP (JSON and SSE) and by the local CLI on the same ledger, stopped and resumed, and
+//! carrying on when the server is killed and started again. The PostgreSQL leg repeats the
+//! main case on a fresh schema of the test server.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::graph::{doubling_graph, integer, null, record, seq, step, succeed, unless_failed};
+use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan};
+
+const TOKEN: &str = "trellis_serve_canary_5e4d3c2b1a09f8e7";
+
+/// One `trellis serve` process and where it listens.
+struct Server {
+    child: Child,
+    base: String,
+    output: std::thread::JoinHandle<String>,
+}
+
+impl Server {
+    fn start(sandbox: &Sandbox, ledger: Option<&str>) -> Self {
+        let workspaces = served_workspaces(sandbox);
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-env",
+            "TEAM_TOKEN",
+            "--workspaces",
+            workspaces.to_str().expect("UTF-8 path"),
+        ];
+        if let Some(ledger) = ledger {
+            args.extend(["--ledger", ledger]);
+        }
+        let mut command = sandbox.command(&args);
+        command.env("TEAM_TOKEN", TOKEN);
+        let mut child = command.spawn().expect("start trellis serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines
+            .next()
+            .and_then(Result::ok)
+            .expect("trellis serve says where it listens");
+        let listening: Value = serde_json::from_str(&first).expect("a JSON line");
+        let address = listening["listening"].as_str().expect("address").to_owned();
+        assert_eq!(listening["tokens"], json!(["env:TEAM_TOKEN"]));
+        let output = std::thread::spawn(move || {
+            let mut text = lines.map_while(Result::ok).collect::<Vec<_>>().join("\n");
+            let mut stderr = BufReader::new(stderr);
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+            text.push_str(&rest);
+            text
+        });
+        Self {
+            child,
+            base: format!("http://{address}"),
+            output,
+        }
+    }
+
+    /// Kills the server (SIGKILL) and returns everything it printed.
+    fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let text = self.output.join().expect("output reader");
+        assert!(!text.contains(TOKEN), "the server printed its token");
+        text
+    }
+}
+
+fn served_workspaces(sandbox: &Sandbox) -> PathBuf {
+    sandbox.home.with_file_name("served")
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(STATE_TIMEOUT)
+        .build()
+        .expect("client")
+}
+
+async fn call(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = client()
+        .request(method, format!("{}{path}", server.base))
+        .bearer_auth(TOKEN);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    assert!(!text.contains(TOKEN));
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn status(server: &Server, run: &str) -> Value {
+    let (code, body) = call(
+        server,
+        reqwest::Method::GET,
+        &format!("/api/v1/runs/{run}"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+async fn wait_phase(server: &Server, run: &str, phase: &str) -> Value {
+    let deadline = std::time::Instant::now() + STATE_TIMEOUT;
+    loop {
+        let body = status(server, run).await;
+        if body["status"]["phase"] == phase {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {run} never reached {phase}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The SSE `watch` stream of a run, read to its end: the `update` events' data.
+async fn watch_to_end(server: &Server, run: &str) -> Vec<Value> {
+    let text = client()
+        .get(format!("{}/api/v1/runs/{run}/watch", server.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("watch")
+        .text()
+        .await
+        .expect("stream");
+    assert!(text.contains("event: end"), "{text}");
+    text.split("\n\n")
+        .filter(|block| block.contains("event: update"))
+        .filter_map(|block| {
+            block
+                .lines()
+                .find_map(|line| line.strip_prefix("data: "))
+                .and_then(|data| serde_json::from_str(data).ok())
+        })
+        .collect()
+}
+
+fn doubling_submission(key: &str, value: i64) -> Value {
+    json!({
+        "submissionKey": key,
+        "graph": doubling_graph(),
+        "input": {"value": value},
+        "plan": {"uniform": uniform_worker_plan(&[])},
+    })
+}
+
+/// State `{value}`: `node` runs (a worker whose behaviour follows its name), then success.
+fn one_step(name: &str) -> Value {
+    let state = record(&[("value", integer(), true)]);
+    support::graph::graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![
+                step(name, null(), null(), &[], &[]),
+                unless_failed(name, &state, succeed("done", null(), &[])),
+            ],
+            &[],
+        ),
+    )
+}
+
+async fn submit(server: &Server, body: Value) -> String {
+    let (code, answer) = call(server, reqwest::Method::POST, "/api/v1/runs", Some(body)).await;
+    assert_eq!(code, 201, "{answer}");
+    answer["runId"].as_str().expect("run id").to_owned()
+}
+
+async fn submit_watch_and_compare(sandbox: &Sandbox, server: &Server, ledger: Option<&str>) {
+    let (code, _) = {
+        let response = client()
+            .get(format!("{}/api/v1/runs", server.base))
+            .send()
+            .await
+            .expect("request");
+        (response.status().as_u16(), ())
+    };
+    assert_eq!(code, 401, "no token must mean no answer");
+
+    let run = submit(server, doubling_submission("serve-double", 21)).await;
+    let updates = watch_to_end(server, &run).await;
+    let last = updates.last().expect("updates");
+    assert_eq!(last["event"], "terminal");
+    assert_eq!(
+        last["status"]["terminalResult"],
+        json!({"status": "succeeded", "output": {"result": 42}})
+    );
+    // The same key again: the same run, nothing started.
+    let (code, again) = call(
+        server,
+        reqwest::Method::POST,
+        "/api/v1/runs",
+        Some(doubling_submission("serve-double", 21)),
+    )
+    .await;
+    assert_eq!((code, again["created"].clone()), (200, json!(false)));
+    assert_eq!(again["runId"], run.as_str());
+
+    // The local CLI on the same ledger sees the same run.
+    let mut args = vec!["status", run.as_str(), "--json"];
+    if let Some(ledger) = ledger {
+        args.extend(["--ledger", ledger]);
+    }
+    let local = sandbox.trellis(&args).success().json();
+    assert_eq!(local["status"], status(server, &run).await["status"]);
+    let workspace = served_workspaces(sandbox);
+    let ran: usize = std::fs::read_dir(&workspace)
+        .expect("workspaces")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().join("invocations.log").exists())
+        .count();
+    assert_eq!(ran, 1, "one workspace, used once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_submitted_over_http_runs_and_is_observed_by_everyone() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, None);
+    submit_watch_and_compare(&sandbox, &server, None).await;
+    server.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_over_a_postgresql_ledger() {
+    let url = match trellis_ledger::testing::postgres::server_url() {
+        Ok(Some(url)) => url,
+        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
+        Err(message) => panic!("{message}"),
+    };
+    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let ledger = format!(
+        "{url}{separator}options=-c%20search_path%3D{}",
+        schema.name()
+    );
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, Some(&ledger));
+    submit_watch_and_compare(&sandbox, &server, Some(&ledger)).await;
+    server.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_stopped_and_resumed_over_http() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, None);
+    let body = json!({
+        "submissionKey": "serve-slow",
+        "graph": one_step("slow"),
+        "input": {"value": 1},
+        "plan": {"uniform": uniform_worker_plan(&[])},
+    });
+    let run = submit(&server, body).await;
+    wait_phase(&server, &run, "running").await;
+    let (code, stopped) = call(
+        &server,
+        reqwest::Method::POST,
+        &format!("/api/v1/runs/{run}/force-stop"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(code, 200, "{stopped}");
+    let finished = wait_phase(&server, &run, "finished").await;
+    assert_eq!(
+        finished["status"]["terminalResult"]["reason"],
+        "force_stopped"
+    );
+    let (code, resumed) = call(
+        &server,
+        reqwest::Method::POST,
+        &format!("/api/v1/runs/{run}/resume"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(code, 201, "{resumed}");
+    let successor = resumed["runId"].as_str().expect("successor").to_owned();
+    assert_ne!(successor, run);
+    assert_eq!(status(&server, &run).await["successor"], successor.as_str());
+    // Resuming twice is a conflict with a stable code.
+    let (code, twice) = call(
+        &server,
+        reqwest::Method::POST,
+        &format!("/api/v1/runs/{run}/resume"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        (code, twice["code"].clone()),
+        (409, json!("run.already_resumed"))
+    );
+    wait_phase(&server, &successor, "running").await;
+    call(
+        &server,
+        reqwest::Method::POST,
+        &format!("/api/v1/runs/{successor}/force-stop"),
+        Some(json!({})),
+    )
+    .await;
+    wait_phase(&server, &successor, "finished").await;
+    server.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_carry_on_when_the_server_is_killed_and_started_again() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, None);
+    let body = json!({
+        "submissionKey": "serve-pause",
+        "graph": one_step("pause"),
+        "input": {"value": 1},
+        "plan": {"uniform": uniform_worker_plan(&[("PAUSE_MS", "1500")])},
+    });
+    let run = submit(&server, body).await;
+    wait_phase(&server, &run, "running").await;
+    server.kill();
+
+    let server = Server::start(&sandbox, None);
+    let updates = watch_to_end(&server, &run).await;
+    let last = updates.last().expect("updates");
+    assert_eq!(last["status"]["terminalResult"]["status"], "succeeded");
+    // The worker ran once: the restart neither lost nor repeated it.
+    let invocations: Vec<String> = std::fs::read_dir(served_workspaces(&sandbox))
+        .expect("workspaces")
+        .filter_map(Result::ok)
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("invocations.log")).ok())
+        .flat_map(|text| text.lines().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    assert_eq!(invocations, ["pause"]);
+    server.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_runs_and_observes_through_a_named_target() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, None);
+    let targets = sandbox.home.with_file_name("targets.json");
+    let targets = targets.to_str().expect("UTF-8 path").to_owned();
+    let env = [("TRELLIS_TARGETS", targets.as_str()), ("TEAM_TOKEN", TOKEN)];
+    let cli = |args: &[&str]| sandbox.trellis_with_env(args, &env);
+
+    cli(&[
+        "target",
+        "add",
+        "team",
+        &server.base,
+        "--token-env",
+        "TEAM_TOKEN",
+    ])
+    .success();
+    let listed = cli(&["target", "list"]).success();
+    assert_eq!(
+        listed.json(),
+        json!({"name": "team", "url": server.base, "tokenEnv": "TEAM_TOKEN", "ledger": null})
+    );
+    assert!(
+        !std::fs::read_to_string(&targets)
+            .expect("targets")
+            .contains(TOKEN)
+    );
+
+    let mut run_args: Vec<String> = sandbox.run_args(
+        &doubling_graph(),
+        &json!({"value": 4}),
+        &uniform_worker_plan(&[]),
+    );
+    run_args.splice(0..0, ["--target".to_owned(), "team".to_owned()]);
+    run_args.extend(["--submission-key".to_owned(), "cli-remote".to_owned()]);
+    let args: Vec<&str> = run_args.iter().map(String::as_str).collect();
+    let output = cli(&args).success();
+    let lines = output.ndjson();
+    let run = lines[0]["runId"].as_str().expect("receipt").to_owned();
+    assert_eq!(lines[0]["created"], true);
+    let last = lines.last().expect("updates");
+    assert_eq!(last["event"], "terminal");
+    assert_eq!(
+        last["status"]["terminalResult"]["output"],
+        json!({"result": 8})
+    );
+
+    let status = cli(&["--target", "team", "status", &run]).success().json();
+    assert_eq!(status["runId"], run.as_str());
+    let list = cli(&["--target", "team", "list"]).success().json();
+    assert_eq!(list["runs"][0]["runId"], run.as_str());
+    let logs = cli(&["--target", "team", "logs", &run]).success().ndjson();
+    assert!(logs.iter().all(|line| line["runId"] == run.as_str()) && !logs.is_empty());
+
+    // A problem from the server is an error naming its code; a missing token is refused early.
+    let missing = cli(&[
+        "--target",
+        "team",
+        "status",
+        "01900000-0000-7000-8000-000000000000",
+    ]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.contains("run.not_found"),
+        "{}",
+        missing.stderr
+    );
+    let no_token = sandbox.trellis_with_env(
+        &["--target", "team", "list"],
+        &[("TRELLIS_TARGETS", targets.as_str())],
+    );
+    assert_eq!(no_token.code, Some(1));
+    assert!(
+        no_token.stderr.contains("TEAM_TOKEN"),
+        "{}",
+        no_token.stderr
+    );
+
+    cli(&["target", "remove", "team"]).success();
+    assert_eq!(cli(&["--target", "team", "list"]).code, Some(1));
+    server.kill();
+}

@@ -1,0 +1,503 @@
+//! Leases and fencing for distributed execution: one controller lease per run, and a dispatch
+//! queue of node executions that worker hosts claim with `FOR UPDATE SKIP LOCKED`.
+//!
+//! Every grant (a controller lease taken, an execution claimed) takes the next value of the
+//! ledger-wide `fencing_tokens` sequence, so a later grant always carries a larger token. A
+//! holder proves it still holds its grant by its token: a controller's fenced append, a
+//! worker's heartbeat and its outcome are accepted only while the row still carries that token
+//! and has not expired — by the server's clock, so hosts' clocks do not matter. Once a grant
+//! expired and was taken over (or re-queued), the old holder's writes are refused
+//! ([`LedgerError::Fenced`]) and store nothing.
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+
+use crate::error::LedgerError;
+use crate::ids::RunId;
+use crate::postgres::error::server_error;
+use crate::postgres::runs::connection;
+use crate::postgres::{PostgresStore, Shared};
+
+/// A run's controller lease as granted or renewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerLease {
+    pub run_id: RunId,
+    pub holder: String,
+    pub fencing_token: i64,
+    /// When it expires, in milliseconds since the epoch by the server's clock.
+    pub expires_at_ms: i64,
+}
+
+/// One node execution to run on a worker host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatch {
+    pub execution: u64,
+    pub node: String,
+    /// Which kind of worker may claim it (`command`, `claude`, …).
+    pub harness: String,
+    /// What the worker needs to run it (never a secret value: bindings name variables).
+    pub payload_json: String,
+}
+
+/// A dispatch claimed by a worker: the claim's fencing token proves it is still the holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub run_id: RunId,
+    pub execution: u64,
+    pub node: String,
+    pub harness: String,
+    pub payload_json: String,
+    /// How many times it has been claimed, this claim included.
+    pub claims: i32,
+    pub fencing_token: i64,
+    pub expires_at_ms: i64,
+}
+
+/// What became of an expired claim when the controller reaped it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReapedClaim {
+    pub execution: u64,
+    /// True: queued again for another worker; false: it had used every claim it may have and
+    /// is now `lost` (the controller settles it `crash`, reason `worker_lost`).
+    pub requeued: bool,
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn fenced(detail: impl Into<String>) -> LedgerError {
+    LedgerError::Fenced {
+        detail: detail.into(),
+    }
+}
+
+fn execution_number(value: i64) -> Result<u64, LedgerError> {
+    u64::try_from(value).map_err(|_| LedgerError::corrupt("a negative execution number"))
+}
+
+fn run_id_of(text: String) -> Result<RunId, LedgerError> {
+    RunId::new(&text).map_err(|_| LedgerError::corrupt("a stored run id is invalid"))
+}
+
+/// Inside an append's transaction, after the run's head row is locked: refuses unless `token`
+/// is the run's unexpired controller lease.
+pub(super) async fn check_controller(
+    client: &impl GenericClient,
+    run: i64,
+    token: i64,
+    run_id: &RunId,
+) -> Result<(), LedgerError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT fencing_token = $2 AND lease_expires_at >= now()
+             FROM run_controllers WHERE run = $1",
+        )
+        .await
+        .map_err(server_error)?;
+    let row = client
+        .query_opt(&statement, &[&run, &token])
+        .await
+        .map_err(server_error)?;
+    match row.map(|row| row.try_get::<_, bool>(0)).transpose() {
+        Ok(Some(true)) => Ok(()),
+        Ok(_) => Err(fenced(format!(
+            "controller token {token} no longer holds run {run_id}"
+        ))),
+        Err(error) => Err(server_error(error)),
+    }
+}
+
+async fn acquire_controller(
+    shared: &Shared,
+    run_id: RunId,
+    holder: String,
+    ttl_ms: i64,
+) -> Result<Option<ControllerLease>, LedgerError> {
+    let client = connection(shared).await?;
+    // A free or expired lease is taken with a fresh token; the holder asking again gets its
+    // own lease back unchanged (a retry must not fence itself).
+    let statement = client
+        .prepare_cached(
+            "INSERT INTO run_controllers AS c (run, holder, fencing_token, lease_expires_at)
+             SELECT id, $2, nextval('fencing_tokens'),
+                    now() + $3::bigint * interval '1 millisecond'
+             FROM runs WHERE run_id = $1
+             ON CONFLICT (run) DO UPDATE
+                SET holder = excluded.holder,
+                    fencing_token = CASE WHEN c.holder = excluded.holder
+                                          AND c.lease_expires_at >= now()
+                                         THEN c.fencing_token
+                                         ELSE excluded.fencing_token END,
+                    lease_expires_at = excluded.lease_expires_at,
+                    heartbeat_at = now()
+                WHERE c.lease_expires_at < now() OR c.holder = excluded.holder
+             RETURNING holder, fencing_token,
+                       (extract(epoch FROM lease_expires_at) * 1000)::bigint",
+        )
+        .await
+        .map_err(server_error)?;
+    let row = client
+        .query_opt(&statement, &[&run_id.as_str(), &holder, &ttl_ms])
+        .await
+        .map_err(server_error)?;
+    let Some(row) = row else {
+        // Either another holder's lease is live, or there is no such run.
+        let exists = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = $1)",
+                &[&run_id.as_str()],
+            )
+            .await
+            .map_err(server_error)?;
+        return if exists.try_get::<_, bool>(0).map_err(server_error)? {
+            Ok(None)
+        } else {
+            Err(LedgerError::run_not_found(&run_id))
+        };
+    };
+    Ok(Some(ControllerLease {
+        run_id,
+        holder: row.try_get(0).map_err(server_error)?,
+        fencing_token: row.try_get(1).map_err(server_error)?,
+        expires_at_ms: row.try_get(2).map_err(server_error)?,
+    }))
+}
+
+async fn renew_controller(
+    shared: &Shared,
+    lease: ControllerLease,
+    ttl_ms: i64,
+) -> Result<ControllerLease, LedgerError> {
+    let client = connection(shared).await?;
+    let statement = client
+        .prepare_cached(
+            "UPDATE run_controllers c
+                SET lease_expires_at = now() + $3::bigint * interval '1 millisecond',
+                    heartbeat_at = now()
+             FROM runs r
+             WHERE r.run_id = $1 AND c.run = r.id AND c.fencing_token = $2
+               AND c.lease_expires_at >= now()
+             RETURNING (extract(epoch FROM c.lease_expires_at) * 1000)::bigint",
+        )
+        .await
+        .map_err(server_error)?;
+    let row = client
+        .query_opt(
+            &statement,
+            &[&lease.run_id.as_str(), &lease.fencing_token, &ttl_ms],
+        )
+        .await
+        .map_err(server_error)?
+        .ok_or_else(|| {
+            fenced(format!(
+                "controller token {} expired or was taken over",
+                lease.fencing_token
+            ))
+        })?;
+    Ok(ControllerLease {
+        expires_at_ms: row.try_get(0).map_err(server_error)?,
+        ..lease
+    })
+}
+
+async fn enqueue(
+    shared: &Shared,
+    run_id: RunId,
+    controller_token: i64,
+    dispatches: Vec<Dispatch>,
+) -> Result<(), LedgerError> {
+    let mut client = connection(shared).await?;
+    let tx = client.transaction().await.map_err(server_error)?;
+    let run: i64 = tx
+        .query_opt(
+            "SELECT id FROM runs WHERE run_id = $1 FOR SHARE",
+            &[&run_id.as_str()],
+        )
+        .await
+        .map_err(server_error)?
+        .ok_or_else(|| LedgerError::run_not_found(&run_id))?
+        .try_get(0)
+        .map_err(server_error)?;
+    check_controller(&tx, run, controller_token, &run_id).await?;
+    let insert = tx
+        .prepare_cached(
+            "INSERT INTO dispatch_queue (run, execution, node, harness, payload_json, state)
+             VALUES ($1, $2, $3, $4, $5, 'queued')",
+        )
+        .await
+        .map_err(server_error)?;
+    for dispatch in &dispatches {
+        let execution = i64::try_from(dispatch.execution)
+            .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))?;
+        tx.execute(
+            &insert,
+            &[
+                &run,
+                &execution,
+                &dispatch.node,
+                &dispatch.harness,
+                &dispatch.payload_json,
+            ],
+        )
+        .await
+        .map_err(server_error)?;
+    }
+    tx.commit().await.map_err(server_error)
+}
+
+async fn claim(
+    shared: &Shared,
+    worker: String,
+    harnesses: Vec<String>,
+    limit: i64,
+    ttl_ms: i64,
+) -> Result<Vec<Claim>, LedgerError> {
+    let client = connection(shared).await?;
+    // SKIP LOCKED: concurrent claimers pass over each other's rows instead of waiting, and
+    // a row is handed to exactly one of them.
+    let statement = client
+        .prepare_cached(
+            "WITH picked AS (
+                 SELECT run, execution FROM dispatch_queue
+                 WHERE state = 'queued' AND harness = ANY($1)
+                 ORDER BY queued_at, run, execution
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED
+             )
+             UPDATE dispatch_queue q
+                SET state = 'claimed', claimed_by = $3, claims = q.claims + 1,
+                    fencing_token = nextval('fencing_tokens'),
+                    lease_expires_at = now() + $4::bigint * interval '1 millisecond'
+             FROM picked, runs r
+             WHERE q.run = picked.run AND q.execution = picked.execution AND r.id = q.run
+             RETURNING r.run_id, q.execution, q.node, q.harness, q.payload_json, q.claims,
+                       q.fencing_token,
+                       (extract(epoch FROM q.lease_expires_at) * 1000)::bigint",
+        )
+        .await
+        .map_err(server_error)?;
+    let rows = client
+        .query(&statement, &[&harnesses, &limit, &worker, &ttl_ms])
+        .await
+        .map_err(server_error)?;
+    rows.iter()
+        .map(|row| {
+            Ok(Claim {
+                run_id: run_id_of(row.try_get(0).map_err(server_error)?)?,
+                execution: execution_number(row.try_get(1).map_err(server_error)?)?,
+                node: row.try_get(2).map_err(server_error)?,
+                harness: row.try_get(3).map_err(server_error)?,
+                payload_json: row.try_get(4).map_err(server_error)?,
+                claims: row.try_get(5).map_err(server_error)?,
+                fencing_token: row.try_get(6).map_err(server_error)?,
+                expires_at_ms: row.try_get(7).map_err(server_error)?,
+            })
+        })
+        .collect()
+}
+
+/// Extends a claim (`outcome: None`) or settles it with its outcome; either only while the
+/// claim is live with its token.
+async fn touch_claim(
+    shared: &Shared,
+    claim: Claim,
+    ttl_ms: i64,
+    outcome: Option<String>,
+) -> Result<Claim, LedgerError> {
+    let client = connection(shared).await?;
+    let statement = client
+        .prepare_cached(
+            "UPDATE dispatch_queue q
+                SET lease_expires_at = now() + $4::bigint * interval '1 millisecond',
+                    state = CASE WHEN $5::text IS NULL THEN 'claimed' ELSE 'settled' END,
+                    outcome_json = $5
+             FROM runs r
+             WHERE r.run_id = $1 AND q.run = r.id AND q.execution = $2
+               AND q.fencing_token = $3 AND q.state = 'claimed'
+               AND q.lease_expires_at >= now()
+             RETURNING (extract(epoch FROM q.lease_expires_at) * 1000)::bigint",
+        )
+        .await
+        .map_err(server_error)?;
+    let execution = i64::try_from(claim.execution)
+        .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))?;
+    let row = client
+        .query_opt(
+            &statement,
+            &[
+                &claim.run_id.as_str(),
+                &execution,
+                &claim.fencing_token,
+                &ttl_ms,
+                &outcome,
+            ],
+        )
+        .await
+        .map_err(server_error)?
+        .ok_or_else(|| {
+            fenced(format!(
+                "claim {} of execution {} expired or was taken over",
+                claim.fencing_token, claim.execution
+            ))
+        })?;
+    Ok(Claim {
+        expires_at_ms: row.try_get(0).map_err(server_error)?,
+        ..claim
+    })
+}
+
+async fn reap_expired(
+    shared: &Shared,
+    run_id: RunId,
+    max_claims: i32,
+) -> Result<Vec<ReapedClaim>, LedgerError> {
+    let client = connection(shared).await?;
+    let statement = client
+        .prepare_cached(
+            "UPDATE dispatch_queue q
+                SET state = CASE WHEN q.claims < $2 THEN 'queued' ELSE 'lost' END,
+                    claimed_by = NULL, fencing_token = NULL, lease_expires_at = NULL,
+                    queued_at = clock_timestamp()
+             FROM runs r
+             WHERE r.run_id = $1 AND q.run = r.id AND q.state = 'claimed'
+               AND q.lease_expires_at < now()
+             RETURNING q.execution, q.state = 'queued'",
+        )
+        .await
+        .map_err(server_error)?;
+    let rows = client
+        .query(&statement, &[&run_id.as_str(), &max_claims])
+        .await
+        .map_err(server_error)?;
+    rows.iter()
+        .map(|row| {
+            Ok(ReapedClaim {
+                execution: execution_number(row.try_get(0).map_err(server_error)?)?,
+                requeued: row.try_get(1).map_err(server_error)?,
+            })
+        })
+        .collect()
+}
+
+async fn take_settled(shared: &Shared, run_id: RunId) -> Result<Vec<(u64, String)>, LedgerError> {
+    let client = connection(shared).await?;
+    let statement = client
+        .prepare_cached(
+            "DELETE FROM dispatch_queue q USING runs r
+             WHERE r.run_id = $1 AND q.run = r.id AND q.state = 'settled'
+             RETURNING q.execution, q.outcome_json",
+        )
+        .await
+        .map_err(server_error)?;
+    let rows = client
+        .query(&statement, &[&run_id.as_str()])
+        .await
+        .map_err(server_error)?;
+    let mut settled = rows
+        .iter()
+        .map(|row| {
+            let outcome: Option<String> = row.try_get(1).map_err(server_error)?;
+            Ok((
+                execution_number(row.try_get(0).map_err(server_error)?)?,
+                outcome.ok_or_else(|| LedgerError::corrupt("a settled dispatch has no outcome"))?,
+            ))
+        })
+        .collect::<Result<Vec<_>, LedgerError>>()?;
+    settled.sort_unstable_by_key(|(execution, _)| *execution);
+    Ok(settled)
+}
+
+impl PostgresStore {
+    /// Takes the controller lease of `run_id` for `holder` when it is free or expired (a fresh,
+    /// larger fencing token), or returns `holder`'s own live lease; `None` while another
+    /// holder's lease is live.
+    pub fn acquire_controller(
+        &self,
+        run_id: &RunId,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<ControllerLease>, LedgerError> {
+        let (run_id, holder) = (run_id.clone(), holder.to_owned());
+        self.call(move |shared| async move {
+            acquire_controller(&shared, run_id, holder, millis(ttl)).await
+        })
+    }
+
+    /// Extends a live controller lease; [`LedgerError::Fenced`] once it expired or was taken.
+    pub fn renew_controller(
+        &self,
+        lease: &ControllerLease,
+        ttl: Duration,
+    ) -> Result<ControllerLease, LedgerError> {
+        let lease = lease.clone();
+        self.call(move |shared| async move { renew_controller(&shared, lease, millis(ttl)).await })
+    }
+
+    /// Queues node executions for worker hosts, only while `controller_token` holds the run.
+    pub fn enqueue(
+        &self,
+        run_id: &RunId,
+        controller_token: i64,
+        dispatches: Vec<Dispatch>,
+    ) -> Result<(), LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move {
+            enqueue(&shared, run_id, controller_token, dispatches).await
+        })
+    }
+
+    /// Claims up to `limit` queued executions of the given harnesses, oldest first, each with
+    /// a fresh fencing token and a lease of `ttl`.
+    pub fn claim(
+        &self,
+        worker: &str,
+        harnesses: &[&str],
+        limit: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Claim>, LedgerError> {
+        let worker = worker.to_owned();
+        let harnesses: Vec<String> = harnesses.iter().map(|h| (*h).to_owned()).collect();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.call(move |shared| async move {
+            claim(&shared, worker, harnesses, limit, millis(ttl)).await
+        })
+    }
+
+    /// Extends a live claim by `ttl`; [`LedgerError::Fenced`] once it expired or was re-queued.
+    pub fn heartbeat(&self, claim: &Claim, ttl: Duration) -> Result<Claim, LedgerError> {
+        let claim = claim.clone();
+        self.call(move |shared| async move { touch_claim(&shared, claim, millis(ttl), None).await })
+    }
+
+    /// Records a claimed execution's outcome, only while the claim is live with its token: a
+    /// fenced worker's late outcome is refused ([`LedgerError::Fenced`]) and stores nothing.
+    pub fn complete(&self, claim: &Claim, outcome_json: &str) -> Result<(), LedgerError> {
+        let claim = claim.clone();
+        let outcome = outcome_json.to_owned();
+        self.call(move |shared| async move {
+            touch_claim(&shared, claim, 0, Some(outcome))
+                .await
+                .map(drop)
+        })
+    }
+
+    /// Re-queues the run's expired claims that may be claimed again (fewer than `max_claims`
+    /// claims so far) and marks the others `lost`; either way the old token is dead.
+    pub fn reap_expired(
+        &self,
+        run_id: &RunId,
+        max_claims: u32,
+    ) -> Result<Vec<ReapedClaim>, LedgerError> {
+        let run_id = run_id.clone();
+        let max_claims = i32::try_from(max_claims).unwrap_or(i32::MAX);
+        self.call(move |shared| async move { reap_expired(&shared, run_id, max_claims).await })
+    }
+
+    /// Removes and returns the run's settled executions with their outcomes, by execution.
+    pub fn take_settled(&self, run_id: &RunId) -> Result<Vec<(u64, String)>, LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move { take_settled(&shared, run_id).await })
+    }
+}
