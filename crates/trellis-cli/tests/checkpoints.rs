@@ -379,6 +379,8 @@ fn a_reviewer_that_deletes_everything_reaches_neither_the_candidate_nor_the_deli
     let sandbox = Sandbox::new();
     let root = &sandbox.workspace;
     user_repository(root);
+    // Push delivery refuses uncommitted work (it would ship with the run's change).
+    git(root, &["commit", "--quiet", "-m", "staged work"]);
     let remote = sandbox.home.parent().unwrap().join("remote.git");
     git(
         root,

@@ -21,7 +21,6 @@ use crate::plan_admission::{
     AdmissionRefusal, admit_graph, check_comment_destinations, check_iteration_counts,
     with_input_iteration_counts,
 };
-use crate::preparation::prepare;
 use crate::submission::Submission;
 use crate::templates::{self, TemplateDelivery};
 use crate::views::GraphLayout;
@@ -242,9 +241,7 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
             {
                 plan.ignore_pull_request_feedback();
             }
-            let workspace = admit_workspace(request.workspace.as_deref())?;
-            prepare(spec, plan, &workspace, &input)?;
-            Some(workspace)
+            Some(admit_workspace(request.workspace.as_deref())?)
         }
         None => None,
     };

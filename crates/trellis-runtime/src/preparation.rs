@@ -1,7 +1,8 @@
 //! Preparation before any agent starts: a graph that delivers is checked against the
-//! workspace, its remote and the forge at admission (branch committed and attached, remote and
-//! target branch present, token declared and set, repository reachable), so a run never fails
-//! for these after an hour of agent work. Also resolves `--task-from` URLs into template input.
+//! workspace, its remote and the forge when it is submitted (branch committed and attached,
+//! remote and target branch present, token declared and set, repository reachable), so a run
+//! never fails for these after an hour of agent work. Also resolves `--task-from` URLs into
+//! template input.
 
 use std::future::Future;
 use std::path::Path;

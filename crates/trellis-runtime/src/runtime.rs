@@ -23,6 +23,7 @@ use crate::launch::{LaunchRequest, Launched, Start, controller_env, launch};
 use crate::options::{
     Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
 };
+use crate::preparation::prepare;
 use crate::recovery::{TerminalReason, finalize_orphaned, reconcile};
 use crate::runs_stream::RunsStream;
 use crate::streams::{LogFilter, LogsStream, WatchStream};
@@ -117,6 +118,10 @@ impl Runtime {
                 "this admission checked no runtime plan, so it cannot run".to_owned(),
             ));
         };
+        // What delivery will need (a committed branch, the remote, the forge token) is checked
+        // before the run exists, so it never fails there after hours of agent work. Not part
+        // of admission: the reference admits such graphs, and `--validate-only` must agree.
+        prepare(admitted.graph.spec(), &plan, &workspace, &admitted.input)?;
         let source = read_source(&workspace);
         let mut handling = WorkspaceHandling {
             checkpoints: options.workspace.checkpoints,

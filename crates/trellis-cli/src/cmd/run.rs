@@ -7,8 +7,8 @@ use anyhow::bail;
 use clap::Args;
 use trellis_runtime::{
     AdmissionError, AdmitRequest, ConfigSource, DeliveryMode, DocumentKind, GraphSource,
-    InputSource, PlanSource, StartMode, SubmitOptions, TemplateDelivery, WorkspaceMode,
-    WorkspaceOptions, classify,
+    InputSource, PlanSource, RuntimeError, StartMode, SubmitOptions, TemplateDelivery,
+    WorkspaceMode, WorkspaceOptions, classify,
 };
 
 use crate::cmd::{follow, run_gap};
@@ -204,7 +204,7 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     }
     let layout = admitted.layout();
     let runtime = open_runtime(ledger)?;
-    let receipt = runtime.submit(
+    let submitted = runtime.submit(
         admitted,
         SubmitOptions {
             submission_key: args.submission_key.clone(),
@@ -220,7 +220,15 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
                 ..WorkspaceOptions::default()
             },
         },
-    )?;
+    );
+    let receipt = match submitted {
+        Ok(receipt) => receipt,
+        Err(RuntimeError::Admission(error @ AdmissionError::Preparation(_))) => {
+            eprintln!("✗ {error}");
+            return Ok(2);
+        }
+        Err(other) => return Err(other.into()),
+    };
     follow::after_launch(
         &runtime,
         &receipt,
