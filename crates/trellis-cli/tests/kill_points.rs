@@ -2,7 +2,8 @@
 //! they finish never run a settled execution twice and end with the uninterrupted output — a
 //! 20-node chain with a parallel fan, and a converging loop followed by a map.
 //!
-//! `TRELLIS_KILL_POINT_SEEDS` sets how many seeds run (default 10 when `CI` is set, else 3).
+//! `TRELLIS_KILL_POINT_SEEDS` sets how many seeds run per scenario (default 10 when `CI` is set,
+//! 50 with `TRELLIS_HARDENING_LONG`, else 3).
 
 mod support;
 
@@ -315,7 +316,10 @@ fn seed_count() -> u64 {
     if let Ok(text) = std::env::var("TRELLIS_KILL_POINT_SEEDS") {
         return text.parse().expect("TRELLIS_KILL_POINT_SEEDS is a number");
     }
-    if std::env::var_os("CI").is_some() {
+    // Part of the hardening suite: 2 scenarios × 10 seeds = 20 killed runs in CI.
+    if std::env::var_os("TRELLIS_HARDENING_LONG").is_some() {
+        50
+    } else if std::env::var_os("CI").is_some() {
         10
     } else {
         3

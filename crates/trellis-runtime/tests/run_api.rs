@@ -108,14 +108,14 @@ fn a_submitted_run_can_be_read_back_every_way() {
         .unwrap();
     assert_eq!((again.run_id.clone(), again.created), (run.clone(), false));
 
-    let listed = runtime.list(&RunListFilter::default()).unwrap();
+    let listed = runtime.list(&RunListFilter::default()).unwrap().runs;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].run_id, run);
     let none = RunListFilter {
         title_contains: Some("no such title".to_owned()),
         ..RunListFilter::default()
     };
-    assert!(runtime.list(&none).unwrap().is_empty());
+    assert!(runtime.list(&none).unwrap().runs.is_empty());
 
     let updates: Vec<_> = runtime
         .watch(&run, Cursor::START)
@@ -277,7 +277,7 @@ fn refusals_carry_stable_codes() {
     let admitted = runtime.admit(unchecked).unwrap();
     let refused = runtime.submit(admitted, in_process("never")).unwrap_err();
     assert_eq!(refused.code(), "run.not_submittable");
-    assert!(runtime.list(&RunListFilter::default()).unwrap().is_empty());
+    assert!(runtime.list(&RunListFilter::default()).unwrap().runs.is_empty());
 
     let unknown_run =
         trellis_runtime::parse_run_id("01a229f6-f791-7144-841c-2b885e31093f").unwrap();
