@@ -14,7 +14,7 @@ use support::graph::{chain_graph, chain_output};
 use support::{CliOutput, Sandbox, finish, uniform_worker_plan};
 
 /// Steps per run: each is a dispatch and an outcome, so a few ledger writes per step.
-const STEPS: usize = 4;
+const STEPS: usize = 10;
 
 fn run_count() -> usize {
     if let Ok(text) = std::env::var("TRELLIS_HARDENING_RUNS") {
