@@ -17,8 +17,8 @@ struct Case {
     setup: fn(&Sandbox) -> Vec<String>,
     /// The exit code.
     code: i32,
-    /// The one stderr line, `{ws}` standing for the workspace and `{home}` for the state
-    /// directory.
+    /// The one stderr line (a rejection report: its lines), `{ws}` standing for the workspace, `{home}` for the state
+    /// directory and `{last}` for the command's last argument.
     line: &'static str,
 }
 
@@ -90,7 +90,7 @@ fn file_cases() -> Vec<Case> {
             name: "graph file missing",
             setup: |s| run_of(s, Some(path_in(s, "none.json")), None, None),
             code: 1,
-            line: "",
+            line: "trellis: error: cannot read graph {ws}/none.json: No such file or directory (os error 2)",
         },
         Case {
             name: "graph is a directory without workflow.json",
@@ -99,13 +99,13 @@ fn file_cases() -> Vec<Case> {
                 run_of(s, Some(path_in(s, "dir")), None, None)
             },
             code: 1,
-            line: "",
+            line: "trellis: error: cannot read graph {ws}/dir: it is a directory without workflow.json; pass a graph file or a GaP workflow directory",
         },
         Case {
             name: "graph is a device",
             setup: |s| run_of(s, Some("/dev/zero".to_owned()), None, None),
             code: 1,
-            line: "",
+            line: "trellis: error: graph /dev/zero gave more than 16 MiB (it is not a regular file); the limit is 16 MiB",
         },
         Case {
             name: "graph is not UTF-8",
@@ -118,7 +118,7 @@ fn file_cases() -> Vec<Case> {
                 )
             },
             code: 1,
-            line: "",
+            line: "trellis: error: graph {ws}/g.json: it is not UTF-8 text (invalid bytes at offset 7)",
         },
         Case {
             name: "graph is over 16 MiB",
@@ -130,7 +130,7 @@ fn file_cases() -> Vec<Case> {
                 run_of(s, Some(path), None, None)
             },
             code: 1,
-            line: "",
+            line: "trellis: error: graph {ws}/big.json is 16777217 bytes; the limit is 16 MiB",
         },
         Case {
             name: "graph is not JSON",
@@ -143,7 +143,7 @@ fn file_cases() -> Vec<Case> {
                 )
             },
             code: 1,
-            line: "",
+            line: "trellis: error: graph {ws}/g.json: does not parse: invalid JSON: EOF while parsing a value at line 1 column 12 at $",
         },
         Case {
             name: "graph repeats a key",
@@ -156,31 +156,31 @@ fn file_cases() -> Vec<Case> {
                 )
             },
             code: 1,
-            line: "",
+            line: "trellis: error: graph {ws}/g.json: does not parse: invalid JSON: duplicate field `a` at line 1 column 16 at $",
         },
         Case {
             name: "graph is JSON but not a graph",
             setup: |s| run_of(s, Some(write_bytes(s, "g.json", b"[1, 2, 3]")), None, None),
             code: 1,
-            line: "",
+            line: "trellis: error: {ws}/g.json: invalid type: sequence, expected struct GraphSpec at $",
         },
         Case {
             name: "input file missing",
             setup: |s| run_of(s, None, Some(path_in(s, "none.json")), None),
             code: 1,
-            line: "",
+            line: "trellis: error: cannot read input {ws}/none.json: No such file or directory (os error 2)",
         },
         Case {
             name: "input is not JSON",
             setup: |s| run_of(s, None, Some(write_bytes(s, "i.json", b"{value: 1}")), None),
             code: 1,
-            line: "",
+            line: "trellis: error: input {ws}/i.json: invalid JSON: key must be a string at line 1 column 2 at $",
         },
         Case {
             name: "input is a device",
             setup: |s| run_of(s, None, Some("/dev/zero".to_owned()), None),
             code: 1,
-            line: "",
+            line: "trellis: error: input /dev/zero gave more than 16 MiB (it is not a regular file); the limit is 16 MiB",
         },
         Case {
             name: "input of the wrong type",
@@ -193,7 +193,7 @@ fn file_cases() -> Vec<Case> {
                 )
             },
             code: 1,
-            line: "",
+            line: "trellis: error: initial input does not match GraphSpec.initialInput: $.value must be a integer",
         },
         Case {
             name: "plan is not JSON",
@@ -206,25 +206,25 @@ fn file_cases() -> Vec<Case> {
                 )
             },
             code: 1,
-            line: "",
+            line: "trellis: error: uniform runtime config {ws}/p.json: invalid JSON: EOF while parsing a value at line 1 column 9 at $",
         },
         Case {
             name: "plan has an unknown field",
             setup: |s| run_of(s, None, None, plan_with(s, |p| p["shell"] = json!(true))),
             code: 1,
-            line: "",
+            line: "trellis: error: runtime plan is not valid JSON for its shape: unknown field `shell`, expected one of `kind`, `command`, `cwd`, `env`, `connections`, `idleTimeoutMs`, `size`, `budget`",
         },
         Case {
             name: "plan command is empty",
             setup: |s| run_of(s, None, None, plan_with(s, |p| p["command"] = json!([]))),
             code: 1,
-            line: "",
+            line: "trellis: error: node double: command must name a program",
         },
         Case {
             name: "plan runs outside the workspace",
             setup: |s| run_of(s, None, None, plan_with(s, |p| p["cwd"] = json!("/"))),
             code: 1,
-            line: "",
+            line: "trellis: error: node double: command cwd \"/\" must be a relative path inside the workspace",
         },
         Case {
             name: "plan names an unset connection",
@@ -237,7 +237,77 @@ fn file_cases() -> Vec<Case> {
                 )
             },
             code: 1,
-            line: "",
+            line: "trellis: error: node double declares the connection variable TRELLIS_CATALOGUE_UNSET, which is not set in the environment",
+        },
+    ]
+}
+
+/// A GaP workflow directory holding `text` as its `workflow.json`; `run` arguments for it.
+fn gap_run(sandbox: &Sandbox, text: &[u8]) -> Vec<String> {
+    let dir = sandbox.workspace.join("flow");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("workflow.json"), text).expect("workflow");
+    vec![
+        "run".to_owned(),
+        path_in(sandbox, "flow"),
+        "--json".to_owned(),
+    ]
+}
+
+fn gap_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "GaP workflow is not JSON",
+            setup: |s| gap_run(s, b"{\"version\": 3, "),
+            code: 1,
+            line: "trellis: error: {ws}/flow/workflow.json: invalid JSON: EOF while parsing a value at line 1 column 15",
+        },
+        Case {
+            name: "GaP workflow has an unknown key",
+            setup: |s| {
+                gap_run(
+                    s,
+                    br#"{"version": 3, "nodes": {}, "edges": [], "extra": 1}"#,
+                )
+            },
+            code: 1,
+            line: "trellis: error: {ws}/flow/workflow.json: workflow root has unknown fields ['extra']; allowed: ['conditional_edges', 'edges', 'meta', 'nodes', 'subgraphs', 'version']",
+        },
+        Case {
+            name: "GaP subgraph refers to itself",
+            setup: |s| {
+                gap_run(
+                    s,
+                    br#"{"version": 3, "meta": {},
+                        "nodes": {"sg": {"type": "subgraph", "ref": "loop"},
+                                  "done": {"type": "end", "status": "success"}},
+                        "edges": [["START", "sg"], ["sg", "done"]],
+                        "subgraphs": {"loop": {"skill": "generic", "inputs": {}, "outputs": {},
+                            "nodes": {"inner": {"type": "subgraph", "ref": "loop"}},
+                            "edges": [["START", "inner"]],
+                            "exit": {"router_field": "exit", "success_values": ["ok"]}}}}"#,
+                )
+            },
+            code: 1,
+            line: "✗ workflow {ws}/flow is rejected\n\
+                   [error] subgraphs.loop.nodes.inner: non-streaming node 'inner' has no outgoing edge or conditional dispatch\n\
+                   [error] subgraphs.loop.nodes.inner: subgraph node 'inner' references 'loop', closing the subgraph cycle loop → loop; a subgraph cannot contain itself (W9)\n\
+                   FAIL: 2 error(s), 0 warning(s)",
+        },
+        Case {
+            name: "GaP inputs file is a device",
+            setup: |s| {
+                let mut args = gap_run(
+                    s,
+                    br#"{"version": 3, "meta": {},
+                        "nodes": {"done": {"type": "end", "status": "success"}},
+                        "edges": [["START", "done"]]}"#,
+                );
+                args.extend(["--inputs".to_owned(), "/dev/zero".to_owned()]);
+                args
+            },
+            code: 1,
+            line: "trellis: error: cannot read inputs file /dev/zero: it is larger than 16 MiB",
         },
     ]
 }
@@ -252,7 +322,7 @@ fn ledger_cases() -> Vec<Case> {
                 vec!["list".to_owned()]
             },
             code: 1,
-            line: "",
+            line: "trellis: error: cannot open the ledger {home}/ledger.sqlite3: the file is not a Trellis ledger: the file is not an SQLite database",
         },
         Case {
             name: "ledger path is a directory",
@@ -261,7 +331,7 @@ fn ledger_cases() -> Vec<Case> {
                 vec!["list".to_owned()]
             },
             code: 1,
-            line: "",
+            line: "trellis: error: cannot open the ledger {home}/ledger.sqlite3: the file is not a Trellis ledger: the ledger path is not a regular file",
         },
         Case {
             name: "ledger from a newer build",
@@ -270,7 +340,7 @@ fn ledger_cases() -> Vec<Case> {
                 vec!["list".to_owned()]
             },
             code: 1,
-            line: "",
+            line: "trellis: error: cannot open the ledger {home}/ledger.sqlite3: the ledger schema version 99 is newer than this build supports (3); upgrade trellis",
         },
         Case {
             name: "another application's database",
@@ -279,7 +349,7 @@ fn ledger_cases() -> Vec<Case> {
                 vec!["list".to_owned()]
             },
             code: 1,
-            line: "",
+            line: "trellis: error: cannot open the ledger {home}/ledger.sqlite3: the file is not a Trellis ledger: the database belongs to another application",
         },
         Case {
             name: "a run's events are damaged",
@@ -289,19 +359,20 @@ fn ledger_cases() -> Vec<Case> {
                     .as_str()
                     .expect("run")
                     .to_owned();
-                vec!["logs".to_owned(), run]
+                vec!["watch".to_owned(), run]
             },
             code: 1,
-            line: "",
+            line: "trellis: error: the ledger database is corrupt: stored event 1 of run {last} is invalid",
         },
     ]
 }
 
 /// The line expected for `case`, with the sandbox's paths filled in.
-fn expected_line(case: &Case, sandbox: &Sandbox) -> String {
+fn expected_line(case: &Case, sandbox: &Sandbox, args: &[String]) -> String {
     case.line
         .replace("{ws}", sandbox.workspace.to_str().expect("UTF-8"))
         .replace("{home}", sandbox.home.to_str().expect("UTF-8"))
+        .replace("{last}", args.last().map_or("", String::as_str))
 }
 
 /// Tries every case in a sandbox of its own; collects every mismatch before failing.
@@ -309,13 +380,14 @@ fn check(cases: Vec<Case>) {
     let mut mismatches = Vec::new();
     for case in &cases {
         let sandbox = Sandbox::new();
-        let args = (case.setup)(&sandbox);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let owned = (case.setup)(&sandbox);
+        let args: Vec<&str> = owned.iter().map(String::as_str).collect();
         let output = sandbox.trellis(&args);
         let lines = output.stderr_lines();
-        let expected = expected_line(case, &sandbox);
+        let expected = expected_line(case, &sandbox, &owned);
+        // A rejection report (a GaP workflow's issues) is the one multi-line answer.
         let fine = output.code == Some(case.code)
-            && lines == [expected.as_str()]
+            && lines.join("\n") == expected
             && output.stdout.trim().is_empty()
             && !output.stderr.contains("panicked");
         if !fine {
@@ -357,6 +429,11 @@ fn assert_no_trace(sandbox: &Sandbox, case: &Case, output: &CliOutput) {
 #[test]
 fn bad_files_inputs_and_plans_get_their_exact_one_line_error() {
     check(file_cases());
+}
+
+#[test]
+fn bad_gap_workflows_get_their_exact_one_line_error() {
+    check(gap_cases());
 }
 
 #[test]

@@ -16,6 +16,9 @@ pub enum LoadError {
     /// The file exists but could not be read.
     #[error("cannot read workflow file {path}: {message}")]
     Io { path: PathBuf, message: String },
+    /// A `--inputs` file exists but could not be read.
+    #[error("cannot read inputs file {path}: {message}")]
+    InputsIo { path: PathBuf, message: String },
     /// The text is not valid JSON.
     #[error("invalid JSON: {message}")]
     Json { message: String },
@@ -95,7 +98,7 @@ pub fn load_workflow(path: &Path) -> Result<Workflow, LoadError> {
     if !file.is_file() {
         return Err(LoadError::NotFound { path: file });
     }
-    let text = read_bounded(&file)?;
+    let text = read_bounded(&file, |path, message| LoadError::Io { path, message })?;
     let dir = file
         .parent()
         .map(Path::to_path_buf)
@@ -105,7 +108,7 @@ pub fn load_workflow(path: &Path) -> Result<Workflow, LoadError> {
 
 /// Reads a `--inputs FILE`: a JSON object whose keys become the run's `in.*` values.
 pub fn read_inputs_file(path: &Path) -> Result<Map<String, Value>, LoadError> {
-    let text = read_bounded(path)?;
+    let text = read_bounded(path, |path, message| LoadError::InputsIo { path, message })?;
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(invalid(format!(
@@ -123,11 +126,11 @@ pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Reads a UTF-8 file of at most [`MAX_FILE_BYTES`]; a device or pipe (no length) is read one
 /// byte past the limit at most, so `/dev/zero` or an endless pipe cannot exhaust memory.
-fn read_bounded(path: &Path) -> Result<String, LoadError> {
-    let io = |message: String| LoadError::Io {
-        path: path.to_path_buf(),
-        message,
-    };
+fn read_bounded(
+    path: &Path,
+    failure: impl Fn(PathBuf, String) -> LoadError,
+) -> Result<String, LoadError> {
+    let io = |message: String| failure(path.to_path_buf(), message);
     let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES + 1)
