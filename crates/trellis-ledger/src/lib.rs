@@ -49,9 +49,7 @@ pub use location::{LEDGER_ENV, LedgerLocation, redact_url};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use snapshot::{ControllerInfo, ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
-pub use sqlite::{
-    BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT, Durability, SqliteOptions, SqliteStore,
-};
+pub use sqlite::{BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT, Durability, SqliteOptions, SqliteStore};
 pub use store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore, UnreadableRun};
 pub use transitions::{EventKind, transition};
 pub use trellis_run_model::{

@@ -70,8 +70,7 @@ pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate
 pub use views::{
     BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
     GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunListing, RunStatus,
-    RunSummary, SkippedRun,
-    Termination,
+    RunSummary, SkippedRun, Termination,
 };
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.

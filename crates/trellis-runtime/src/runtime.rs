@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use trellis_gap::RunEvent as GapEvent;
 use trellis_ledger::{
-    Cursor, LEDGER_ENV, LedgerError, LedgerLocation, RunFilter, RunHead, RunId, RunKind,
-    RunRecord, RunStore, TerminalResult,
+    Cursor, LEDGER_ENV, LedgerError, LedgerLocation, RunFilter, RunHead, RunId, RunKind, RunRecord,
+    RunStore, TerminalResult,
 };
 
 use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, Registry, readmit, verify};

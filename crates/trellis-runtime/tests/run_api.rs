@@ -277,7 +277,13 @@ fn refusals_carry_stable_codes() {
     let admitted = runtime.admit(unchecked).unwrap();
     let refused = runtime.submit(admitted, in_process("never")).unwrap_err();
     assert_eq!(refused.code(), "run.not_submittable");
-    assert!(runtime.list(&RunListFilter::default()).unwrap().runs.is_empty());
+    assert!(
+        runtime
+            .list(&RunListFilter::default())
+            .unwrap()
+            .runs
+            .is_empty()
+    );
 
     let unknown_run =
         trellis_runtime::parse_run_id("01a229f6-f791-7144-841c-2b885e31093f").unwrap();

@@ -123,8 +123,10 @@ impl SqliteStore {
         options: SqliteOptions,
         path: Option<PathBuf>,
     ) -> Result<Self, LedgerError> {
-        // SQLite waits only briefly; `retry_while_busy` repeats whole operations (see busy.rs).
-        conn.busy_timeout(busy::SQLITE_WAIT.min(options.busy_timeout))
+        // Opening (settings, the switch to WAL, migrations) lets SQLite wait the whole busy
+        // timeout: a file being created by another process is locked in ways a retry of a
+        // single pragma does not see through.
+        conn.busy_timeout(options.busy_timeout)
             .map_err(storage_error)?;
         let synchronous = match options.durability {
             Durability::Full => "FULL",
@@ -148,6 +150,10 @@ impl SqliteStore {
             }
         }
         busy::retry_while_busy(options.busy_timeout, || schema::migrate(&mut conn))?;
+        // From now on SQLite waits only briefly; `with_session` repeats whole operations
+        // (see busy.rs).
+        conn.busy_timeout(busy::SQLITE_WAIT.min(options.busy_timeout))
+            .map_err(storage_error)?;
         conn.set_prepared_statement_cache_capacity(32);
         Ok(Self {
             session: Mutex::new(Session { conn, recent: None }),
