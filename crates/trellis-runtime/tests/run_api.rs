@@ -298,3 +298,42 @@ fn refusals_carry_stable_codes() {
         "run.invalid_id"
     );
 }
+
+/// Issue 19 #5: a run whose controller died before attaching was left behind unnamed (and
+/// later found `runtime_lost`); the error now names it, and it is already ended.
+#[test]
+fn a_run_whose_controller_does_not_start_is_named_and_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let runtime = Runtime::open(RuntimeOptions {
+        home: Some(home.clone()),
+        // A "controller" that exits at once without attaching.
+        controller_program: Some("/bin/false".into()),
+        ..RuntimeOptions::default()
+    })
+    .expect("the runtime opens");
+    let admitted = runtime.admit(request(dir.path())).expect("admitted");
+    let options = SubmitOptions {
+        start: StartMode::Detached,
+        ..in_process("never-starts")
+    };
+    let error = runtime.submit(admitted, options).unwrap_err();
+    assert_eq!(error.code(), "run.controller_start", "{error}");
+    let listed = runtime.list(&RunListFilter::default()).unwrap().runs;
+    assert_eq!(listed.len(), 1);
+    let run = &listed[0];
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "run {} was created but did not start: ",
+            run.run_id
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        run.terminal(),
+        Some(&TerminalResult::Failed {
+            reason: "runtime_lost".into()
+        })
+    );
+}
