@@ -250,11 +250,21 @@ fn a_locked_ledger_is_reported_busy_and_nothing_is_written() {
         .expect("lock holder output");
     assert_eq!(ready.trim(), "locked");
 
-    let output = run_with(
-        &sandbox,
-        &json!({"value": 1}),
-        "--uniform-runtime-config",
-        &good_plan(),
+    let graph = sandbox.write_json("graph.json", &doubling_graph());
+    let input = sandbox.write_json("input.json", &json!({"value": 1}));
+    let plan = sandbox.write_json("plan.json", &uniform_worker_plan(&[]));
+    // A short wait: the default (30 s) outlasts any brief holder, which the run waits out.
+    let output = sandbox.trellis_with_env(
+        &[
+            "run",
+            &graph,
+            "--input",
+            &input,
+            "--uniform-runtime-config",
+            &plan,
+            "--json",
+        ],
+        &[("TRELLIS_LEDGER_BUSY_TIMEOUT_MS", "400")],
     );
     let mut stdin = holder.stdin.take().expect("stdin");
     stdin.write_all(b"done\n").expect("release");
@@ -264,6 +274,49 @@ fn a_locked_ledger_is_reported_busy_and_nothing_is_written() {
 
     assert_one_line_error(&output, &["ledger is busy"]);
     assert_no_run(&sandbox);
+}
+
+/// Issue 19 #5: a writer that holds the ledger for a while is waited out (it used to fail the
+/// run with "the ledger is busy" after 5 s; concurrent runs hit that).
+#[test]
+fn a_run_waits_out_a_brief_write_lock_and_succeeds() {
+    let sandbox = Sandbox::new();
+    sandbox.trellis(&["list"]).success();
+    let ledger = sandbox.home.join("ledger.sqlite3");
+    let holder = Command::new(python())
+        .args([
+            "-c",
+            "import sqlite3, sys, time\n\
+             db = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             db.execute('BEGIN IMMEDIATE')\n\
+             print('locked', flush=True)\n\
+             time.sleep(6)\n\
+             db.execute('ROLLBACK')\n",
+        ])
+        .arg(&ledger)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the lock holder");
+    let mut holder = holder;
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("lock holder output");
+    assert_eq!(ready.trim(), "locked");
+
+    let output = run_with(
+        &sandbox,
+        &json!({"value": 21}),
+        "--uniform-runtime-config",
+        &good_plan(),
+    );
+    assert!(holder.wait().expect("lock holder exits").success());
+    assert_eq!(output.code, Some(0), "{output:#?}");
+    let lines = output.ndjson();
+    assert_eq!(
+        lines.last().expect("events")["status"]["terminalResult"],
+        json!({"status": "succeeded", "output": {"result": 42}})
+    );
 }
 
 #[test]

@@ -203,7 +203,92 @@ fn oversized_and_deeply_nested_files_are_refused_cleanly() {
     file.set_len(17 * 1024 * 1024).unwrap();
     let out = trellis(&["validate", big.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("the limit is 16 MiB"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("does not parse"), "{stdout}");
+    assert!(stdout.contains("the limit is 16 MiB"), "{stdout}");
+}
+
+/// Issue 19 #12: a graph that cannot be a document (over 16 MiB, not UTF-8) printed nothing
+/// on stdout under `--json`; it is `unparseable` like bad JSON, exit 1.
+#[test]
+fn validate_json_reports_an_unreadable_graph_as_unparseable() {
+    let scratch = tempfile::tempdir().unwrap();
+    let big = scratch.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(17 * 1024 * 1024)
+        .unwrap();
+    let latin1 = scratch.path().join("latin1.json");
+    std::fs::write(&latin1, b"{\"name\": \"caf\xe9\"}").unwrap();
+    let cases = [
+        (
+            &big,
+            format!(
+                "graph {} is 17825792 bytes; the limit is 16 MiB",
+                big.display()
+            ),
+        ),
+        (
+            &latin1,
+            format!(
+                "graph {}: it is not UTF-8 text (invalid bytes at offset 13)",
+                latin1.display()
+            ),
+        ),
+    ];
+    for (path, error) in cases {
+        let out = trellis(&["validate", "--json", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert_eq!(
+            json_of(&out),
+            json!({"status": "unparseable", "error": error})
+        );
+        assert!(out.stderr.is_empty(), "{out:?}");
+    }
+}
+
+/// Issue 19 #11: a device or pipe has no length to check up front; it is read up to the
+/// limit and refused, whichever file names it (graph, input, GaP inputs).
+#[test]
+fn a_device_is_read_only_up_to_the_limit() {
+    let out = trellis(&["validate", "--json", "/dev/zero"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        json_of(&out),
+        json!({
+            "status": "unparseable",
+            "error": "graph /dev/zero gave more than 16 MiB (it is not a regular file); \
+                      the limit is 16 MiB",
+        })
+    );
+
+    // A GaP run's `--inputs` too (the smallest workflow: straight to a successful end).
+    let scratch = tempfile::tempdir().unwrap();
+    let gap = scratch.path().join("gap");
+    std::fs::create_dir_all(&gap).unwrap();
+    write(
+        &gap,
+        "workflow.json",
+        &json!({
+            "version": 3,
+            "meta": {},
+            "nodes": {"done": {"type": "end", "status": "success"}},
+            "edges": [["START", "done"]],
+        }),
+    );
+    let gap_run = trellis(&[
+        "run",
+        gap.to_str().unwrap(),
+        "--inputs",
+        "/dev/zero",
+        "--json",
+    ]);
+    assert_eq!(gap_run.status.code(), Some(1), "{gap_run:?}");
+    let stderr = String::from_utf8_lossy(&gap_run.stderr);
+    assert!(
+        stderr.contains("/dev/zero") && stderr.contains("larger than 16 MiB"),
+        "{stderr}"
+    );
 }
 
 #[test]

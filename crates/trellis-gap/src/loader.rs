@@ -4,6 +4,7 @@ use crate::model::*;
 use crate::pyfmt::{py_list, py_repr, py_str_repr};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Why a workflow could not be loaded.
@@ -15,6 +16,9 @@ pub enum LoadError {
     /// The file exists but could not be read.
     #[error("cannot read workflow file {path}: {message}")]
     Io { path: PathBuf, message: String },
+    /// A `--inputs` file exists but could not be read.
+    #[error("cannot read inputs file {path}: {message}")]
+    InputsIo { path: PathBuf, message: String },
     /// The text is not valid JSON.
     #[error("invalid JSON: {message}")]
     Json { message: String },
@@ -94,10 +98,7 @@ pub fn load_workflow(path: &Path) -> Result<Workflow, LoadError> {
     if !file.is_file() {
         return Err(LoadError::NotFound { path: file });
     }
-    let text = std::fs::read_to_string(&file).map_err(|e| LoadError::Io {
-        path: file.clone(),
-        message: e.to_string(),
-    })?;
+    let text = read_bounded(&file, |path, message| LoadError::Io { path, message })?;
     let dir = file
         .parent()
         .map(Path::to_path_buf)
@@ -107,10 +108,7 @@ pub fn load_workflow(path: &Path) -> Result<Workflow, LoadError> {
 
 /// Reads a `--inputs FILE`: a JSON object whose keys become the run's `in.*` values.
 pub fn read_inputs_file(path: &Path) -> Result<Map<String, Value>, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let text = read_bounded(path, |path, message| LoadError::InputsIo { path, message })?;
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(invalid(format!(
@@ -121,6 +119,27 @@ pub fn read_inputs_file(path: &Path) -> Result<Map<String, Value>, LoadError> {
             message: e.to_string(),
         }),
     }
+}
+
+/// The most a workflow or inputs file may hold, as for every document Trellis reads.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reads a UTF-8 file of at most [`MAX_FILE_BYTES`]; a device or pipe (no length) is read one
+/// byte past the limit at most, so `/dev/zero` or an endless pipe cannot exhaust memory.
+fn read_bounded(
+    path: &Path,
+    failure: impl Fn(PathBuf, String) -> LoadError,
+) -> Result<String, LoadError> {
+    let io = |message: String| failure(path.to_path_buf(), message);
+    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(io("it is larger than 16 MiB".to_owned()));
+    }
+    String::from_utf8(bytes).map_err(|_| io("it is not UTF-8 text".to_owned()))
 }
 
 /// Parses workflow JSON text; `workflow_dir` is where relative script paths resolve.

@@ -32,8 +32,31 @@ pub enum LedgerError {
         expected: String,
         actual: String,
     },
-    #[error("the ledger is busy: another process held its write lock past the busy timeout")]
+    #[error(
+        "the ledger is busy: another process held its write lock past the busy timeout \
+         (TRELLIS_LEDGER_BUSY_TIMEOUT_MS); try again, or look for a stopped process that has it open"
+    )]
     Busy,
+    #[error(
+        "the ledger {location} is read-only: make the file and its directory writable by this \
+         user (and its filesystem mounted read-write), or point TRELLIS_HOME or --ledger elsewhere"
+    )]
+    ReadOnly { location: String },
+    #[error(
+        "the disk holding the ledger {location} is full: nothing was written; free space on \
+         that filesystem (or point TRELLIS_HOME or --ledger elsewhere) and try again"
+    )]
+    DiskFull { location: String },
+    #[error(
+        "cannot open the ledger file {location}: check that it and its directory exist and are \
+         readable and writable by this user"
+    )]
+    CannotOpen { location: String },
+    #[error(
+        "the ledger {location} could not be read or written (an I/O error, SQLite extended code \
+         {code}): check the disk and the filesystem it is on"
+    )]
+    Io { location: String, code: i32 },
     #[error("the ledger database is corrupt: {detail}")]
     Corrupt { detail: String },
     #[error("the file is not a Trellis ledger: {detail}")]
@@ -71,6 +94,10 @@ impl LedgerError {
             Self::CursorAhead { .. } => "cursor.ahead",
             Self::StaleCursor { .. } => "cursor.stale",
             Self::Busy => "ledger.busy",
+            Self::ReadOnly { .. } => "ledger.read_only",
+            Self::DiskFull { .. } => "ledger.disk_full",
+            Self::CannotOpen { .. } => "ledger.cannot_open",
+            Self::Io { .. } => "ledger.io",
             Self::Corrupt { .. } => "ledger.corrupt",
             Self::NotALedger { .. } => "ledger.not_a_ledger",
             Self::SchemaTooNew { .. } => "ledger.schema_too_new",

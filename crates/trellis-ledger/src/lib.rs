@@ -49,8 +49,8 @@ pub use location::{LEDGER_ENV, LedgerLocation, redact_url};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use snapshot::{ControllerInfo, ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
-pub use store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+pub use sqlite::{BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT, Durability, SqliteOptions, SqliteStore};
+pub use store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore, UnreadableRun};
 pub use transitions::{EventKind, transition};
 pub use trellis_run_model::{
     CursorError, ExecutionState, LogLevel, LogStream, ReusedOutcome, SettledBy, TerminalResult,

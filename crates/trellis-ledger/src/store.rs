@@ -163,6 +163,23 @@ pub enum Admission {
     Existing,
 }
 
+/// One run of a listing: its head, or why its stored row could not be read.
+pub type ListedRun = Result<RunHead, UnreadableRun>;
+
+/// A run whose stored row is damaged: named by its run id as stored (or its row number when
+/// even that is unreadable), with what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableRun {
+    pub name: String,
+    pub error: LedgerError,
+}
+
+impl std::fmt::Display for UnreadableRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run {}: {}", self.name, self.error)
+    }
+}
+
 /// Which runs `list_runs` returns, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunFilter {
@@ -227,8 +244,9 @@ pub trait RunStore: Send + Sync {
     /// A run's full materialized snapshot.
     fn snapshot(&self, run_id: &RunId) -> Result<RunSnapshot, LedgerError>;
 
-    /// Run heads, newest first.
-    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunHead>, LedgerError>;
+    /// Run heads, newest first. A run whose stored row cannot be read is listed as
+    /// [`UnreadableRun`] in its place, so one damaged run hides no other.
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<ListedRun>, LedgerError>;
 
     /// Validates and appends `events` in order; returns the cursor of the last one. A rejected
     /// event rejects the whole batch. Log messages are sanitized on the way in.

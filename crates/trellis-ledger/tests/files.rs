@@ -11,7 +11,9 @@ use common::{file_store, new_run, run_id};
 use rusqlite::Connection;
 use serde_json::json;
 use trellis_ledger::sqlite::schema::{APPLICATION_ID, Migration, latest_version, migrate_with};
-use trellis_ledger::{Durability, LedgerError, RunEvent, RunStore, SqliteOptions, SqliteStore};
+use trellis_ledger::{
+    Durability, LedgerError, RunEvent, RunFilter, RunStore, SqliteOptions, SqliteStore,
+};
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -270,4 +272,33 @@ fn a_write_waits_for_a_lock_released_within_the_busy_timeout() {
         .unwrap();
     assert_eq!(cursor.sequence(), 201);
     release.join().unwrap();
+}
+
+/// Issue 19 #15: one run row the ledger cannot read is listed in its place, naming the run,
+/// and every other run is still listed.
+#[test]
+fn a_damaged_run_row_is_listed_as_unreadable_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let store = file_store(&path);
+    for (i, id) in ["run-a", "run-b", "run-c"].into_iter().enumerate() {
+        let run = new_run(id, &format!("key-{id}"), json!({})).with_created_at_ms(1000 + i as u64);
+        store.create_or_get(run).unwrap();
+    }
+    let raw = Connection::open(&path).unwrap();
+    raw.execute(
+        "UPDATE run_heads SET progress_json = '{' \
+         WHERE run = (SELECT id FROM runs WHERE run_id = 'run-b')",
+        [],
+    )
+    .unwrap();
+
+    let listed = store.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(listed.len(), 3);
+    assert_eq!(listed[0].as_ref().unwrap().run_id.as_str(), "run-c");
+    let damaged = listed[1].as_ref().unwrap_err();
+    assert_eq!(damaged.name, "run-b");
+    assert_eq!(damaged.error.code(), "ledger.corrupt");
+    assert!(damaged.to_string().contains("run run-b: "), "{damaged}");
+    assert_eq!(listed[2].as_ref().unwrap().run_id.as_str(), "run-a");
 }

@@ -138,7 +138,7 @@ backend_tests! {
                 .list_runs(filter)
                 .unwrap()
                 .into_iter()
-                .map(|h| h.run_id.to_string())
+                .map(|listed| listed.expect("readable run").run_id.to_string())
                 .collect()
         };
         assert_eq!(

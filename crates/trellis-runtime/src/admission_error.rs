@@ -19,11 +19,12 @@ pub enum AdmissionError {
         path: PathBuf,
         reason: String,
     },
-    #[error("{what} {} is {bytes} bytes; the limit is 16 MiB", path.display())]
+    #[error("{what} {} {}; the limit is 16 MiB", path.display(), size_of(bytes))]
     TooLarge {
         what: &'static str,
         path: PathBuf,
-        bytes: u64,
+        /// The file's length (`None`: a device or pipe that gave more than the limit).
+        bytes: Option<u64>,
     },
     #[error("{what}{}: {error}", shown_path(path))]
     Unparseable {
@@ -101,6 +102,13 @@ impl AdmissionError {
             delivery: delivery.unwrap_or(DeliveryMode::None),
             offered,
         }
+    }
+}
+
+fn size_of(bytes: &Option<u64>) -> String {
+    match bytes {
+        Some(bytes) => format!("is {bytes} bytes"),
+        None => "gave more than 16 MiB (it is not a regular file)".to_owned(),
     }
 }
 

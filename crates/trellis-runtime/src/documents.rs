@@ -64,7 +64,8 @@ pub(crate) fn read_json_file(path: &Path, what: &'static str) -> Result<Value, A
     })
 }
 
-/// Reads a UTF-8 text file of at most 16 MiB, refusing larger ones before reading them.
+/// Reads a UTF-8 text file of at most 16 MiB, refusing larger ones before reading them. A
+/// device or pipe (which reports no length) is read up to one byte past the limit at most.
 pub(crate) fn read_text_file(path: &Path, what: &'static str) -> Result<String, AdmissionError> {
     let unreadable = |reason: String| AdmissionError::Unreadable {
         what,
@@ -72,25 +73,32 @@ pub(crate) fn read_text_file(path: &Path, what: &'static str) -> Result<String, 
         reason,
     };
     let file = std::fs::File::open(path).map_err(|e| unreadable(e.to_string()))?;
-    let length = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if length > MAX_DOCUMENT_BYTES as u64 {
+    let metadata = file.metadata().map_err(|e| unreadable(e.to_string()))?;
+    if metadata.is_file() && metadata.len() > MAX_DOCUMENT_BYTES as u64 {
         return Err(AdmissionError::TooLarge {
             what,
             path: path.to_path_buf(),
-            bytes: length,
+            bytes: Some(metadata.len()),
         });
     }
-    // Devices and pipes report no length: read one byte past the limit at most.
     let mut bytes = Vec::new();
     file.take(MAX_DOCUMENT_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| unreadable(e.to_string()))?;
     if bytes.len() > MAX_DOCUMENT_BYTES {
+        // A regular file that grew meanwhile, or a stream with no end in sight.
         return Err(AdmissionError::TooLarge {
             what,
             path: path.to_path_buf(),
-            bytes: bytes.len() as u64,
+            bytes: None,
         });
     }
-    String::from_utf8(bytes).map_err(|_| unreadable("it is not UTF-8 text".to_owned()))
+    String::from_utf8(bytes).map_err(|e| AdmissionError::Unparseable {
+        what,
+        path: Some(path.to_path_buf()),
+        error: format!(
+            "it is not UTF-8 text (invalid bytes at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })
 }

@@ -34,6 +34,11 @@ pub enum RuntimeError {
     WorkspaceBusy { workspace: PathBuf, holder: String },
     #[error("the run controller did not start: {0}")]
     ControllerStart(String),
+    #[error("run {run} was created but did not start: {cause}")]
+    NotStarted {
+        run: String,
+        cause: Box<RuntimeError>,
+    },
     #[error("run {0} is still active; stop it first or wait for it")]
     StillActive(String),
     #[error("run {0} succeeded; there is nothing to resume")]
@@ -88,6 +93,7 @@ impl RuntimeError {
             Self::Io { .. } => "runtime.io",
             Self::WorkspaceBusy { .. } => "run.workspace_busy",
             Self::ControllerStart(_) => "run.controller_start",
+            Self::NotStarted { cause, .. } => cause.code(),
             Self::StillActive(_) => "run.still_active",
             Self::NothingToResume(_) => "run.nothing_to_resume",
             Self::AlreadyResumed { .. } => "run.already_resumed",

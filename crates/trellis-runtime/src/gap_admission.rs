@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trellis_gap::{
-    CheckpointMode, CommandConnector, Connector, ExecuteOptions, ExecutionResult, Issue,
+    CheckpointMode, CommandConnector, Connector, ExecuteOptions, ExecutionResult, Issue, LoadError,
     PythonConfig, PythonConnector, SkillRegistry, ToolRegistry, ValidateOptions, Workflow,
     load_command_manifest, load_workflow, read_inputs_file, render_issues, validate,
 };
@@ -99,7 +99,14 @@ fn tool_registry(
 /// admission.
 pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> {
     let path = request.workflow.clone();
-    let workflow = load_workflow(&path).map_err(|e| AdmissionError::GapOptions(e.to_string()))?;
+    let workflow = load_workflow(&path).map_err(|e| match e {
+        // The file's own problems name the file (the others already do).
+        LoadError::Json { .. } | LoadError::Invalid { .. } => AdmissionError::GapOptions(format!(
+            "{}: {e}",
+            trellis_gap::workflow_file_path(&path).display()
+        )),
+        other => AdmissionError::GapOptions(other.to_string()),
+    })?;
     let skills = load_skill_dirs(&request.skills)?;
     let mut registry = tool_registry(&request, &workflow.workflow_dir)?;
     registry

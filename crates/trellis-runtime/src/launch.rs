@@ -14,6 +14,7 @@ use trellis_ledger::{Admission, NewRun, RunId, RunKind, RunStore};
 use crate::controller::{Leases, drive_in_process};
 use crate::error::RuntimeError;
 use crate::home::{Lease, LeaseAttempt, TrellisHome, lease_note};
+use crate::recovery::reconcile;
 use crate::submission::Submission;
 
 /// The file descriptors a controller inherits its leases on.
@@ -21,8 +22,10 @@ pub(crate) const CONTROLLER_LEASE_FD: i32 = 3;
 pub(crate) const WORKSPACE_LEASE_FD: i32 = 4;
 /// The hidden subcommand that turns the binary into a run controller.
 pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
-/// How long a new controller has to attach to its run.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a live new controller has to attach to its run: generous, because a loaded machine
+/// starting many runs at once can take seconds to schedule it (a controller that dies before
+/// attaching is noticed at once by its free lease).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Environment variables a controller keeps besides the plan's connection names (the last four
 /// say where the forge is and how patiently delivery waits on it).
 const CONTROLLER_ENV: [&str; 12] = [
@@ -172,23 +175,35 @@ pub(crate) fn launch(
         }
         Start::Detached { program, env } => (program, env),
     };
-    let log = home
+    let started = home
         .controller_log_path(run_id.as_str())
         .and_then(File::create)
-        .map_err(|e| RuntimeError::io("cannot create the controller log", e))?;
-    spawn_controller(
-        program,
-        &request.submission.workspace,
-        &run_id,
-        env,
-        &controller_lease,
-        &workspace_lease,
-        log,
-    )?;
+        .map_err(|e| RuntimeError::io("cannot create the controller log", e))
+        .and_then(|log| {
+            spawn_controller(
+                program,
+                &request.submission.workspace,
+                &run_id,
+                env,
+                &controller_lease,
+                &workspace_lease,
+                log,
+            )
+        });
     drop(controller_lease);
     drop(workspace_lease);
-    wait_until_attached(store, &run_id, home)?;
-    Ok(Launched::Started(run_id))
+    match started.and_then(|()| wait_until_attached(store, &run_id, home)) {
+        Ok(()) => Ok(Launched::Started(run_id)),
+        Err(cause) => {
+            // The run exists: end it now if its controller is gone (it then reads
+            // `runtime_lost`) and say which run it is, so nobody is left with an unnamed run.
+            let _ = reconcile(store, home, &run_id);
+            Err(RuntimeError::NotStarted {
+                run: run_id.as_str().to_owned(),
+                cause: Box::new(cause),
+            })
+        }
+    }
 }
 
 /// Removes the directory of a run that was never admitted (the lease file's parent).
@@ -281,9 +296,10 @@ fn wait_until_attached(
             )));
         }
         if Instant::now() > deadline {
-            return Err(RuntimeError::ControllerStart(
-                "the controller did not attach within 10 seconds".into(),
-            ));
+            return Err(RuntimeError::ControllerStart(format!(
+                "the controller did not attach within {} seconds",
+                READY_TIMEOUT.as_secs()
+            )));
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -69,8 +69,8 @@ pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
 pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
 pub use views::{
     BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
-    GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunStatus, RunSummary,
-    Termination,
+    GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunListing, RunStatus,
+    RunSummary, SkippedRun, Termination,
 };
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.

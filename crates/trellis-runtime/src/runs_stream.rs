@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use trellis_ledger::{Cursor, RunFilter, RunId, RunStore};
+use trellis_ledger::{Cursor, LedgerError, RunFilter, RunHead, RunId, RunStore};
 
 use crate::error::RuntimeError;
 use crate::home::TrellisHome;
@@ -53,10 +53,11 @@ impl RunsStream {
         Subscription::spawn(self)
     }
 
-    /// Reads the window once and queues every run that is new or moved, oldest first.
+    /// Reads the window once and queues every run that is new or moved, oldest first. A run
+    /// whose stored rows are damaged is left out, as `Runtime::list` leaves it out.
     fn read_window(&mut self) -> Result<(), RuntimeError> {
         let mut changed = Vec::new();
-        for head in self.store.list_runs(&self.query)? {
+        for head in self.store.list_runs(&self.query)?.into_iter().flatten() {
             if self
                 .needle
                 .as_ref()
@@ -64,21 +65,32 @@ impl RunsStream {
             {
                 continue;
             }
-            let mut head = head;
-            // A run whose controller is gone is finalized first, so it never shows running.
-            if !head.is_finished() {
-                reconcile(self.store.as_ref(), &self.home, &head.run_id)?;
-                head = self.store.head(&head.run_id)?;
+            match self.summary_if_moved(head) {
+                Ok(Some(summary)) => changed.push(summary),
+                Ok(None) | Err(RuntimeError::Ledger(LedgerError::Corrupt { .. })) => {}
+                Err(other) => return Err(other),
             }
-            if self.seen.get(&head.run_id) == Some(&head.cursor) {
-                continue;
-            }
-            self.seen.insert(head.run_id.clone(), head.cursor);
-            let record = self.store.record(&head.run_id)?;
-            changed.push(RunSummary::of(&head, crate::runtime::template_of(&record)));
         }
         self.pending.extend(changed.into_iter().rev());
         Ok(())
+    }
+
+    /// The run's summary unless it is where it was when last reported. A run whose controller
+    /// is gone is finalized first, so it never shows running.
+    fn summary_if_moved(&mut self, mut head: RunHead) -> Result<Option<RunSummary>, RuntimeError> {
+        if !head.is_finished() {
+            reconcile(self.store.as_ref(), &self.home, &head.run_id)?;
+            head = self.store.head(&head.run_id)?;
+        }
+        if self.seen.get(&head.run_id) == Some(&head.cursor) {
+            return Ok(None);
+        }
+        let record = self.store.record(&head.run_id)?;
+        self.seen.insert(head.run_id.clone(), head.cursor);
+        Ok(Some(RunSummary::of(
+            &head,
+            crate::runtime::template_of(&record),
+        )))
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use trellis_gap::RunEvent as GapEvent;
 use trellis_ledger::{
-    Cursor, LEDGER_ENV, LedgerLocation, RunFilter, RunId, RunKind, RunRecord, RunStore,
-    TerminalResult,
+    Cursor, LEDGER_ENV, LedgerError, LedgerLocation, RunFilter, RunHead, RunId, RunKind, RunRecord,
+    RunStore, TerminalResult,
 };
 
 use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, Registry, readmit, verify};
@@ -31,7 +31,7 @@ use crate::submission::{StoredSource, Submission};
 use crate::validation::{self, ValidateRequest, ValidationReport};
 use crate::views::{
     BindingView, ExecutionDetail, ExecutionSummary, GraphBounds, GraphLayout, RunGraph,
-    RunListFilter, RunStatus, RunSummary,
+    RunListFilter, RunListing, RunStatus, RunSummary, SkippedRun,
 };
 
 /// How long `force_stop` waits for a live controller to settle the run.
@@ -70,9 +70,16 @@ impl Runtime {
         let location = ledger
             .clone()
             .unwrap_or_else(|| LedgerLocation::Sqlite(home.ledger_path()));
-        let store = location.open().map_err(|cause| RuntimeError::OpenLedger {
-            location: location.to_string(),
-            cause,
+        let store = location.open().map_err(|cause| match cause {
+            // These name the file and say what to do already.
+            LedgerError::ReadOnly { .. }
+            | LedgerError::DiskFull { .. }
+            | LedgerError::CannotOpen { .. }
+            | LedgerError::Io { .. } => RuntimeError::Ledger(cause),
+            cause => RuntimeError::OpenLedger {
+                location: location.to_string(),
+                cause,
+            },
         })?;
         Ok(Self {
             home,
@@ -247,8 +254,9 @@ impl Runtime {
         Ok(status)
     }
 
-    /// Runs, newest first.
-    pub fn list(&self, filter: &RunListFilter) -> Result<Vec<RunSummary>, RuntimeError> {
+    /// Runs, newest first. A run whose stored rows are damaged is left out and named in
+    /// `skipped`, so one bad run never hides the others.
+    pub fn list(&self, filter: &RunListFilter) -> Result<RunListing, RuntimeError> {
         let query = RunFilter {
             phase: filter.phase,
             kind: filter.kind,
@@ -256,25 +264,50 @@ impl Runtime {
             limit: filter.limit.max(1),
         };
         let needle = filter.title_contains.as_ref().map(|t| t.to_lowercase());
-        let mut summaries = Vec::new();
-        for mut head in self.store.list_runs(&query)? {
+        let mut listing = RunListing::default();
+        for listed in self.store.list_runs(&query)? {
+            let head = match listed {
+                Ok(head) => head,
+                Err(unreadable) => {
+                    listing.skipped.push(SkippedRun {
+                        run: unreadable.name,
+                        reason: unreadable.error.to_string(),
+                    });
+                    continue;
+                }
+            };
             if needle
                 .as_ref()
                 .is_some_and(|n| !head.title.to_lowercase().contains(n))
             {
                 continue;
             }
-            // Finalize dead runs so the list never claims a lost run is running.
-            if !head.is_finished() {
-                reconcile(self.store.as_ref(), &self.home, &head.run_id)?;
-                head = self.store.head(&head.run_id)?;
+            let run_id = head.run_id.clone();
+            match self.summary_of(head) {
+                Ok(summary) => listing.runs.push(summary),
+                Err(RuntimeError::Ledger(error @ LedgerError::Corrupt { .. })) => {
+                    listing.skipped.push(SkippedRun {
+                        run: run_id.as_str().to_owned(),
+                        reason: error.to_string(),
+                    });
+                }
+                Err(other) => return Err(other),
             }
-            let record = self.store.record(&head.run_id)?;
-            let mut summary = RunSummary::of(&head, template_of(&record));
-            summary.worktree = retained_workspace(&record);
-            summaries.push(summary);
         }
-        Ok(summaries)
+        Ok(listing)
+    }
+
+    /// One listed run's summary, after finalizing it if its controller is gone (so the list
+    /// never claims a lost run is running).
+    fn summary_of(&self, mut head: RunHead) -> Result<RunSummary, RuntimeError> {
+        if !head.is_finished() {
+            reconcile(self.store.as_ref(), &self.home, &head.run_id)?;
+            head = self.store.head(&head.run_id)?;
+        }
+        let record = self.store.record(&head.run_id)?;
+        let mut summary = RunSummary::of(&head, template_of(&record));
+        summary.worktree = retained_workspace(&record);
+        Ok(summary)
     }
 
     /// Every run of a listing window as first seen, then again whenever it moves; see

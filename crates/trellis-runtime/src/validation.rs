@@ -114,19 +114,37 @@ impl ValidationReport {
     }
 }
 
+/// A graph file that was read but cannot be a document (too large, not UTF-8) is reported
+/// `unparseable` like bad JSON; a file that cannot be read at all stays an error.
+fn unparseable_file(
+    path: &std::path::Path,
+    error: AdmissionError,
+) -> Result<ValidationReport, AdmissionError> {
+    match error {
+        AdmissionError::TooLarge { .. } | AdmissionError::Unparseable { .. } => {
+            Ok(ValidationReport::Unparseable {
+                shown: path.display().to_string(),
+                error: error.to_string(),
+            })
+        }
+        other => Err(other),
+    }
+}
+
 /// Validates a document. Files that cannot be read, registries and inputs that cannot be read,
 /// and verifier failures are errors; everything about the graph itself is in the report.
 pub fn validate(request: ValidateRequest) -> Result<ValidationReport, AdmissionError> {
     let (shown, value) = match &request.document {
-        GraphSource::File(path) => match classify(path)? {
-            DocumentKind::Unparseable { path, error } => {
+        GraphSource::File(path) => match classify(path) {
+            Err(error) => return unparseable_file(path, error),
+            Ok(DocumentKind::Unparseable { path, error }) => {
                 return Ok(ValidationReport::Unparseable {
                     shown: path.display().to_string(),
                     error,
                 });
             }
-            DocumentKind::Gap { path } => return validate_gap(&request, path),
-            DocumentKind::GraphSpec { path, value } => (path.display().to_string(), value),
+            Ok(DocumentKind::Gap { path }) => return validate_gap(&request, path),
+            Ok(DocumentKind::GraphSpec { path, value }) => (path.display().to_string(), value),
         },
         GraphSource::Document(value) if trellis_gap::is_gap_document(value) => {
             return validate_gap_document(&request, value);

@@ -452,6 +452,24 @@ pub struct RunGraph {
     pub layout: Option<GraphLayout>,
 }
 
+/// What [`crate::Runtime::list`] found: the runs it could read, newest first, and the runs it
+/// had to leave out because their stored rows are damaged.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunListing {
+    pub runs: Vec<RunSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedRun>,
+}
+
+/// A run left out of a listing: its id as stored (or its ledger row) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedRun {
+    pub run: String,
+    pub reason: String,
+}
+
 /// Which runs [`crate::Runtime::list`] returns, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunListFilter {

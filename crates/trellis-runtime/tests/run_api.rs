@@ -108,14 +108,14 @@ fn a_submitted_run_can_be_read_back_every_way() {
         .unwrap();
     assert_eq!((again.run_id.clone(), again.created), (run.clone(), false));
 
-    let listed = runtime.list(&RunListFilter::default()).unwrap();
+    let listed = runtime.list(&RunListFilter::default()).unwrap().runs;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].run_id, run);
     let none = RunListFilter {
         title_contains: Some("no such title".to_owned()),
         ..RunListFilter::default()
     };
-    assert!(runtime.list(&none).unwrap().is_empty());
+    assert!(runtime.list(&none).unwrap().runs.is_empty());
 
     let updates: Vec<_> = runtime
         .watch(&run, Cursor::START)
@@ -277,7 +277,13 @@ fn refusals_carry_stable_codes() {
     let admitted = runtime.admit(unchecked).unwrap();
     let refused = runtime.submit(admitted, in_process("never")).unwrap_err();
     assert_eq!(refused.code(), "run.not_submittable");
-    assert!(runtime.list(&RunListFilter::default()).unwrap().is_empty());
+    assert!(
+        runtime
+            .list(&RunListFilter::default())
+            .unwrap()
+            .runs
+            .is_empty()
+    );
 
     let unknown_run =
         trellis_runtime::parse_run_id("01a229f6-f791-7144-841c-2b885e31093f").unwrap();
@@ -290,5 +296,44 @@ fn refusals_carry_stable_codes() {
             .unwrap_err()
             .code(),
         "run.invalid_id"
+    );
+}
+
+/// Issue 19 #5: a run whose controller died before attaching was left behind unnamed (and
+/// later found `runtime_lost`); the error now names it, and it is already ended.
+#[test]
+fn a_run_whose_controller_does_not_start_is_named_and_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let runtime = Runtime::open(RuntimeOptions {
+        home: Some(home.clone()),
+        // A "controller" that exits at once without attaching.
+        controller_program: Some("/bin/false".into()),
+        ..RuntimeOptions::default()
+    })
+    .expect("the runtime opens");
+    let admitted = runtime.admit(request(dir.path())).expect("admitted");
+    let options = SubmitOptions {
+        start: StartMode::Detached,
+        ..in_process("never-starts")
+    };
+    let error = runtime.submit(admitted, options).unwrap_err();
+    assert_eq!(error.code(), "run.controller_start", "{error}");
+    let listed = runtime.list(&RunListFilter::default()).unwrap().runs;
+    assert_eq!(listed.len(), 1);
+    let run = &listed[0];
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "run {} was created but did not start: ",
+            run.run_id
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        run.terminal(),
+        Some(&TerminalResult::Failed {
+            reason: "runtime_lost".into()
+        })
     );
 }

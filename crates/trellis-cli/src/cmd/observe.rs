@@ -127,18 +127,26 @@ pub fn describe(status: &RunStatus, now_ms: u64) -> String {
 }
 
 pub fn list(runtime: &Runtime, args: &ListArgs) -> anyhow::Result<u8> {
-    let runs = runtime.list(&RunListFilter {
+    let listing = runtime.list(&RunListFilter {
         limit: args.limit.max(1),
         ..RunListFilter::default()
     })?;
+    // A damaged run is named on stderr; every other run is still listed.
+    for skipped in &listing.skipped {
+        eprintln!(
+            "trellis: warning: skipped run {}: {}",
+            skipped.run, skipped.reason
+        );
+    }
     if args.json {
-        outln!("{}", serde_json::json!({ "runs": runs }));
+        outln!("{}", serde_json::to_string(&listing)?);
         return Ok(0);
     }
-    if runs.is_empty() {
+    let runs = &listing.runs;
+    if runs.is_empty() && listing.skipped.is_empty() {
         outln!("no runs yet; start one with `trellis run`");
     }
-    for run in &runs {
+    for run in runs {
         let state = match run.terminal() {
             Some(TerminalResult::Succeeded { .. }) => "succeeded".to_owned(),
             Some(TerminalResult::Failed { reason }) => format!("failed: {reason}"),

@@ -383,3 +383,39 @@ pub fn squaring_map(state: &Value, max_items: u64) -> Value {
         &["squares"],
     )
 }
+
+/// State `{v}`: steps `chain1..=chain<steps>` one after another, each reading and rewriting
+/// `v` and routed on its errors; the run succeeds with `{v}` (see [`chain_output`]).
+pub fn chain_graph(steps: usize) -> Value {
+    let state = record(&[("v", integer(), true)]);
+    let done = succeed(
+        "done",
+        record(&[("v", integer(), true)]),
+        &[("v", state_path(&["v"]))],
+    );
+    let body = (1..=steps).rev().fold(done, |rest, n| {
+        let name = format!("chain{n}");
+        seq(
+            &format!("stage{n}"),
+            &state,
+            vec![
+                step(
+                    &name,
+                    record(&[("v", integer(), true)]),
+                    record(&[("v", integer(), true)]),
+                    &[("v", state_path(&["v"]))],
+                    &[("v", "v")],
+                ),
+                unless_failed(&name, &state, rest),
+            ],
+            &[],
+        )
+    });
+    graph(state, body)
+}
+
+/// The output of [`chain_graph`] from input `{v}`, as the test worker computes it.
+pub fn chain_output(steps: usize, v: i64) -> Value {
+    let v = (1..=steps as i64).fold(v, |v, n| (v * 31 + n) % 1_000_003);
+    json!({"v": v})
+}

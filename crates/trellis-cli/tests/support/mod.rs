@@ -189,15 +189,8 @@ impl Sandbox {
         self.start(command)
     }
 
-    fn start(&self, mut command: Command) -> Running {
-        let mut child = command.spawn().expect("start trellis");
-        let stdout = drain(child.stdout.take().expect("stdout"));
-        let stderr = drain(child.stderr.take().expect("stderr"));
-        Running {
-            child,
-            stdout,
-            stderr,
-        }
+    fn start(&self, command: Command) -> Running {
+        start(command)
     }
 
     /// Starts `trellis ARGS` in the background and hands its stdout to the caller to read
@@ -341,6 +334,19 @@ pub struct Running {
     pub child: Child,
     stdout: JoinHandle<String>,
     stderr: JoinHandle<String>,
+}
+
+/// Starts `command` (its stdout and stderr piped) in the background; collect it with
+/// [`finish`].
+pub fn start(mut command: Command) -> Running {
+    let mut child = command.spawn().expect("start trellis");
+    let stdout = drain(child.stdout.take().expect("stdout"));
+    let stderr = drain(child.stderr.take().expect("stderr"));
+    Running {
+        child,
+        stdout,
+        stderr,
+    }
 }
 
 fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {

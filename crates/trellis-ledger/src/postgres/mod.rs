@@ -30,7 +30,7 @@ use crate::error::LedgerError;
 use crate::event::{EventFilter, RunEvent, StoredEvent};
 use crate::ids::RunId;
 use crate::snapshot::{RunHead, RunSnapshot};
-use crate::store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+use crate::store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore};
 use crate::stored::prepare_batch;
 
 /// What every job of one store shares: the pool, the schema and the notification listener.
@@ -208,11 +208,9 @@ impl RunStore for PostgresStore {
         runs::assemble_snapshot(run_id, raw, rows)
     }
 
-    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunHead>, LedgerError> {
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<ListedRun>, LedgerError> {
         let filter = filter.clone();
-        let rows =
-            self.call(move |shared| async move { runs::list_runs(&shared, filter).await })?;
-        rows.iter().map(|raw| raw.head()).collect()
+        self.call(move |shared| async move { runs::list_runs(&shared, filter).await })
     }
 
     fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {

@@ -14,7 +14,9 @@ use crate::limits::MAX_EVENTS_PER_PAGE;
 use crate::postgres::Shared;
 use crate::postgres::error::{pool_error, server_error, violates};
 use crate::snapshot::{RunHead, RunProgress, RunSnapshot};
-use crate::store::{Admission, NewRun, RunFilter, RunRecord, cursor_ahead};
+use crate::store::{
+    Admission, ListedRun, NewRun, RunFilter, RunRecord, UnreadableRun, cursor_ahead,
+};
 use crate::stored::{StoredRun, parse_event, parse_execution, to_i64, to_json_text, to_u64};
 
 /// Columns of a run row with its head, in the order [`stored_run`] reads them.
@@ -303,7 +305,7 @@ pub(super) fn assemble_snapshot(
 pub(super) async fn list_runs(
     shared: &Shared,
     filter: RunFilter,
-) -> Result<Vec<StoredRun>, LedgerError> {
+) -> Result<Vec<ListedRun>, LedgerError> {
     let client = connection(shared).await?;
     if let Some(after) = &filter.after_run {
         load_run(&client, after).await?;
@@ -329,7 +331,21 @@ pub(super) async fn list_runs(
         )
         .await
         .map_err(server_error)?;
-    rows.iter().map(stored_run).collect()
+    let mut listed = Vec::with_capacity(rows.len());
+    for row in &rows {
+        listed.push(match stored_run(row).and_then(|raw| raw.head()) {
+            Ok(head) => Ok(head),
+            // A damaged row is reported in its place; a failing server fails the listing.
+            Err(error @ LedgerError::Corrupt { .. }) => Err(UnreadableRun {
+                name: row
+                    .try_get::<_, String>(1)
+                    .unwrap_or_else(|_| "in an unreadable ledger row".to_owned()),
+                error,
+            }),
+            Err(other) => return Err(other),
+        });
+    }
+    Ok(listed)
 }
 
 /// Event rows after `after`, with the run's cursor read by the same statement.

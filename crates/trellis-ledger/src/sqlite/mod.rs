@@ -1,6 +1,7 @@
 //! The SQLite ledger: one WAL database for every run, shared safely by many processes.
 
 mod append;
+mod busy;
 mod keys;
 pub mod paths;
 mod runs;
@@ -18,7 +19,7 @@ use crate::error::LedgerError;
 use crate::event::{EventFilter, RunEvent, StoredEvent};
 use crate::ids::RunId;
 use crate::snapshot::{RunHead, RunSnapshot};
-use crate::store::{Admission, NewRun, RunFilter, RunRecord, RunStore};
+use crate::store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore};
 
 /// The page size of a new ledger file. A step's commit rewrites whole pages into the WAL (its
 /// new events, its execution rows and the run's head: a few hundred changed bytes each), so
@@ -38,18 +39,27 @@ pub enum Durability {
     Normal,
 }
 
+pub use busy::BUSY_TIMEOUT_ENV;
+
+/// How long an operation waits for other processes' locks by default: long enough for a home
+/// with dozens of concurrent runs on a slow disk, short enough to report a stopped holder.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Tuning for [`SqliteStore::open_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SqliteOptions {
-    /// How long a write waits for another process's write lock before failing with `Busy`.
+    /// How long an operation keeps trying while other processes hold the locks it needs
+    /// before failing with `Busy`.
     pub busy_timeout: Duration,
     pub durability: Durability,
 }
 
 impl Default for SqliteOptions {
+    /// Full durability; the busy timeout is `$TRELLIS_LEDGER_BUSY_TIMEOUT_MS` when set, else
+    /// [`DEFAULT_BUSY_TIMEOUT`].
     fn default() -> Self {
         Self {
-            busy_timeout: Duration::from_secs(5),
+            busy_timeout: busy::busy_timeout_from_env(DEFAULT_BUSY_TIMEOUT),
             durability: Durability::Full,
         }
     }
@@ -60,6 +70,7 @@ impl Default for SqliteOptions {
 pub struct SqliteStore {
     session: Mutex<Session>,
     path: Option<PathBuf>,
+    busy_timeout: Duration,
 }
 
 /// The connection and what its last append left, guarded together.
@@ -95,8 +106,10 @@ impl SqliteStore {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(storage_error)?;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| busy::located(storage_error(e), Some(path)))?;
         Self::configure(conn, options, Some(path.to_path_buf()))
+            .map_err(|e| busy::located(e, Some(path)))
     }
 
     /// A private in-memory ledger, for tests.
@@ -110,6 +123,9 @@ impl SqliteStore {
         options: SqliteOptions,
         path: Option<PathBuf>,
     ) -> Result<Self, LedgerError> {
+        // Opening (settings, the switch to WAL, migrations) lets SQLite wait the whole busy
+        // timeout: a file being created by another process is locked in ways a retry of a
+        // single pragma does not see through.
         conn.busy_timeout(options.busy_timeout)
             .map_err(storage_error)?;
         let synchronous = match options.durability {
@@ -133,11 +149,16 @@ impl SqliteStore {
                 });
             }
         }
-        schema::migrate(&mut conn)?;
+        busy::retry_while_busy(options.busy_timeout, || schema::migrate(&mut conn))?;
+        // From now on SQLite waits only briefly; `with_session` repeats whole operations
+        // (see busy.rs).
+        conn.busy_timeout(busy::SQLITE_WAIT.min(options.busy_timeout))
+            .map_err(storage_error)?;
         conn.set_prepared_statement_cache_capacity(32);
         Ok(Self {
             session: Mutex::new(Session { conn, recent: None }),
             path,
+            busy_timeout: options.busy_timeout,
         })
     }
 
@@ -169,6 +190,17 @@ impl SqliteStore {
         Ok(false)
     }
 
+    /// Runs one operation on the session, again while other processes hold the locks it
+    /// needs (each attempt is a transaction that rolled back), releasing the session between
+    /// attempts; a storage failure comes back naming the file.
+    fn with_session<T>(
+        &self,
+        mut operation: impl FnMut(&mut Session) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        busy::retry_while_busy(self.busy_timeout, || operation(&mut self.lock()))
+            .map_err(|e| busy::located(e, self.path.as_deref()))
+    }
+
     fn lock(&self) -> MutexGuard<'_, Session> {
         // A panic while holding the lock leaves no open transaction (they roll back on drop),
         // so the connection is still usable; what it remembers is dropped to be safe.
@@ -182,32 +214,33 @@ impl SqliteStore {
 
 impl RunStore for SqliteStore {
     fn create_or_get(&self, run: NewRun) -> Result<(RunRecord, Admission), LedgerError> {
-        runs::create_or_get(&mut self.lock().conn, run)
+        self.with_session(|session| runs::create_or_get(&mut session.conn, run.clone()))
     }
 
     fn find_by_key(&self, submission_key: &str) -> Result<Option<RunRecord>, LedgerError> {
-        runs::find_by_key(&self.lock().conn, submission_key)
+        self.with_session(|session| runs::find_by_key(&session.conn, submission_key))
     }
 
     fn record(&self, run_id: &RunId) -> Result<RunRecord, LedgerError> {
-        runs::record(&self.lock().conn, run_id)
+        self.with_session(|session| runs::record(&session.conn, run_id))
     }
 
     fn head(&self, run_id: &RunId) -> Result<RunHead, LedgerError> {
-        runs::head(&self.lock().conn, run_id)
+        self.with_session(|session| runs::head(&session.conn, run_id))
     }
 
     fn snapshot(&self, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
-        runs::snapshot(&mut self.lock().conn, run_id)
+        self.with_session(|session| runs::snapshot(&mut session.conn, run_id))
     }
 
-    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunHead>, LedgerError> {
-        runs::list_runs(&self.lock().conn, filter)
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<ListedRun>, LedgerError> {
+        self.with_session(|session| runs::list_runs(&session.conn, filter))
     }
 
     fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
-        let session = &mut *self.lock();
-        append::append(&mut session.conn, &mut session.recent, run_id, None, events)
+        self.with_session(|session| {
+            append::append(&mut session.conn, &mut session.recent, run_id, None, events)
+        })
     }
 
     fn append_at(
@@ -216,14 +249,15 @@ impl RunStore for SqliteStore {
         expected: Cursor,
         events: &[RunEvent],
     ) -> Result<Cursor, LedgerError> {
-        let session = &mut *self.lock();
-        append::append(
-            &mut session.conn,
-            &mut session.recent,
-            run_id,
-            Some(expected),
-            events,
-        )
+        self.with_session(|session| {
+            append::append(
+                &mut session.conn,
+                &mut session.recent,
+                run_id,
+                Some(expected),
+                events,
+            )
+        })
     }
 
     fn events_after(
@@ -233,15 +267,17 @@ impl RunStore for SqliteStore {
         limit: usize,
         filter: EventFilter,
     ) -> Result<Vec<StoredEvent>, LedgerError> {
-        runs::events_after(&mut self.lock().conn, run_id, after, limit, filter)
+        self.with_session(|session| {
+            runs::events_after(&mut session.conn, run_id, after, limit, filter)
+        })
     }
 
     fn latest_cursor(&self, run_id: &RunId) -> Result<Cursor, LedgerError> {
-        runs::latest_cursor(&self.lock().conn, run_id)
+        self.with_session(|session| runs::latest_cursor(&session.conn, run_id))
     }
 
     fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
-        runs::run_contains_bytes(&mut self.lock().conn, run_id, needle)
+        self.with_session(|session| runs::run_contains_bytes(&mut session.conn, run_id, needle))
     }
 }
 

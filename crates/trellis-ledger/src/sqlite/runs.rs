@@ -12,7 +12,9 @@ use crate::snapshot::{RunHead, RunProgress, RunSnapshot};
 use crate::sqlite::keys::{keys_after, run_keys};
 use crate::sqlite::storage_error;
 use crate::sqlite::write::CachedTransaction;
-use crate::store::{Admission, NewRun, RunFilter, RunRecord, cursor_ahead};
+use crate::store::{
+    Admission, ListedRun, NewRun, RunFilter, RunRecord, UnreadableRun, cursor_ahead,
+};
 use crate::stored::{StoredRun, parse_event, parse_execution, to_i64, to_u64};
 
 /// Columns of a run row with its head, in the order [`run_from_row`] reads them.
@@ -266,7 +268,7 @@ pub(super) fn snapshot(conn: &mut Connection, run_id: &RunId) -> Result<RunSnaps
 pub(super) fn list_runs(
     conn: &Connection,
     filter: &RunFilter,
-) -> Result<Vec<RunHead>, LedgerError> {
+) -> Result<Vec<ListedRun>, LedgerError> {
     if let Some(after) = &filter.after_run {
         load_run(conn, after)?;
     }
@@ -279,22 +281,41 @@ pub(super) fn list_runs(
     );
     let mut statement = conn.prepare_cached(&sql).map_err(storage_error)?;
     let limit = to_i64(u64::try_from(filter.effective_limit()).unwrap_or(0))?;
-    let rows = statement
-        .query_map(
-            params![
-                filter.phase.map(Phase::as_str),
-                filter.kind.map(RunKind::as_str),
-                filter.after_run.as_ref().map(RunId::as_str),
-                limit,
-            ],
-            run_from_row,
-        )
+    let mut rows = statement
+        .query(params![
+            filter.phase.map(Phase::as_str),
+            filter.kind.map(RunKind::as_str),
+            filter.after_run.as_ref().map(RunId::as_str),
+            limit,
+        ])
         .map_err(storage_error)?;
-    let mut heads = Vec::new();
-    for row in rows {
-        heads.push(row.map_err(storage_error)?.head()?);
+    let mut listed = Vec::new();
+    while let Some(row) = rows.next().map_err(storage_error)? {
+        let head = run_from_row(row)
+            .map_err(storage_error)
+            .and_then(|raw| raw.head());
+        listed.push(match head {
+            Ok(head) => Ok(head),
+            // A damaged row is reported in its place; a failing database fails the listing.
+            Err(error @ LedgerError::Corrupt { .. }) => Err(UnreadableRun {
+                name: row_name(row),
+                error,
+            }),
+            Err(other) => return Err(other),
+        });
     }
-    Ok(heads)
+    Ok(listed)
+}
+
+/// How a damaged run row is named: its run id when that column is text, else its row number.
+fn row_name(row: &Row<'_>) -> String {
+    match row.get_ref(1) {
+        Ok(ValueRef::Text(text)) => String::from_utf8_lossy(text).into_owned(),
+        _ => match row.get_ref(0) {
+            Ok(ValueRef::Integer(id)) => format!("in ledger row {id}"),
+            _ => "in an unnumbered ledger row".to_owned(),
+        },
+    }
 }
 
 pub(super) fn events_after(

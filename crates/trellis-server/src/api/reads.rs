@@ -100,7 +100,7 @@ pub(super) async fn list_runs(
         ..RunListFilter::default()
     };
     let runtime = Arc::clone(&state.runtime);
-    let mut runs = blocking(move || runtime.list(&filter)).await?;
+    let mut runs = blocking(move || runtime.list(&filter)).await?.runs;
     if let Some(status) = status {
         runs.retain(|run| status.admits(run));
     }

@@ -289,7 +289,7 @@ pub async fn list(
         limit: query.limit.unwrap_or(50).clamp(1, 1000),
     };
     let runtime = state.runtime.clone();
-    let runs = blocking(move || runtime.list(&filter)).await?;
+    let runs = blocking(move || runtime.list(&filter)).await?.runs;
     Ok(Json(RunList { runs }))
 }
 

@@ -1,0 +1,256 @@
+//! Hardening: canary secrets of several shapes — multiline, unicode, JSON-special, regex-special,
+//! long, and one straddling the 4 KiB line cut — handed to a worker that prints them. No byte of
+//! any of them (nor a line or an edge of one) may reach the state directory or any observer:
+//! `run`, `status`, `watch`, `logs`, `list`, and the HTTP API of `trellis serve`.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Child;
+
+use serde_json::{Value, json};
+use support::graph::*;
+use support::{COMMAND_TIMEOUT, Sandbox, finish, uniform_worker_plan};
+
+/// The bearer token of the served API (itself a canary: it must not be printed either).
+const TOKEN: &str = "trellis_hardening_token_0f1e2d3c4b5a";
+
+/// `(variable, value)`: the worker prints each as `value: VALUE :end`, and the first (sorted by
+/// name) again after 4,066 bytes of padding, so the 4,096-byte cut falls inside it.
+fn canaries() -> Vec<(String, String)> {
+    vec![
+        (
+            "CANARY_0_EDGE".into(),
+            "edge-canary-7f3a9c2e41d8b6a0-straddling-the-cut".into(),
+        ),
+        (
+            "CANARY_1_MULTILINE".into(),
+            "multi-canary-first-line\nmulti-canary-second-line\r\nmulti-canary-third".into(),
+        ),
+        (
+            "CANARY_2_UNICODE".into(),
+            "ünï-canary-çødé-✓-日本語-straße-🔑".into(),
+        ),
+        (
+            "CANARY_3_JSON".into(),
+            "json-canary\"\\/{}[]:,\t\u{8}end".into(),
+        ),
+        (
+            "CANARY_4_REGEX".into(),
+            "regex-canary.*+?()[]{}|^$\\d".into(),
+        ),
+        (
+            "CANARY_5_LONG".into(),
+            format!("long-canary-{}", "k9".repeat(600)),
+        ),
+    ]
+}
+
+/// Pieces of a value that must not appear either: the value, each of its lines, and its first
+/// and last 16 characters (a cut or a half-masked value leaves an edge) — each as it is and as
+/// JSON would escape it (the ledger and every JSON answer hold escaped text).
+fn pieces(value: &str) -> Vec<Vec<u8>> {
+    let chars: Vec<char> = value.chars().collect();
+    let mut texts: Vec<String> = vec![value.to_owned()];
+    texts.extend(
+        value
+            .lines()
+            .filter(|line| line.len() >= 12)
+            .map(str::to_owned),
+    );
+    texts.push(chars[..16].iter().collect());
+    texts.push(chars[chars.len() - 16..].iter().collect());
+    let mut pieces = Vec::new();
+    for text in texts {
+        let escaped = serde_json::to_string(&text).expect("json");
+        let escaped = escaped[1..escaped.len() - 1].to_owned();
+        if escaped != text {
+            pieces.push(escaped.into_bytes());
+        }
+        pieces.push(text.into_bytes());
+    }
+    pieces
+}
+
+fn leak_graph() -> Value {
+    let state = record(&[("value", integer(), true)]);
+    graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![
+                step("leakWork", null(), null(), &[], &[]),
+                unless_failed("leakWork", &state, succeed("done", null(), &[])),
+            ],
+            &[],
+        ),
+    )
+}
+
+/// One `trellis serve` on loopback over the sandbox's home.
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Server {
+    fn start(sandbox: &Sandbox) -> Self {
+        let workspaces = sandbox.home.with_file_name("served");
+        let mut command = sandbox.command(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-env",
+            "TEAM_TOKEN",
+            "--workspaces",
+            workspaces.to_str().expect("UTF-8"),
+        ]);
+        command.env("TEAM_TOKEN", TOKEN);
+        let mut child = command.spawn().expect("start trellis serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut first = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .expect("serve says where it listens");
+        let listening: Value = serde_json::from_str(&first).expect("a JSON line");
+        let address = listening["listening"].as_str().expect("address").to_owned();
+        Self { child, address }
+    }
+
+    /// The whole answer (headers and body) to `GET path`; event streams of a finished run
+    /// end by themselves.
+    fn get(&self, path: &str) -> Vec<u8> {
+        let mut stream = TcpStream::connect(&self.address).expect("connect");
+        stream
+            .set_read_timeout(Some(COMMAND_TIMEOUT))
+            .expect("timeout");
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Accept: */*\r\nConnection: close\r\n\r\n",
+            self.address
+        )
+        .expect("request");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).expect("answer");
+        let head = String::from_utf8_lossy(&answer[..answer.len().min(12)]).into_owned();
+        assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
+        answer
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every file under `dir`, as bytes, with its path.
+fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("dir").filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            files.push((path.display().to_string(), bytes));
+        }
+    }
+    files
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+#[test]
+fn canary_secrets_reach_no_byte_of_the_home_and_no_observer() {
+    let sandbox = Sandbox::new();
+    let canaries = canaries();
+    let mut plan = uniform_worker_plan(&[]);
+    plan["connections"] = json!(canaries.iter().map(|(name, _)| name).collect::<Vec<_>>());
+    let args = sandbox.run_args(&leak_graph(), &json!({"value": 1}), &plan);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = canaries
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let run_output = finish(sandbox.spawn_with_env(&args, &env), COMMAND_TIMEOUT, &args);
+    let lines = run_output.ndjson();
+    let run = lines[0]["runId"].as_str().expect("receipt").to_owned();
+    assert_eq!(
+        lines.last().expect("events")["status"]["terminalResult"]["status"],
+        "succeeded",
+        "{run_output:#?}"
+    );
+
+    // The worker really printed them: each masked line is in the log.
+    let logs = sandbox.trellis(&["logs", &run]).success();
+    let masked = logs
+        .ndjson()
+        .iter()
+        .filter(|line| line["record"]["message"] == "value: [REDACTED] :end")
+        .count();
+    assert_eq!(masked, canaries.len(), "{}", logs.stdout);
+
+    let mut observed: Vec<(String, Vec<u8>)> = vec![
+        ("run stdout".into(), run_output.stdout.clone().into_bytes()),
+        ("run stderr".into(), run_output.stderr.clone().into_bytes()),
+        ("logs".into(), logs.stdout.into_bytes()),
+    ];
+    for args in [
+        &["status", &run, "--json"][..],
+        &["status", &run][..],
+        &["watch", &run][..],
+        &["list", "--json"][..],
+        &["list"][..],
+    ] {
+        let output = sandbox.trellis(args).success();
+        observed.push((args.join(" "), output.stdout.into_bytes()));
+    }
+    let server = Server::start(&sandbox);
+    for path in [
+        "/api/v1/runs".to_owned(),
+        format!("/api/v1/runs/{run}"),
+        format!("/api/v1/runs/{run}/graph"),
+        format!("/api/v1/runs/{run}/executions/1"),
+        format!("/api/v1/runs/{run}/watch"),
+        format!("/api/v1/runs/{run}/logs"),
+    ] {
+        observed.push((format!("GET {path}"), server.get(&path)));
+    }
+    drop(server);
+    observed.extend(files_under(&sandbox.home));
+
+    let mut leaks = Vec::new();
+    for (name, value) in &canaries {
+        for piece in pieces(value) {
+            for (source, bytes) in &observed {
+                if contains(bytes, &piece) {
+                    leaks.push(format!(
+                        "{name}: {:?} in {source}",
+                        String::from_utf8_lossy(&piece)
+                    ));
+                }
+            }
+        }
+    }
+    for (source, bytes) in &observed {
+        if contains(bytes, TOKEN.as_bytes()) {
+            leaks.push(format!("the API token in {source}"));
+        }
+    }
+    assert!(leaks.is_empty(), "leaked:\n{}", leaks.join("\n"));
+    eprintln!(
+        "{} canaries × {} observed sources (incl. {} files of the home): no leak",
+        canaries.len(),
+        observed.len(),
+        files_under(&sandbox.home).len()
+    );
+}
