@@ -23,6 +23,9 @@ pub enum RunEvent {
         node_type: String,
         visit: u32,
     },
+    /// A body's output was taken from an earlier attempt of the run instead of running it
+    /// again (a resumed run; see [`crate::NodeJournal`]).
+    NodeReused { node_id: String, visit: u32 },
     /// The body finished successfully.
     NodeFinished { node_id: String, duration_ms: f64 },
     /// The body raised or could not run.

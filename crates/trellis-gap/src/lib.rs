@@ -9,6 +9,7 @@ mod context;
 mod events;
 mod executor;
 mod issue;
+mod journal;
 mod loader;
 mod model;
 mod observation;
@@ -34,6 +35,7 @@ pub use events::{
 };
 pub use executor::{DEFAULT_SCRIPT_TIMEOUT, ExecuteOptions, execute};
 pub use issue::{Issue, Severity, graph_validation_message, render_issues};
+pub use journal::{NodeJournal, SettledBody};
 pub use loader::{
     LoadError, is_gap_document, load_workflow, load_workflow_str, parse_workflow, read_inputs_file,
     workflow_file_path,

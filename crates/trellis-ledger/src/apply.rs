@@ -14,9 +14,11 @@
 //! | `force_stop_requested` | | stop requested |
 //! | `terminal` | no active execution; a failure reason is a label ≤ 128 bytes | result recorded |
 //! | `gap_event` | the run is a GaP run | |
+//! | `gap_node_started`, `gap_node_settled` | the run is a GaP run; node id 1..=512 printable bytes, node type 1..=32 | |
 //!
-//! `log`, `token_usage`, `gap_event` and `controller_attached` count towards the per-run bound
-//! of auxiliary events; settling events never do, so a run can always finish.
+//! `log`, `token_usage`, `gap_event`, `gap_node_*` and `controller_attached` count towards the
+//! per-run bound of auxiliary events; settling executions never do, so a run can always finish
+//! (a GaP run's end needs no `gap_node_settled`).
 
 use std::collections::BTreeMap;
 
@@ -26,8 +28,8 @@ use crate::event::{RunEvent, StoredEvent, TerminalResult};
 use crate::ids::RunKind;
 use crate::limits::{
     MAX_ACTIVE_EXECUTIONS, MAX_AUXILIARY_EVENTS_PER_RUN, MAX_BOOT_ID_BYTES, MAX_EXECUTIONS_PER_RUN,
-    MAX_FAIL_REASON_BYTES, MAX_HOST_BYTES, MAX_LOG_MESSAGE_BYTES, MAX_MAP_INDICES, MAX_SEQUENCE,
-    MAX_WORKER_BYTES,
+    MAX_FAIL_REASON_BYTES, MAX_GAP_NODE_ID_BYTES, MAX_HOST_BYTES, MAX_LOG_MESSAGE_BYTES,
+    MAX_MAP_INDICES, MAX_SEQUENCE, MAX_WORKER_BYTES,
 };
 use crate::snapshot::{
     ControllerInfo, ExecutionSnapshot, ExecutionState, RunHead, RunProgress, RunSnapshot,
@@ -309,6 +311,23 @@ pub(crate) fn apply_event(
             if kind != RunKind::Gap {
                 return reject("gap_event is only valid in GaP runs");
             }
+            count_auxiliary(progress)?;
+        }
+        RunEvent::GapNodeStarted {
+            node, node_type, ..
+        } => {
+            if kind != RunKind::Gap {
+                return reject("gap_node_started is only valid in GaP runs");
+            }
+            check_label("GaP node id", node, MAX_GAP_NODE_ID_BYTES)?;
+            check_label("GaP node type", node_type, 32)?;
+            count_auxiliary(progress)?;
+        }
+        RunEvent::GapNodeSettled { node, .. } => {
+            if kind != RunKind::Gap {
+                return reject("gap_node_settled is only valid in GaP runs");
+            }
+            check_label("GaP node id", node, MAX_GAP_NODE_ID_BYTES)?;
             count_auxiliary(progress)?;
         }
     }

@@ -77,6 +77,22 @@ pub enum RunEvent {
     Terminal { result: TerminalResult },
     /// A progress event of a GaP workflow run, kept as recorded.
     GapEvent { payload: Value },
+    /// A GaP tool, script or router body is about to run: recorded before it starts, so a
+    /// resumed run knows which bodies may have had effects without settling.
+    GapNodeStarted {
+        /// The full node id (`subgraph.node`, `<send>.target#i`).
+        node: String,
+        /// 0-based visit of that node id within the run.
+        visit: u32,
+        node_type: String,
+    },
+    /// A GaP body settled (or was reused from a predecessor): what a resumed run replays
+    /// instead of running it again.
+    GapNodeSettled {
+        node: String,
+        visit: u32,
+        outcome: GapNodeOutcome,
+    },
     /// The workspace was recorded before a dispatch wave, while nothing ran: files (a commit
     /// in the workspace repository's `refs/trellis/checkpoints/<run>/<number>`) and graph
     /// position (every execution below `next_execution` had settled) of one moment.
@@ -95,6 +111,32 @@ pub enum RunEvent {
         bytes_changed: u64,
         timestamp_ms: u64,
     },
+}
+
+/// How a GaP body settled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "status",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum GapNodeOutcome {
+    /// The body returned `output` (a router's body: the dict it returned). `output` is absent
+    /// when it was too large to record (`omittedBytes`); such a body runs again on resume.
+    Succeeded {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        omitted_bytes: Option<u64>,
+        /// The run whose settled output this one reused instead of running.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reused_from: Option<crate::ids::RunId>,
+    },
+    /// The body failed with this error text.
+    Failed { error: String },
+    /// The body was cancelled (a force stop, a failing sibling).
+    Cancelled {},
 }
 
 /// What a checkpoint precedes.
@@ -149,6 +191,8 @@ impl RunEvent {
             Self::Terminal { .. } => EventKind::Terminal,
             Self::GapEvent { .. } => EventKind::GapEvent,
             Self::CheckpointTaken { .. } => EventKind::CheckpointTaken,
+            Self::GapNodeStarted { .. } => EventKind::GapNodeStarted,
+            Self::GapNodeSettled { .. } => EventKind::GapNodeSettled,
         }
     }
 

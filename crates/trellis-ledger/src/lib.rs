@@ -43,7 +43,9 @@ pub mod transitions;
 pub use apply::fold_snapshot;
 pub use cursor::Cursor;
 pub use error::LedgerError;
-pub use event::{CheckpointBefore, CheckpointBeforeKind, EventFilter, RunEvent, StoredEvent};
+pub use event::{
+    CheckpointBefore, CheckpointBeforeKind, EventFilter, GapNodeOutcome, RunEvent, StoredEvent,
+};
 pub use ids::{Phase, RunId, RunKind};
 pub use location::{LEDGER_ENV, LedgerLocation, redact_url};
 #[cfg(feature = "postgres")]

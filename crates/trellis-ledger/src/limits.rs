@@ -15,6 +15,8 @@ pub const MAX_SUBMISSION_KEY_BYTES: usize = 256;
 pub const MAX_GRAPH_IDENTITY_BYTES: usize = 128;
 /// Longest worker reference recorded on `node_started`, in bytes.
 pub const MAX_WORKER_BYTES: usize = 256;
+/// Longest GaP node id (`subgraph.node`, `<send>.target#i`) on a GaP node event, in bytes.
+pub const MAX_GAP_NODE_ID_BYTES: usize = 512;
 /// Longest controller host name, in bytes.
 pub const MAX_HOST_BYTES: usize = 255;
 /// Longest boot identity of a controller host, in bytes.

@@ -289,6 +289,8 @@ impl StatusTracker {
             | RunEvent::TokenUsage { .. }
             | RunEvent::WorkerProcess { .. }
             | RunEvent::GapEvent { .. }
+            | RunEvent::GapNodeStarted { .. }
+            | RunEvent::GapNodeSettled { .. }
             | RunEvent::CheckpointTaken { .. } => {}
         }
         Some(WatchEvent {

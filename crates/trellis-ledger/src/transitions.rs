@@ -9,7 +9,8 @@
 //! | `stopping` | refused | stays | refused | stays | refused | → `finished` |
 //! | `finished` | refused | refused | refused | refused | refused | refused |
 //!
-//! `checkpoint_taken` goes with `node_started`: it precedes a dispatch wave.
+//! `checkpoint_taken` and `gap_node_started` go with `node_started` (a dispatch);
+//! `gap_node_settled` goes with `node_completed`.
 
 use crate::ids::Phase;
 
@@ -28,11 +29,13 @@ pub enum EventKind {
     Terminal,
     GapEvent,
     CheckpointTaken,
+    GapNodeStarted,
+    GapNodeSettled,
 }
 
 impl EventKind {
     /// Every kind, in the order events are documented.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 14] = [
         Self::RunStarted,
         Self::ControllerAttached,
         Self::NodeStarted,
@@ -45,6 +48,8 @@ impl EventKind {
         Self::Terminal,
         Self::GapEvent,
         Self::CheckpointTaken,
+        Self::GapNodeStarted,
+        Self::GapNodeSettled,
     ];
 
     /// The `kind` tag of events of this kind.
@@ -62,6 +67,8 @@ impl EventKind {
             Self::Terminal => "terminal",
             Self::GapEvent => "gap_event",
             Self::CheckpointTaken => "checkpoint_taken",
+            Self::GapNodeStarted => "gap_node_started",
+            Self::GapNodeSettled => "gap_node_settled",
         }
     }
 }
@@ -85,20 +92,29 @@ pub fn transition(phase: Phase, kind: EventKind) -> Result<Phase, &'static str> 
         (P::Admitted, E::RunStarted) => Ok(P::Running),
         (_, E::RunStarted) => Err("run_started is only valid while the run is admitted"),
         (_, E::ControllerAttached | E::Log | E::GapEvent) => Ok(phase),
-        (P::Running, E::NodeStarted | E::CheckpointTaken) => Ok(P::Running),
-        (P::Stopping, E::NodeStarted | E::CheckpointTaken) => {
+        (P::Running, E::NodeStarted | E::CheckpointTaken | E::GapNodeStarted) => Ok(P::Running),
+        (P::Stopping, E::NodeStarted | E::CheckpointTaken | E::GapNodeStarted) => {
             Err("no node may start after a force-stop request")
         }
-        (P::Admitted, E::NodeStarted | E::CheckpointTaken) => {
+        (P::Admitted, E::NodeStarted | E::CheckpointTaken | E::GapNodeStarted) => {
             Err("node_started requires a running run")
         }
         (
             P::Running | P::Stopping,
-            E::NodeCompleted | E::ExecutionVoided | E::WorkerProcess | E::TokenUsage,
+            E::NodeCompleted
+            | E::ExecutionVoided
+            | E::WorkerProcess
+            | E::TokenUsage
+            | E::GapNodeSettled,
         ) => Ok(phase),
-        (P::Admitted, E::NodeCompleted | E::ExecutionVoided | E::WorkerProcess | E::TokenUsage) => {
-            Err("an admitted run has no executions yet")
-        }
+        (
+            P::Admitted,
+            E::NodeCompleted
+            | E::ExecutionVoided
+            | E::WorkerProcess
+            | E::TokenUsage
+            | E::GapNodeSettled,
+        ) => Err("an admitted run has no executions yet"),
         (P::Stopping, E::ForceStopRequested) => Err("force stop was already requested"),
         (_, E::ForceStopRequested) => Ok(P::Stopping),
         (_, E::Terminal) => Ok(P::Finished),

@@ -321,6 +321,74 @@ backend_tests! {
             .unwrap();
     }
 
+    fn gap_node_events_are_journaled_in_gap_runs_and_read_back_whole(ledger) {
+        let (store, graphspec) = store_with_run(ledger);
+        let dispatched = RunEvent::GapNodeStarted {
+            node: "pick.grasp".to_owned(),
+            visit: 2,
+            node_type: "script".to_owned(),
+        };
+        rejected(&*store, &graphspec, std::slice::from_ref(&dispatched));
+        let mut gap = new_run("gap-2", "gap-key-2", json!({"workflow": {}}));
+        gap.kind = RunKind::Gap;
+        gap.submission_digest = gap.compute_digest();
+        let (record, _) = store.create_or_get(gap).unwrap();
+        let run = record.run_id.clone();
+        let settled = RunEvent::GapNodeSettled {
+            node: "pick.grasp".to_owned(),
+            visit: 2,
+            outcome: trellis_ledger::GapNodeOutcome::Succeeded {
+                output: Some(json!({"route": "done", "n": [1, 2]})),
+                omitted_bytes: None,
+                reused_from: Some(RunId::new("earlier").unwrap()),
+            },
+        };
+        let failed = RunEvent::GapNodeSettled {
+            node: "<send>.place#0".to_owned(),
+            visit: 0,
+            outcome: trellis_ledger::GapNodeOutcome::Failed {
+                error: "Node failed: ValueError".to_owned(),
+            },
+        };
+        // Not before the run started: nothing is dispatched in an admitted run.
+        rejected(&*store, &run, std::slice::from_ref(&dispatched));
+        let events = [RunEvent::RunStarted {}, dispatched.clone(), settled, failed];
+        store.append(&run, &events).unwrap();
+        let stored: Vec<RunEvent> = store
+            .events_after(&run, Cursor::START, 10, EventFilter::All)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        assert_eq!(stored, events);
+        let snapshot = store.snapshot(&run).unwrap();
+        let folded = trellis_ledger::fold_snapshot(
+            &record,
+            &store.events_after(&run, Cursor::START, 10, EventFilter::All).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(snapshot, folded);
+        assert_eq!(snapshot.head.progress.auxiliary_events, 3);
+        // A node id is a bounded printable label.
+        for node in [String::new(), "a\nb".to_owned(), "n".repeat(513)] {
+            let bad = RunEvent::GapNodeStarted {
+                node,
+                visit: 0,
+                node_type: "tool".to_owned(),
+            };
+            rejected(&*store, &run, &[bad]);
+        }
+        // After a stop request no body may be dispatched, but one may still settle.
+        store.request_force_stop(&run).unwrap();
+        rejected(&*store, &run, std::slice::from_ref(&dispatched));
+        let cancelled = RunEvent::GapNodeSettled {
+            node: "pick.grasp".to_owned(),
+            visit: 3,
+            outcome: trellis_ledger::GapNodeOutcome::Cancelled {},
+        };
+        store.append(&run, &[cancelled]).unwrap();
+    }
+
     fn oversized_events_are_rejected(ledger) {
         let (store, run) = running(ledger);
         let mut big = started(1, "a");

@@ -54,6 +54,18 @@ fn event_strategy() -> impl Strategy<Value = RunEvent> {
             host: "h".to_owned(),
             boot_id: None,
         }),
+        // GaP node events: refused in these GraphSpec runs whatever the state, and a refused
+        // batch must store nothing (their acceptance is covered by the events tests).
+        1 => (0usize..3, 0u32..3).prop_map(|(n, visit)| RunEvent::GapNodeStarted {
+            node: NODES[n].to_owned(),
+            visit,
+            node_type: "script".to_owned(),
+        }),
+        1 => (0usize..3, 0u32..3).prop_map(|(n, visit)| RunEvent::GapNodeSettled {
+            node: NODES[n].to_owned(),
+            visit,
+            outcome: trellis_ledger::GapNodeOutcome::Cancelled {},
+        }),
         1 => any::<bool>().prop_map(|ok| RunEvent::Terminal {
             result: if ok {
                 TerminalResult::Succeeded { output: json!({"n": 1}) }

@@ -5,18 +5,18 @@
 use serde_json::{Value, json};
 use trellis_graph::{NodeName, WorkerOutcome};
 use trellis_ledger::{
-    EventKind, LedgerError, LogLevel, LogStream, NewRun, Phase, RunEvent, RunId, RunKind, RunStore,
-    SqliteStore, TerminalResult, TokenUsage, transition,
+    EventKind, GapNodeOutcome, LedgerError, LogLevel, LogStream, NewRun, Phase, RunEvent, RunId,
+    RunKind, RunStore, SqliteStore, TerminalResult, TokenUsage, transition,
 };
 
 /// The table, written out: per phase, the phase each kind leads to (`None`: refused), in the
 /// order of `EventKind::ALL`.
-const TABLE: [(Phase, [Option<Phase>; 12]); 4] = {
+const TABLE: [(Phase, [Option<Phase>; 14]); 4] = {
     use Phase::{Admitted as A, Finished as F, Running as R, Stopping as S};
     [
         //  run_started, controller_attached, node_started, node_completed, execution_voided,
         //  log, worker_process, token_usage, force_stop_requested, terminal, gap_event,
-        //  checkpoint_taken
+        //  checkpoint_taken, gap_node_started, gap_node_settled
         (
             A,
             [
@@ -31,6 +31,8 @@ const TABLE: [(Phase, [Option<Phase>; 12]); 4] = {
                 Some(S),
                 Some(F),
                 Some(A),
+                None,
+                None,
                 None,
             ],
         ),
@@ -47,6 +49,8 @@ const TABLE: [(Phase, [Option<Phase>; 12]); 4] = {
                 Some(R),
                 Some(S),
                 Some(F),
+                Some(R),
+                Some(R),
                 Some(R),
                 Some(R),
             ],
@@ -66,9 +70,11 @@ const TABLE: [(Phase, [Option<Phase>; 12]); 4] = {
                 Some(F),
                 Some(S),
                 None,
+                None,
+                Some(S),
             ],
         ),
-        (F, [None; 12]),
+        (F, [None; 14]),
     ]
 };
 
@@ -161,6 +167,20 @@ fn event_of(kind: EventKind) -> RunEvent {
             bytes_changed: 5,
             timestamp_ms: 1,
         },
+        EventKind::GapNodeStarted => RunEvent::GapNodeStarted {
+            node: "pick.grasp".to_owned(),
+            visit: 0,
+            node_type: "script".to_owned(),
+        },
+        EventKind::GapNodeSettled => RunEvent::GapNodeSettled {
+            node: "pick.grasp".to_owned(),
+            visit: 0,
+            outcome: GapNodeOutcome::Succeeded {
+                output: Some(json!({"ok": true})),
+                omitted_bytes: None,
+                reused_from: None,
+            },
+        },
     }
 }
 
@@ -202,7 +222,10 @@ fn every_phase_and_event_pair_follows_the_table() {
             assert_eq!(transition(phase, kind).ok(), expected, "{pair}: transition");
 
             let run_id = RunId::new(&format!("run-{checked}")).unwrap();
-            let run_kind = if kind == EventKind::GapEvent {
+            let run_kind = if matches!(
+                kind,
+                EventKind::GapEvent | EventKind::GapNodeStarted | EventKind::GapNodeSettled
+            ) {
                 RunKind::Gap
             } else {
                 RunKind::Graphspec

@@ -23,7 +23,7 @@ use crate::reuse::ReuseIndex;
 use crate::supervisor::{Harnesses, RunContext, Supervisor};
 
 /// Adopts a lease whose locked descriptor this process inherited at `fd`.
-fn inherited_lease(fd: i32) -> Result<Lease, RuntimeError> {
+pub(crate) fn inherited_lease(fd: i32) -> Result<Lease, RuntimeError> {
     // SAFETY: fcntl(F_GETFD) only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(RuntimeError::ControllerStart(format!(
@@ -133,8 +133,11 @@ pub(crate) fn run_detached(
     store: Arc<dyn RunStore>,
     run_id: &RunId,
 ) -> Result<(), RuntimeError> {
-    let controller = inherited_lease(CONTROLLER_LEASE_FD)?;
     let record = store.record(run_id)?;
+    if record.kind == trellis_ledger::RunKind::Gap {
+        return crate::gap_launch::run_detached(store, run_id, &record);
+    }
+    let controller = inherited_lease(CONTROLLER_LEASE_FD)?;
     let admitted = readmit(&record.submission, run_id.as_str())?;
     let workspace = inherited_lease(WORKSPACE_LEASE_FD)?;
     let leases = Leases {

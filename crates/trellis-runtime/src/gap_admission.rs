@@ -39,6 +39,10 @@ pub struct GapRunRequest {
     pub connector: Option<GapConnector>,
     /// How checkpoint sidecars are judged (`trellis run` asks for `warn`).
     pub checkpoints: CheckpointMode,
+    /// Names of environment variables holding secrets: their values are masked in everything
+    /// the ledger records of the run, and a detached controller is handed them (names only are
+    /// recorded).
+    pub secret_env: Vec<String>,
     pub title: Option<String>,
     pub submission_key: Option<String>,
 }
@@ -98,6 +102,7 @@ fn tool_registry(
 /// Loads and validates the workflow with its tools, and reads its inputs: a GaP run's
 /// admission.
 pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> {
+    let request = absolute_paths(request)?;
     let path = request.workflow.clone();
     let workflow = load_workflow(&path).map_err(|e| match e {
         // The file's own problems name the file (the others already do).
@@ -154,7 +159,118 @@ pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> 
         options,
         skills: request.skills,
         connector: request.connector,
+        tool_manifests: request.tool_manifests,
+        python_tools: request.python_tools,
+        stub_tools: request.stub_tools,
+        secret_env: request.secret_env,
     })
+}
+
+/// The request with every path made absolute against the current directory, so the stored
+/// submission means the same to a controller started elsewhere.
+fn absolute_paths(mut request: GapRunRequest) -> Result<GapRunRequest, AdmissionError> {
+    let absolute = |path: &Path| {
+        std::path::absolute(path).map_err(|e| {
+            AdmissionError::GapOptions(format!("{}: cannot resolve: {e}", path.display()))
+        })
+    };
+    request.workflow = absolute(&request.workflow)?;
+    if let Some(inputs) = &request.inputs {
+        request.inputs = Some(absolute(inputs)?);
+    }
+    if let Some(trace) = &request.trace_dir {
+        request.trace_dir = Some(absolute(trace)?);
+    }
+    for path in request
+        .tool_manifests
+        .iter_mut()
+        .chain(request.skills.iter_mut())
+    {
+        *path = absolute(path)?;
+    }
+    if let Some(GapConnector::PythonModule(module)) = &request.connector {
+        request.connector = Some(GapConnector::PythonModule(absolute(module)?));
+    }
+    for spec in &mut request.python_tools {
+        if let Some((name, target)) = spec.split_once('=')
+            && let Some((module, function)) = target.rsplit_once(':')
+        {
+            let module = absolute(Path::new(module))?;
+            *spec = format!("{name}={}:{function}", module.display());
+        }
+    }
+    Ok(request)
+}
+
+/// Admits a stored GaP submission again (a detached controller, a resumed run): the same
+/// workflow, tools, skills and connector, and the inputs as they were read at submission.
+pub(crate) fn readmit(submission: &Value, run: &str) -> Result<GapRun, AdmissionError> {
+    let stored = |what: &str| AdmissionError::StoredSubmission {
+        run: run.to_owned(),
+        reason: format!("the stored GaP submission has no valid {what}"),
+    };
+    let text = |key: &str| submission.get(key).and_then(Value::as_str);
+    let texts = |key: &str| -> Result<Vec<String>, AdmissionError> {
+        match submission.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| item.as_str().map(str::to_owned).ok_or_else(|| stored(key)))
+                .collect(),
+            Some(_) => Err(stored(key)),
+        }
+    };
+    let paths = |key: &str| -> Result<Vec<PathBuf>, AdmissionError> {
+        Ok(texts(key)?.into_iter().map(PathBuf::from).collect())
+    };
+    let connector = match submission.get("connector") {
+        None | Some(Value::Null) => None,
+        Some(value) => match (value.get("pythonModule"), value.get("command")) {
+            (Some(Value::String(module)), None) => {
+                Some(GapConnector::PythonModule(PathBuf::from(module)))
+            }
+            (None, Some(Value::Array(argv))) => Some(GapConnector::Command(
+                argv.iter()
+                    .map(|word| {
+                        word.as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| stored("connector"))
+                    })
+                    .collect::<Result<_, _>>()?,
+            )),
+            _ => return Err(stored("connector")),
+        },
+    };
+    let request = GapRunRequest {
+        workflow: PathBuf::from(text("workflow").ok_or_else(|| stored("workflow"))?),
+        inputs: None,
+        trace_dir: text("traceDir").map(PathBuf::from),
+        max_workers: submission
+            .get("maxWorkers")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok()),
+        tool_manifests: paths("toolManifests")?,
+        python_tools: texts("pythonTools")?,
+        stub_tools: submission
+            .get("stubTools")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        skills: paths("skills")?,
+        connector,
+        checkpoints: text("checkpoints")
+            .and_then(CheckpointMode::parse)
+            .ok_or_else(|| stored("checkpoints"))?,
+        secret_env: texts("secretEnv")?,
+        title: None,
+        submission_key: None,
+    };
+    let mut run = prepare(request)?;
+    run.options.inputs = match submission.get("inputs") {
+        Some(Value::Object(inputs)) => inputs.clone(),
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(_) => return Err(stored("inputs")),
+    };
+    Ok(run)
 }
 
 /// An admitted GaP run.
@@ -164,9 +280,15 @@ pub(crate) struct GapRun {
     pub title: String,
     pub submission_key: Option<String>,
     pub options: ExecuteOptions,
-    /// Recorded with the submission, so a run's record says what it ran with.
+    /// Recorded with the submission, so a run's record says what it ran with and a
+    /// controller can admit it again.
     pub skills: Vec<PathBuf>,
     pub connector: Option<GapConnector>,
+    pub tool_manifests: Vec<PathBuf>,
+    pub python_tools: Vec<String>,
+    pub stub_tools: bool,
+    /// Names only; the values stay in the environment.
+    pub secret_env: Vec<String>,
 }
 
 impl GapRun {
@@ -187,6 +309,14 @@ impl GapRun {
             "skills": self.skills.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "checkpoints": checkpoint_mode_name(self.options.checkpoints),
             "connector": connector,
+            "toolManifests": self
+                .tool_manifests
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>(),
+            "pythonTools": self.python_tools,
+            "stubTools": self.stub_tools,
+            "secretEnv": self.secret_env,
         })
     }
 }

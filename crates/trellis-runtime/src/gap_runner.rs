@@ -1,5 +1,6 @@
 //! Runs a GaP workflow in this process while recording it in the ledger, so `status`, `watch`
-//! and `logs` work on GaP runs like on GraphSpec runs.
+//! and `logs` work on GaP runs like on GraphSpec runs, and every node body goes through the
+//! ledger's journal so a resumed run replays what settled.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -8,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use trellis_agents::Redactor;
 use trellis_agents::forward::one_line;
 use trellis_gap::{CancelToken, RunEvent as GapEvent, RunObserver};
 use trellis_ledger::{
@@ -16,6 +18,7 @@ use trellis_ledger::{
 
 use crate::error::RuntimeError;
 use crate::gap_admission::{GapOutcome, GapRun};
+use crate::gap_journal::{LedgerJournal, Lineage, redact_value, secret_redactor};
 use crate::home::{Lease, LeaseAttempt, TrellisHome};
 use crate::log_budget::LogBudget;
 use crate::recovery::TerminalReason;
@@ -26,8 +29,11 @@ const MAX_PAYLOAD_BYTES: usize = trellis_ledger::limits::MAX_EVENT_JSON_BYTES - 
 
 /// A progress event as recorded: whole, or — when it would not fit one ledger event (a
 /// subgraph's many large outputs) — its kind and node with the size that was left out.
-fn recorded_payload(event: &GapEvent) -> Value {
-    let payload = serde_json::to_value(event).unwrap_or(Value::Null);
+fn recorded_payload(event: &GapEvent, redactor: &Redactor) -> Value {
+    let payload = redact_value(
+        redactor,
+        &serde_json::to_value(event).unwrap_or(Value::Null),
+    );
     let size = serde_json::to_vec(&payload).map_or(usize::MAX, |bytes| bytes.len());
     if size <= MAX_PAYLOAD_BYTES {
         return payload;
@@ -53,6 +59,8 @@ struct LedgerObserver<'a> {
     forward: &'a (dyn Fn(&GapEvent) + Send + Sync),
     /// Each node's output lines against its log budget (run-level lines under `None`).
     budgets: Mutex<HashMap<Option<String>, LogBudget>>,
+    /// Masks the run's declared secret values in everything recorded.
+    redactor: Redactor,
 }
 
 impl LedgerObserver<'_> {
@@ -105,10 +113,10 @@ impl RunObserver for LedgerObserver<'_> {
                     LogLevel::Info
                 },
                 // One bounded line, as a harness records it (the ledger refuses longer ones).
-                message: one_line(&match node_id {
+                message: one_line(&self.redactor.apply(&match node_id {
                     Some(node) => format!("[{node}] {line}"),
                     None => line.clone(),
-                }),
+                })),
                 timestamp_ms: trellis_ledger::store::now_ms(),
             },
             // Past its node's budget; said once at the end of the run.
@@ -116,7 +124,7 @@ impl RunObserver for LedgerObserver<'_> {
             // The final result is recorded as the terminal event.
             GapEvent::RunFinished { .. } => return,
             other => RunEvent::GapEvent {
-                payload: recorded_payload(other),
+                payload: recorded_payload(other, &self.redactor),
             },
         };
         if let Ok(sender) = self.ledger.lock() {
@@ -168,7 +176,8 @@ fn spawn_writer(
     })
 }
 
-/// Executes the workflow as a recorded run. `forward` sees every progress event as it happens.
+/// Executes the workflow as a new recorded run in this process. `forward` sees every progress
+/// event as it happens.
 pub(crate) fn run_gap(
     store: Arc<dyn RunStore>,
     home: &TrellisHome,
@@ -186,7 +195,6 @@ pub(crate) fn run_gap(
             "a fresh run id is already leased".into(),
         ));
     };
-    let submission = run.submission();
     let key = run
         .submission_key
         .clone()
@@ -196,7 +204,7 @@ pub(crate) fn run_gap(
         key,
         run.title.clone(),
         RunKind::Gap,
-        submission,
+        run.submission(),
     );
     let (record, admission) = store.create_or_get(new_run)?;
     if admission == Admission::Existing {
@@ -207,8 +215,50 @@ pub(crate) fn run_gap(
         run_id.as_str(),
         std::process::id()
     ));
-    store.append(&run_id, &[RunEvent::RunStarted {}, controller_attached()])?;
+    let outcome = drive(store, &run_id, run, Lineage::default(), forward);
+    drop(lease);
+    outcome
+}
 
+/// Drives an admitted GaP run to its end on this thread (the caller holds its lease),
+/// replaying what `lineage` settled.
+pub(crate) fn drive(
+    store: Arc<dyn RunStore>,
+    run_id: &RunId,
+    mut run: GapRun,
+    lineage: Lineage,
+    forward: &(dyn Fn(&GapEvent) + Send + Sync),
+) -> Result<GapOutcome, RuntimeError> {
+    let run_id = run_id.clone();
+    let mut opening = Vec::new();
+    if store.head(&run_id)?.phase() == trellis_ledger::Phase::Admitted {
+        opening.push(RunEvent::RunStarted {});
+    }
+    opening.push(controller_attached());
+    let reusable = lineage.reusable();
+    if reusable > 0 {
+        opening.push(RunEvent::Log {
+            execution: None,
+            stream: LogStream::System,
+            level: LogLevel::Info,
+            message: format!(
+                "resuming: {reusable} settled node result(s) of earlier runs are reused, not run again"
+            ),
+            timestamp_ms: trellis_ledger::store::now_ms(),
+        });
+    }
+    store.append(&run_id, &opening)?;
+
+    let redactor = secret_redactor(&run.secret_env);
+    let journal = Arc::new(LedgerJournal::new(
+        store.clone(),
+        run_id.clone(),
+        lineage,
+        &run.workflow.meta,
+        redactor.clone(),
+    ));
+    let shared: Arc<dyn trellis_gap::NodeJournal> = journal.clone();
+    run.options.journal = Some(shared);
     let (sender, queue) = mpsc::channel();
     let cancel = run.options.cancel.clone();
     let writer = spawn_writer(store.clone(), run_id.clone(), queue, cancel.clone());
@@ -216,17 +266,18 @@ pub(crate) fn run_gap(
         ledger: Mutex::new(sender),
         forward,
         budgets: Mutex::new(HashMap::new()),
+        redactor: redactor.clone(),
     };
     let result = trellis_gap::execute(&run.workflow, run.options, &observer);
     let mut closing = observer.dropped_records();
     drop(observer);
-    let write_failure = writer.join().ok().flatten();
+    let write_failure = writer.join().ok().flatten().or_else(|| journal.failure());
 
     let error_log = |message: String| RunEvent::Log {
         execution: None,
         stream: LogStream::System,
         level: LogLevel::Error,
-        message,
+        message: one_line(&redactor.apply(&message)),
         timestamp_ms: trellis_ledger::store::now_ms(),
     };
     let stopped = store
@@ -237,7 +288,10 @@ pub(crate) fn run_gap(
             reason: TerminalReason::ForceStopped.label().to_owned(),
         }
     } else if result.is_success() {
-        let output = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let output = redact_value(
+            &redactor,
+            &serde_json::to_value(&result).unwrap_or(Value::Null),
+        );
         let size = serde_json::to_vec(&output).map_or(usize::MAX, |bytes| bytes.len());
         if size <= MAX_PAYLOAD_BYTES {
             TerminalResult::Succeeded { output }
@@ -260,7 +314,6 @@ pub(crate) fn run_gap(
     }
     closing.push(RunEvent::Terminal { result: terminal });
     store.append(&run_id, &closing)?;
-    drop(lease);
     if let Some(failure) = write_failure {
         return Err(RuntimeError::Internal(format!(
             "the workflow ran but some progress events were not recorded: {failure}"

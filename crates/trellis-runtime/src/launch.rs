@@ -186,7 +186,7 @@ pub(crate) fn launch(
                 &run_id,
                 env,
                 &controller_lease,
-                &workspace_lease,
+                Some(&workspace_lease),
                 log,
             )
         });
@@ -220,17 +220,19 @@ fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {
     }
 }
 
-fn spawn_controller(
+/// Starts `program __controller RUN` in its own session in `workspace`, handing it the run's
+/// lease (and the workspace's, when the run holds one) on the agreed descriptors.
+pub(crate) fn spawn_controller(
     program: &Path,
     workspace: &Path,
     run_id: &RunId,
     env: &[(String, String)],
     controller_lease: &Lease,
-    workspace_lease: &Lease,
+    workspace_lease: Option<&Lease>,
     log: File,
 ) -> Result<(), RuntimeError> {
     let controller_fd = controller_lease.file().as_raw_fd();
-    let workspace_fd = workspace_lease.file().as_raw_fd();
+    let workspace_fd = workspace_lease.map(|lease| lease.file().as_raw_fd());
     let stderr = log
         .try_clone()
         .map_err(|e| RuntimeError::io("cannot open the controller log", e))?;
@@ -252,10 +254,12 @@ fn spawn_controller(
                 return Err(std::io::Error::last_os_error());
             }
             for (from, to) in [
-                (controller_fd, CONTROLLER_LEASE_FD),
+                (Some(controller_fd), CONTROLLER_LEASE_FD),
                 (workspace_fd, WORKSPACE_LEASE_FD),
             ] {
-                if libc::dup2(from, to) < 0 {
+                if let Some(from) = from
+                    && libc::dup2(from, to) < 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
             }
@@ -268,7 +272,8 @@ fn spawn_controller(
     Ok(())
 }
 
-fn wait_until_attached(
+/// Waits until the new controller attached to its run (or the run already ended).
+pub(crate) fn wait_until_attached(
     store: &dyn RunStore,
     run_id: &RunId,
     home: &TrellisHome,

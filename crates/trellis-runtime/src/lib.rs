@@ -20,6 +20,8 @@ mod delivery;
 mod documents;
 mod error;
 mod gap_admission;
+mod gap_journal;
+mod gap_launch;
 mod gap_runner;
 mod harnesses;
 mod home;

@@ -17,6 +17,7 @@ use crate::checkpoints::workspace::WorkspaceHandling;
 use crate::delivery::read_source;
 use crate::error::RuntimeError;
 use crate::gap_admission::{self, GapOutcome, GapRunRequest};
+use crate::gap_launch::{self, GAP_CONTROLLER_ENV, GapLaunch};
 use crate::gap_runner;
 use crate::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::launch::{LaunchRequest, Launched, Start, controller_env, launch};
@@ -165,16 +166,19 @@ impl Runtime {
             .worktree_of
             .clone()
             .map(|origin| (origin, submission.workspace.clone()));
-        let launched = self.start(options.start, &submission).and_then(|start| {
-            self.launch(LaunchRequest {
-                start,
-                submission,
-                title,
-                submission_key,
-                identity,
-                predecessor: None,
-            })
-        });
+        let connection_names = submission.plan.connection_names();
+        let launched = self
+            .start(options.start, &connection_names)
+            .and_then(|start| {
+                self.launch(LaunchRequest {
+                    start,
+                    submission,
+                    title,
+                    submission_key,
+                    identity,
+                    predecessor: None,
+                })
+            });
         // A worktree made for a run that never started (or that repeated an earlier
         // submission, which has its own) goes again.
         if let Some((origin, made)) = worktree
@@ -185,7 +189,9 @@ impl Runtime {
         launched
     }
 
-    fn start(&self, mode: StartMode, submission: &Submission) -> Result<Start, RuntimeError> {
+    /// How a run is started: `env_names` are the variables its controller is handed besides
+    /// the basics (a plan's connection names, a GaP run's secret names and settings).
+    fn start(&self, mode: StartMode, env_names: &[String]) -> Result<Start, RuntimeError> {
         Ok(match mode {
             StartMode::InProcess => Start::InProcess,
             StartMode::Detached => Start::Detached {
@@ -195,7 +201,7 @@ impl Runtime {
                         .map_err(|e| RuntimeError::io("cannot locate the trellis binary", e))?,
                 },
                 env: {
-                    let mut env = controller_env(&submission.plan.connection_names());
+                    let mut env = controller_env(env_names);
                     // The controller opens the same ledger (a URL may carry a password: it
                     // travels in the environment only, never in arguments or on disk).
                     if let Some(location) = &self.ledger {
@@ -234,6 +240,50 @@ impl Runtime {
     ) -> Result<GapOutcome, RuntimeError> {
         let run = gap_admission::prepare(request)?;
         gap_runner::run_gap(self.store.clone(), &self.home, run, progress)
+    }
+
+    /// Validates a GaP workflow with its tools and creates its run (idempotent on the
+    /// submission key), driven like a GraphSpec run: `StartMode::Detached` by a controller
+    /// process (returns once it attached), `StartMode::InProcess` on this thread to its end.
+    /// Every node body is journaled, so the run can be force-stopped and resumed.
+    pub fn submit_gap(
+        &self,
+        request: GapRunRequest,
+        start: StartMode,
+    ) -> Result<Receipt, RuntimeError> {
+        let run = gap_admission::prepare(request)?;
+        let submission_key = run
+            .submission_key
+            .clone()
+            .unwrap_or_else(|| format!("gap-{}", RunId::generate().as_str()));
+        let launch = GapLaunch {
+            title: run.title.clone(),
+            submission_key,
+            predecessor: None,
+            run,
+        };
+        self.launch_gap(launch, start)
+    }
+
+    fn launch_gap(&self, launch: GapLaunch, start: StartMode) -> Result<Receipt, RuntimeError> {
+        let env_names: Vec<String> = GAP_CONTROLLER_ENV
+            .iter()
+            .map(|name| (*name).to_owned())
+            .chain(launch.run.secret_env.iter().cloned())
+            .collect();
+        let start = self.start(start, &env_names)?;
+        Ok(
+            match gap_launch::launch(&self.home, &self.store, launch, start)? {
+                Launched::Started(run_id) => Receipt {
+                    run_id,
+                    created: true,
+                },
+                Launched::Existing(run_id) => Receipt {
+                    run_id,
+                    created: false,
+                },
+            },
+        )
     }
 
     /// Checks the run exists and finalizes it `runtime_lost` if its controller is gone, so
@@ -476,6 +526,21 @@ impl Runtime {
             });
         }
         let record = self.store.record(run_id)?;
+        if record.kind == RunKind::Gap {
+            if options.from_checkpoint.is_some() {
+                return Err(RuntimeError::NoCheckpoints(run_id.to_string()));
+            }
+            let run = gap_admission::readmit(&record.submission, run_id.as_str())?;
+            return self.launch_gap(
+                GapLaunch {
+                    run,
+                    title: record.title.clone(),
+                    submission_key: format!("resume-{}", run_id.as_str()),
+                    predecessor: Some(run_id.clone()),
+                },
+                options.start,
+            );
+        }
         let mut admitted = readmit(&record.submission, run_id.as_str())?;
         admitted.submission.from_checkpoint = self.prepare_resume(
             run_id,
@@ -484,7 +549,7 @@ impl Runtime {
             options.force,
         )?;
         self.launch(LaunchRequest {
-            start: self.start(options.start, &admitted.submission)?,
+            start: self.start(options.start, &admitted.submission.plan.connection_names())?,
             title: record.title.clone(),
             submission_key: format!("resume-{}", run_id.as_str()),
             identity: admitted.identity,

@@ -1,5 +1,6 @@
 //! `trellis run` for GaP workflows: validate, then execute in this process while the run is
-//! recorded in the ledger; NDJSON progress and a final result object with `--json`.
+//! recorded in the ledger (NDJSON progress and a final result object with `--json`), or with
+//! `--detach` under a controller process like a GraphSpec run.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,8 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use clap::Args;
 use trellis_runtime::gap::{CheckpointMode, GapEvent as RunEvent};
-use trellis_runtime::{AdmissionError, GapConnector, GapRunRequest, RuntimeError};
+use trellis_runtime::{AdmissionError, GapConnector, GapRunRequest, RuntimeError, StartMode};
 
+use crate::cmd::follow;
 use crate::cmd::run::RunArgs;
 use crate::context::{machine_output, open_runtime};
 
@@ -48,6 +50,10 @@ pub struct GapArgs {
     /// `off`, `warn` (record and log failures) or `strict` (a failure fails the run).
     #[arg(long, value_name = "MODE", default_value = "warn", value_parser = parse_checkpoints)]
     pub checkpoints: CheckpointMode,
+    /// GaP: an environment variable holding a secret (repeatable): its value is masked in
+    /// everything recorded, and a detached controller is handed it (only the name is stored).
+    #[arg(long, value_name = "NAME")]
+    pub secret_env: Vec<String>,
 }
 
 fn parse_checkpoints(text: &str) -> Result<CheckpointMode, String> {
@@ -70,6 +76,7 @@ fn progress_line(event: &RunEvent) -> Option<String> {
             format!("▶ {node_id} (visit {})", visit + 1)
         }
         RunEvent::NodeStarted { node_id, .. } => format!("▶ {node_id}"),
+        RunEvent::NodeReused { node_id, .. } => format!("↺ {node_id} (reused)"),
         RunEvent::NodeFinished {
             node_id,
             duration_ms,
@@ -121,11 +128,23 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
         skills: args.gap.skills.clone(),
         connector: connector(&args.gap),
         checkpoints: args.gap.checkpoints,
+        secret_env: args.gap.secret_env.clone(),
         title: args.title.clone(),
         submission_key: args.submission_key.clone(),
     };
     let machine = machine_output(args.json);
     let runtime = open_runtime(ledger)?;
+    if args.detach {
+        let receipt = match runtime.submit_gap(request, StartMode::Detached) {
+            Ok(receipt) => receipt,
+            Err(RuntimeError::Admission(AdmissionError::GapRejected { path, report })) => {
+                eprint!("✗ workflow {} is rejected\n{report}", path.display());
+                return Ok(1);
+            }
+            Err(other) => return Err(other.into()),
+        };
+        return follow::after_launch(&runtime, &receipt, true, machine, None);
+    }
     let forward = move |event: &RunEvent| {
         let mut out = std::io::stdout().lock();
         let line = if machine {

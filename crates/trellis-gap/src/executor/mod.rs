@@ -1,6 +1,7 @@
 //! Executor entry point: validation gate, trace setup, top-level scope, end node and recovery.
 
 mod checkpoints;
+mod journaling;
 mod nodes;
 mod scope;
 mod subgraph;
@@ -11,6 +12,7 @@ use crate::connector::Connector;
 use crate::context::{BodyTimes, GuardLimits, NodeContext, RunShared};
 use crate::events::{ExecutionResult, ExitStatus, RunEvent, RunObserver};
 use crate::issue::{Issue, graph_validation_message};
+use crate::journal::NodeJournal;
 use crate::model::{EndStatus, IN, NodeType, OBSERVATION_STREAM, Workflow};
 use crate::observation::{
     DEFAULT_OBSERVATION_HZ, ObservationStream, observation_hz, stream_marker,
@@ -73,6 +75,9 @@ pub struct ExecuteOptions {
     pub observation_hz: f64,
     /// How subgraph checkpoint sidecars are treated.
     pub checkpoints: CheckpointMode,
+    /// Where tool, script and router bodies are recorded before and after they run, and
+    /// whose settled outputs are reused instead of running again (a resumed run).
+    pub journal: Option<Arc<dyn NodeJournal>>,
 }
 
 impl Default for ExecuteOptions {
@@ -107,6 +112,7 @@ impl Default for ExecuteOptions {
             connector: None,
             observation_hz: DEFAULT_OBSERVATION_HZ,
             checkpoints: CheckpointMode::Off,
+            journal: None,
         }
     }
 }

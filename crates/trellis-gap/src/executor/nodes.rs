@@ -62,6 +62,13 @@ impl Executor<'_> {
             Some(trace) => trace.start_node(full_id),
             None => self.next_visit(full_id),
         };
+        if let Some(output) = self.recall_body(full_id, visit) {
+            if let Some(trace) = trace {
+                trace.record_output(full_id, visit, &output);
+                trace.finish_node(full_id, None);
+            }
+            return Ok(output);
+        }
         self.run.emit(RunEvent::NodeStarted {
             node_id: full_id.to_string(),
             node_type: node.node_type.as_str().to_string(),
@@ -69,39 +76,55 @@ impl Executor<'_> {
         });
         let started = Instant::now();
         let outcome = (|| {
-            let inputs = resolve_inputs(&node.inputs, local, self.options.stream_publish_timeout)
-                .map_err(|e| ExecError::Resolve {
-                node_id: full_id.to_string(),
-                message: e.0,
-            })?;
-            if let Some(trace) = trace {
-                trace.record_inputs(full_id, visit, &inputs);
-            }
-            let output = if node.node_type == NodeType::Tool {
-                let ctx = NodeContext::new(&self.run, full_id, None, None);
-                let tool = node.tool_name().ok_or_else(|| ExecError::Resolve {
-                    node_id: full_id.to_string(),
-                    message: format!(
-                        "tool field must be a string, got {}",
-                        node.tool.as_ref().map(py_repr).unwrap_or_default()
-                    ),
-                })?;
-                ctx.call_tool(tool, inputs)
-                    .map_err(|e| ExecError::from_tool(full_id, e))?
-            } else {
-                let ctx = NodeContext::new(&self.run, full_id, Some(full_id.to_string()), None);
-                self.run_script_body(&ctx, node, full_id, scope_name, inputs, false)?
-            };
-            if let Some(trace) = trace {
-                trace.record_output(full_id, visit, &output);
-            }
-            Ok(output)
+            self.announce_body(full_id, visit, node.node_type.as_str())?;
+            let body = self.run_body(full_id, scope_name, node, local, visit);
+            self.settle_body(full_id, visit, &body);
+            body
         })();
         self.report_outcome(full_id, started, &outcome, true);
         if let Some(trace) = trace {
             trace.flush_if_due();
         }
         outcome
+    }
+
+    /// The body of a tool or script node: inputs resolved and traced, run, output traced.
+    fn run_body(
+        &self,
+        full_id: &str,
+        scope_name: Option<&str>,
+        node: &NodeDef,
+        local: &LocalOutputs,
+        visit: u32,
+    ) -> Result<Value, ExecError> {
+        let trace = self.run.trace.as_ref();
+        let inputs = resolve_inputs(&node.inputs, local, self.options.stream_publish_timeout)
+            .map_err(|e| ExecError::Resolve {
+                node_id: full_id.to_string(),
+                message: e.0,
+            })?;
+        if let Some(trace) = trace {
+            trace.record_inputs(full_id, visit, &inputs);
+        }
+        let output = if node.node_type == NodeType::Tool {
+            let ctx = NodeContext::new(&self.run, full_id, None, None);
+            let tool = node.tool_name().ok_or_else(|| ExecError::Resolve {
+                node_id: full_id.to_string(),
+                message: format!(
+                    "tool field must be a string, got {}",
+                    node.tool.as_ref().map(py_repr).unwrap_or_default()
+                ),
+            })?;
+            ctx.call_tool(tool, inputs)
+                .map_err(|e| ExecError::from_tool(full_id, e))?
+        } else {
+            let ctx = NodeContext::new(&self.run, full_id, Some(full_id.to_string()), None);
+            self.run_script_body(&ctx, node, full_id, scope_name, inputs, false)?
+        };
+        if let Some(trace) = trace {
+            trace.record_output(full_id, visit, &output);
+        }
+        Ok(output)
     }
 
     fn report_outcome(
@@ -271,13 +294,33 @@ impl Executor<'_> {
         });
         let started = Instant::now();
         let outcome = (|| {
-            let inputs = resolve_inputs(&node.inputs, local, self.options.stream_publish_timeout)
-                .map_err(|e| ExecError::Resolve {
-                node_id: full_id.clone(),
-                message: e.0,
-            })?;
-            let ctx = NodeContext::new(&self.run, full_id.clone(), Some(full_id.clone()), None);
-            let returned = self.run_script_body(&ctx, node, &full_id, scope.name, inputs, false)?;
+            // The body's own return is journaled; Send copies are journaled one by one.
+            let returned = match self.recall_body(&full_id, visit) {
+                Some(returned) => returned,
+                None => {
+                    self.announce_body(&full_id, visit, "router")?;
+                    let body = (|| {
+                        let inputs = resolve_inputs(
+                            &node.inputs,
+                            local,
+                            self.options.stream_publish_timeout,
+                        )
+                        .map_err(|e| ExecError::Resolve {
+                            node_id: full_id.clone(),
+                            message: e.0,
+                        })?;
+                        let ctx = NodeContext::new(
+                            &self.run,
+                            full_id.clone(),
+                            Some(full_id.clone()),
+                            None,
+                        );
+                        self.run_script_body(&ctx, node, &full_id, scope.name, inputs, false)
+                    })();
+                    self.settle_body(&full_id, visit, &body);
+                    body?
+                }
+            };
             match returned.as_object().and_then(|o| o.get("route")) {
                 Some(Value::String(route)) => Ok(Value::String(route.clone())),
                 Some(Value::Array(items)) => self.run_send(&full_id, items, local),

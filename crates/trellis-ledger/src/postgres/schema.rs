@@ -101,6 +101,13 @@ pub const MIGRATIONS: &[Migration] = &[
             WHERE state = 'claimed';
     "#,
     },
+    Migration {
+        version: 3,
+        // GaP runs record their node bodies (`gap_node_started`, `gap_node_settled`) so they
+        // can be resumed. The rows are unchanged, but a build from before these kinds would read
+        // such a run as corrupt; raising the version makes it refuse the whole ledger instead.
+        sql: "",
+    },
 ];
 
 /// The schema version this build writes.

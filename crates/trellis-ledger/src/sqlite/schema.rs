@@ -126,6 +126,13 @@ pub const MIGRATIONS: &[Migration] = &[
         ALTER TABLE run_heads_checked RENAME TO run_heads;
     ",
     },
+    // GaP runs record their node bodies (`gap_node_started`, `gap_node_settled`) so they can
+    // be resumed. The rows are unchanged, but a build from before these kinds would read such
+    // a run as corrupt; raising the version makes it refuse the whole ledger up front instead.
+    Migration {
+        version: 4,
+        sql: "",
+    },
 ];
 
 /// The schema version this build writes.
