@@ -225,7 +225,10 @@ mod tests {
                 "API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"}}",
                 AuthenticationRequired,
             ),
-            ("prompt is too long: 250000 tokens > 200000 maximum", ContextOverflow),
+            (
+                "prompt is too long: 250000 tokens > 200000 maximum",
+                ContextOverflow,
+            ),
             ("429 Too Many Requests", RateLimited),
             ("The model `gpt-nope` does not exist", UnknownModel),
             ("API Error: 529 overloaded", Other),

@@ -164,7 +164,9 @@ pub fn preflight_lane(
             .iter()
             .find_map(|(_, binding)| native_key_name(lane.provider, binding))
             .and_then(|name| env.get(&name).map(|value| (name, value)));
-        let key = key.as_ref().map(|(name, value)| (name.as_str(), value.clone()));
+        let key = key
+            .as_ref()
+            .map(|(name, value)| (name.as_str(), value.clone()));
         if native_sign_in(lane.harness, &program, key, env) == SignIn::No {
             problems.push(PreflightProblem {
                 problem: format!("{cli} is not signed in"),
@@ -219,7 +221,11 @@ pub fn lane_variables(provider: Provider, binding: &AgentBinding) -> Vec<String>
             let names = named("bedrock");
             vec![
                 pick(&names, &|n| n.contains("REGION"), "AWS_REGION"),
-                pick(&names, &|n| !n.contains("REGION"), "AWS_BEARER_TOKEN_BEDROCK"),
+                pick(
+                    &names,
+                    &|n| !n.contains("REGION"),
+                    "AWS_BEARER_TOKEN_BEDROCK",
+                ),
             ]
         }
         Provider::Anthropic | Provider::Openai | Provider::Github => Vec::new(),
@@ -258,7 +264,12 @@ fn run_status(
 ) -> Result<(ProcessEnd, String), String> {
     let secrets: Vec<String> = env
         .iter()
-        .filter(|(name, _)| !matches!(name.as_str(), "PATH" | "HOME" | "LANG" | "CODEX_HOME"))
+        .filter(|(name, _)| {
+            !matches!(
+                name.as_str(),
+                "PATH" | "HOME" | "LANG" | "CODEX_HOME" | "COPILOT_AUTO_UPDATE"
+            )
+        })
         .map(|(_, value)| value.clone())
         .collect();
     let spec = ProcessSpec {

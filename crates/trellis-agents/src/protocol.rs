@@ -9,8 +9,8 @@ use serde_json::Value;
 use trellis_process::{BoxFuture, LINE_CUT_MARKER, ProcessObserver, Stream};
 
 use crate::access::LaneAccess;
-use crate::failure::ProviderFailureKind;
 use crate::binding::AgentBinding;
+use crate::failure::ProviderFailureKind;
 use crate::forward::{LogForwarder, truncate};
 use crate::harness::{ExecutionRequest, LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};

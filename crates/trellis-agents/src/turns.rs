@@ -261,13 +261,16 @@ impl TurnLoop<'_> {
         forwarder: &mut LogForwarder,
     ) -> WorkerOutcome {
         let label = self.protocol.label();
-        forwarder.emit(
-            LogStream::Error,
-            &format!("{label} provider failure ({}): {error}", kind.as_str()),
-        );
+        let failure = format!("{label} provider failure ({}): {error}", kind.as_str());
         let gateway = !self.launch.provider.is_native();
-        if let Some(advice) = advice(self.protocol.kind(), kind, gateway) {
-            forwarder.emit(LogStream::Error, &advice);
+        match advice(self.protocol.kind(), kind, gateway) {
+            // Authentication: the fix alone is the last line; the provider's words come first.
+            Some(advice) if kind == ProviderFailureKind::AuthenticationRequired => {
+                forwarder.emit(LogStream::Error, &failure);
+                forwarder.emit(LogStream::Error, &advice);
+            }
+            Some(advice) => forwarder.emit(LogStream::Error, &format!("{failure} — {advice}")),
+            None => forwarder.emit(LogStream::Error, &failure),
         }
         forwarder.system(format!("{} is not retried; settled", kind.as_str()));
         match kind {

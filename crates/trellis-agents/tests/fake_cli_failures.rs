@@ -59,7 +59,11 @@ const AUTHENTICATION: WorkerOutcome = WorkerOutcome::Error {
 #[tokio::test]
 async fn a_cli_that_is_not_signed_in_is_refused_once_with_the_fix() {
     for (kind, provider, advice) in [
-        (HarnessKind::Claude, Provider::Anthropic, "run \"claude\" once"),
+        (
+            HarnessKind::Claude,
+            Provider::Anthropic,
+            "run \"claude\" once",
+        ),
         (HarnessKind::Codex, Provider::Openai, "run \"codex login\""),
     ] {
         let (outcome, invocations, logs) = replay(kind, provider, "not-signed-in").await;
@@ -67,7 +71,9 @@ async fn a_cli_that_is_not_signed_in_is_refused_once_with_the_fix() {
         assert_eq!(invocations, 1, "{kind:?}: authentication is not retried");
         let errors = error_lines(&logs);
         assert!(
-            errors.iter().any(|l| l.contains("(authentication_required)")),
+            errors
+                .iter()
+                .any(|l| l.contains("(authentication_required)")),
             "{kind:?}: {errors:#?}"
         );
         assert!(

@@ -12,6 +12,7 @@ use trellis_ledger::{
 };
 
 use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, Registry, readmit, verify};
+use crate::cause::run_cause;
 use crate::checkpoints::api::retained_workspace;
 use crate::checkpoints::workspace::WorkspaceHandling;
 use crate::delivery::read_source;
@@ -117,6 +118,12 @@ impl Runtime {
                 "this admission checked no runtime plan, so it cannot run".to_owned(),
             ));
         };
+        if !options.skip_preflight {
+            let problems = crate::preflight::preflight(&plan);
+            if !problems.is_empty() {
+                return Err(RuntimeError::Preflight(problems));
+            }
+        }
         let source = read_source(&workspace);
         let mut handling = WorkspaceHandling {
             checkpoints: options.workspace.checkpoints,
@@ -239,6 +246,13 @@ impl Runtime {
         let snapshot = self.store.snapshot(run_id)?;
         let mut status = RunStatus::of(&snapshot, template_of(&record));
         status.summary.worktree = retained_workspace(&record);
+        if record.kind == RunKind::Graphspec {
+            status.cause = run_cause(
+                self.store.as_ref(),
+                &snapshot,
+                record.submission.get("graph"),
+            )?;
+        }
         Ok(status)
     }
 

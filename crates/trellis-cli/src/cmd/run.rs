@@ -7,8 +7,8 @@ use anyhow::bail;
 use clap::Args;
 use trellis_runtime::{
     AdmissionError, AdmitRequest, ConfigSource, DeliveryMode, DocumentKind, GraphSource,
-    InputSource, PlanSource, StartMode, SubmitOptions, TemplateDelivery, WorkspaceMode,
-    WorkspaceOptions, classify,
+    InputSource, PlanSource, RuntimeError, StartMode, SubmitOptions, TemplateDelivery,
+    WorkspaceMode, WorkspaceOptions, classify,
 };
 
 use crate::cmd::{follow, run_gap};
@@ -105,6 +105,10 @@ pub struct RunArgs {
     /// Machine output: a receipt line, then NDJSON events (the default when not a terminal).
     #[arg(long)]
     pub json: bool,
+    /// Start without checking first that the agent CLI is installed and signed in and that
+    /// declared connection variables are set.
+    #[arg(long)]
+    pub no_preflight: bool,
     #[command(flatten)]
     pub gap: run_gap::GapArgs,
 }
@@ -204,7 +208,7 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     }
     let layout = admitted.layout();
     let runtime = open_runtime(ledger)?;
-    let receipt = runtime.submit(
+    let submitted = runtime.submit(
         admitted,
         SubmitOptions {
             submission_key: args.submission_key.clone(),
@@ -219,8 +223,21 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
                 keep_checkpoints: args.keep_checkpoints,
                 ..WorkspaceOptions::default()
             },
+            skip_preflight: args.no_preflight,
         },
-    )?;
+    );
+    let receipt = match submitted {
+        Ok(receipt) => receipt,
+        Err(RuntimeError::Preflight(problems)) => {
+            eprintln!("✗ the run was not started; preflight found:");
+            for problem in &problems {
+                eprintln!("  {problem}");
+            }
+            eprintln!("  (--no-preflight starts it anyway)");
+            return Ok(2);
+        }
+        Err(other) => return Err(other.into()),
+    };
     follow::after_launch(
         &runtime,
         &receipt,
