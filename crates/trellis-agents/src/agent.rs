@@ -13,7 +13,7 @@ use crate::codex::CodexCli;
 use crate::copilot::CopilotCli;
 use crate::forward::LogForwarder;
 use crate::harness::{
-    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, TokenUsage,
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, LogStream, TokenUsage,
 };
 use crate::lane::{AgentLane, HarnessKind, find_program};
 use crate::prompt::{PromptInput, render_prompt};
@@ -229,6 +229,11 @@ async fn run(
         Err(error) => {
             forwarder.system(format!("cannot start {}: {error}", harness.name()));
             let outcome = if error.is_missing_credentials() {
+                // The error names variables only, never values; it is what the user must set.
+                forwarder.emit(
+                    LogStream::Error,
+                    &format!("{} cannot start: {error}", harness.lane.harness.as_str()),
+                );
                 WorkerOutcome::Error {
                     code: WorkerErrorCode::Refusal,
                     reason: FailureReason::AuthenticationRequired,

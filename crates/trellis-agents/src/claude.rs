@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::access::LaneAccess;
+use crate::failure::ProviderFailureKind;
 use crate::harness::{LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
 use crate::protocol::{
@@ -173,6 +174,9 @@ impl TurnParser for ClaudeTurn {
         transcript.events += 1;
         if let Some(id) = event.get("session_id").and_then(Value::as_str) {
             transcript.note_session(id);
+        }
+        if let Some(kind) = ProviderFailureKind::of_event(HarnessKind::Claude, event) {
+            transcript.failure_hint = Some(kind);
         }
         if text(event, "type") != "result" {
             return;

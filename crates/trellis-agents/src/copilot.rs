@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::access::{LaneAccess, base_value};
+use crate::failure::ProviderFailureKind;
 use crate::harness::{LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
 use crate::protocol::{
@@ -195,7 +196,11 @@ impl TurnParser for CopilotTurn {
                     self.transcript.reply = Some(RawReply::Text(content.to_owned()));
                 }
             }
-            "session.error" => self.failure = Some(text(data, "message").to_owned()),
+            "session.error" => {
+                self.failure = Some(text(data, "message").to_owned());
+                self.transcript.failure_hint =
+                    ProviderFailureKind::of_event(HarnessKind::Copilot, event);
+            }
             "result" => {
                 self.finished = true;
                 self.transcript.note_session(text(event, "sessionId"));

@@ -16,9 +16,11 @@ mod codex;
 pub mod contract;
 mod copilot;
 pub mod exec;
+pub mod failure;
 pub mod forward;
 pub mod harness;
 pub mod lane;
+pub mod preflight;
 pub mod prompt;
 mod protocol;
 pub mod redact;
@@ -33,6 +35,7 @@ pub use binding::{
 };
 pub use contract::NodeContract;
 pub use exec::ExecHarness;
+pub use failure::{ProviderFailureKind, sign_in_advice};
 pub use harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent, LogLevel,
     LogStream, TokenUsage,

@@ -10,6 +10,7 @@ use trellis_process::{BoxFuture, LINE_CUT_MARKER, ProcessObserver, Stream};
 
 use crate::access::LaneAccess;
 use crate::binding::AgentBinding;
+use crate::failure::ProviderFailureKind;
 use crate::forward::{LogForwarder, truncate};
 use crate::harness::{ExecutionRequest, LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
@@ -77,6 +78,8 @@ pub(crate) struct Transcript {
     pub usage: Option<TokenUsage>,
     /// A failure the CLI reported from the provider.
     pub provider_error: Option<String>,
+    /// What kind of failure the CLI's structured fields said it was (an error kind, a status).
+    pub failure_hint: Option<ProviderFailureKind>,
     /// The CLI could not find the session it was asked to resume; why.
     pub session_lost: Option<String>,
 }

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_graph::{FailureReason, WorkerErrorCode, WorkerOutcome};
 use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
 
+use crate::failure::{ProviderFailureKind, advice};
 use crate::forward::LogForwarder;
 use crate::harness::{HarnessEvent, LogStream, TokenUsage};
 use crate::prompt::{CONTINUE_PROMPT, render_correction};
@@ -174,6 +175,12 @@ impl TurnLoop<'_> {
             forwarder.event(HarnessEvent::Usage(increment));
         }
         if let Some(error) = &transcript.provider_error {
+            let kind = transcript
+                .failure_hint
+                .unwrap_or_else(|| ProviderFailureKind::of_message(error));
+            if !kind.is_retryable() {
+                return Next::Settle(self.settle_named_failure(kind, error, forwarder));
+            }
             forwarder.emit(
                 LogStream::Error,
                 &format!("{} provider failure: {error}", self.protocol.label()),
@@ -239,6 +246,39 @@ impl TurnLoop<'_> {
                 ));
                 Next::Turn(render_correction(contract, &reason))
             }
+        }
+    }
+}
+
+impl TurnLoop<'_> {
+    /// Settles a failure whose kind says retrying cannot help: authentication settles
+    /// `refusal` (`authentication_required`), the others `crash`. The last error line is what
+    /// to do about it, so a run's cause can quote it.
+    fn settle_named_failure(
+        &self,
+        kind: ProviderFailureKind,
+        error: &str,
+        forwarder: &mut LogForwarder,
+    ) -> WorkerOutcome {
+        let label = self.protocol.label();
+        let failure = format!("{label} provider failure ({}): {error}", kind.as_str());
+        let gateway = !self.launch.provider.is_native();
+        match advice(self.protocol.kind(), kind, gateway) {
+            // Authentication: the fix alone is the last line; the provider's words come first.
+            Some(advice) if kind == ProviderFailureKind::AuthenticationRequired => {
+                forwarder.emit(LogStream::Error, &failure);
+                forwarder.emit(LogStream::Error, &advice);
+            }
+            Some(advice) => forwarder.emit(LogStream::Error, &format!("{failure} — {advice}")),
+            None => forwarder.emit(LogStream::Error, &failure),
+        }
+        forwarder.system(format!("{} is not retried; settled", kind.as_str()));
+        match kind {
+            ProviderFailureKind::AuthenticationRequired => WorkerOutcome::Error {
+                code: WorkerErrorCode::Refusal,
+                reason: FailureReason::AuthenticationRequired,
+            },
+            _ => WorkerOutcome::failure(WorkerErrorCode::Crash),
         }
     }
 }

@@ -252,7 +252,12 @@ fn summary_text(status: &RunStatus) -> String {
             format!("✓ run {run} succeeded\n  output {output}\n")
         }
         Some(TerminalResult::Failed { reason }) => {
-            format!("✗ run {run} failed: {reason}\n  see `trellis logs {run}`\n")
+            let mut text = format!("✗ run {run} failed: {reason}\n");
+            for line in status.cause.iter().flat_map(|cause| cause.lines()) {
+                text.push_str(&format!("  cause {line}\n"));
+            }
+            text.push_str(&format!("  see `trellis logs {run}`\n"));
+            text
         }
         None => String::new(),
     }
@@ -263,8 +268,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use trellis_runtime::{
-        ActiveExecution, Cursor, ExecutionSummary, LayoutNode, OutcomeSummary, PhaseStatus,
-        RunKind, RunSummary, TokenUsage,
+        ActiveExecution, CauseNode, Cursor, ExecutionSummary, LayoutNode, OutcomeSummary,
+        PhaseStatus, RunCause, RunKind, RunSummary, TokenUsage,
     };
 
     use super::*;
@@ -344,6 +349,7 @@ mod tests {
             executions_started: executions.len() as u64,
             controller: None,
             executions,
+            cause: None,
         }
     }
 
@@ -397,7 +403,7 @@ mod tests {
             },
             vec![],
         );
-        let failed = status(
+        let mut failed = status(
             PhaseStatus::Finished {
                 terminal_result: TerminalResult::Failed {
                     reason: "worker_failed".to_owned(),
@@ -405,6 +411,24 @@ mod tests {
             },
             vec![],
         );
+        failed.cause = Some(RunCause {
+            reason: "worker_failed".to_owned(),
+            nodes: vec![CauseNode {
+                node: "work".to_owned(),
+                execution: "ex-1".to_owned(),
+                execution_id: 1,
+                status: "error",
+                channel: Some("refusal"),
+                reason: Some("authentication_required"),
+                signals: BTreeMap::new(),
+                diagnostic: None,
+                message: Some(
+                    "Claude Code is not signed in: run \"claude\" once, or export \
+                     ANTHROPIC_API_KEY"
+                        .to_owned(),
+                ),
+            }],
+        });
         insta::assert_snapshot!(format!(
             "{}{}",
             summary_text(&succeeded),

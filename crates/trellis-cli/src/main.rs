@@ -95,6 +95,9 @@ enum Command {
     /// Serve the run API over HTTP to other hosts and people (bearer tokens; `serve token
     /// create` makes one).
     Serve(cmd::serve::ServeArgs),
+    /// Check this machine: the state directory and ledger, each agent CLI (installed, signed
+    /// in), git, and Python for GaP workflows; prints the fix for what is missing.
+    Doctor(cmd::doctor::DoctorArgs),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
@@ -142,6 +145,7 @@ fn resolve_target(cli: &Cli) -> anyhow::Result<(Option<String>, Option<cmd::remo
             | Command::Schema(_)
             | Command::Trace(_)
             | Command::Target(_)
+            | Command::Doctor(_)
     ) {
         return Ok((None, None));
     }
@@ -170,6 +174,7 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::Ui(args) => cmd::ui::run(args, ledger),
         Command::Target(command) => cmd::target::run(command),
         Command::Serve(args) => cmd::serve::run(args, ledger),
+        Command::Doctor(args) => cmd::doctor::run(args, ledger),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     }
 }

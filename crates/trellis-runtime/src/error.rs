@@ -64,6 +64,9 @@ pub enum RuntimeError {
     NoRetainedWorkspace { run: String, reason: String },
     #[error("workspace: {0}")]
     Workspace(#[from] trellis_workspace::WorkspaceError),
+    /// The plan's agents could not work (preflight): one line per problem, with its fix.
+    #[error("preflight found {} problem(s) before the run was created:\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Preflight(Vec<trellis_agents::preflight::PreflightProblem>),
     #[error("internal runtime failure: {0}")]
     Internal(String),
 }
@@ -105,6 +108,7 @@ impl RuntimeError {
             Self::NoCheckpoints(_) => "run.no_checkpoints",
             Self::NoRetainedWorkspace { .. } => "run.no_retained_workspace",
             Self::Workspace(error) => error.code(),
+            Self::Preflight(_) => "run.preflight",
             Self::Internal(_) => "runtime.internal",
         }
     }

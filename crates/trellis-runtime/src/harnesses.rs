@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use trellis_agents::lane::find_program;
-use trellis_agents::{AgentLane, AgentOptions, Harness, detect_installed_cli};
+use trellis_agents::{AgentLane, AgentOptions, Harness, HarnessKind, detect_installed_cli};
 use trellis_graph::{GraphNode, GraphSpec};
 
 use crate::admission::AdmissionError;
@@ -46,7 +46,17 @@ pub(crate) fn default_plan(
     notices.push(format!(
         "using {cli} ({found}) with its default model; pass --runtime-config to choose"
     ));
-    let lane = json!({"harness": kind, "provider": kind.default_provider(), "model": ""});
+    let mut lane = json!({"harness": kind, "provider": kind.default_provider(), "model": ""});
+    // A key the user exported for this CLI is declared (by name), so the agents get it.
+    let (connection, variable) = match kind {
+        HarnessKind::Claude => ("anthropic", "ANTHROPIC_API_KEY"),
+        HarnessKind::Codex => ("openai", "OPENAI_API_KEY"),
+        HarnessKind::Copilot => ("github", "COPILOT_GITHUB_TOKEN"),
+    };
+    if std::env::var_os(variable).is_some_and(|value| !value.is_empty()) {
+        lane["connections"] = json!({ connection: [variable] });
+        notices.push(format!("{cli} gets the key in {variable}"));
+    }
     Ok(RuntimePlan::uniform(&lane, spec)?)
 }
 

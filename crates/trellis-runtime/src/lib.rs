@@ -14,9 +14,11 @@
 
 mod admission;
 mod admission_error;
+mod cause;
 mod checkpoints;
 mod controller;
 mod delivery;
+mod doctor;
 mod documents;
 mod error;
 mod gap_admission;
@@ -31,6 +33,7 @@ mod options;
 mod plan;
 mod plan_admission;
 mod plan_reference;
+mod preflight;
 mod preparation;
 mod recovery;
 mod reuse;
@@ -47,7 +50,9 @@ pub use admission::{
     AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
     InputSource, PlanSource, WorstCase, admit,
 };
+pub use cause::{CauseNode, RunCause};
 pub use checkpoints::api::{CheckpointInfo, CheckpointPage, DiscardedWorkspace, RetainedWorkspace};
+pub use doctor::{CheckState, DoctorCheck, DoctorReport, doctor};
 pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;
 pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};

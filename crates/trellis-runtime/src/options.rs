@@ -44,6 +44,8 @@ pub struct SubmitOptions {
     pub start: StartMode,
     /// Where the run works and what it records of its workspace.
     pub workspace: WorkspaceOptions,
+    /// Skip the agent lane's preflight (CLI installed, signed in, declared variables set).
+    pub skip_preflight: bool,
 }
 
 /// Where a run works.

@@ -12,6 +12,7 @@ use trellis_ledger::{
 };
 
 use crate::admission::{self, AdmissionError, AdmitRequest, Admitted, Registry, readmit, verify};
+use crate::cause::run_cause;
 use crate::checkpoints::api::retained_workspace;
 use crate::checkpoints::workspace::WorkspaceHandling;
 use crate::delivery::read_source;
@@ -126,6 +127,12 @@ impl Runtime {
                 "this admission checked no runtime plan, so it cannot run".to_owned(),
             ));
         };
+        if !options.skip_preflight {
+            let problems = crate::preflight::preflight(&plan);
+            if !problems.is_empty() {
+                return Err(RuntimeError::Preflight(problems));
+            }
+        }
         // What delivery will need (a committed branch, the remote, the forge token) is checked
         // before the run exists, so it never fails there after hours of agent work. Not part
         // of admission: the reference admits such graphs, and `--validate-only` must agree.
@@ -301,6 +308,13 @@ impl Runtime {
         let snapshot = self.store.snapshot(run_id)?;
         let mut status = RunStatus::of(&snapshot, template_of(&record));
         status.summary.worktree = retained_workspace(&record);
+        if record.kind == RunKind::Graphspec {
+            status.cause = run_cause(
+                self.store.as_ref(),
+                &snapshot,
+                record.submission.get("graph"),
+            )?;
+        }
         Ok(status)
     }
 

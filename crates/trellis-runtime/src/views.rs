@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cause::RunCause;
 use crate::checkpoints::api::RetainedWorkspace;
 use serde::Serialize;
 use serde_json::Value;
@@ -107,6 +108,9 @@ pub struct RunStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controller: Option<ControllerView>,
     pub executions: Vec<ExecutionSummary>,
+    /// Why a failed run failed: the nodes whose outcomes led to its `fail` node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<RunCause>,
 }
 
 /// A run's controller process.
@@ -140,6 +144,7 @@ impl RunStatus {
                 .iter()
                 .map(|(&id, e)| ExecutionSummary::of(run_id, id, e))
                 .collect(),
+            cause: None,
         }
     }
 }

@@ -39,6 +39,9 @@ pub struct ServerOptions {
     pub log_requests: bool,
     /// Append every recorded request as one JSON line to this file.
     pub record_path: Option<PathBuf>,
+    /// The only key accepted (as `x-api-key` or `Authorization: Bearer`): model and model-list
+    /// requests with another key get the provider's 401, as a real provider or gateway does.
+    pub api_key: Option<String>,
 }
 
 /// A running scripted model server on `127.0.0.1`. Dropping it stops the server.
@@ -127,11 +130,19 @@ impl ModelServer {
 
     /// Starts a server on its own background runtime, for synchronous tests.
     pub fn start_blocking(script: Script) -> std::io::Result<ModelServer> {
+        ModelServer::start_blocking_with(script, ServerOptions::default())
+    }
+
+    /// Like [`ModelServer::start_blocking`], with options.
+    pub fn start_blocking_with(
+        script: Script,
+        options: ServerOptions,
+    ) -> std::io::Result<ModelServer> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()?;
-        let mut server = runtime.block_on(ModelServer::start(script))?;
+        let mut server = runtime.block_on(ModelServer::start_with(script, options))?;
         server.runtime = Some(runtime);
         Ok(server)
     }
@@ -299,7 +310,20 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         outcome: Outcome::Probe,
     };
     let path_only = parts.uri.path();
-    match route(&parts.method, path_only, &parts.headers) {
+    let route = route(&parts.method, path_only, &parts.headers);
+    if let (Route::Model(_) | Route::Models, Some(key)) = (&route, &shared.options.api_key)
+        && !carries_key(&record.headers, key)
+    {
+        record.outcome = Outcome::HttpError(401);
+        shared.record(record);
+        let body = if path_only.ends_with("/v1/messages") {
+            anthropic::error_body(401, None, "invalid x-api-key")
+        } else {
+            openai::error_body(401, Some("invalid_api_key"), "Incorrect API key provided.")
+        };
+        return (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+    }
+    match route {
         Route::Model(api) => model_request(&shared, api, record).await,
         Route::CountTokens => {
             let estimate = record.body.to_string().len() / 4;
@@ -327,6 +351,14 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
         }
     }
+}
+
+/// Whether the request authenticates with `key` the way either provider's clients send it.
+fn carries_key(headers: &BTreeMap<String, String>, key: &str) -> bool {
+    headers.get("x-api-key").is_some_and(|given| given == key)
+        || headers
+            .get("authorization")
+            .is_some_and(|given| given.strip_prefix("Bearer ") == Some(key))
 }
 
 fn models_body() -> Value {

@@ -16,6 +16,10 @@ reply=$(cat "$reply_file" 2>/dev/null)
 reply_text=$(printf '%s' "$reply" | sed 's/\\/\\\\/g; s/"/\\"/g')
 emit() { printf '%s\n' "$1"; }
 case "$mode" in
+  # A transcript a real CLI printed (scripts/capture-cli-failures.sh), replayed byte for byte.
+  replay:*)
+    r=${mode#replay:}
+    cat "$r.stdout"; cat "$r.stderr" >&2; exit "$(cat "$r.code")" ;;
   silent) exec sleep 30 ;;
   exit3) echo "fatal: cannot start (scripted)" >&2; exit 3 ;;
 esac

@@ -1,6 +1,7 @@
 //! One module per `trellis` subcommand.
 
 pub mod control;
+pub mod doctor;
 pub mod follow;
 pub mod observe;
 pub mod remote;

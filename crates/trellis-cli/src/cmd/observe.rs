@@ -78,6 +78,11 @@ pub fn describe(status: &RunStatus, now_ms: u64) -> String {
             terminal_result: TerminalResult::Failed { reason },
         } => {
             out.push_str(&format!("  result   failed ({reason})\n"));
+            if let Some(cause) = &status.cause {
+                for line in cause.lines() {
+                    out.push_str(&format!("  cause    {line}\n"));
+                }
+            }
         }
         _ => {
             out.push_str(&format!("  phase    {}\n", summary.phase().as_str()));

@@ -182,6 +182,9 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
     if let Some(title) = &args.title {
         body["title"] = json!(title);
     }
+    if args.no_preflight {
+        body["noPreflight"] = json!(true);
+    }
     let receipt = remote.call(reqwest::Method::POST, "/runs", Some(body))?;
     outln!("{receipt}");
     std::io::stdout().flush()?;

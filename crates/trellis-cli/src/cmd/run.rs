@@ -105,6 +105,10 @@ pub struct RunArgs {
     /// Machine output: a receipt line, then NDJSON events (the default when not a terminal).
     #[arg(long)]
     pub json: bool,
+    /// Start without checking first that the agent CLI is installed and signed in and that
+    /// declared connection variables are set.
+    #[arg(long)]
+    pub no_preflight: bool,
     #[command(flatten)]
     pub gap: run_gap::GapArgs,
 }
@@ -219,12 +223,21 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
                 keep_checkpoints: args.keep_checkpoints,
                 ..WorkspaceOptions::default()
             },
+            skip_preflight: args.no_preflight,
         },
     );
     let receipt = match submitted {
         Ok(receipt) => receipt,
         Err(RuntimeError::Admission(error @ AdmissionError::Preparation(_))) => {
             eprintln!("✗ {error}");
+            return Ok(2);
+        }
+        Err(RuntimeError::Preflight(problems)) => {
+            eprintln!("✗ the run was not started; preflight found:");
+            for problem in &problems {
+                eprintln!("  {problem}");
+            }
+            eprintln!("  (--no-preflight starts it anyway)");
             return Ok(2);
         }
         Err(other) => return Err(other.into()),

@@ -119,7 +119,7 @@ fn status_of(code: &str) -> StatusCode {
         | "run.already_resumed"
         | "run.workspace_busy" => StatusCode::CONFLICT,
         "ledger.busy" | "ledger.unavailable" => StatusCode::SERVICE_UNAVAILABLE,
-        "run.not_submittable" => StatusCode::UNPROCESSABLE_ENTITY,
+        "run.not_submittable" | "run.preflight" => StatusCode::UNPROCESSABLE_ENTITY,
         code if code.starts_with("admission.") => match code {
             "admission.verifier_internal" | "admission.stored_submission" => {
                 StatusCode::INTERNAL_SERVER_ERROR

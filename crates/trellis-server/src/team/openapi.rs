@@ -96,6 +96,8 @@ const STATUS_FIELDS: &[(&str, Field, bool)] = &[
     ("executionsStarted", Field::Integer, true),
     ("controller", Field::Object, false),
     ("executions", Field::Components("ExecutionSummary"), true),
+    // Why a failed run failed: `{reason, nodes: [{node, channel, reason, message, …}]}`.
+    ("cause", Field::Object, false),
 ];
 
 const EXECUTION_FIELDS: &[(&str, Field, bool)] = &[

@@ -45,6 +45,10 @@ pub struct SubmitRequest {
     /// The run's workspace directory under the server's workspace root (created when
     /// missing); none: derived from the submission key, or fresh.
     pub workspace: Option<String>,
+    /// Start without the agent lane's preflight (CLI installed and signed in, declared
+    /// variables set); a failed preflight answers 422 `run.preflight`, one line per problem.
+    #[serde(default)]
+    pub no_preflight: bool,
 }
 
 /// A built-in template (`GET`-able with `trellis template list`).
@@ -232,6 +236,7 @@ pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Respo
         title: request.title.clone(),
         start: state.start,
         workspace: WorkspaceOptions::default(),
+        skip_preflight: request.no_preflight,
     };
     let admit = admit_request(request, workspace)?;
     let runtime = state.runtime.clone();

@@ -6,12 +6,13 @@ use std::process::ExitCode;
 use trellis_testkit::{ModelServer, Script, ServerOptions};
 
 const USAGE: &str =
-    "usage: trellis-model-server SCRIPT.json [--port N] [--record FILE.jsonl] [--quiet]
+    "usage: trellis-model-server SCRIPT.json [--port N] [--record FILE.jsonl] [--api-key KEY] [--quiet]
 
 Serves the scripted model on 127.0.0.1 until interrupted. Prints the base URLs on stdout:
   ANTHROPIC_BASE_URL=http://127.0.0.1:PORT        (Claude Code)
   OPENAI_BASE_URL=http://127.0.0.1:PORT/v1        (Codex provider base_url)
-Every request is logged on stderr (unless --quiet) and, with --record, appended to FILE as JSON.";
+Every request is logged on stderr (unless --quiet) and, with --record, appended to FILE as JSON.
+With --api-key, model requests carrying another key are answered 401 like a real provider.";
 
 struct Args {
     script: PathBuf,
@@ -24,7 +25,7 @@ fn parse_args() -> Result<Args, String> {
     let mut port = 0;
     let mut options = ServerOptions {
         log_requests: true,
-        record_path: None,
+        ..ServerOptions::default()
     };
     let mut args = std::env::args_os().skip(1);
     while let Some(arg) = args.next() {
@@ -37,6 +38,10 @@ fn parse_args() -> Result<Args, String> {
                     .to_str()
                     .and_then(|text| text.parse().ok())
                     .ok_or("--port needs a number 0..=65535")?;
+            }
+            Some("--api-key") => {
+                let key = args.next().ok_or("--api-key needs a value")?;
+                options.api_key = Some(key.to_string_lossy().into_owned());
             }
             Some("--record") => {
                 options.record_path = Some(args.next().ok_or("--record needs a file")?.into());
