@@ -95,6 +95,8 @@ enum Command {
     /// Serve the run API over HTTP to other hosts and people (bearer tokens; `serve token
     /// create` makes one).
     Serve(cmd::serve::ServeArgs),
+    /// Run node executions queued in a PostgreSQL ledger by controllers of other hosts.
+    Worker(cmd::worker::WorkerArgs),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
@@ -170,6 +172,7 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::Ui(args) => cmd::ui::run(args, ledger),
         Command::Target(command) => cmd::target::run(command),
         Command::Serve(args) => cmd::serve::run(args, ledger),
+        Command::Worker(args) => cmd::worker::run(args, ledger),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     }
 }
@@ -191,6 +194,7 @@ fn remote_command(
         ),
         Command::Resume(args) => cmd::remote::resume(remote, &args.run, args.detach),
         Command::Serve(_)
+        | Command::Worker(_)
         | Command::Ui(_)
         | Command::Controller { .. }
         | Command::Checkpoints(_)

@@ -23,9 +23,10 @@ pub(crate) const WORKSPACE_LEASE_FD: i32 = 4;
 pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 /// How long a new controller has to attach to its run.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Environment variables a controller keeps besides the plan's connection names (the last four
-/// say where the forge is and how patiently delivery waits on it).
-const CONTROLLER_ENV: [&str; 12] = [
+/// Environment variables a controller keeps besides the plan's connection names (four say
+/// where the forge is and how patiently delivery waits on it, the last two whether executions
+/// go to worker hosts and how long the controller's lease row lives).
+const CONTROLLER_ENV: [&str; 14] = [
     "PATH",
     "HOME",
     "LANG",
@@ -38,6 +39,8 @@ const CONTROLLER_ENV: [&str; 12] = [
     "GITHUB_SERVER_URL",
     "TRELLIS_DELIVERY_POLL_MS",
     "TRELLIS_DELIVERY_WAIT_S",
+    crate::distributed::DISPATCH_ENV,
+    crate::distributed::CONTROLLER_LEASE_ENV,
 ];
 
 /// How a created run is driven.
@@ -198,14 +201,14 @@ fn discard_run_dir(lease_path: &Path) {
     }
 }
 
-fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {
+pub(crate) fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {
     match Lease::try_acquire(path).map_err(|e| RuntimeError::io("cannot take a lease", e))? {
         LeaseAttempt::Acquired(lease) => Ok(Some(lease)),
         LeaseAttempt::HeldElsewhere => Ok(None),
     }
 }
 
-fn spawn_controller(
+pub(crate) fn spawn_controller(
     program: &Path,
     workspace: &Path,
     run_id: &RunId,

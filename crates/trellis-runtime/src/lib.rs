@@ -17,6 +17,7 @@ mod admission_error;
 mod checkpoints;
 mod controller;
 mod delivery;
+mod distributed;
 mod documents;
 mod error;
 mod gap_admission;
@@ -46,6 +47,8 @@ pub use admission::{
     InputSource, PlanSource, WorstCase, admit,
 };
 pub use checkpoints::api::{CheckpointInfo, CheckpointPage, DiscardedWorkspace, RetainedWorkspace};
+pub use distributed::worker::{WorkerOptions, WorkerReport};
+pub use distributed::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
 pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;
 pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};

@@ -13,3 +13,4 @@ pub mod template;
 pub mod trace;
 pub mod ui;
 pub mod validate;
+pub mod worker;
