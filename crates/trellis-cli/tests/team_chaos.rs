@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use support::graph::composite_graph;
 use support::{TRELLIS, send_signal, uniform_worker_plan};
 use trellis_ledger::testing::postgres::{TestSchema, server_url};
-use trellis_ledger::{EventFilter, RunEvent, RunId, RunStore, fold_snapshot};
+use trellis_ledger::{EventFilter, RunEvent, RunId, RunStore, SettledBy, fold_snapshot};
 
 const TOKEN: &str = "trellis_chaos_token_0a1b2c3d4e5f";
 /// Short leases so lost hosts are noticed quickly.
@@ -149,7 +149,10 @@ fn chaos_graph() -> Value {
                     fields.insert("name".into(), json!("noopRival"));
                     fields.insert("worker".into(), json!("command.noopRival@1"));
                 }
-                if matches!(fields.get("kind").and_then(Value::as_str), Some("step" | "verifier")) {
+                if matches!(
+                    fields.get("kind").and_then(Value::as_str),
+                    Some("step" | "verifier")
+                ) {
                     fields.insert("attempts".into(), json!(3));
                 }
                 fields.values_mut().for_each(adjust);
@@ -164,7 +167,9 @@ fn chaos_graph() -> Value {
 }
 
 async fn submit(client: &reqwest::Client, base: &str, key: &str) -> Result<String, String> {
-    let items: Vec<Value> = (1..=MAP_ITEMS).map(|value| json!({"value": value})).collect();
+    let items: Vec<Value> = (1..=MAP_ITEMS)
+        .map(|value| json!({"value": value}))
+        .collect();
     let body = json!({
         "submissionKey": key,
         "graph": chaos_graph(),
@@ -201,8 +206,17 @@ fn every_event(store: &dyn RunStore, run: &RunId) -> Vec<trellis_ledger::StoredE
     }
 }
 
-/// Everything the test demands of one finished run.
-fn check_run(store: &dyn RunStore, run: &RunId) {
+/// What the kills did to one run, for the test's tally.
+#[derive(Debug, Default, Clone, Copy)]
+struct Damage {
+    /// It had more than one controller (taken over after its host crashed).
+    taken_over: bool,
+    /// Executions settled `crash` because their worker host was lost.
+    workers_lost: usize,
+}
+
+/// Everything the test demands of one finished run; what the kills did to it.
+fn check_run(store: &dyn RunStore, run: &RunId) -> Damage {
     let squares: Vec<i64> = (1..=MAP_ITEMS).map(|v| v * v).collect();
     let snapshot = store.snapshot(run).expect("snapshot");
     let terminal = serde_json::to_value(&snapshot.head.progress.terminal).expect("terminal");
@@ -213,7 +227,17 @@ fn check_run(store: &dyn RunStore, run: &RunId) {
     );
     let events = every_event(store, run);
     let mut settled: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut damage = Damage::default();
+    let mut controllers = 0;
     for event in &events {
+        match &event.event {
+            RunEvent::ControllerAttached { .. } => controllers += 1,
+            RunEvent::NodeCompleted {
+                settled_by: Some(SettledBy::WorkerLost),
+                ..
+            } => damage.workers_lost += 1,
+            _ => {}
+        }
         if let RunEvent::NodeCompleted { execution, .. }
         | RunEvent::ExecutionVoided { execution, .. } = &event.event
         {
@@ -225,9 +249,11 @@ fn check_run(store: &dyn RunStore, run: &RunId) {
     let record = store.record(run).expect("record");
     let folded = fold_snapshot(&record, &events).expect("fold");
     assert_eq!(folded, snapshot, "run {run}: the snapshot is not the fold");
+    damage.taken_over = controllers > 1;
+    damage
 }
 
-fn one_seed(url: &str, seed: u64, runs: u64) {
+fn one_seed(url: &str, seed: u64, runs: u64) -> Vec<Damage> {
     let schema = TestSchema::create(url).expect("schema");
     let separator = if url.contains('?') { '&' } else { '?' };
     let ledger = format!(
@@ -252,8 +278,15 @@ fn one_seed(url: &str, seed: u64, runs: u64) {
                 &root_path,
                 &format!("serve-{i}"),
                 &[
-                    "serve", "--listen", "127.0.0.1:0", "--token-env", "TEAM_TOKEN",
-                    "--workspaces", workspaces, "--ledger", &ledger,
+                    "serve",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--token-env",
+                    "TEAM_TOKEN",
+                    "--workspaces",
+                    workspaces,
+                    "--ledger",
+                    &ledger,
                 ],
                 &serve_env,
             )
@@ -265,8 +298,15 @@ fn one_seed(url: &str, seed: u64, runs: u64) {
                 &root_path,
                 &format!("worker-{i}"),
                 &[
-                    "worker", "--ledger", &ledger, "--slots", "4", "--lease-ms", CLAIM_LEASE_MS,
-                    "--poll-ms", "50",
+                    "worker",
+                    "--ledger",
+                    &ledger,
+                    "--slots",
+                    "4",
+                    "--lease-ms",
+                    CLAIM_LEASE_MS,
+                    "--poll-ms",
+                    "50",
                 ],
                 &[],
             )
@@ -313,17 +353,19 @@ fn one_seed(url: &str, seed: u64, runs: u64) {
             if Instant::now() > deadline {
                 // Keep the hosts' logs for whoever reads the failure.
                 let kept = root.keep();
-                panic!("seed {seed}: run {run} did not finish; logs in {}", kept.display());
+                panic!(
+                    "seed {seed}: run {run} did not finish; logs in {}",
+                    kept.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    for run in &run_ids {
-        check_run(&store, run);
-    }
+    let damage = run_ids.iter().map(|run| check_run(&store, run)).collect();
     drop(workers);
     drop(serves);
     drop(store);
+    damage
 }
 
 #[test]
@@ -335,7 +377,17 @@ fn runs_survive_a_killed_worker_and_a_crashed_serving_host() {
     };
     let seeds = setting("TRELLIS_CHAOS_SEEDS", 20);
     let runs = setting("TRELLIS_CHAOS_RUNS", 2);
+    let mut damage = Vec::new();
     for seed in 1..=seeds {
-        one_seed(&url, seed, runs);
+        damage.extend(one_seed(&url, seed, runs));
     }
+    let taken_over = damage.iter().filter(|d| d.taken_over).count();
+    let workers_lost: usize = damage.iter().map(|d| d.workers_lost).sum();
+    eprintln!(
+        "{} runs over {seeds} seeds: {taken_over} taken over by the other host, \
+         {workers_lost} executions settled worker_lost and retried",
+        damage.len()
+    );
+    // The kills must have hit something, or the test proved nothing.
+    assert!(taken_over > 0, "no run was ever taken over");
 }

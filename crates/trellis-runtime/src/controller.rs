@@ -13,9 +13,9 @@ use trellis_workspace::{ObjectId, Previous};
 use crate::admission::{Readmitted, readmit};
 use crate::checkpoints::policy::CheckpointPolicy;
 use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, ResumePoint, RunWorkspace};
+use crate::delivery::{ForgeSettings, GitDelivery, delivery_workers};
 use crate::distributed::queued::{QueuedHarness, RunQueue};
 use crate::distributed::{ControllerHold, FencedStore, dispatch_to_workers};
-use crate::delivery::{ForgeSettings, GitDelivery, delivery_workers};
 use crate::error::RuntimeError;
 use crate::gap_runner::controller_attached;
 use crate::harnesses::agent_harness;
@@ -243,7 +243,10 @@ fn drive(
             let agent = plan
                 .has_agents()
                 .then(|| Arc::new(QueuedHarness::new(queue.clone(), kind)) as Arc<dyn Harness>);
-            (Arc::new(QueuedHarness::new(queue.clone(), "command")), agent)
+            (
+                Arc::new(QueuedHarness::new(queue.clone(), "command")),
+                agent,
+            )
         }
         None => (Arc::new(ExecHarness), agent_harness(&plan)?),
     };

@@ -145,7 +145,8 @@ async fn take_over_orphans(runtime: Arc<Runtime>) {
     loop {
         tokio::time::sleep(TAKEOVER_EVERY).await;
         let runtime = runtime.clone();
-        let taken = tokio::task::spawn_blocking(move || runtime.take_over_orphans(TAKEOVER_GRACE)).await;
+        let taken =
+            tokio::task::spawn_blocking(move || runtime.take_over_orphans(TAKEOVER_GRACE)).await;
         match taken {
             Ok(Ok(runs)) => {
                 for run in runs {

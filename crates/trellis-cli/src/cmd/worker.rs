@@ -20,7 +20,12 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub slots: usize,
     /// Which executions to take, comma-separated: command, claude, codex, copilot.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "command")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "command"
+    )]
     pub harness: Vec<String>,
     /// How long a claim lives without a heartbeat, in milliseconds (renewed every third).
     #[arg(long, value_name = "MS", default_value_t = 15_000)]
@@ -31,7 +36,11 @@ pub struct WorkerArgs {
 }
 
 pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
-    if let Some(unknown) = args.harness.iter().find(|h| !HARNESSES.contains(&h.as_str())) {
+    if let Some(unknown) = args
+        .harness
+        .iter()
+        .find(|h| !HARNESSES.contains(&h.as_str()))
+    {
         bail!("unknown harness {unknown:?}: use command, claude, codex or copilot");
     }
     if args.lease_ms < 300 {

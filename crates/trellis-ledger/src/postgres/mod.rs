@@ -9,8 +9,8 @@
 
 mod append;
 mod bridge;
-pub mod dispatch;
 pub mod config;
+pub mod dispatch;
 mod error;
 pub mod leases;
 mod notify;

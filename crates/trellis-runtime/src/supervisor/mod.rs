@@ -491,7 +491,9 @@ impl Supervisor {
     /// Waits again for an execution a previous controller of the run started.
     fn adopt(&mut self, execution: u64) -> Result<(), RuntimeError> {
         let record = self.records.get(&execution).ok_or_else(|| {
-            RuntimeError::Internal(format!("active execution {execution} is not in the history"))
+            RuntimeError::Internal(format!(
+                "active execution {execution} is not in the history"
+            ))
         })?;
         let (instance, node, attempt, input) = (
             record.node_instance.0,
