@@ -124,6 +124,7 @@ async fn execute(
         outcome: settled.outcome,
         usage: settled.usage,
         killed_from_outside: forwarder.killed_from_outside,
+        worker_lost: false,
     }
 }
 

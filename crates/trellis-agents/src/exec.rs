@@ -68,6 +68,7 @@ async fn run_command(
         outcome,
         usage: TokenUsage::default(),
         killed_from_outside: forwarder.killed_from_outside,
+        worker_lost: false,
     }
 }
 

@@ -67,6 +67,9 @@ pub struct ExecutionResult {
     /// The worker was killed by this signal, sent from outside Trellis: the outcome is not of
     /// the work's own making, so a resumed run runs the execution again.
     pub killed_from_outside: Option<i32>,
+    /// The worker host running it stopped renewing its claim (it died or lost the ledger):
+    /// Trellis settled it `crash`, and the node's attempts decide whether it runs again.
+    pub worker_lost: bool,
 }
 
 impl ExecutionResult {
@@ -76,6 +79,7 @@ impl ExecutionResult {
             outcome,
             usage,
             killed_from_outside: None,
+            worker_lost: false,
         }
     }
 }
@@ -99,4 +103,11 @@ pub trait Harness: Send + Sync {
     /// Forgets everything kept for `run_id` (agent sessions reused across executions). The
     /// controller calls it when a run ends.
     fn close_run(&self, _run_id: &str) {}
+
+    /// Whether an execution a previous controller of the run started can be handed to this
+    /// harness again and still settle once (true for the worker-host queue, whose dispatch
+    /// rows outlive the controller; a local child process cannot be re-attached).
+    fn adopts_active(&self) -> bool {
+        false
+    }
 }

@@ -98,6 +98,8 @@ enum Command {
     /// Check this machine: the state directory and ledger, each agent CLI (installed, signed
     /// in), git, and Python for GaP workflows; prints the fix for what is missing.
     Doctor(cmd::doctor::DoctorArgs),
+    /// Run node executions queued in a PostgreSQL ledger by controllers of other hosts.
+    Worker(cmd::worker::WorkerArgs),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
@@ -175,6 +177,7 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::Target(command) => cmd::target::run(command),
         Command::Serve(args) => cmd::serve::run(args, ledger),
         Command::Doctor(args) => cmd::doctor::run(args, ledger),
+        Command::Worker(args) => cmd::worker::run(args, ledger),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     }
 }
@@ -196,6 +199,7 @@ fn remote_command(
         ),
         Command::Resume(args) => cmd::remote::resume(remote, &args.run, args.detach),
         Command::Serve(_)
+        | Command::Worker(_)
         | Command::Ui(_)
         | Command::Controller { .. }
         | Command::Checkpoints(_)

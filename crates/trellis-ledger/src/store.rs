@@ -227,6 +227,13 @@ const POLL_MAX: Duration = Duration::from_millis(50);
 /// The trait speaks only in ledger types, so a PostgreSQL backend can implement it without
 /// touching the reducer, the runtime or the CLI.
 pub trait RunStore: Send + Sync {
+    /// The PostgreSQL backend behind this store, for what only it offers (controller leases,
+    /// the dispatch queue); `None` for every other backend.
+    #[cfg(feature = "postgres")]
+    fn as_postgres(&self) -> Option<&crate::postgres::PostgresStore> {
+        None
+    }
+
     /// Admits `run`, or returns the run its submission key already identifies.
     /// Same key and digest → that run ([`Admission::Existing`]); same key, other digest →
     /// [`LedgerError::SubmissionConflict`]; run id taken by another key → `RunIdConflict`.

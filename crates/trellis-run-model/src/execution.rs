@@ -98,6 +98,8 @@ pub enum SettledBy {
     /// A signal Trellis did not send killed the worker: the run went on by its graph with a
     /// `crash`, and a resumed run runs the execution again.
     KilledFromOutside,
+    /// The worker host running it stopped renewing its claim (it died, or lost the ledger).
+    WorkerLost,
 }
 
 /// Why an active execution was voided (cancelled because its result can no longer matter).

@@ -46,6 +46,7 @@ impl Harness for InstantHarness {
                 },
                 usage: TokenUsage::default(),
                 killed_from_outside: None,
+                worker_lost: false,
             }
         })
     }

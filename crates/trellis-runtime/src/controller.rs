@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::fd::FromRawFd;
 use std::sync::Arc;
 
-use trellis_agents::{ExecHarness, SecretEnv};
+use trellis_agents::{ExecHarness, Harness, SecretEnv};
 use trellis_ledger::{RunEvent, RunId, RunStore};
 use trellis_workspace::{ObjectId, Previous};
 
@@ -14,6 +14,8 @@ use crate::admission::{Readmitted, readmit};
 use crate::checkpoints::policy::CheckpointPolicy;
 use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, ResumePoint, RunWorkspace};
 use crate::delivery::{ForgeSettings, GitDelivery, delivery_workers};
+use crate::distributed::queued::{QueuedHarness, RunQueue};
+use crate::distributed::{ControllerHold, FencedStore, dispatch_to_workers};
 use crate::error::RuntimeError;
 use crate::gap_runner::controller_attached;
 use crate::harnesses::agent_harness;
@@ -197,6 +199,22 @@ fn drive(
     leases: Leases,
     watch_signals: bool,
 ) -> Result<(), RuntimeError> {
+    if store.head(run_id)?.is_finished() {
+        // Taken over just as it ended: nothing left to drive.
+        return Ok(());
+    }
+    // On PostgreSQL the run is held by its lease row and every append is fenced by it.
+    let (store, hold) = if store.as_postgres().is_some() {
+        let Some(hold) = ControllerHold::acquire(store.clone(), run_id)? else {
+            return Err(RuntimeError::ControllerStart(format!(
+                "another controller holds run {run_id}"
+            )));
+        };
+        let fenced: Arc<dyn RunStore> = Arc::new(FencedStore::new(store, hold.token()));
+        (fenced, Some(hold))
+    } else {
+        (store, None)
+    };
     store.append(run_id, &[controller_attached()])?;
     if store.head(run_id)?.phase() == trellis_ledger::Phase::Admitted {
         store.append(run_id, &[RunEvent::RunStarted {}])?;
@@ -214,9 +232,29 @@ fn drive(
     let lineage_key = lineage
         .last()
         .map_or_else(|| run_id.clone(), |first| first.head.run_id.clone());
-    let agent = agent_harness(&plan)?;
+    let queue = match &hold {
+        Some(hold) if dispatch_to_workers() => Some(RunQueue::start(
+            store.clone(),
+            run_id.clone(),
+            hold.token(),
+        )?),
+        _ => None,
+    };
+    let (command, agent): (Arc<dyn Harness>, _) = match &queue {
+        Some(queue) => {
+            let kind = plan.harness.map_or("agent", |kind| kind.as_str());
+            let agent = plan
+                .has_agents()
+                .then(|| Arc::new(QueuedHarness::new(queue.clone(), kind)) as Arc<dyn Harness>);
+            (
+                Arc::new(QueuedHarness::new(queue.clone(), "command")),
+                agent,
+            )
+        }
+        None => (Arc::new(ExecHarness), agent_harness(&plan)?),
+    };
     let harnesses = Harnesses {
-        command: Arc::new(ExecHarness),
+        command,
         agent: agent.clone(),
         delivery: Arc::new(
             GitDelivery::new(admitted.submission.source.as_ref().map(|s| s.revision()))
@@ -274,8 +312,13 @@ fn drive(
         agent.close_run(run_id.as_str());
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    // The workspace is free once the run is over; the run's own lease goes last.
+    drop(queue);
+    if hold.as_ref().is_some_and(ControllerHold::is_lost) {
+        eprintln!("trellis: another controller took run {run_id} over");
+    }
+    // The workspace is free once the run is over; the run's own leases go last.
     drop(leases.workspace);
     drop(leases.controller);
+    drop(hold);
     outcome
 }

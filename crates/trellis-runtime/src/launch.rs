@@ -26,9 +26,10 @@ pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 /// starting many runs at once can take seconds to schedule it (a controller that dies before
 /// attaching is noticed at once by its free lease).
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
-/// Environment variables a controller keeps besides the plan's connection names (the last four
-/// say where the forge is and how patiently delivery waits on it).
-const CONTROLLER_ENV: [&str; 12] = [
+/// Environment variables a controller keeps besides the plan's connection names (four say
+/// where the forge is and how patiently delivery waits on it, the last two whether executions
+/// go to worker hosts and how long the controller's lease row lives).
+const CONTROLLER_ENV: [&str; 14] = [
     "PATH",
     "HOME",
     "LANG",
@@ -41,6 +42,8 @@ const CONTROLLER_ENV: [&str; 12] = [
     "GITHUB_SERVER_URL",
     "TRELLIS_DELIVERY_POLL_MS",
     "TRELLIS_DELIVERY_WAIT_S",
+    crate::distributed::DISPATCH_ENV,
+    crate::distributed::CONTROLLER_LEASE_ENV,
 ];
 
 /// How a created run is driven.
@@ -213,7 +216,7 @@ fn discard_run_dir(lease_path: &Path) {
     }
 }
 
-fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {
+pub(crate) fn acquire(path: &Path) -> Result<Option<Lease>, RuntimeError> {
     match Lease::try_acquire(path).map_err(|e| RuntimeError::io("cannot take a lease", e))? {
         LeaseAttempt::Acquired(lease) => Ok(Some(lease)),
         LeaseAttempt::HeldElsewhere => Ok(None),

@@ -18,6 +18,7 @@ mod cause;
 mod checkpoints;
 mod controller;
 mod delivery;
+mod distributed;
 mod doctor;
 mod documents;
 mod error;
@@ -52,6 +53,8 @@ pub use admission::{
 };
 pub use cause::{CauseNode, RunCause};
 pub use checkpoints::api::{CheckpointInfo, CheckpointPage, DiscardedWorkspace, RetainedWorkspace};
+pub use distributed::worker::{WorkerOptions, WorkerReport};
+pub use distributed::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
 pub use doctor::{CheckState, DoctorCheck, DoctorReport, doctor};
 pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;

@@ -29,6 +29,12 @@ pub fn reconcile(
     if store.head(run_id)?.is_finished() {
         return Ok(Liveness::Finished);
     }
+    if store.as_postgres().is_some() {
+        // A run on a shared ledger is held by its lease row, not a file of this host: when
+        // its controller is gone, a serving host takes the run over (`distributed::takeover`)
+        // and continues it; observers never end it.
+        return Ok(Liveness::Alive);
+    }
     let lease_path = home
         .controller_lease_path(run_id.as_str())
         .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;

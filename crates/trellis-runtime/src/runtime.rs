@@ -16,6 +16,7 @@ use crate::cause::run_cause;
 use crate::checkpoints::api::retained_workspace;
 use crate::checkpoints::workspace::WorkspaceHandling;
 use crate::delivery::read_source;
+use crate::distributed::worker::{WorkerOptions, WorkerReport};
 use crate::error::RuntimeError;
 use crate::gap_admission::{self, GapOutcome, GapRunRequest};
 use crate::gap_launch::{self, GAP_CONTROLLER_ENV, GapLaunch};
@@ -485,7 +486,9 @@ impl Runtime {
     /// it ends `force_stopped`. A run whose controller is already gone is finalized directly.
     pub fn force_stop(&self, run_id: &RunId) -> Result<RunStatus, RuntimeError> {
         let head = self.store.head(run_id)?;
-        if !head.is_finished() {
+        if !head.is_finished() && self.store.as_postgres().is_some() {
+            self.force_stop_shared(run_id)?;
+        } else if !head.is_finished() {
             let lease_path = self
                 .home
                 .controller_lease_path(run_id.as_str())
@@ -507,6 +510,35 @@ impl Runtime {
             }
         }
         self.status(run_id)
+    }
+
+    /// Force-stop on a shared ledger: the controller lease row says whether anyone drives the
+    /// run. Taking it fences a controller that is gone, so the run is ended here; while a
+    /// live controller holds it, the request is recorded for that controller to act on.
+    fn force_stop_shared(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+        let taken = match self.store.as_postgres() {
+            Some(postgres) => postgres.acquire_controller(
+                run_id,
+                &crate::distributed::holder_name("force-stop"),
+                STOP_WAIT,
+            )?,
+            None => None,
+        };
+        match taken {
+            Some(lease) => {
+                let fenced =
+                    crate::distributed::FencedStore::new(self.store.clone(), lease.fencing_token);
+                finalize_orphaned(&fenced, run_id, TerminalReason::ForceStopped)?;
+            }
+            None => {
+                let head = self.store.request_force_stop(run_id)?;
+                if let Some(controller) = &head.progress.controller {
+                    crate::recovery::wake_controller(controller.pid, run_id);
+                }
+                self.wait_finished(run_id)?;
+            }
+        }
+        Ok(())
     }
 
     fn wait_finished(&self, run_id: &RunId) -> Result<(), RuntimeError> {
@@ -577,6 +609,41 @@ impl Runtime {
     /// the leases its starter handed down.
     pub fn run_controller(&self, run_id: &RunId) -> Result<(), RuntimeError> {
         crate::controller::run_detached(&self.home, self.store.clone(), run_id)
+    }
+
+    /// Whether the ledger is shared by hosts (PostgreSQL): runs are then held by lease rows,
+    /// and a serving host takes over those whose controller is gone.
+    pub fn is_shared_ledger(&self) -> bool {
+        self.store.as_postgres().is_some()
+    }
+
+    /// Works as a worker host (`trellis worker`) until `stop` is cancelled: claims queued
+    /// executions from this runtime's PostgreSQL ledger and reports their outcomes.
+    pub async fn work(
+        &self,
+        options: WorkerOptions,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Result<WorkerReport, RuntimeError> {
+        crate::distributed::worker::work(self.store.clone(), options, stop).await
+    }
+
+    /// Starts a detached controller, on this host, for each run of the shared ledger whose
+    /// controller is gone (its lease expired, or it never came up within `grace`); returns
+    /// the runs it started controllers for. Each controller takes the run's lease itself, so
+    /// when several hosts try at once exactly one drives the run.
+    pub fn take_over_orphans(&self, grace: Duration) -> Result<Vec<RunId>, RuntimeError> {
+        let program = match &self.controller_program {
+            Some(program) => program.clone(),
+            None => std::env::current_exe()
+                .map_err(|e| RuntimeError::io("cannot locate the trellis binary", e))?,
+        };
+        crate::distributed::takeover::take_over_orphans(
+            &self.home,
+            self.store.as_ref(),
+            &program,
+            self.ledger.as_ref(),
+            grace,
+        )
     }
 }
 

@@ -55,6 +55,7 @@ impl Harness for GatedHarness {
                 outcome,
                 usage: TokenUsage::default(),
                 killed_from_outside: None,
+                worker_lost: false,
             }
         })
     }

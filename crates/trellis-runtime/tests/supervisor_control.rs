@@ -87,6 +87,7 @@ impl Harness for Scripted {
                     outcome: WorkerOutcome::failure(WorkerErrorCode::Refusal),
                     usage,
                     killed_from_outside: None,
+                    worker_lost: false,
                 }
             };
             match behaviour {
@@ -94,12 +95,14 @@ impl Harness for Scripted {
                     outcome: verified(),
                     usage,
                     killed_from_outside: None,
+                    worker_lost: false,
                 },
                 Behaviour::PanicOnce if call == 1 => panic!("scripted worker bug in {node}"),
                 Behaviour::PanicOnce => ExecutionResult {
                     outcome: verified(),
                     usage,
                     killed_from_outside: None,
+                    worker_lost: false,
                 },
                 Behaviour::Spend(tokens) => {
                     let spent = TokenUsage {

@@ -14,3 +14,4 @@ pub mod template;
 pub mod trace;
 pub mod ui;
 pub mod validate;
+pub mod worker;

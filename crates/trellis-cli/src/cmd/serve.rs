@@ -4,10 +4,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use trellis_runtime::StartMode;
+use trellis_runtime::{Runtime, StartMode};
 use trellis_server::bearer::append_new_token;
 use trellis_server::team::{self, TeamState};
 use trellis_server::{BearerTokens, DEFAULT_MAX_STREAMS};
@@ -89,6 +90,7 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         );
     }
     let runtime = Arc::new(open_runtime(ledger)?);
+    let runtime_for_takeover = runtime.is_shared_ledger().then(|| runtime.clone());
     let workspaces = args
         .workspaces
         .clone()
@@ -115,13 +117,46 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             serde_json::json!({"listening": address.to_string(), "tokens": tokens.names().collect::<Vec<_>>()})
         );
         eprintln!("trellis: serving the team API on http://{address}/api/v1 (OpenAPI: /openapi.json)");
-        tokio::select! {
-            served = axum::serve(listener, app) => served.context("the server stopped")?,
-            _ = shutdown_signal() => eprintln!("trellis: stopping"),
+        let takeover = runtime_for_takeover.map(|runtime| tokio::spawn(take_over_orphans(runtime)));
+        let outcome = tokio::select! {
+            served = axum::serve(listener, app) => served.context("the server stopped"),
+            _ = shutdown_signal() => {
+                eprintln!("trellis: stopping");
+                Ok(())
+            }
+        };
+        if let Some(takeover) = takeover {
+            takeover.abort();
         }
-        Ok::<_, anyhow::Error>(())
+        outcome
     })?;
     Ok(0)
+}
+
+/// How often a server on a shared ledger looks for runs whose controller is gone.
+const TAKEOVER_EVERY: Duration = Duration::from_secs(1);
+/// How long a run may go without a controller lease after its creation before it counts as
+/// orphaned (its first controller is still starting).
+const TAKEOVER_GRACE: Duration = Duration::from_secs(30);
+
+/// On a PostgreSQL ledger: continues, on this host, every run whose controller lease expired
+/// (its host crashed), for as long as the server runs.
+async fn take_over_orphans(runtime: Arc<Runtime>) {
+    loop {
+        tokio::time::sleep(TAKEOVER_EVERY).await;
+        let runtime = runtime.clone();
+        let taken =
+            tokio::task::spawn_blocking(move || runtime.take_over_orphans(TAKEOVER_GRACE)).await;
+        match taken {
+            Ok(Ok(runs)) => {
+                for run in runs {
+                    eprintln!("trellis: taking over run {run}: its controller is gone");
+                }
+            }
+            Ok(Err(error)) => eprintln!("trellis: cannot take over runs: {error}"),
+            Err(_) => eprintln!("trellis: the takeover thread failed"),
+        }
+    }
 }
 
 /// SIGINT or SIGTERM. Open event streams are not waited for: runs go on in their controllers.

@@ -419,3 +419,95 @@ pub fn chain_output(steps: usize, v: i64) -> Value {
     let v = (1..=steps as i64).fold(v, |v, n| (v * 31 + n) % 1_000_003);
     json!({"v": v})
 }
+
+pub fn composite_state() -> Value {
+    record(&[
+        ("items", array(item_type()), true),
+        ("round", integer(), true),
+        ("note", string(), false),
+        ("squares", array(integer()), false),
+    ])
+}
+
+/// A race: `raceCheck` accepts at once and writes `note` (then `raceNoted` runs); `slowRival`
+/// never finishes and is voided once the first-join is satisfied.
+pub fn race(state: &Value) -> Value {
+    let checked = seq(
+        "checked",
+        state,
+        vec![
+            verifier(
+                "raceCheck",
+                null(),
+                record(&[("note", string(), true)]),
+                &[],
+                &[("note", "note")],
+            ),
+            unless_failed(
+                "raceCheck",
+                state,
+                step("noopRaceNoted", null(), null(), &[], &[]),
+            ),
+        ],
+        &["note"],
+    );
+    par(
+        "race",
+        state,
+        vec![checked, step("slowRival", null(), null(), &[], &[])],
+        json!({"kind": "first", "when": signal_in("raceCheck", "verdict", &["accepted"])}),
+        &["note"],
+    )
+}
+
+/// A race, then a loop converging in round 3, then a map squaring every item: succeeds with
+/// `{note: "fast", round: 3, squares}`. State `composite_state()`.
+pub fn composite_graph() -> Value {
+    let state = composite_state();
+    let output = record(&[
+        ("note", string(), true),
+        ("round", integer(), true),
+        ("squares", array(integer()), true),
+    ]);
+    let finish = succeed(
+        "done",
+        output,
+        &[
+            ("note", state_path(&["note"])),
+            ("round", state_path(&["round"])),
+            ("squares", state_path(&["squares"])),
+        ],
+    );
+    let after_loop = choice(
+        "afterLoop",
+        &state,
+        vec![(
+            group_in("rounds", "terminated", &["converged"]),
+            seq(
+                "mapStage",
+                &state,
+                vec![squaring_map(&state, 64), finish],
+                &[],
+            ),
+        )],
+        Some(fail("notConverged", "not_converged")),
+    );
+    let after_race = choice(
+        "afterRace",
+        &state,
+        vec![(
+            group_in("race", "raced", &["satisfied"]),
+            seq(
+                "loopStage",
+                &state,
+                vec![converging_loop(&state), after_loop],
+                &[],
+            ),
+        )],
+        Some(fail("raceLost", "race_lost")),
+    );
+    graph(
+        state.clone(),
+        seq("root", &state, vec![race(&state), after_race], &[]),
+    )
+}

@@ -224,7 +224,8 @@ async fn enqueue(
     let insert = tx
         .prepare_cached(
             "INSERT INTO dispatch_queue (run, execution, node, harness, payload_json, state)
-             VALUES ($1, $2, $3, $4, $5, 'queued')",
+             VALUES ($1, $2, $3, $4, $5, 'queued')
+             ON CONFLICT (run, execution) DO NOTHING",
         )
         .await
         .map_err(server_error)?;
@@ -436,6 +437,8 @@ impl PostgresStore {
     }
 
     /// Queues node executions for worker hosts, only while `controller_token` holds the run.
+    /// An execution already in the queue (in any state) is left as it is, so a controller that
+    /// took the run over re-attaches to its predecessor's dispatches by queueing them again.
     pub fn enqueue(
         &self,
         run_id: &RunId,

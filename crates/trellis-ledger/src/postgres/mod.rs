@@ -10,6 +10,7 @@
 mod append;
 mod bridge;
 pub mod config;
+pub mod dispatch;
 mod error;
 pub mod leases;
 mod notify;
@@ -160,6 +161,17 @@ impl PostgresStore {
         self.append_with_fence(run_id, None, Some(fencing_token), events)
     }
 
+    /// [`RunStore::append_at`] under the same fence as [`Self::append_fenced`].
+    pub fn append_at_fenced(
+        &self,
+        run_id: &RunId,
+        expected: Cursor,
+        fencing_token: i64,
+        events: &[RunEvent],
+    ) -> Result<Cursor, LedgerError> {
+        self.append_with_fence(run_id, Some(expected), Some(fencing_token), events)
+    }
+
     fn append_with_fence(
         &self,
         run_id: &RunId,
@@ -179,6 +191,10 @@ impl PostgresStore {
 }
 
 impl RunStore for PostgresStore {
+    fn as_postgres(&self) -> Option<&PostgresStore> {
+        Some(self)
+    }
+
     fn create_or_get(&self, run: NewRun) -> Result<(RunRecord, Admission), LedgerError> {
         let submission_json = run.validate()?;
         self.call(

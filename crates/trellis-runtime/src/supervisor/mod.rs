@@ -61,10 +61,10 @@ impl Harnesses {
 }
 
 /// Static facts about one executable node.
-struct NodeFacts {
-    contract: NodeContract,
-    instructions: Option<String>,
-    timeout_ms: Option<u64>,
+pub(crate) struct NodeFacts {
+    pub(crate) contract: NodeContract,
+    pub(crate) instructions: Option<String>,
+    pub(crate) timeout_ms: Option<u64>,
 }
 
 /// Everything the supervisor needs to drive one run.
@@ -121,7 +121,7 @@ pub struct Supervisor {
     workspace: Option<RunWorkspace>,
 }
 
-fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
+pub(crate) fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
     let mut facts = HashMap::new();
     graph.root.walk(&mut |node: &GraphNode| {
         if let (Some(exec), Some(contract)) = (node.executable(), NodeContract::of(node)) {
@@ -230,13 +230,20 @@ impl Supervisor {
             return Ok(());
         }
         if !head.progress.active_executions.is_empty() {
-            // Executions left active by a controller that died cannot be trusted or re-attached.
-            finalize(
-                self.ctx.store.as_ref(),
-                &self.ctx.run_id,
-                TerminalReason::RuntimeLost,
-            )?;
-            return Ok(());
+            if !self.ctx.harnesses.command.adopts_active() {
+                // Executions left active by a controller that died cannot be trusted or
+                // re-attached when they ran as its own children.
+                finalize(
+                    self.ctx.store.as_ref(),
+                    &self.ctx.run_id,
+                    TerminalReason::RuntimeLost,
+                )?;
+                return Ok(());
+            }
+            // Queued on worker hosts, they outlive their controller: wait for them again.
+            for execution in head.progress.active_executions.keys().copied() {
+                self.adopt(execution)?;
+            }
         }
         loop {
             if let Some(reason) = self.stop_reason()? {
@@ -472,8 +479,39 @@ impl Supervisor {
     }
 
     fn start(&mut self, d: Dispatch) -> Result<(), RuntimeError> {
-        let execution = d.execution.0;
-        let node = d.occurrence.node.clone();
+        self.start_execution(
+            d.execution.0,
+            d.node_instance.0,
+            d.occurrence.node,
+            d.attempt,
+            d.input,
+        )
+    }
+
+    /// Waits again for an execution a previous controller of the run started.
+    fn adopt(&mut self, execution: u64) -> Result<(), RuntimeError> {
+        let record = self.records.get(&execution).ok_or_else(|| {
+            RuntimeError::Internal(format!(
+                "active execution {execution} is not in the history"
+            ))
+        })?;
+        let (instance, node, attempt, input) = (
+            record.node_instance.0,
+            record.occurrence.node.clone(),
+            record.attempt,
+            record.input.clone(),
+        );
+        self.start_execution(execution, instance, node, attempt, input)
+    }
+
+    fn start_execution(
+        &mut self,
+        execution: u64,
+        node_instance: u64,
+        node: NodeName,
+        attempt: u32,
+        input: Value,
+    ) -> Result<(), RuntimeError> {
         let facts = self.nodes.get(&node);
         let binding = self.ctx.plan.nodes.get(&node).cloned();
         let (Some(facts), Some(binding)) = (facts, binding) else {
@@ -503,9 +541,9 @@ impl Supervisor {
             run_id: self.ctx.run_id.as_str().to_owned(),
             node,
             execution,
-            node_instance: d.node_instance.0,
-            attempt: d.attempt,
-            input: d.input,
+            node_instance,
+            attempt,
+            input,
             instructions,
             contract,
             idle_timeout: binding.idle_timeout_ms().map(Duration::from_millis),

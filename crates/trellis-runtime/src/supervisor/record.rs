@@ -239,8 +239,12 @@ impl Supervisor {
     }
 }
 
-/// Trellis's reason for an outcome that is not the work's own: a signal from outside.
+/// Trellis's reason for an outcome that is not the work's own: a signal from outside, or a
+/// worker host that was lost.
 fn settled_by(result: &ExecutionResult) -> Option<SettledBy> {
+    if result.worker_lost {
+        return Some(SettledBy::WorkerLost);
+    }
     result
         .killed_from_outside
         .map(|_| SettledBy::KilledFromOutside)

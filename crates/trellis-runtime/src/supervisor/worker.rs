@@ -69,6 +69,7 @@ pub(super) fn worker_future(
                     outcome: WorkerOutcome::failure(WorkerErrorCode::Crash),
                     usage: TokenUsage::default(),
                     killed_from_outside: None,
+                    worker_lost: false,
                 }
             }
         };

@@ -1,0 +1,164 @@
+//! What a controller that hands its executions to worker hosts needs beyond the grants of
+//! [`super::leases`]: taking settled outcomes and withdrawing dispatches only while it holds
+//! the run, and finding the runs whose controller is gone so another host can take them over.
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+
+use crate::error::LedgerError;
+use crate::ids::RunId;
+use crate::postgres::error::server_error;
+use crate::postgres::leases::check_controller;
+use crate::postgres::runs::connection;
+use crate::postgres::{PostgresStore, Shared};
+
+/// The run's row id, locked against deletion for the transaction.
+async fn run_row(client: &impl GenericClient, run_id: &RunId) -> Result<i64, LedgerError> {
+    client
+        .query_opt(
+            "SELECT id FROM runs WHERE run_id = $1 FOR SHARE",
+            &[&run_id.as_str()],
+        )
+        .await
+        .map_err(server_error)?
+        .ok_or_else(|| LedgerError::run_not_found(run_id))?
+        .try_get(0)
+        .map_err(server_error)
+}
+
+fn execution_number(value: i64) -> Result<u64, LedgerError> {
+    u64::try_from(value).map_err(|_| LedgerError::corrupt("a negative execution number"))
+}
+
+fn stored_execution(value: u64) -> Result<i64, LedgerError> {
+    i64::try_from(value)
+        .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))
+}
+
+async fn take_finished(
+    shared: &Shared,
+    run_id: RunId,
+    token: i64,
+) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
+    let mut client = connection(shared).await?;
+    let tx = client.transaction().await.map_err(server_error)?;
+    let run = run_row(&tx, &run_id).await?;
+    check_controller(&tx, run, token, &run_id).await?;
+    let rows = tx
+        .query(
+            "DELETE FROM dispatch_queue WHERE run = $1 AND state IN ('settled', 'lost')
+             RETURNING execution, state = 'settled', outcome_json",
+            &[&run],
+        )
+        .await
+        .map_err(server_error)?;
+    let mut finished = rows
+        .iter()
+        .map(|row| {
+            let execution = execution_number(row.try_get(0).map_err(server_error)?)?;
+            let settled: bool = row.try_get(1).map_err(server_error)?;
+            let outcome: Option<String> = row.try_get(2).map_err(server_error)?;
+            match (settled, outcome) {
+                (true, None) => Err(LedgerError::corrupt("a settled dispatch has no outcome")),
+                (true, outcome) => Ok((execution, outcome)),
+                (false, _) => Ok((execution, None)),
+            }
+        })
+        .collect::<Result<Vec<_>, LedgerError>>()?;
+    tx.commit().await.map_err(server_error)?;
+    finished.sort_unstable_by_key(|(execution, _)| *execution);
+    Ok(finished)
+}
+
+async fn withdraw(
+    shared: &Shared,
+    run_id: RunId,
+    token: i64,
+    executions: Vec<u64>,
+) -> Result<(), LedgerError> {
+    let executions = executions
+        .into_iter()
+        .map(stored_execution)
+        .collect::<Result<Vec<i64>, _>>()?;
+    let mut client = connection(shared).await?;
+    let tx = client.transaction().await.map_err(server_error)?;
+    let run = run_row(&tx, &run_id).await?;
+    check_controller(&tx, run, token, &run_id).await?;
+    tx.execute(
+        "DELETE FROM dispatch_queue WHERE run = $1 AND execution = ANY($2)",
+        &[&run, &executions],
+    )
+    .await
+    .map_err(server_error)?;
+    tx.commit().await.map_err(server_error)
+}
+
+async fn orphaned_runs(
+    shared: &Shared,
+    grace_ms: i64,
+    limit: i64,
+) -> Result<Vec<RunId>, LedgerError> {
+    let client = connection(shared).await?;
+    // A run nobody ever leased gets `grace_ms` (judged against its creation time, written by
+    // the submitting host's clock) for its first controller to come up.
+    let rows = client
+        .query(
+            "SELECT r.run_id FROM runs r
+             JOIN run_heads h ON h.run = r.id
+             LEFT JOIN run_controllers c ON c.run = r.id
+             WHERE h.phase <> 'finished' AND r.kind = 'graphspec'
+               AND ((c.run IS NULL
+                     AND r.created_at_ms < (extract(epoch FROM now()) * 1000)::bigint - $1)
+                    OR c.lease_expires_at < now())
+             ORDER BY r.id
+             LIMIT $2",
+            &[&grace_ms, &limit],
+        )
+        .await
+        .map_err(server_error)?;
+    rows.iter()
+        .map(|row| {
+            let text: String = row.try_get(0).map_err(server_error)?;
+            RunId::new(&text).map_err(|_| LedgerError::corrupt("a stored run id is invalid"))
+        })
+        .collect()
+}
+
+impl PostgresStore {
+    /// Removes and returns the run's finished dispatches by execution: settled ones with their
+    /// outcome, lost ones (out of claims) with `None`; only while `controller_token` holds the
+    /// run, so a fenced controller never takes what its successor is waiting for.
+    pub fn take_finished(
+        &self,
+        run_id: &RunId,
+        controller_token: i64,
+    ) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
+        let run_id = run_id.clone();
+        self.call(
+            move |shared| async move { take_finished(&shared, run_id, controller_token).await },
+        )
+    }
+
+    /// Takes executions out of the queue whatever their state (the controller cancelled them):
+    /// a worker running one finds its claim gone at its next heartbeat and stops.
+    pub fn withdraw(
+        &self,
+        run_id: &RunId,
+        controller_token: i64,
+        executions: Vec<u64>,
+    ) -> Result<(), LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move {
+            withdraw(&shared, run_id, controller_token, executions).await
+        })
+    }
+
+    /// Unfinished GraphSpec runs whose controller lease expired, or that never had one and
+    /// were created more than `grace` ago: runs another host may take over. Oldest first.
+    pub fn orphaned_runs(&self, grace: Duration, limit: usize) -> Result<Vec<RunId>, LedgerError> {
+        let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.call(move |shared| async move { orphaned_runs(&shared, grace_ms, limit).await })
+    }
+}

@@ -1,0 +1,211 @@
+//! What a controller handing executions to worker hosts relies on: queueing an execution
+//! again keeps its row (a controller that took a run over re-attaches), finished dispatches
+//! (settled or lost) are taken once and only by the lease holder, a withdrawn execution fences
+//! its worker, fenced `append_at` refuses a stale controller, and runs whose controller is gone
+//! are found. Needs `TRELLIS_TEST_POSTGRES_URL` (skipped without it, failing in CI).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{new_run, run_id};
+use serde_json::json;
+use trellis_ledger::postgres::leases::Dispatch;
+use trellis_ledger::testing::postgres::{TestSchema, server_url};
+use trellis_ledger::{LedgerError, PostgresStore, RunEvent, RunStore, TerminalResult};
+
+const LONG: Duration = Duration::from_secs(60);
+const SHORT: Duration = Duration::from_millis(150);
+
+fn schema() -> Option<TestSchema> {
+    let url = server_url().unwrap_or_else(|message| panic!("{message}"));
+    let Some(url) = url else {
+        eprintln!("skipped: set TRELLIS_TEST_POSTGRES_URL to run the PostgreSQL tests");
+        return None;
+    };
+    Some(TestSchema::create(&url).unwrap())
+}
+
+fn store_with_runs(schema: &TestSchema, ids: &[&str]) -> PostgresStore {
+    let store = schema.open().unwrap();
+    for id in ids {
+        // Created now: the grace before an unleased run counts as orphaned starts here.
+        let run = new_run(id, &format!("key-{id}"), json!({"graph": id}))
+            .with_created_at_ms(trellis_ledger::store::now_ms());
+        store.create_or_get(run).unwrap();
+    }
+    store
+}
+
+fn is_fenced<T: std::fmt::Debug>(result: Result<T, LedgerError>) -> bool {
+    match result {
+        Err(error) => {
+            assert_eq!(error.code(), "lease.fenced", "{error}");
+            true
+        }
+        Ok(value) => panic!("expected a fenced refusal, got {value:?}"),
+    }
+}
+
+fn dispatch(execution: u64, payload: &str) -> Dispatch {
+    Dispatch {
+        execution,
+        node: format!("node{execution}"),
+        harness: "command".to_owned(),
+        payload_json: json!({"payload": payload}).to_string(),
+    }
+}
+
+#[test]
+fn queueing_again_keeps_the_row_and_finished_dispatches_are_taken_once_by_the_holder() {
+    let Some(schema) = schema() else { return };
+    let store = store_with_runs(&schema, &["run-1"]);
+    let run = run_id("run-1");
+    let lease = store
+        .acquire_controller(&run, "ctl", LONG)
+        .unwrap()
+        .unwrap();
+    store
+        .enqueue(
+            &run,
+            lease.fencing_token,
+            vec![dispatch(1, "first"), dispatch(2, "first")],
+        )
+        .unwrap();
+    let healthy = store.claim("w1", &["command"], 1, LONG).unwrap();
+    assert_eq!(healthy.len(), 1);
+    // A successor controller queues both again: the claimed row and the queued one stay.
+    store
+        .enqueue(
+            &run,
+            lease.fencing_token,
+            vec![dispatch(1, "again"), dispatch(2, "again")],
+        )
+        .unwrap();
+    let doomed = store.claim("w2", &["command"], 5, SHORT).unwrap();
+    assert_eq!(doomed.len(), 1, "execution 1 is still claimed by w1");
+    assert_eq!(doomed[0].execution, 2);
+    assert!(doomed[0].payload_json.contains("first"));
+    store.complete(&healthy[0], r#"{"done":1}"#).unwrap();
+    std::thread::sleep(SHORT * 3);
+    let reaped = store.reap_expired(&run, 1).unwrap();
+    assert_eq!(reaped.len(), 1);
+    assert!(!reaped[0].requeued, "one claim only: lost");
+
+    assert!(is_fenced(
+        store.take_finished(&run, lease.fencing_token + 1000)
+    ));
+    assert_eq!(
+        store.take_finished(&run, lease.fencing_token).unwrap(),
+        vec![(1, Some(r#"{"done":1}"#.to_owned())), (2, None)]
+    );
+    assert!(
+        store
+            .take_finished(&run, lease.fencing_token)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_withdrawn_execution_fences_its_worker() {
+    let Some(schema) = schema() else { return };
+    let store = store_with_runs(&schema, &["run-1"]);
+    let run = run_id("run-1");
+    let lease = store
+        .acquire_controller(&run, "ctl", LONG)
+        .unwrap()
+        .unwrap();
+    store
+        .enqueue(&run, lease.fencing_token, vec![dispatch(5, "x")])
+        .unwrap();
+    let claim = store.claim("w1", &["command"], 1, LONG).unwrap();
+    assert_eq!(claim.len(), 1);
+    assert!(is_fenced(store.withdraw(
+        &run,
+        lease.fencing_token + 1000,
+        vec![5]
+    )));
+    store.heartbeat(&claim[0], LONG).unwrap();
+    store.withdraw(&run, lease.fencing_token, vec![5]).unwrap();
+    assert!(is_fenced(store.heartbeat(&claim[0], LONG)));
+    assert!(is_fenced(store.complete(&claim[0], "{}")));
+    assert!(
+        store
+            .take_finished(&run, lease.fencing_token)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_stale_controller_cannot_append_at_a_cursor() {
+    let Some(schema) = schema() else { return };
+    let store = store_with_runs(&schema, &["run-1"]);
+    let run = run_id("run-1");
+    let old = store
+        .acquire_controller(&run, "old", SHORT)
+        .unwrap()
+        .unwrap();
+    let cursor = store.latest_cursor(&run).unwrap();
+    std::thread::sleep(SHORT * 3);
+    let new = store
+        .acquire_controller(&run, "new", LONG)
+        .unwrap()
+        .unwrap();
+    assert!(new.fencing_token > old.fencing_token);
+    assert!(is_fenced(store.append_at_fenced(
+        &run,
+        cursor,
+        old.fencing_token,
+        &[RunEvent::RunStarted {}]
+    )));
+    assert_eq!(store.latest_cursor(&run).unwrap(), cursor, "nothing stored");
+    store
+        .append_at_fenced(&run, cursor, new.fencing_token, &[RunEvent::RunStarted {}])
+        .unwrap();
+}
+
+#[test]
+fn runs_whose_controller_is_gone_are_found_and_finished_ones_are_not() {
+    let Some(schema) = schema() else { return };
+    let store = store_with_runs(&schema, &["run-1", "run-2", "run-3"]);
+    let (one, two, three) = (run_id("run-1"), run_id("run-2"), run_id("run-3"));
+    // Nobody ever leased them: orphans only once the grace is over.
+    assert!(store.orphaned_runs(LONG, 10).unwrap().is_empty());
+    let mut all = store.orphaned_runs(Duration::ZERO, 10).unwrap();
+    all.sort();
+    assert_eq!(all, vec![one.clone(), two.clone(), three.clone()]);
+
+    let live = store
+        .acquire_controller(&one, "ctl", LONG)
+        .unwrap()
+        .unwrap();
+    store
+        .acquire_controller(&two, "ctl", SHORT)
+        .unwrap()
+        .unwrap();
+    store
+        .append(
+            &three,
+            &[RunEvent::Terminal {
+                result: TerminalResult::Failed {
+                    reason: "test".into(),
+                },
+            }],
+        )
+        .unwrap();
+    std::thread::sleep(SHORT * 3);
+    assert_eq!(
+        store.orphaned_runs(Duration::ZERO, 10).unwrap(),
+        vec![two.clone()],
+        "run-1 is held, run-2's lease expired, run-3 is finished"
+    );
+    store.renew_controller(&live, LONG).unwrap();
+    let taken = store
+        .acquire_controller(&two, "successor", LONG)
+        .unwrap()
+        .unwrap();
+    assert!(taken.fencing_token > live.fencing_token);
+    assert!(store.orphaned_runs(Duration::ZERO, 10).unwrap().is_empty());
+}

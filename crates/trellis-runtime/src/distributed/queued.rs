@@ -1,0 +1,355 @@
+//! The controller's side of worker hosts: a harness that queues each execution in the ledger
+//! instead of starting it here, and one thread per run that collects what worker hosts
+//! settled, re-queues nothing (an expired claim is lost and settles `crash` with
+//! `worker_lost`; the node's attempts decide whether it runs again) and wakes the waiters.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{
+    BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent,
+};
+use trellis_graph::{WorkerErrorCode, WorkerOutcome};
+use trellis_ledger::postgres::leases::Dispatch;
+use trellis_ledger::{LogLevel, LogStream, RunId, RunStore, TokenUsage};
+
+/// How often the collector looks for settled and expired claims while anything waits.
+const COLLECT_EVERY: Duration = Duration::from_millis(50);
+/// Claims an execution may have: one. A lost worker host settles the execution `crash`
+/// (`worker_lost`) and a retry is a new execution the ledger records, per the node's attempts.
+const MAX_CLAIMS: u32 = 1;
+
+/// What a worker host needs besides the stored submission to run one execution.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct DispatchPayload {
+    /// The directory the execution works in (a path on the controller's host).
+    pub workspace: PathBuf,
+    pub node_instance: u64,
+    pub attempt: u32,
+    pub input: Value,
+}
+
+/// One log line a worker host kept for the controller to record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct QueuedLog {
+    pub stream: LogStream,
+    pub level: LogLevel,
+    pub message: String,
+}
+
+/// What a worker host reports for one execution.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct QueuedOutcome {
+    pub outcome: WorkerOutcome,
+    pub usage: TokenUsage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub killed_from_outside: Option<i32>,
+    #[serde(default)]
+    pub logs: Vec<QueuedLog>,
+    /// Who ran it (`worker@host:pid`).
+    pub worker: String,
+}
+
+/// How an execution left the queue.
+enum Finished {
+    Settled(String),
+    Lost,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    waiting: HashMap<u64, oneshot::Sender<Finished>>,
+    /// Finished before anyone waited (an adopted execution, or a fast worker).
+    early: HashMap<u64, Finished>,
+}
+
+/// The run's dispatch queue as seen by its controller: shared by the harnesses of every
+/// queued binding kind, collected by one thread.
+pub(crate) struct RunQueue {
+    store: Arc<dyn RunStore>,
+    run_id: RunId,
+    token: i64,
+    mailbox: Arc<Mutex<Mailbox>>,
+    stop: Arc<AtomicBool>,
+    collector: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl RunQueue {
+    pub(crate) fn start(
+        store: Arc<dyn RunStore>,
+        run_id: RunId,
+        token: i64,
+    ) -> Result<Arc<Self>, crate::error::RuntimeError> {
+        let mailbox = Arc::new(Mutex::new(Mailbox::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let collector = {
+            let (store, run_id) = (store.clone(), run_id.clone());
+            let (mailbox, stop) = (mailbox.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("trellis-queue".into())
+                .spawn(move || collect(store.as_ref(), &run_id, token, &mailbox, &stop))
+                .map_err(|e| crate::error::RuntimeError::io("cannot start the queue thread", e))?
+        };
+        Ok(Arc::new(Self {
+            store,
+            run_id,
+            token,
+            mailbox,
+            stop,
+            collector: Mutex::new(Some(collector)),
+        }))
+    }
+
+    fn wait_for(&self, execution: u64) -> oneshot::Receiver<Finished> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut mailbox) = self.mailbox.lock() {
+            match mailbox.early.remove(&execution) {
+                Some(finished) => {
+                    let _ = tx.send(finished);
+                }
+                None => {
+                    mailbox.waiting.insert(execution, tx);
+                }
+            }
+        }
+        rx
+    }
+
+    fn forget(&self, execution: u64) {
+        if let Ok(mut mailbox) = self.mailbox.lock() {
+            mailbox.waiting.remove(&execution);
+            mailbox.early.remove(&execution);
+        }
+    }
+}
+
+impl Drop for RunQueue {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(collector) = self.collector.lock().ok().and_then(|mut c| c.take()) {
+            let _ = collector.join();
+        }
+    }
+}
+
+fn collect(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    token: i64,
+    mailbox: &Mutex<Mailbox>,
+    stop: &AtomicBool,
+) {
+    let Some(postgres) = store.as_postgres() else {
+        return;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(COLLECT_EVERY);
+        let idle = mailbox.lock().map_or(true, |m| m.waiting.is_empty());
+        if idle {
+            continue;
+        }
+        // Errors here are transient or a lost lease; the supervisor's own fenced appends
+        // notice the latter and end this controller.
+        let _ = postgres.reap_expired(run_id, MAX_CLAIMS);
+        let Ok(finished) = postgres.take_finished(run_id, token) else {
+            continue;
+        };
+        let Ok(mut mailbox) = mailbox.lock() else {
+            return;
+        };
+        for (execution, outcome) in finished {
+            let finished = outcome.map_or(Finished::Lost, Finished::Settled);
+            match mailbox.waiting.remove(&execution) {
+                Some(waiter) => {
+                    let _ = waiter.send(finished);
+                }
+                None => {
+                    mailbox.early.insert(execution, finished);
+                }
+            }
+        }
+    }
+}
+
+/// A harness that runs nothing itself: it queues the execution for a worker host of `kind`
+/// (`command`, `claude`, …) and waits for its outcome.
+pub(crate) struct QueuedHarness {
+    queue: Arc<RunQueue>,
+    kind: String,
+}
+
+impl QueuedHarness {
+    pub(crate) fn new(queue: Arc<RunQueue>, kind: &str) -> Self {
+        Self {
+            queue,
+            kind: kind.to_owned(),
+        }
+    }
+}
+
+fn crash_with(message: String, events: &EventSink) -> ExecutionResult {
+    let _ = events.try_send(HarnessEvent::Log {
+        stream: LogStream::System,
+        level: LogLevel::Error,
+        message,
+    });
+    ExecutionResult::settled(
+        WorkerOutcome::failure(WorkerErrorCode::Crash),
+        TokenUsage::default(),
+    )
+}
+
+async fn off_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(job).await.ok()
+}
+
+impl Harness for QueuedHarness {
+    fn name(&self) -> &str {
+        "queue"
+    }
+
+    fn adopts_active(&self) -> bool {
+        true
+    }
+
+    fn execute<'a>(
+        &'a self,
+        request: ExecutionRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ExecutionResult> {
+        Box::pin(async move {
+            let execution = request.execution;
+            let payload = DispatchPayload {
+                workspace: request.workspace.clone(),
+                node_instance: request.node_instance,
+                attempt: request.attempt,
+                input: request.input.clone(),
+            };
+            let payload_json = match serde_json::to_string(&payload) {
+                Ok(json) => json,
+                Err(e) => return crash_with(format!("cannot encode the dispatch: {e}"), &events),
+            };
+            let finished = self.queue.wait_for(execution);
+            let dispatch = Dispatch {
+                execution,
+                node: request.node.to_string(),
+                harness: self.kind.clone(),
+                payload_json,
+            };
+            let (store, run_id, token) = (
+                self.queue.store.clone(),
+                self.queue.run_id.clone(),
+                self.queue.token,
+            );
+            let queued = off_thread(move || match store.as_postgres() {
+                Some(postgres) => postgres.enqueue(&run_id, token, vec![dispatch]),
+                None => Err(trellis_ledger::LedgerError::Fenced {
+                    detail: "the dispatch queue needs a PostgreSQL ledger".into(),
+                }),
+            })
+            .await;
+            match queued {
+                Some(Ok(())) => {}
+                Some(Err(error)) => {
+                    self.queue.forget(execution);
+                    return crash_with(format!("cannot queue the execution: {error}"), &events);
+                }
+                None => {
+                    self.queue.forget(execution);
+                    return crash_with("the queueing thread failed".into(), &events);
+                }
+            }
+            tokio::select! {
+                finished = finished => match finished {
+                    Ok(Finished::Settled(json)) => settled(&json, &events).await,
+                    Ok(Finished::Lost) => lost(&events),
+                    Err(_) => crash_with("the queue stopped before the execution settled".into(), &events),
+                },
+                () = cancel.cancelled() => {
+                    self.queue.forget(execution);
+                    let (store, run_id, token) = (
+                        self.queue.store.clone(),
+                        self.queue.run_id.clone(),
+                        self.queue.token,
+                    );
+                    // The claim disappears: its worker stops at its next heartbeat.
+                    let _ = off_thread(move || {
+                        store
+                            .as_postgres()
+                            .map(|postgres| postgres.withdraw(&run_id, token, vec![execution]))
+                    })
+                    .await;
+                    ExecutionResult::settled(
+                        WorkerOutcome::failure(WorkerErrorCode::Refusal),
+                        TokenUsage::default(),
+                    )
+                }
+            }
+        })
+    }
+}
+
+async fn settled(json: &str, events: &EventSink) -> ExecutionResult {
+    let reported: QueuedOutcome = match serde_json::from_str(json) {
+        Ok(reported) => reported,
+        Err(e) => {
+            return crash_with(
+                format!("a worker host reported an unreadable outcome: {e}"),
+                events,
+            );
+        }
+    };
+    let _ = events
+        .send(HarnessEvent::Log {
+            stream: LogStream::System,
+            level: LogLevel::Info,
+            message: format!("ran on {}", reported.worker),
+        })
+        .await;
+    for line in reported.logs {
+        let _ = events
+            .send(HarnessEvent::Log {
+                stream: line.stream,
+                level: line.level,
+                message: line.message,
+            })
+            .await;
+    }
+    if reported.usage != TokenUsage::default() {
+        let _ = events.send(HarnessEvent::Usage(reported.usage)).await;
+    }
+    ExecutionResult {
+        outcome: reported.outcome,
+        usage: reported.usage,
+        killed_from_outside: reported.killed_from_outside,
+        worker_lost: false,
+    }
+}
+
+fn lost(events: &EventSink) -> ExecutionResult {
+    let _ = events.try_send(HarnessEvent::Log {
+        stream: LogStream::System,
+        level: LogLevel::Warn,
+        message: "the worker host running this execution stopped renewing its claim; it \
+                  settles as crash (worker_lost)"
+            .into(),
+    });
+    ExecutionResult {
+        worker_lost: true,
+        ..ExecutionResult::settled(
+            WorkerOutcome::failure(WorkerErrorCode::Crash),
+            TokenUsage::default(),
+        )
+    }
+}
