@@ -159,8 +159,9 @@ async fn take_over_orphans(runtime: Arc<Runtime>) {
     }
 }
 
-/// SIGINT or SIGTERM. Open event streams are not waited for: runs go on in their controllers.
-async fn shutdown_signal() {
+/// SIGINT or SIGTERM (also how `trellis worker` stops). Open event streams are not waited for:
+/// runs go on in their controllers.
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut interrupt), Ok(mut terminate)) = (
         signal(SignalKind::interrupt()),

@@ -66,7 +66,7 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         let stop = CancellationToken::new();
         let signal_stop = stop.clone();
         tokio::spawn(async move {
-            shutdown_signal().await;
+            super::serve::shutdown_signal().await;
             signal_stop.cancel();
         });
         outln!(
@@ -81,19 +81,4 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         serde_json::json!({"worker": "stopped", "completed": report.completed, "refused": report.fenced})
     );
     Ok(0)
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
 }
