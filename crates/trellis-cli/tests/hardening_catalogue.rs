@@ -340,7 +340,7 @@ fn ledger_cases() -> Vec<Case> {
                 vec!["list".to_owned()]
             },
             code: 1,
-            line: "trellis: error: cannot open the ledger {home}/ledger.sqlite3: the ledger schema version 99 is newer than this build supports (3); upgrade trellis",
+            line: "trellis: error: cannot open the ledger {home}/ledger.sqlite3: the ledger schema version 99 is newer than this build supports (4); upgrade trellis",
         },
         Case {
             name: "another application's database",
