@@ -20,58 +20,85 @@ fn runnable(graph: GraphSpec) -> RunnableGraph {
         .0
 }
 
-fn spec(root: Value) -> GraphSpec {
+fn spec(initial_input: Value, root: Value) -> GraphSpec {
     let doc = json!({"profile": "openengine.graph.full/v1",
-                     "initialInput": {"kind": "record", "fields": {}},
+                     "initialInput": initial_input,
                      "policy": {"policy": "policy.bench@1", "default": "deny"}, "root": root});
     GraphSpec::parse(&doc, &JsonPath::root()).expect("bench graph parses")
 }
 
-fn record() -> Value {
-    json!({"kind": "record", "fields": {}})
+/// A record type; each field is `(name, type, required)`.
+fn record(fields: &[(&str, Value, bool)]) -> Value {
+    let fields: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|(name, ty, required)| {
+            (
+                (*name).to_owned(),
+                json!({"type": ty, "required": required}),
+            )
+        })
+        .collect();
+    json!({"kind": "record", "fields": fields})
 }
 
-/// map(items)[ seq[ work(item) → results[i], choice(work error → fail) ] ] → succeed(results)
+/// map(items)[ seq[ work(item.id) → results[i], choice(work error → fail, else record) ] ]
+/// → succeed(results)
 fn map_graph() -> GraphSpec {
-    let work = json!({"kind": "step", "name": "work", "worker": "bench.work@1",
-        "input": {"kind": "null"}, "output": {"kind": "null"},
-        "inputBindings": [{"target": ["item"], "value": {"source": "item", "path": ["id"]}}],
+    let integer = json!({"kind": "integer"});
+    let results = json!({"kind": "array", "items": integer});
+    let item = record(&[("id", integer.clone(), true)]);
+    let state = record(&[
+        ("items", json!({"kind": "array", "items": item}), true),
+        ("results", results.clone(), false),
+    ]);
+    let work = json!({"kind": "step", "name": "work", "worker": "command.work@1",
+        "input": record(&[("id", integer.clone(), true)]),
+        "output": record(&[("size", integer.clone(), true)]),
+        "inputBindings": [{"target": ["id"], "value": {"source": "item", "path": ["id"]}}],
         "writeBindings": [{"target": ["results"], "value": {"node": "work", "channel": "out", "path": ["size"]}}],
         "attempts": 1});
     let guard = json!({"kind": "in", "value": {"name": "work", "source": "error", "field": null},
                        "labels": ["crash", "malformed", "refusal", "timeout"]});
-    let body = json!({"kind": "seq", "name": "item", "state": record(), "promotedStatePaths": [["results"]],
-        "children": [work, {"kind": "choice", "name": "route", "state": record(), "promotedStatePaths": [],
+    let body = json!({"kind": "seq", "name": "item", "state": state, "promotedStatePaths": [["results"]],
+        "children": [work, {"kind": "choice", "name": "route", "state": state, "promotedStatePaths": [],
             "branches": [{"when": guard, "node": {"kind": "fail", "name": "item_failed", "reason": "item_failed"}}],
-            "otherwise": null}]});
+            // The verifier wants every outcome covered: a success records the item.
+            "otherwise": {"kind": "step", "name": "record", "worker": "command.record@1",
+                          "input": {"kind": "null"}, "output": {"kind": "null"},
+                          "inputBindings": [], "writeBindings": [], "attempts": 1}}]});
     spec(
-        json!({"kind": "seq", "name": "run", "state": record(), "promotedStatePaths": [],
+        state.clone(),
+        json!({"kind": "seq", "name": "run", "state": state, "promotedStatePaths": [],
         "children": [
-            {"kind": "map", "name": "each", "state": record(), "body": body, "maxItems": 1024,
+            {"kind": "map", "name": "each", "state": state, "body": body, "maxItems": 1024,
              "over": {"source": "state", "path": ["items"]}, "promotedStatePaths": [["results"]]},
-            {"kind": "succeed", "name": "done", "output": {"kind": "null"},
+            {"kind": "succeed", "name": "done", "output": record(&[("results", results, false)]),
              "bindings": [{"target": ["results"], "value": {"source": "state", "path": ["results"]}}]}]}),
     )
 }
 
 /// loop(rounds, until accepted)[ seq[ worker(feedback), check → feedback ] ], never accepted.
 fn loop_graph(rounds: u64) -> GraphSpec {
-    let worker = json!({"kind": "step", "name": "worker", "worker": "bench.worker@1",
-        "input": {"kind": "null"}, "output": {"kind": "null"},
+    let string = json!({"kind": "string"});
+    let state = record(&[("feedback", string.clone(), true)]);
+    let worker = json!({"kind": "step", "name": "worker", "worker": "command.worker@1",
+        "input": record(&[("feedback", string.clone(), true)]), "output": {"kind": "null"},
         "inputBindings": [{"target": ["feedback"], "value": {"source": "state", "path": ["feedback"]}}],
         "writeBindings": [], "attempts": 1});
-    let check = json!({"kind": "verifier", "name": "check", "worker": "bench.check@1",
+    let check = json!({"kind": "verifier", "name": "check", "worker": "command.check@1",
         "input": {"kind": "null"}, "output": {"kind": "null"}, "inputBindings": [],
         "writeBindings": [{"target": ["feedback"], "value": {"node": "check", "channel": "diagnostic", "path": ["message"]}}],
-        "attempts": 2, "signals": {"verdict": ["accepted", "rejected"]}, "diagnostic": {"kind": "null"}});
+        "attempts": 2, "signals": {"verdict": ["accepted", "rejected"]},
+        "diagnostic": record(&[("message", string, true)])});
     let until = json!({"kind": "in", "value": {"name": "check", "source": "signal", "field": "verdict"},
                        "labels": ["accepted"]});
     spec(
-        json!({"kind": "seq", "name": "run", "state": record(), "promotedStatePaths": [],
+        state.clone(),
+        json!({"kind": "seq", "name": "run", "state": state, "promotedStatePaths": [],
         "children": [
-            {"kind": "loop", "name": "rounds", "state": record(), "maxIterations": rounds, "until": until,
+            {"kind": "loop", "name": "rounds", "state": state, "maxIterations": rounds, "until": until,
              "promotedStatePaths": [["feedback"]],
-             "body": {"kind": "seq", "name": "round", "state": record(),
+             "body": {"kind": "seq", "name": "round", "state": state,
                       "promotedStatePaths": [["feedback"]], "children": [worker, check]}},
             {"kind": "succeed", "name": "done", "output": {"kind": "null"}, "bindings": []}]}),
     )
