@@ -67,9 +67,9 @@ struct Server {
 }
 
 impl Server {
-    fn start(sandbox: &Sandbox) -> Self {
+    fn start(sandbox: &Sandbox, ledger: Option<&str>) -> Self {
         let workspaces = served(sandbox);
-        let mut command = sandbox.command(&[
+        let mut args = vec![
             "serve",
             "--listen",
             "127.0.0.1:0",
@@ -77,7 +77,11 @@ impl Server {
             "TEAM_TOKEN",
             "--workspaces",
             workspaces.to_str().expect("UTF-8 path"),
-        ]);
+        ];
+        if let Some(ledger) = ledger {
+            args.extend(["--ledger", ledger]);
+        }
+        let mut command = sandbox.command(&args);
         command.env("TEAM_TOKEN", TOKEN);
         let mut child = command.spawn().expect("start trellis serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -145,11 +149,31 @@ const GREETING_RUN: [&str; 8] = [
 
 #[test]
 fn a_remote_run_works_on_the_servers_checkout_and_pushes_to_the_same_repository() {
+    remote_run_end_to_end(None);
+}
+
+#[test]
+fn the_same_on_a_postgresql_ledger() {
+    let url = match trellis_ledger::testing::postgres::server_url() {
+        Ok(Some(url)) => url,
+        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
+        Err(message) => panic!("{message}"),
+    };
+    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let ledger = format!(
+        "{url}{separator}options=-c%20search_path%3D{}",
+        schema.name()
+    );
+    remote_run_end_to_end(Some(&ledger));
+}
+
+fn remote_run_end_to_end(ledger: Option<&str>) {
     let sandbox = Sandbox::new();
     let origin = client_checkout(&sandbox);
     let work = sandbox.workspace.clone();
     let head_before = git(&work, &["rev-parse", "HEAD"]);
-    let server = Server::start(&sandbox);
+    let server = Server::start(&sandbox, ledger);
 
     let out = with_target(&sandbox, &server.base, &GREETING_RUN).success();
     let lines = out.ndjson();
@@ -283,7 +307,7 @@ async fn the_server_refuses_sources_it_cannot_check_out() {
     let sandbox = Sandbox::new();
     let origin = client_checkout(&sandbox);
     let revision = git(&sandbox.workspace, &["rev-parse", "HEAD"]);
-    let server = Server::start(&sandbox);
+    let server = Server::start(&sandbox, None);
     let client = reqwest::Client::new();
     let submit = |source: Value| {
         let client = client.clone();
