@@ -389,7 +389,12 @@ async fn the_cli_runs_and_observes_through_a_named_target() {
         &uniform_worker_plan(&[]),
     );
     run_args.splice(0..0, ["--target".to_owned(), "team".to_owned()]);
-    run_args.extend(["--submission-key".to_owned(), "cli-remote".to_owned()]);
+    // The sandbox is no git checkout: the run needs no files, so it is sent without a source.
+    run_args.extend([
+        "--submission-key".to_owned(),
+        "cli-remote".to_owned(),
+        "--no-source".to_owned(),
+    ]);
     let args: Vec<&str> = run_args.iter().map(String::as_str).collect();
     let output = cli(&args).success();
     let lines = output.ndjson();

@@ -40,6 +40,7 @@ mod recovery;
 mod reuse;
 mod runs_stream;
 mod runtime;
+mod source;
 mod streams;
 mod submission;
 mod supervisor;
@@ -54,7 +55,7 @@ pub use admission::{
 pub use cause::{CauseNode, RunCause};
 pub use checkpoints::api::{CheckpointInfo, CheckpointPage, DiscardedWorkspace, RetainedWorkspace};
 pub use distributed::worker::{WorkerOptions, WorkerReport};
-pub use distributed::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
+pub use distributed::{CONTROLLER_LEASE_ENV, DISPATCH_ENV, DispatchMode};
 pub use doctor::{CheckState, DoctorCheck, DoctorReport, doctor};
 pub use documents::{DocumentKind, classify};
 pub use error::RuntimeError;
@@ -68,6 +69,10 @@ pub use plan::PlanError;
 pub use plan_admission::{AdmissionRefusal, GraphAdmissionError};
 pub use runs_stream::RunsStream;
 pub use runtime::{Runtime, parse_run_id};
+pub use source::{
+    CheckedOut, RunSource, SourceError, SourceRequest, check_out_source, resolve_source,
+    url_has_credentials,
+};
 pub use streams::{
     LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,
     WatchedExecution,

@@ -16,6 +16,7 @@ use crate::cause::run_cause;
 use crate::checkpoints::api::retained_workspace;
 use crate::checkpoints::workspace::WorkspaceHandling;
 use crate::delivery::read_source;
+use crate::distributed::DispatchMode;
 use crate::distributed::worker::{WorkerOptions, WorkerReport};
 use crate::error::RuntimeError;
 use crate::gap_admission::{self, GapOutcome, GapRunRequest};
@@ -48,6 +49,8 @@ pub struct Runtime {
     /// The ledger chosen explicitly (option or `$TRELLIS_LEDGER`), handed to controllers.
     ledger: Option<LedgerLocation>,
     controller_program: Option<PathBuf>,
+    /// Where this host's controllers run executions; `None`: as `$TRELLIS_DISPATCH` says.
+    dispatch: Option<DispatchMode>,
 }
 
 /// Parses a run id given by a person or a client.
@@ -89,7 +92,22 @@ impl Runtime {
             store,
             ledger,
             controller_program: options.controller_program,
+            dispatch: None,
         })
+    }
+
+    /// Makes every controller this runtime starts (submitted, resumed or taken over) dispatch
+    /// as `mode` says, whatever `$TRELLIS_DISPATCH` holds. Queueing needs a PostgreSQL ledger.
+    pub fn with_dispatch(mut self, mode: DispatchMode) -> Result<Self, RuntimeError> {
+        if mode == DispatchMode::Queue && !self.is_shared_ledger() {
+            return Err(RuntimeError::NotSubmittable(
+                "queue dispatch hands executions to `trellis worker` hosts through a \
+                 PostgreSQL ledger: give --ledger postgres://… (or use --dispatch local)"
+                    .to_owned(),
+            ));
+        }
+        self.dispatch = Some(mode);
+        Ok(self)
     }
 
     /// The state directory.
@@ -210,6 +228,7 @@ impl Runtime {
                 },
                 env: {
                     let mut env = controller_env(env_names);
+                    crate::distributed::apply_dispatch(&mut env, self.dispatch);
                     // The controller opens the same ledger (a URL may carry a password: it
                     // travels in the environment only, never in arguments or on disk).
                     if let Some(location) = &self.ledger {
@@ -642,6 +661,7 @@ impl Runtime {
             self.store.as_ref(),
             &program,
             self.ledger.as_ref(),
+            self.dispatch,
             grace,
         )
     }

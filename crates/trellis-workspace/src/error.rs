@@ -37,6 +37,16 @@ pub enum WorkspaceError {
         "the workspace does not match checkpoint tree {expected} after restoring it (it holds {found})"
     )]
     RestoreMismatch { expected: String, found: String },
+    /// A repository could not be fetched from (unreachable, unknown, or no such branch).
+    #[error("cannot fetch {repository}: {stderr}")]
+    SourceFetch { repository: String, stderr: String },
+    /// The repository was fetched but does not hold the revision.
+    #[error("{repository} has no commit {revision} (fetched its branch {branch})")]
+    RevisionMissing {
+        repository: String,
+        branch: String,
+        revision: String,
+    },
 }
 
 impl WorkspaceError {
@@ -50,6 +60,8 @@ impl WorkspaceError {
             Self::InvalidName(_) => "workspace.invalid_name",
             Self::NoCommit { .. } => "workspace.no_commit",
             Self::RestoreMismatch { .. } => "workspace.restore_mismatch",
+            Self::SourceFetch { .. } => "workspace.source_fetch",
+            Self::RevisionMissing { .. } => "workspace.revision_missing",
         }
     }
 

@@ -1,6 +1,7 @@
 //! A run's workspace over git's own object store: checkpoints recorded as commits in a private
 //! reference namespace (the user's index, `HEAD`, branches and stash are never written),
-//! byte-exact restore of a checkpoint, fresh worktrees for runs that must leave the user's
+//! byte-exact restore of a checkpoint, a run's source fetched through a mirror and cloned at an
+//! exact revision, fresh worktrees for runs that must leave the user's
 //! checkout alone, and disposable copies for verifiers. Every git command goes through the
 //! process runner (`trellis-process`).
 #![forbid(unsafe_code)]
@@ -10,6 +11,7 @@ mod copy;
 mod error;
 mod git;
 mod repo;
+pub mod source;
 mod worktree;
 
 pub use checkpoint::{

@@ -159,9 +159,22 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
     if args.cwd.is_some() || args.validate_only {
         bail!("--cwd and --validate-only are local: a remote run works in the server's workspace");
     }
+    if args.task_from.is_some() {
+        bail!("--task-from is resolved locally: run it without --target");
+    }
     let mut body = json!({});
+    if !args.source.no_source {
+        let checkout = std::env::current_dir().context("cannot read the current directory")?;
+        let source = trellis_runtime::resolve_source(&trellis_runtime::SourceRequest {
+            checkout,
+            repository: args.source.source_remote.clone(),
+            branch: args.source.source_branch.clone(),
+            allow_untracked: args.source.allow_untracked,
+        })?;
+        body["source"] = serde_json::to_value(&source)?;
+    }
     match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
-        (Some(name), _) => body["template"] = json!({"name": name, "push": args.push}),
+        (Some(name), _) => body["template"] = template_choice(name, args)?,
         (None, Some(path)) => body["graph"] = read_json(path, "graph")?,
         (None, None) => bail!("say what to run: GRAPH.json, --graph FILE or --template NAME"),
     }
@@ -196,6 +209,19 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     follow(remote, &run)
+}
+
+/// The submit body's `template`: its name and the delivery the flags ask for.
+fn template_choice(name: &str, args: &RunArgs) -> anyhow::Result<Value> {
+    let delivery = crate::cmd::run::delivery(args)?;
+    let mut choice = json!({"name": name});
+    if let Some(mode) = delivery.mode {
+        choice["delivery"] = json!(mode.as_str());
+    }
+    if delivery.ignore_pr_feedback {
+        choice["ignore_pr_feedback"] = json!(true);
+    }
+    Ok(choice)
 }
 
 pub fn status(remote: &Remote, args: &StatusArgs) -> anyhow::Result<u8> {

@@ -110,7 +110,39 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_preflight: bool,
     #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
     pub gap: run_gap::GapArgs,
+}
+
+/// Where a remote run's files come from (`--target NAME` naming a team server only): the
+/// current checkout's `HEAD` commit, its branch and the URL of the branch's remote (else
+/// `origin`). The tree must be clean and the commit pushed; the server checks it out itself.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    /// The repository URL the server fetches from (default: the URL of the branch's upstream
+    /// remote, else of `origin`). Never with credentials in it.
+    #[arg(long, value_name = "URL", conflicts_with = "no_source")]
+    pub source_remote: Option<String>,
+    /// The branch the revision is on (default: the checked-out branch).
+    #[arg(long, value_name = "BRANCH", conflicts_with = "no_source")]
+    pub source_branch: Option<String>,
+    /// Send the run even with untracked files in the checkout (they are not part of the
+    /// revision, so the run will not see them); tracked changes are always refused.
+    #[arg(long, conflicts_with = "no_source")]
+    pub allow_untracked: bool,
+    /// Send the run without a source: its workspace on the server starts empty.
+    #[arg(long)]
+    pub no_source: bool,
+}
+
+impl SourceArgs {
+    fn given(&self) -> bool {
+        self.source_remote.is_some()
+            || self.source_branch.is_some()
+            || self.allow_untracked
+            || self.no_source
+    }
 }
 
 fn parse_delivery(text: &str) -> Result<DeliveryMode, String> {
@@ -120,7 +152,7 @@ fn parse_delivery(text: &str) -> Result<DeliveryMode, String> {
 }
 
 /// The delivery the flags ask for (`None`: the template's default).
-fn delivery(args: &RunArgs) -> anyhow::Result<TemplateDelivery> {
+pub(crate) fn delivery(args: &RunArgs) -> anyhow::Result<TemplateDelivery> {
     let mode = if args.push {
         Some(DeliveryMode::Push)
     } else if args.pr {
@@ -141,6 +173,12 @@ fn delivery(args: &RunArgs) -> anyhow::Result<TemplateDelivery> {
 }
 
 pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
+    if args.source.given() {
+        bail!(
+            "--source-remote, --source-branch, --allow-untracked and --no-source are for runs \
+             sent to a team server (--target NAME); a local run works in its own directory"
+        );
+    }
     let graph = match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
         (Some(name), _) => GraphSource::Template {
             name: name.clone(),

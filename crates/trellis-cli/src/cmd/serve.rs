@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use trellis_runtime::{Runtime, StartMode};
+use trellis_runtime::{DispatchMode, Runtime, StartMode};
 use trellis_server::bearer::append_new_token;
 use trellis_server::team::{self, TeamState};
 use trellis_server::{BearerTokens, DEFAULT_MAX_STREAMS};
@@ -36,9 +36,21 @@ pub struct ServeArgs {
     /// $TRELLIS_HOME).
     #[arg(long, value_name = "DIR")]
     pub workspaces: Option<PathBuf>,
+    /// Where runs' command and agent executions run: `local` (children of each run's
+    /// controller on this host) or `queue` (queued in the ledger for `trellis worker` hosts;
+    /// needs a PostgreSQL ledger). Not given: `$TRELLIS_DISPATCH` (`queue`), else `local`.
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub dispatch: Option<DispatchArg>,
     /// Open event streams allowed at once.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
+}
+
+/// `--dispatch`: where executions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DispatchArg {
+    Local,
+    Queue,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,7 +101,14 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             "no bearer tokens: give --tokens FILE (see `trellis serve token create`) or --token-env VAR"
         );
     }
-    let runtime = Arc::new(open_runtime(ledger)?);
+    let mut runtime = open_runtime(ledger)?;
+    if let Some(dispatch) = args.dispatch {
+        runtime = runtime.with_dispatch(match dispatch {
+            DispatchArg::Local => DispatchMode::Local,
+            DispatchArg::Queue => DispatchMode::Queue,
+        })?;
+    }
+    let runtime = Arc::new(runtime);
     let runtime_for_takeover = runtime.is_shared_ledger().then(|| runtime.clone());
     let workspaces = args
         .workspaces

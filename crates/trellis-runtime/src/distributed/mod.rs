@@ -34,6 +34,35 @@ pub(crate) fn dispatch_to_workers() -> bool {
     std::env::var(DISPATCH_ENV).is_ok_and(|value| value.trim() == "queue")
 }
 
+/// Where a controller runs its command and agent executions: a setting of the host that
+/// starts controllers (`trellis serve --dispatch`), handed to each one in [`DISPATCH_ENV`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchMode {
+    /// As the controller's own children, on the host that drives the run.
+    Local,
+    /// Queued in the ledger for `trellis worker` hosts (PostgreSQL ledgers only).
+    Queue,
+}
+
+impl DispatchMode {
+    /// The value [`DISPATCH_ENV`] carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Queue => "queue",
+        }
+    }
+}
+
+/// Sets a controller's [`DISPATCH_ENV`] to `mode` when the host chose one (else what the host
+/// inherited stays, the fallback).
+pub(crate) fn apply_dispatch(env: &mut Vec<(String, String)>, mode: Option<DispatchMode>) {
+    if let Some(mode) = mode {
+        env.retain(|(name, _)| name != DISPATCH_ENV);
+        env.push((DISPATCH_ENV.to_owned(), mode.as_str().to_owned()));
+    }
+}
+
 /// A duration in milliseconds from `variable`, at least [`MIN_LEASE`], else `default`.
 pub(crate) fn lease_setting(variable: &str, default: Duration) -> Duration {
     std::env::var(variable)

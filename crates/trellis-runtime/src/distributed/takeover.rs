@@ -23,6 +23,7 @@ pub(crate) fn take_over_orphans(
     store: &dyn RunStore,
     program: &Path,
     ledger: Option<&LedgerLocation>,
+    dispatch: Option<super::DispatchMode>,
     grace: Duration,
 ) -> Result<Vec<RunId>, RuntimeError> {
     let Some(postgres) = store.as_postgres() else {
@@ -30,7 +31,7 @@ pub(crate) fn take_over_orphans(
     };
     let mut started = Vec::new();
     for run_id in postgres.orphaned_runs(grace, MAX_PER_ROUND)? {
-        if start_controller(home, store, program, ledger, &run_id)? {
+        if start_controller(home, store, program, ledger, dispatch, &run_id)? {
             started.push(run_id);
         }
     }
@@ -44,6 +45,7 @@ fn start_controller(
     store: &dyn RunStore,
     program: &Path,
     ledger: Option<&LedgerLocation>,
+    dispatch: Option<super::DispatchMode>,
     run_id: &RunId,
 ) -> Result<bool, RuntimeError> {
     let record = store.record(run_id)?;
@@ -79,6 +81,7 @@ fn start_controller(
         .map(|plan| plan.connection_names())
         .unwrap_or_default();
     let mut env = controller_env(&connection_names);
+    super::apply_dispatch(&mut env, dispatch);
     if let Some(location) = ledger {
         let text = match location {
             LedgerLocation::Sqlite(path) => path.display().to_string(),

@@ -15,6 +15,7 @@ use utoipa::openapi::{OpenApi as Document, RefOr};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::runs::{PlanChoice, RunList, SubmitAnswer, SubmitRequest, TemplateChoice};
+use super::workspaces::SourceChoice;
 
 /// Where the document is served (outside the access policy: it holds no run data).
 pub const OPENAPI_PATH: &str = "/openapi.json";
@@ -295,7 +296,7 @@ impl Modify for BearerSecurity {
         super::events::logs,
     ),
     components(schemas(
-        SubmitRequest, TemplateChoice, PlanChoice, SubmitAnswer, RunList,
+        SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList,
         RunSummaryDoc, RunStatusDoc, ExecutionSummaryDoc, ExecutionDetailDoc, TokenUsageDoc,
         PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, LogEntryDoc, ProblemDoc,
     )),

@@ -45,6 +45,9 @@ pub struct SubmitRequest {
     /// The run's workspace directory under the server's workspace root (created when
     /// missing); none: derived from the submission key, or fresh.
     pub workspace: Option<String>,
+    /// The repository revision to work on, checked out into the run's workspace (none: the
+    /// workspace starts empty).
+    pub source: Option<super::workspaces::SourceChoice>,
     /// Start without the agent lane's preflight (CLI installed and signed in, declared
     /// variables set); a failed preflight answers 422 `run.preflight`, one line per problem.
     #[serde(default)]
@@ -201,11 +204,12 @@ fn admit_request(
         (status = 201, description = "a new run", body = SubmitAnswer),
         (status = 200, description = "the key already named this submission's run", body = SubmitAnswer),
         (status = 409, description = "the key names another submission", body = ProblemDoc),
-        (status = 422, description = "the graph, input or plan was refused", body = ProblemDoc),
+        (status = 400, description = "a malformed request or source (a URL with credentials among them)", body = ProblemDoc),
+        (status = 422, description = "the graph, input or plan was refused, or the source cannot be fetched", body = ProblemDoc),
     ),
 )]
 pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Response, Problem> {
-    let request: SubmitRequest = json_body(&body)?;
+    let mut request: SubmitRequest = json_body(&body)?;
     for (what, text) in [
         ("submissionKey", &request.submission_key),
         ("title", &request.title),
@@ -231,6 +235,9 @@ pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Respo
                 error.to_string(),
             ),
         })?;
+    if let Some(source) = request.source.take() {
+        super::workspaces::prepare_source(&state.workspaces, &workspace, source).await?;
+    }
     let options = SubmitOptions {
         submission_key: request.submission_key.clone(),
         title: request.title.clone(),

@@ -1,10 +1,75 @@
 //! Where the runs a team server accepts work: one directory per run under the server's
 //! workspace root, named by the client (`workspace`) or derived from the submission key, so a
-//! retried submission finds the same directory (and therefore the same run).
+//! retried submission finds the same directory (and therefore the same run); a run with a
+//! `source` gets a checkout of that repository revision there (mirrors kept in `.mirrors`).
 
 use std::path::{Path, PathBuf};
 
+use axum::http::StatusCode;
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use trellis_runtime::{RunSource, SourceError, check_out_source};
+use utoipa::ToSchema;
+
+use crate::problem::Problem;
+
+/// Where the mirrors of source repositories live under the root (a name no client may give).
+const MIRRORS: &str = ".mirrors";
+
+/// The repository revision a run works on: the server fetches it (into a cached mirror) and
+/// checks it out into the run's workspace on a branch named `branch`, with `origin` set to
+/// `repository`, so delivery pushes there. Never a URL with credentials (refused, not echoed):
+/// the server fetches with its own git credentials.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SourceChoice {
+    /// A URL git can fetch from (`https://`, `ssh://`, `git@host:path`, `file://`, an
+    /// absolute path on the server).
+    pub repository: String,
+    /// The branch the revision is on (what a pull request targets).
+    pub branch: String,
+    /// The exact commit, 40 (or 64) hex digits.
+    pub revision: String,
+}
+
+/// Checks `source` out into `workspace` (a retried submission finds it done), on a blocking
+/// thread; a refusal is a problem with the source's code.
+pub(super) async fn prepare_source(
+    root: &WorkspaceRoot,
+    workspace: &Path,
+    source: SourceChoice,
+) -> Result<(), Problem> {
+    let mirrors = root.root().join(MIRRORS);
+    let workspace = workspace.to_path_buf();
+    let source = RunSource {
+        repository: source.repository,
+        branch: source.branch,
+        revision: source.revision,
+    };
+    let checked =
+        tokio::task::spawn_blocking(move || check_out_source(&mirrors, &workspace, &source)).await;
+    match checked {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(source_problem(&error)),
+        Err(_) => Err(Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "runtime.internal",
+            "the checkout's worker thread failed",
+        )),
+    }
+}
+
+fn source_problem(error: &SourceError) -> Problem {
+    let status = match error {
+        SourceError::Invalid(_) | SourceError::Credentials { .. } => StatusCode::BAD_REQUEST,
+        SourceError::Unreachable { .. } | SourceError::RevisionMissing { .. } => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        SourceError::WorkspaceConflict { .. } => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    Problem::new(status, error.code(), error.to_string())
+}
 
 /// The longest workspace name a client may give.
 pub const MAX_WORKSPACE_NAME: usize = 64;

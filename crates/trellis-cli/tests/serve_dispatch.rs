@@ -1,0 +1,188 @@
+//! `trellis serve --dispatch local|queue`: the setting is in `--help`, queueing is refused
+//! without a PostgreSQL ledger, and on one (the test server, a fresh schema) it decides where
+//! executions run whatever `$TRELLIS_DISPATCH` says: `queue` waits for a `trellis worker`,
+//! `local` runs them under the controller even when the environment asks for the queue.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::graph::doubling_graph;
+use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan};
+
+const TOKEN: &str = "trellis_dispatch_token_3c2b1a";
+
+struct Host {
+    child: Child,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `trellis serve` with `extra` arguments and `env`; answers its base URL.
+fn serve(sandbox: &Sandbox, extra: &[&str], env: &[(&str, &str)]) -> (Host, String) {
+    let workspaces = sandbox.home.with_file_name("served");
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-env",
+        "TEAM_TOKEN",
+        "--workspaces",
+        workspaces.to_str().expect("UTF-8 path"),
+    ];
+    args.extend(extra);
+    let mut command = sandbox.command(&args);
+    command
+        .env("TEAM_TOKEN", TOKEN)
+        .env_remove("TRELLIS_DISPATCH")
+        .envs(env.iter().copied());
+    let mut child = command.spawn().expect("start trellis serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let first = BufReader::new(stdout)
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .expect("trellis serve says where it listens");
+    let listening: Value = serde_json::from_str(&first).expect("a JSON line");
+    let base = format!(
+        "http://{}",
+        listening["listening"].as_str().expect("address")
+    );
+    (Host { child }, base)
+}
+
+fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("an HTTP runtime");
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new()
+            .request(method, format!("{base}/api/v1{path}"))
+            .bearer_auth(TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("a JSON answer")
+    })
+}
+
+fn submit(base: &str, key: &str) -> String {
+    let answer = call(
+        base,
+        reqwest::Method::POST,
+        "/runs",
+        Some(json!({
+            "submissionKey": key,
+            "graph": doubling_graph(),
+            "input": {"value": 5},
+            "plan": {"uniform": uniform_worker_plan(&[])},
+        })),
+    );
+    answer["runId"].as_str().expect("run id").to_owned()
+}
+
+/// The run's terminal result once it has one, polling until `within` has passed.
+fn result_within(base: &str, run: &str, within: Duration) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let status = call(base, reqwest::Method::GET, &format!("/runs/{run}"), None);
+        let result = &status["status"]["terminalResult"];
+        if !result.is_null() {
+            return Some(result.clone());
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_setting_is_documented_and_queueing_needs_a_shared_ledger() {
+    let sandbox = Sandbox::new();
+    let help = sandbox.trellis(&["serve", "--help"]).success();
+    assert!(help.stdout.contains("--dispatch <MODE>"), "{}", help.stdout);
+    assert!(help.stdout.contains("TRELLIS_DISPATCH"), "{}", help.stdout);
+    let refused = sandbox.trellis_with_env(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-env",
+            "TEAM_TOKEN",
+            "--dispatch",
+            "queue",
+        ],
+        &[("TEAM_TOKEN", TOKEN)],
+    );
+    assert_eq!(refused.code, Some(1), "{refused:#?}");
+    assert!(refused.stderr.contains("PostgreSQL"), "{refused:#?}");
+    let unknown = sandbox.trellis(&["serve", "--dispatch", "elsewhere"]);
+    assert_eq!(unknown.code, Some(2), "{unknown:#?}");
+}
+
+#[test]
+fn on_postgresql_the_flag_decides_where_executions_run() {
+    let url = match trellis_ledger::testing::postgres::server_url() {
+        Ok(Some(url)) => url,
+        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
+        Err(message) => panic!("{message}"),
+    };
+    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let ledger = format!(
+        "{url}{separator}options=-c%20search_path%3D{}",
+        schema.name()
+    );
+    let sandbox = Sandbox::new();
+
+    // `--dispatch local` wins over an environment asking for the queue: no worker needed.
+    let (local, base) = serve(
+        &sandbox,
+        &["--ledger", &ledger, "--dispatch", "local"],
+        &[("TRELLIS_DISPATCH", "queue")],
+    );
+    let run = submit(&base, "dispatch-local");
+    let result = result_within(&base, &run, STATE_TIMEOUT).expect("the run ends");
+    assert_eq!(
+        result,
+        json!({"status": "succeeded", "output": {"result": 10}})
+    );
+    drop(local);
+
+    // `--dispatch queue` with nothing in the environment: the run waits for a worker host.
+    let (queued, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    let run = submit(&base, "dispatch-queue");
+    assert_eq!(
+        result_within(&base, &run, Duration::from_secs(3)),
+        None,
+        "no worker host runs, so nothing may have run the execution"
+    );
+    let worker = sandbox
+        .command(&["worker", "--ledger", &ledger, "--poll-ms", "50"])
+        .spawn()
+        .expect("start trellis worker");
+    let worker = Host { child: worker };
+    let result = result_within(&base, &run, STATE_TIMEOUT).expect("the worker ran it");
+    assert_eq!(
+        result,
+        json!({"status": "succeeded", "output": {"result": 10}})
+    );
+    drop(worker);
+    drop(queued);
+}
