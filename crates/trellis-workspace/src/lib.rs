@@ -8,8 +8,10 @@
 mod checkpoint;
 mod copy;
 mod error;
+mod fast_commit;
 mod git;
 mod repo;
+mod staged;
 mod worktree;
 
 pub use checkpoint::{
