@@ -168,6 +168,10 @@ fn killed_in_the_second_repair_round(resume: &[&str]) {
     assert_eq!(page["checkpoints"][0]["id"], json!(2));
     assert_eq!(page["nextAfter"], json!(2));
 
+    let namespace = format!("refs/trellis/checkpoints/{run}/");
+    let kept = git(root, &["for-each-ref", "--format=%(refname)", &namespace]);
+    assert_eq!(kept.lines().count(), 3, "kept for the resume: {kept}");
+
     let mut args = vec!["resume", run.as_str()];
     args.extend_from_slice(resume);
     args.extend(["--detach", "--json"]);
@@ -175,6 +179,23 @@ fn killed_in_the_second_repair_round(resume: &[&str]) {
     let successor = receipt["runId"].as_str().expect("successor").to_owned();
     let result = sandbox.wait_finished(&successor);
     assert_eq!(result["status"], "succeeded", "{result}");
+
+    // The successor's success pruned its own checkpoints and its predecessor's.
+    let left = git(
+        root,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/trellis/checkpoints/",
+        ],
+    );
+    assert_eq!(left, "", "no checkpoint reference is left");
+    let index = sandbox
+        .home
+        .join("runs")
+        .join(&run)
+        .join("checkpoint.index");
+    assert!(!index.exists(), "the predecessor's private index is gone");
 
     // Round 3 ran again from exactly the files it first started from.
     assert_eq!(manifest(&markers, 3, 2), manifest(&markers, 3, 1));
