@@ -447,3 +447,27 @@ fn a_reviewer_that_deletes_everything_reaches_neither_the_candidate_nor_the_deli
     assert!(!copies.exists(), "verifier copies are removed");
     sandbox.wait_no_processes();
 }
+
+#[test]
+fn checkpoints_are_switched_by_one_flag_pair_for_graphspec_runs() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    user_repository(root);
+    let count = |run: &str| {
+        let listed = sandbox
+            .trellis(&["checkpoints", run, "--json"])
+            .success()
+            .json();
+        listed["checkpoints"].as_array().expect("checkpoints").len()
+    };
+    let off = start_software_change(&sandbox, &failing_plan(), &["--checkpoints", "off"]);
+    sandbox.wait_finished(&off);
+    assert_eq!(count(&off), 0, "--checkpoints off records none");
+    let also_off = start_software_change(&sandbox, &failing_plan(), &["--no-checkpoints"]);
+    sandbox.wait_finished(&also_off);
+    assert_eq!(count(&also_off), 0, "--no-checkpoints records none");
+    let on = start_software_change(&sandbox, &failing_plan(), &["--checkpoints"]);
+    sandbox.wait_finished(&on);
+    assert_eq!(count(&on), 1, "a bare --checkpoints turns them on");
+    sandbox.wait_no_processes();
+}
