@@ -444,7 +444,10 @@ impl RunCheckpoints {
         let sources = [self.seed.as_deref(), Some(self.repo.user_index())];
         for source in sources.into_iter().flatten() {
             match std::fs::copy(source, &self.index) {
-                Ok(_) => return Ok(true),
+                Ok(_) => {
+                    keep_modification_time(source, &self.index)?;
+                    return Ok(true);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     return Err(WorkspaceError::io(
@@ -534,6 +537,21 @@ impl RunCheckpoints {
         }
         Ok((files, bytes))
     }
+}
+
+/// Gives the copied index its source's modification time: git treats an entry whose file
+/// changed in the same second as the index was written as "racy" and compares contents, and a
+/// copy stamped later would hide a same-size edit made in that second.
+fn keep_modification_time(source: &Path, copy: &Path) -> Result<(), WorkspaceError> {
+    let stamp = |e| WorkspaceError::io(format!("cannot stamp {}", copy.display()), e);
+    let modified = std::fs::metadata(source)
+        .and_then(|m| m.modified())
+        .map_err(stamp)?;
+    std::fs::File::options()
+        .write(true)
+        .open(copy)
+        .and_then(|file| file.set_modified(modified))
+        .map_err(stamp)
 }
 
 fn remove_if_present(path: &Path) -> Result<(), WorkspaceError> {

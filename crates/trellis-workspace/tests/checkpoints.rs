@@ -372,7 +372,15 @@ fn a_later_checkpoint_writes_its_blobs_trees_and_commit_into_packs_not_loose_fil
         ),
         "before the repair\nTrellis <checkpoints@trellis.invalid>"
     );
-    let fresh = checkpoints(root, "fresh", state.path());
-    assert_eq!(fresh.snapshot().unwrap(), second.tree);
+    let fresh = checkpoints(root, "fresh", state.path()).snapshot().unwrap();
+    assert_eq!(
+        fresh,
+        second.tree,
+        "{}",
+        git(
+            root,
+            &["diff", "--raw", second.tree.as_str(), fresh.as_str()]
+        )
+    );
     git(root, &["fsck", "--no-dangling"]);
 }
