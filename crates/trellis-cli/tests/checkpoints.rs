@@ -168,6 +168,10 @@ fn killed_in_the_second_repair_round(resume: &[&str]) {
     assert_eq!(page["checkpoints"][0]["id"], json!(2));
     assert_eq!(page["nextAfter"], json!(2));
 
+    let namespace = format!("refs/trellis/checkpoints/{run}/");
+    let kept = git(root, &["for-each-ref", "--format=%(refname)", &namespace]);
+    assert_eq!(kept.lines().count(), 3, "kept for the resume: {kept}");
+
     let mut args = vec!["resume", run.as_str()];
     args.extend_from_slice(resume);
     args.extend(["--detach", "--json"]);
@@ -175,6 +179,23 @@ fn killed_in_the_second_repair_round(resume: &[&str]) {
     let successor = receipt["runId"].as_str().expect("successor").to_owned();
     let result = sandbox.wait_finished(&successor);
     assert_eq!(result["status"], "succeeded", "{result}");
+
+    // The successor's success pruned its own checkpoints and its predecessor's.
+    let left = git(
+        root,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/trellis/checkpoints/",
+        ],
+    );
+    assert_eq!(left, "", "no checkpoint reference is left");
+    let index = sandbox
+        .home
+        .join("runs")
+        .join(&run)
+        .join("checkpoint.index");
+    assert!(!index.exists(), "the predecessor's private index is gone");
 
     // Round 3 ran again from exactly the files it first started from.
     assert_eq!(manifest(&markers, 3, 2), manifest(&markers, 3, 1));
@@ -424,5 +445,29 @@ fn a_reviewer_that_deletes_everything_reaches_neither_the_candidate_nor_the_deli
     // The copies are gone.
     let copies = sandbox.home.join("runs").join(&run).join("copies");
     assert!(!copies.exists(), "verifier copies are removed");
+    sandbox.wait_no_processes();
+}
+
+#[test]
+fn checkpoints_are_switched_by_one_flag_pair_for_graphspec_runs() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    user_repository(root);
+    let count = |run: &str| {
+        let listed = sandbox
+            .trellis(&["checkpoints", run, "--json"])
+            .success()
+            .json();
+        listed["checkpoints"].as_array().expect("checkpoints").len()
+    };
+    let off = start_software_change(&sandbox, &failing_plan(), &["--checkpoints", "off"]);
+    sandbox.wait_finished(&off);
+    assert_eq!(count(&off), 0, "--checkpoints off records none");
+    let also_off = start_software_change(&sandbox, &failing_plan(), &["--no-checkpoints"]);
+    sandbox.wait_finished(&also_off);
+    assert_eq!(count(&also_off), 0, "--no-checkpoints records none");
+    let on = start_software_change(&sandbox, &failing_plan(), &["--checkpoints"]);
+    sandbox.wait_finished(&on);
+    assert_eq!(count(&on), 1, "a bare --checkpoints turns them on");
     sandbox.wait_no_processes();
 }

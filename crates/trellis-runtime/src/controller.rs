@@ -65,6 +65,22 @@ fn lineage(
     Ok(snapshots)
 }
 
+/// The ids of a run's predecessors, nearest first (whose checkpoints its success prunes).
+fn predecessor_ids(
+    store: &dyn RunStore,
+    mut previous: Option<RunId>,
+) -> Result<Vec<RunId>, RuntimeError> {
+    let mut ids = Vec::new();
+    while let Some(run_id) = previous.take() {
+        if ids.len() == MAX_LINEAGE {
+            break;
+        }
+        previous = store.record(&run_id)?.predecessor;
+        ids.push(run_id);
+    }
+    Ok(ids)
+}
+
 /// The settled work a run may reuse: its whole lineage, or — for a successor resumed from a
 /// checkpoint — only what its predecessor had settled before that checkpoint.
 fn reusable(
@@ -87,15 +103,20 @@ fn reusable(
 fn run_workspace(
     home: &TrellisHome,
     run_id: &RunId,
-    predecessor: Option<&RunId>,
+    predecessors: &[RunId],
     admitted: &Readmitted,
 ) -> Option<RunWorkspace> {
+    let predecessor = predecessors.first();
     let submission = &admitted.submission;
     let run_dir = home.run_dir(run_id.as_str()).ok()?;
     let seed_index = predecessor
         .and_then(|p| home.run_dir(p.as_str()).ok())
         .map(|dir| dir.join(CHECKPOINT_INDEX))
         .filter(|index| index.exists());
+    let predecessors = predecessors
+        .iter()
+        .filter_map(|p| Some((p.as_str().to_owned(), home.run_dir(p.as_str()).ok()?)))
+        .collect();
     let previous = submission.from_checkpoint.as_ref().and_then(|point| {
         Some(Previous {
             commit: ObjectId::parse(&point.commit)?,
@@ -111,6 +132,7 @@ fn run_workspace(
         Continuation {
             seed_index,
             previous,
+            predecessors,
         },
     );
     match opened {
@@ -183,7 +205,8 @@ fn inherit(
         record.predecessor.clone(),
         admitted.submission.from_checkpoint.as_ref(),
     )?;
-    let workspace = run_workspace(home, run_id, record.predecessor.as_ref(), admitted);
+    let predecessors = predecessor_ids(store, record.predecessor.clone())?;
+    let workspace = run_workspace(home, run_id, &predecessors, admitted);
     Ok(Inherited { lineage, workspace })
 }
 

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::error::WorkspaceError;
+use crate::fast_commit::{PathChange, commit_changes, read_index_entries};
 use crate::repo::{ObjectId, Repository};
+use crate::staged::{Staged, bytes_path, on_disk_size};
 
 /// The reference namespace every run's checkpoints live under.
 pub const CHECKPOINT_NAMESPACE: &str = "refs/trellis/checkpoints";
@@ -17,6 +19,17 @@ pub const CHECKPOINT_NAMESPACE: &str = "refs/trellis/checkpoints";
 const MAX_RUN_NAME: usize = 128;
 /// The reference (below a run's namespace) that holds the workspace as the run left it.
 const END_REFERENCE: &str = "end";
+/// Most changed paths a checkpoint names on a command line (`ls-files`); more take the path
+/// that rebuilds the whole tree.
+const MAX_FAST_PATHS: usize = 512;
+/// `git add` writes the blobs it hashes into one pack (a "big file" is any file over one
+/// byte) rather than one loose file each, without a reverse index file.
+const ADD_INTO_A_PACK: [&str; 4] = [
+    "-c",
+    "core.bigFileThreshold=1",
+    "-c",
+    "pack.writeReverseIndex=false",
+];
 
 /// One recorded checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,25 +152,21 @@ impl RunCheckpoints {
     pub fn take(&self, number: u32, message: &str) -> Result<Checkpoint, WorkspaceError> {
         let mut state = self.guard();
         let staged = self.stage_everything()?;
-        let tree = self.write_tree()?;
-        let ((files_changed, bytes_changed), parent) = match &state.previous {
-            Some(previous) if previous.tree == tree => ((0, 0), Some(previous.commit.clone())),
-            Some(previous) if state.holds_previous && !staged.unclear => {
-                ((staged.files, staged.bytes), Some(previous.commit.clone()))
-            }
-            Some(previous) => (
-                self.changes(Some(&previous.tree), &tree)?,
-                Some(previous.commit.clone()),
-            ),
-            None => {
-                let head = self.repo.head()?;
-                (self.changes(head.as_ref(), &tree)?, head)
-            }
-        };
         let reference = self.reference(number);
-        let commit = self.commit(&tree, parent.as_ref(), message)?;
-        self.repo
-            .run(&["update-ref", &reference, commit.as_str()], &[])?;
+        let fast = match &state.previous {
+            Some(previous) if state.holds_previous && !staged.unclear => self
+                .fast_changes(&staged)?
+                .map(|changes| (previous.clone(), changes)),
+            _ => None,
+        };
+        let (commit, tree, files_changed, bytes_changed) = match fast {
+            Some((previous, changes)) => {
+                let written =
+                    commit_changes(&self.repo, &previous.commit, &reference, message, &changes)?;
+                (written.commit, written.tree, staged.files, staged.bytes)
+            }
+            None => self.commit_slowly(&state, &reference, message)?,
+        };
         state.previous = Some(Previous {
             commit: commit.clone(),
             tree: tree.clone(),
@@ -171,6 +180,70 @@ impl RunCheckpoints {
             files_changed,
             bytes_changed,
         })
+    }
+
+    /// The staged changes as (mode, object) per path, read back from the private index, when
+    /// they are few enough to name on a command line and every path is readable; `None` sends
+    /// the checkpoint down the slow path.
+    fn fast_changes(&self, staged: &Staged) -> Result<Option<Vec<PathChange>>, WorkspaceError> {
+        if staged.added.len() + staged.removed.len() > MAX_FAST_PATHS {
+            return Ok(None);
+        }
+        let mut added: Vec<&str> = Vec::with_capacity(staged.added.len());
+        for path in &staged.added {
+            match std::str::from_utf8(path) {
+                Ok(path) => added.push(path),
+                Err(_) => return Ok(None),
+            }
+        }
+        let mut changes: Vec<PathChange> = staged
+            .removed
+            .iter()
+            .map(|path| PathChange {
+                path: path.clone(),
+                entry: None,
+            })
+            .collect();
+        if !added.is_empty() {
+            let mut args = vec!["--literal-pathspecs", "ls-files", "-s", "-z", "--"];
+            args.extend(added.iter().copied());
+            let listed = read_index_entries(&self.with_index(&args)?)?;
+            let mut wanted: Vec<&[u8]> = staged.added.iter().map(Vec::as_slice).collect();
+            let mut found: Vec<&[u8]> = listed.iter().map(|c| c.path.as_slice()).collect();
+            wanted.sort_unstable();
+            found.sort_unstable();
+            if wanted != found {
+                return Ok(None);
+            }
+            changes.extend(listed);
+        }
+        Ok(Some(changes))
+    }
+
+    /// Writes the whole staged tree, counts its changes from the trees, commits and names it:
+    /// for a first checkpoint, or when what `git add` reported cannot be trusted.
+    fn commit_slowly(
+        &self,
+        state: &IndexState,
+        reference: &str,
+        message: &str,
+    ) -> Result<(ObjectId, ObjectId, u64, u64), WorkspaceError> {
+        let tree = self.write_tree()?;
+        let ((files, bytes), parent) = match &state.previous {
+            Some(previous) if previous.tree == tree => ((0, 0), Some(previous.commit.clone())),
+            Some(previous) => (
+                self.changes(Some(&previous.tree), &tree)?,
+                Some(previous.commit.clone()),
+            ),
+            None => {
+                let head = self.repo.head()?;
+                (self.changes(head.as_ref(), &tree)?, head)
+            }
+        };
+        let commit = self.commit(&tree, parent.as_ref(), message)?;
+        self.repo
+            .run(&["update-ref", reference, commit.as_str()], &[])?;
+        Ok((commit, tree, files, bytes))
     }
 
     /// The tree the working tree holds now (written to the object store, named by nothing).
@@ -344,7 +417,8 @@ impl RunCheckpoints {
     /// dropped and the working tree staged from nothing: slower, never wrong.
     fn stage_everything(&self) -> Result<Staged, WorkspaceError> {
         let seeded = self.seed_index()?;
-        let add = ["add", "--all", "--verbose"];
+        let mut add = ADD_INTO_A_PACK.to_vec();
+        add.extend(["add", "--all", "--verbose"]);
         let stdout = match self.with_index(&add) {
             Ok(stdout) => stdout,
             Err(_) if seeded => {
@@ -370,7 +444,10 @@ impl RunCheckpoints {
         let sources = [self.seed.as_deref(), Some(self.repo.user_index())];
         for source in sources.into_iter().flatten() {
             match std::fs::copy(source, &self.index) {
-                Ok(_) => return Ok(true),
+                Ok(_) => {
+                    keep_modification_time(source, &self.index)?;
+                    return Ok(true);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     return Err(WorkspaceError::io(
@@ -462,47 +539,19 @@ impl RunCheckpoints {
     }
 }
 
-/// What `git add --all --verbose` reported updating in the index.
-#[derive(Debug, Default)]
-struct Staged {
-    files: u64,
-    bytes: u64,
-    /// A line that was not `add 'PATH'` or `remove 'PATH'` (a path with a line break):
-    /// the counts are then taken from the trees instead.
-    unclear: bool,
-}
-
-impl Staged {
-    fn read(stdout: &[u8], top: &Path) -> Self {
-        let mut staged = Self::default();
-        for line in stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            if let Some(path) = quoted(line, b"add '") {
-                staged.files += 1;
-                staged.bytes += on_disk_size(&top.join(bytes_path(path)));
-            } else if quoted(line, b"remove '").is_some() {
-                staged.files += 1;
-            } else {
-                staged.unclear = true;
-            }
-        }
-        staged
-    }
-}
-
-/// The text between `prefix` and the closing quote that ends `line`.
-fn quoted<'a>(line: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
-    line.strip_prefix(prefix)?.strip_suffix(b"'")
-}
-
-/// A path git printed, as a path (git paths are bytes; Unix paths are too).
-fn bytes_path(raw: &[u8]) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(std::ffi::OsStr::from_bytes(raw))
-}
-
-/// The size of a file or symbolic link (not its target); 0 when it is gone already.
-fn on_disk_size(path: &Path) -> u64 {
-    std::fs::symlink_metadata(path).map_or(0, |m| m.len())
+/// Gives the copied index its source's modification time: git treats an entry whose file
+/// changed in the same second as the index was written as "racy" and compares contents, and a
+/// copy stamped later would hide a same-size edit made in that second.
+fn keep_modification_time(source: &Path, copy: &Path) -> Result<(), WorkspaceError> {
+    let stamp = |e| WorkspaceError::io(format!("cannot stamp {}", copy.display()), e);
+    let modified = std::fs::metadata(source)
+        .and_then(|m| m.modified())
+        .map_err(stamp)?;
+    std::fs::File::options()
+        .write(true)
+        .open(copy)
+        .and_then(|file| file.set_modified(modified))
+        .map_err(stamp)
 }
 
 fn remove_if_present(path: &Path) -> Result<(), WorkspaceError> {
@@ -518,16 +567,6 @@ fn remove_if_present(path: &Path) -> Result<(), WorkspaceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn verbose_add_output_is_counted_and_anything_else_makes_it_unclear() {
-        let top = Path::new("/nonexistent");
-        let staged = Staged::read(b"add 'a'\nremove 'b c'\nadd 'it's'\n", top);
-        assert_eq!((staged.files, staged.unclear), (3, false));
-        let broken = Staged::read(b"add 'line\nbreak'\n", top);
-        assert!(broken.unclear);
-        assert_eq!(Staged::read(b"", top).files, 0);
-    }
 
     #[test]
     fn run_names_that_could_leave_the_namespace_are_refused() {

@@ -4,14 +4,22 @@
 //! candidate's `HEAD` so `git status` and `git diff` show the candidate's changes. The copy
 //! has its own references, index and configuration: whatever a verifier does there, the
 //! candidate and the user's repository never see it. Ignored entries (dependencies, build
-//! outputs, tools) are not copied but linked: a verifier finds them where they are in the
-//! candidate, and what it builds there is not part of the candidate anyway. Removed when
-//! dropped.
+//! outputs, tools) are placed so a verifier finds them where they are in the candidate:
+//! small ones are copied (directories rebuilt, files up to a size copied), and only large
+//! ones (an installed dependency tree, a big file) are linked to the candidate's. Removed
+//! when dropped.
 
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::RunCheckpoints;
 use crate::error::WorkspaceError;
+
+/// Most entries below an ignored directory that are copied one by one; a larger directory (an
+/// installed dependency tree, a build cache) is linked whole, as copying it per verifier
+/// would cost seconds.
+const MAX_COPIED_ENTRIES: usize = 2_000;
+/// Largest ignored file copied; a larger one is linked.
+const MAX_COPIED_FILE_BYTES: u64 = 1 << 20;
 
 /// A throwaway copy of a candidate workspace.
 #[derive(Debug)]
@@ -80,7 +88,7 @@ impl DisposableCopy {
         git.run(destination, &index_to_head, &[])?;
         let ignored = candidate.ignored_entries()?;
         for entry in &ignored {
-            link_ignored(repo.top(), destination, entry)?;
+            place_ignored(repo.top(), destination, entry)?;
         }
         exclude_links(destination, &ignored)?;
         Ok(copy)
@@ -112,23 +120,95 @@ impl Drop for DisposableCopy {
     }
 }
 
-/// Links the candidate's ignored `entry` into the copy at the same place (its parent
-/// directories created as needed; an entry the checkout already made is left alone).
-fn link_ignored(top: &Path, destination: &Path, entry: &Path) -> Result<(), WorkspaceError> {
-    let link = destination.join(entry);
-    if std::fs::symlink_metadata(&link).is_ok() {
+/// Puts the candidate's ignored `entry` into the copy at the same place (parent directories
+/// created as needed; an entry the checkout already made is left alone): copied when small,
+/// linked when large.
+fn place_ignored(top: &Path, destination: &Path, entry: &Path) -> Result<(), WorkspaceError> {
+    let source = top.join(entry);
+    let target = destination.join(entry);
+    if std::fs::symlink_metadata(&target).is_ok() {
         return Ok(());
     }
-    if let Some(parent) = link.parent() {
+    let Ok(metadata) = std::fs::symlink_metadata(&source) else {
+        // Gone since git listed it: nothing to place.
+        return Ok(());
+    };
+    if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| WorkspaceError::io(format!("cannot create {}", parent.display()), e))?;
     }
-    std::os::unix::fs::symlink(top.join(entry), &link)
-        .map_err(|e| WorkspaceError::io(format!("cannot link {}", link.display()), e))
+    let small_dir =
+        metadata.is_dir() && entries_below(&source, MAX_COPIED_ENTRIES) <= MAX_COPIED_ENTRIES;
+    if small_dir {
+        copy_tree(&source, &target)
+    } else {
+        place_one(&source, &target, &metadata)
+    }
 }
 
-/// Tells the copy's git to ignore the links (a `dir/` rule does not match a link to a
-/// directory), so `git status` there shows the candidate's changes and nothing else.
+/// How many entries are below `dir`, counting no further than just past `limit`.
+fn entries_below(dir: &Path, limit: usize) -> usize {
+    let mut count = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&next) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            count += 1;
+            if count > limit {
+                return count;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(entry.path());
+            }
+        }
+    }
+    count
+}
+
+/// Rebuilds directory `source` at `target`: directories made, entries placed one by one.
+fn copy_tree(source: &Path, target: &Path) -> Result<(), WorkspaceError> {
+    std::fs::create_dir(target)
+        .map_err(|e| WorkspaceError::io(format!("cannot create {}", target.display()), e))?;
+    let entries = std::fs::read_dir(source)
+        .map_err(|e| WorkspaceError::io(format!("cannot read {}", source.display()), e))?;
+    for entry in entries.flatten() {
+        let Ok(metadata) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        let inner = target.join(entry.file_name());
+        if metadata.is_dir() {
+            copy_tree(&entry.path(), &inner)?;
+        } else {
+            place_one(&entry.path(), &inner, &metadata)?;
+        }
+    }
+    Ok(())
+}
+
+/// Places one entry: a small file is copied (mode included), a symbolic link is made again
+/// with the same target, and anything else (a large file, a large directory, a socket) is
+/// linked to the candidate's.
+fn place_one(
+    source: &Path,
+    target: &Path,
+    metadata: &std::fs::Metadata,
+) -> Result<(), WorkspaceError> {
+    let failed = |e| WorkspaceError::io(format!("cannot place {}", target.display()), e);
+    if metadata.is_file() && metadata.len() <= MAX_COPIED_FILE_BYTES {
+        std::fs::copy(source, target).map_err(failed)?;
+    } else if metadata.file_type().is_symlink() {
+        let pointee = std::fs::read_link(source).map_err(failed)?;
+        std::os::unix::fs::symlink(pointee, target).map_err(failed)?;
+    } else {
+        std::os::unix::fs::symlink(source, target).map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// Tells the copy's git to ignore the placed entries (a `dir/` rule does not match a link to
+/// a directory), so `git status` there shows the candidate's changes and nothing else.
 fn exclude_links(destination: &Path, ignored: &[PathBuf]) -> Result<(), WorkspaceError> {
     use std::os::unix::ffi::OsStrExt;
     if ignored.is_empty() {

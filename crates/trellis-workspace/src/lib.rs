@@ -9,9 +9,11 @@
 mod checkpoint;
 mod copy;
 mod error;
+mod fast_commit;
 mod git;
 mod repo;
 pub mod source;
+mod staged;
 mod worktree;
 
 pub use checkpoint::{

@@ -332,3 +332,55 @@ fn checkpoints_survive_the_users_garbage_collection() {
         b"only in the checkpoint\n"
     );
 }
+
+/// Loose objects in the repository's store (`git count-objects`' first line).
+fn loose_objects(root: &std::path::Path) -> u64 {
+    let counted = git(root, &["count-objects"]);
+    let first = counted.split(' ').next().unwrap_or_default();
+    first.parse().unwrap()
+}
+
+#[test]
+fn a_later_checkpoint_writes_its_blobs_trees_and_commit_into_packs_not_loose_files() {
+    let repo = repository();
+    let root = repo.path();
+    let state = tempfile::tempdir().unwrap();
+    let run = checkpoints(root, RUN, state.path());
+    let first = run.take(1, "before work").unwrap();
+    let loose_before = loose_objects(root);
+    write(root, "deep/er/new.txt", b"new file\n");
+    write(root, "src/lib.rs", b"pub fn answer() -> u32 { 43 }\n");
+    std::fs::remove_file(root.join("src/old.rs")).unwrap();
+    let second = run.take(2, "before the repair").unwrap();
+    assert_eq!(loose_objects(root), loose_before, "no loose object written");
+    assert_eq!(second.files_changed, 3);
+    assert_eq!(
+        git(root, &["rev-parse", &format!("{}^", second.reference)]),
+        first.commit.as_str()
+    );
+    assert_eq!(
+        git(
+            root,
+            &["rev-parse", &format!("{}^{{tree}}", second.reference)]
+        ),
+        second.tree.as_str()
+    );
+    assert_eq!(
+        git(
+            root,
+            &["log", "-1", "--format=%B%an <%ae>", &second.reference]
+        ),
+        "before the repair\nTrellis <checkpoints@trellis.invalid>"
+    );
+    let fresh = checkpoints(root, "fresh", state.path()).snapshot().unwrap();
+    assert_eq!(
+        fresh,
+        second.tree,
+        "{}",
+        git(
+            root,
+            &["diff", "--raw", second.tree.as_str(), fresh.as_str()]
+        )
+    );
+    git(root, &["fsck", "--no-dangling"]);
+}

@@ -17,20 +17,17 @@ fn a_copy_holds_the_candidate_as_it_is_and_nothing_done_there_reaches_it() {
     write(root, "src/lib.rs", b"candidate change\n");
     write(root, "new.txt", b"untracked candidate file\n");
     std::fs::remove_file(root.join("src/old.rs")).unwrap();
-    write(root, "build/artifact", b"ignored: not copied");
+    write(root, "build/artifact", b"ignored: copied, being small");
     let candidate = checkpoints(root, "run-1", state.path());
     let before = picture(root);
     let user = user_state(root);
 
     let copy = DisposableCopy::create(&candidate, root, &state.path().join("copies/7")).unwrap();
-    // Ignored entries are linked, not copied.
-    let mut expected = before.clone();
-    expected.remove("build/artifact");
-    expected.insert("build".into(), Entry::Link(root.join("build")));
-    assert_eq!(picture(copy.workdir()), expected);
+    // A small ignored directory is copied like the rest.
+    assert_eq!(picture(copy.workdir()), before);
     assert!(
         !git(copy.workdir(), &["status", "--porcelain"]).contains("build"),
-        "the link is not reported as a change"
+        "the ignored copy is not reported as a change"
     );
     // The copy's git sees the candidate's changes against the candidate's HEAD.
     let status = git(copy.workdir(), &["status", "--porcelain"]);
@@ -169,4 +166,56 @@ fn pictures_see_modes() {
             ..
         })
     ));
+}
+
+#[test]
+fn small_ignored_entries_are_copied_so_emptying_them_reaches_nothing_and_large_ones_are_linked() {
+    let repo = repository();
+    let root = repo.path();
+    let state = tempfile::tempdir().unwrap();
+    write(root, ".gitignore", b"build/\n*.log\nnode_modules/\n");
+    write(root, "build/out/app", b"compiled");
+    std::os::unix::fs::symlink("out/app", root.join("build/current")).unwrap();
+    write(root, "debug.log", b"log line\n");
+    write(root, "big.log", &vec![b'x'; (1 << 20) + 1]);
+    for i in 0..2_001 {
+        write(root, &format!("node_modules/pkg{}/f{i}.js", i % 10), b"x");
+    }
+    let candidate = checkpoints(root, "run-2", state.path());
+    let before = picture(root);
+    let copy = DisposableCopy::create(&candidate, root, &state.path().join("copies/8")).unwrap();
+    let placed = picture(copy.workdir());
+    assert_eq!(placed.get("build/out/app"), before.get("build/out/app"));
+    assert_eq!(
+        placed.get("build/current"),
+        Some(&Entry::Link("out/app".into()))
+    );
+    assert_eq!(placed.get("debug.log"), before.get("debug.log"));
+    assert_eq!(
+        placed.get("big.log"),
+        Some(&Entry::Link(root.join("big.log")))
+    );
+    assert_eq!(
+        placed.get("node_modules"),
+        Some(&Entry::Link(root.join("node_modules")))
+    );
+    assert_eq!(
+        git(copy.workdir(), &["status", "--porcelain"]),
+        "M .gitignore",
+        "only the candidate's change is reported, nothing placed"
+    );
+
+    // A verifier that empties the ignored directories it was given and truncates a log.
+    let emptied = Command::new("sh")
+        .args(["-c", "rm -rf build/* build/.[!.]* && : > debug.log"])
+        .current_dir(copy.workdir())
+        .status()
+        .unwrap();
+    assert!(emptied.success());
+    assert_eq!(
+        picture(root),
+        before,
+        "the candidate's ignored files are untouched"
+    );
+    copy.remove().unwrap();
 }

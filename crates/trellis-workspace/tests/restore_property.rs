@@ -126,3 +126,36 @@ proptest! {
         prop_assert_eq!(files(root), expected);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Later checkpoints of a run are written from what `git add` reports changed since the
+    /// previous one; each must hold exactly what a fresh, full staging of the working tree
+    /// gives, and restore to exactly the files it saw.
+    #[test]
+    fn each_later_checkpoint_equals_a_full_snapshot_and_restores_exactly(
+        rounds in proptest::collection::vec(proptest::collection::vec(op(), 1..6), 1..4),
+    ) {
+        let repo = repository();
+        let root = repo.path();
+        let state = tempfile::tempdir().unwrap();
+        let run = checkpoints(root, "chain", state.path());
+        run.take(1, "first").unwrap();
+        let mut taken = Vec::new();
+        for (round, ops) in rounds.iter().enumerate() {
+            for op in ops {
+                apply(root, op);
+            }
+            let number = u32::try_from(round).unwrap() + 2;
+            let checkpoint = run.take(number, "later").unwrap();
+            let fresh = checkpoints(root, &format!("fresh{number}"), state.path());
+            prop_assert_eq!(&checkpoint.tree, &fresh.snapshot().unwrap());
+            taken.push((checkpoint.tree, files(root)));
+        }
+        for (tree, expected) in taken.iter().rev() {
+            run.restore(tree, None).unwrap();
+            prop_assert_eq!(&files(root), expected);
+        }
+    }
+}

@@ -96,8 +96,20 @@ pub struct RunArgs {
     /// HEAD, leaving the checkout untouched (a failed run keeps it for `resume`).
     #[arg(long, value_name = "MODE", default_value = "in-place")]
     pub workspace: WorkspaceArg,
-    /// Record no checkpoints of the workspace.
-    #[arg(long)]
+    /// Checkpoints, on by default: a GraphSpec run records the workspace before each writing
+    /// wave; a GaP run evaluates `checkpoints/<subgraph>.py` after each success-path subgraph
+    /// exit, `on` meaning `warn` (record and log failures) and `strict` failing the run.
+    /// `off` (or `--no-checkpoints`) turns them off.
+    #[arg(
+        long,
+        value_name = "MODE",
+        num_args = 0..=1,
+        default_missing_value = "on",
+        value_parser = run_gap::parse_checkpoints_switch
+    )]
+    pub checkpoints: Option<run_gap::CheckpointsSwitch>,
+    /// Same as `--checkpoints off`.
+    #[arg(long, conflicts_with = "checkpoints")]
     pub no_checkpoints: bool,
     /// Keep the checkpoints when the run succeeds (a failed run always keeps them).
     #[arg(long, conflicts_with = "no_checkpoints")]
@@ -142,6 +154,17 @@ impl SourceArgs {
             || self.source_branch.is_some()
             || self.allow_untracked
             || self.no_source
+    }
+}
+
+impl RunArgs {
+    /// The checkpoint switch the flags give (on when neither was given).
+    pub fn checkpoint_switch(&self) -> run_gap::CheckpointsSwitch {
+        if self.no_checkpoints {
+            run_gap::CheckpointsSwitch::Off
+        } else {
+            self.checkpoints.unwrap_or(run_gap::CheckpointsSwitch::On)
+        }
     }
 }
 
@@ -257,7 +280,7 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
                     WorkspaceArg::InPlace => WorkspaceMode::InPlace,
                     WorkspaceArg::Worktree => WorkspaceMode::Worktree,
                 },
-                checkpoints: !args.no_checkpoints,
+                checkpoints: args.checkpoint_switch() != run_gap::CheckpointsSwitch::Off,
                 keep_checkpoints: args.keep_checkpoints,
                 ..WorkspaceOptions::default()
             },

@@ -46,18 +46,44 @@ pub struct GapArgs {
     /// `{"id","op":"get_observation"|"world_snapshot"}` with `{"id","value"}`.
     #[arg(long, value_name = "COMMAND")]
     pub connector_command: Option<String>,
-    /// GaP: evaluate `checkpoints/<subgraph>.py` after each success-path subgraph exit:
-    /// `off`, `warn` (record and log failures) or `strict` (a failure fails the run).
-    #[arg(long, value_name = "MODE", default_value = "warn", value_parser = parse_checkpoints)]
-    pub checkpoints: CheckpointMode,
     /// GaP: an environment variable holding a secret (repeatable): its value is masked in
     /// everything recorded, and a detached controller is handed it (only the name is stored).
     #[arg(long, value_name = "NAME")]
     pub secret_env: Vec<String>,
 }
 
-fn parse_checkpoints(text: &str) -> Result<CheckpointMode, String> {
-    CheckpointMode::parse(text).ok_or_else(|| format!("expected off, warn or strict, got {text:?}"))
+/// `--checkpoints MODE`, shared by both kinds of workflow: a GraphSpec run's workspace
+/// checkpoints are on or off (`warn` and `strict` count as on); a GaP run's are its
+/// `checkpoints/<subgraph>.py` checks, where `on` means `warn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointsSwitch {
+    On,
+    Off,
+    Warn,
+    Strict,
+}
+
+impl CheckpointsSwitch {
+    /// What a GaP run does with its checks.
+    fn gap_mode(self) -> CheckpointMode {
+        match self {
+            Self::On | Self::Warn => CheckpointMode::Warn,
+            Self::Off => CheckpointMode::Off,
+            Self::Strict => CheckpointMode::Strict,
+        }
+    }
+}
+
+pub fn parse_checkpoints_switch(text: &str) -> Result<CheckpointsSwitch, String> {
+    match text {
+        "on" => Ok(CheckpointsSwitch::On),
+        _ => match CheckpointMode::parse(text) {
+            Some(CheckpointMode::Off) => Ok(CheckpointsSwitch::Off),
+            Some(CheckpointMode::Warn) => Ok(CheckpointsSwitch::Warn),
+            Some(CheckpointMode::Strict) => Ok(CheckpointsSwitch::Strict),
+            None => Err(format!("expected on, off, warn or strict, got {text:?}")),
+        },
+    }
 }
 
 fn connector(args: &GapArgs) -> Option<GapConnector> {
@@ -127,7 +153,7 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
         stub_tools: args.gap.stub_tools,
         skills: args.gap.skills.clone(),
         connector: connector(&args.gap),
-        checkpoints: args.gap.checkpoints,
+        checkpoints: args.checkpoint_switch().gap_mode(),
         secret_env: args.gap.secret_env.clone(),
         title: args.title.clone(),
         submission_key: args.submission_key.clone(),
@@ -190,4 +216,28 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
         }
     }
     Ok(if result.is_success() { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_checkpoints_switch_reads_both_kinds_of_workflow() {
+        let parsed: Vec<_> = ["on", "off", "warn", "strict", "raise"]
+            .into_iter()
+            .map(|text| parse_checkpoints_switch(text).unwrap().gap_mode())
+            .collect();
+        assert_eq!(
+            parsed,
+            [
+                CheckpointMode::Warn,
+                CheckpointMode::Off,
+                CheckpointMode::Warn,
+                CheckpointMode::Strict,
+                CheckpointMode::Strict
+            ]
+        );
+        assert!(parse_checkpoints_switch("yes").is_err());
+    }
 }

@@ -72,12 +72,14 @@ pub struct TakenCheckpoint {
     pub before: Before,
 }
 
-/// Where a run continues from: its predecessor's private index (fresh stat data) and the
-/// checkpoint its first one follows.
+/// Where a run continues from: its predecessor's private index (fresh stat data), the
+/// checkpoint its first one follows, and every predecessor (nearest first) with its run
+/// directory, whose checkpoints this run's success makes useless.
 #[derive(Debug, Clone, Default)]
 pub struct Continuation {
     pub seed_index: Option<PathBuf>,
     pub previous: Option<Previous>,
+    pub predecessors: Vec<(String, PathBuf)>,
 }
 
 /// The controller's view of one run's workspace.
@@ -91,6 +93,8 @@ pub struct RunWorkspace {
     next_number: u32,
     /// The verifier copies that exist now, by execution.
     copies: HashMap<u64, DisposableCopy>,
+    /// The predecessors' ids and run directories, nearest first.
+    predecessors: Vec<(String, PathBuf)>,
 }
 
 impl RunWorkspace {
@@ -128,6 +132,7 @@ impl RunWorkspace {
             workspace: workspace.to_path_buf(),
             next_number: 1,
             copies: HashMap::new(),
+            predecessors: continuation.predecessors,
         })
     }
 
@@ -188,7 +193,8 @@ impl RunWorkspace {
     }
 
     /// At the run's end: every copy goes; the workspace as the run left it is recorded; a
-    /// succeeded run's checkpoints are pruned unless they are to be kept.
+    /// succeeded run's checkpoints, and its failed predecessors' (kept for the resume that
+    /// this run was), are pruned unless they are to be kept.
     pub fn finish(&mut self, succeeded: bool) -> Result<(), WorkspaceError> {
         for (_, copy) in self.copies.drain() {
             copy.remove()?;
@@ -202,6 +208,10 @@ impl RunWorkspace {
         }
         if succeeded && !self.handling.keep_checkpoints {
             checkpoints.prune()?;
+            for (run, run_dir) in &self.predecessors {
+                let index = run_dir.join(CHECKPOINT_INDEX);
+                RunCheckpoints::new(checkpoints.repository().clone(), run, index, None)?.prune()?;
+            }
         } else {
             checkpoints.record_end()?;
         }
