@@ -68,6 +68,16 @@ pub(crate) fn validate<'g>(
     valid && labels.valid
 }
 
+/// Every selector of a guard in pre-order with multiplicity, flagged when read by a
+/// `k_of_map`.
+pub(crate) fn selectors_with_k_of_map(guard: &Guard) -> Vec<(&ControlSelector, bool)> {
+    let mut out = Vec::new();
+    for_each_selector(guard, &mut Vec::new(), &mut |sel, in_k_of_map, _| {
+        out.push((sel, in_k_of_map))
+    });
+    out
+}
+
 /// Calls `visit` on every selector in pre-order with multiplicity, flagged when read by a
 /// `k_of_map`, with the guards evaluated before it (no list is built: validation runs once
 /// per guard of every choice).

@@ -2,7 +2,8 @@
 //! types, routes, channels, promotions, guard labels and selectors, joins, bounds at each
 //! ceiling, otherwise branches, duplicate names, loop exits, map sources, child order; and the
 //! admission fields of executables (attempts, instructions) and loop iteration counts taken
-//! from the input (`maxIterationsInput`, see [`ITERATIONS_FIELD`]).
+//! from the input (`maxIterationsInput`, see [`ITERATIONS_FIELD`]); binding targets (missing,
+//! below a scalar, bound twice) and `in` guards read as `k_of_map`.
 
 use serde_json::{Value, json};
 
@@ -87,7 +88,7 @@ pub(crate) fn mutate(dice: &mut Dice, doc: &mut Value) -> &'static str {
 /// The optional integer input field a mutated loop takes its iteration count from.
 pub const ITERATIONS_FIELD: &str = "iterations";
 
-const KINDS: [&str; 20] = [
+const KINDS: [&str; 23] = [
     "required",
     "retype",
     "unroute",
@@ -108,12 +109,21 @@ const KINDS: [&str; 20] = [
     "attempts",
     "instructions",
     "iterations",
+    "rebind",
+    "bind-twice",
+    "k-of-map",
 ];
 
 /// How often each kind is drawn: the admission fields a quarter as often as the verifier's
 /// families, since the reference refuses at admission before verifying (and the allowlisted
 /// differences would otherwise hide a tenth of the corpus's verifier answers).
-const WEIGHTS: [u32; 20] = [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1, 2];
+const WEIGHTS: [u32; 23] = [
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1, 2, 2, 2, 2,
+];
+
+fn is_bindings(key: &str) -> bool {
+    matches!(key, "inputBindings" | "writeBindings" | "bindings")
+}
 
 fn pick_site(
     dice: &mut Dice,
@@ -160,6 +170,15 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
         }),
         "item" => pick_site(dice, doc, &|_, v| {
             v.get("source").is_some_and(|s| s == "item" || s == "state") && v.get("path").is_some()
+        }),
+        "rebind" => pick_site(dice, doc, &|k, v| {
+            is_bindings(k) && v.get("target").is_some()
+        }),
+        "bind-twice" => pick_site(dice, doc, &|k, v| {
+            is_bindings(k) && v.as_array().is_some_and(|b| !b.is_empty())
+        }),
+        "k-of-map" => pick_site(dice, doc, &|_, v| {
+            v["kind"] == "in" && v.get("labels").is_some()
         }),
         "iterations" if doc["initialInput"]["kind"] == "record" => {
             pick_site(dice, doc, &|_, v| v["kind"] == "loop" && is_node(v))
@@ -333,6 +352,35 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
             doc["initialInput"]["fields"][ITERATIONS_FIELD] =
                 json!({"type": {"kind": "integer"}, "required": false});
         }
+        "rebind" => {
+            // A target the payload lacks, another field, or a path below a scalar.
+            let mut target = value["target"].clone();
+            match (dice.below(3), target.as_array_mut()) {
+                (0, Some(path)) => path.push(json!("deeper")),
+                _ => target = json!([*dice.pick(&["zz", "result", "verdict", "t0", "message"])]),
+            }
+            value["target"] = target;
+        }
+        "bind-twice" => {
+            // The same target bound twice, or a prefix of it: overlapping targets.
+            if let Some(bindings) = value.as_array_mut() {
+                let mut copy = dice.pick(bindings).clone();
+                if dice.chance(0.3)
+                    && let Some(path) = copy["target"].as_array_mut()
+                    && path.len() > 1
+                {
+                    path.pop();
+                }
+                bindings.push(copy);
+            }
+        }
+        "k-of-map" => {
+            // Read as per-item counts: legal only with a map scope around the node.
+            let count = 1 + dice.below(3) as u64;
+            let (selector, labels) = (value["value"].clone(), value["labels"].clone());
+            *value = json!({"kind": "k_of_map", "count": count, "value": selector,
+                            "labels": labels});
+        }
         "attempts" => value["attempts"] = json!(*dice.pick(&[1u64, 2, 3, 100, 101])),
         "instructions" => match value.as_object_mut() {
             Some(node) if node.contains_key("instructions") => {
@@ -346,4 +394,30 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
         _ => return false,
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Settings, WorkerStyle, corpus};
+    use super::KINDS;
+
+    #[test]
+    fn every_mutation_kind_occurs_in_the_ci_corpus() {
+        let settings = Settings {
+            seed: 13,
+            count: 2000,
+            workers: WorkerStyle::Mixed,
+            heavy: false,
+            seeds: Vec::new(),
+        };
+        let cases = corpus(&settings);
+        for kind in KINDS {
+            let family = format!("mutate:{kind}");
+            let n = cases
+                .iter()
+                .filter(|c| c.families.contains(&family))
+                .count();
+            assert!(n > 0, "no generated graph was mutated by {kind}");
+        }
+    }
 }

@@ -81,12 +81,23 @@ impl<'g> Analyzer<'_, 'g> {
                     .zip(&completions)
                     .map(|(branch, done)| {
                         // Used whenever its selectors are available on the branch, even
-                        // when the guard is invalid otherwise (as the reference does).
-                        let usable = when.selectors().iter().all(|s| {
-                            self.index.lookup(s.name.as_str()).is_some_and(|n| {
-                                flow.available.contains(n) || branch.definite_nodes.contains(n)
-                            })
-                        });
+                        // when the guard is invalid otherwise (as the reference does). A
+                        // `k_of_map` selector is also usable when its map ran in this branch
+                        // (not when the map ran before the par: the reference leaves that
+                        // guard unused).
+                        let usable =
+                            guards::selectors_with_k_of_map(when)
+                                .iter()
+                                .all(|(s, in_k_of_map)| {
+                                    self.index.lookup(s.name.as_str()).is_some_and(|n| {
+                                        flow.available.contains(n)
+                                            || branch.definite_nodes.contains(n)
+                                            || (*in_k_of_map
+                                                && self.index.entry(n).map_owner.is_some_and(
+                                                    |owner| branch.definite_nodes.contains(owner),
+                                                ))
+                                    })
+                                });
                         if usable {
                             and(vec![done.clone(), guard(when)])
                         } else {
