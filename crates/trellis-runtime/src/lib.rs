@@ -46,6 +46,7 @@ mod supervisor;
 mod templates;
 mod validation;
 mod views;
+mod watch_schema;
 
 pub use admission::{
     AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
@@ -76,6 +77,7 @@ pub use templates::{
     DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
 };
 pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
+pub use watch_schema::watch_update_json_schema;
 pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
 pub use views::{
     BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
@@ -84,7 +86,7 @@ pub use views::{
 };
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.
-pub use trellis_ledger::observe::{ActiveExecution, PhaseStatus};
+pub use trellis_ledger::observe::{ActiveExecution, ExecutionCounts, PhaseStatus, WatchStatus};
 pub use trellis_ledger::{CheckpointBefore, CheckpointBeforeKind, Phase, RunKind};
 pub use trellis_run_model::{
     Cursor, LogLevel, LogStream, MAX_LOG_MESSAGE_BYTES, RunId, SettledBy, TerminalResult,
