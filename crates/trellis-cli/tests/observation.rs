@@ -55,7 +55,10 @@ fn map_run_output(items: u64) -> String {
 /// output), and the lines themselves.
 fn watch_lines(stdout: &str) -> (usize, Vec<Value>) {
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(lines.len() > 2, "a receipt, updates and a final line:\n{stdout}");
+    assert!(
+        lines.len() > 2,
+        "a receipt, updates and a final line:\n{stdout}"
+    );
     let middle = &lines[1..lines.len() - 1];
     let bytes = middle.iter().map(|l| l.len() + 1).sum();
     (bytes, support::ndjson(stdout))
@@ -81,7 +84,10 @@ fn bytes_per_item_stay_flat_as_a_map_widens() {
         assert_eq!(last["event"], "terminal");
         assert_eq!(last["status"]["terminalResult"]["status"], "succeeded");
         assert_eq!(last["counts"], json!({"active": 0, "settled": items}));
-        let started = lines.iter().filter(|l| l["event"] == "node_started").count();
+        let started = lines
+            .iter()
+            .filter(|l| l["event"] == "node_started")
+            .count();
         assert_eq!(started as u64, items, "one start line per item");
         let most_active = lines
             .iter()
@@ -89,7 +95,9 @@ fn bytes_per_item_stay_flat_as_a_map_widens() {
             .max();
         assert!(most_active.is_some_and(|n| n >= 1 && n <= items));
         assert!(
-            lines.iter().all(|l| l["status"].get("activeExecutions").is_none()),
+            lines
+                .iter()
+                .all(|l| l["status"].get("activeExecutions").is_none()),
             "no line lists the active executions"
         );
     }
@@ -98,9 +106,13 @@ fn bytes_per_item_stay_flat_as_a_map_widens() {
 #[test]
 fn every_watch_line_matches_the_published_schema() {
     let sandbox = Sandbox::new();
-    let schema: Value =
-        serde_json::from_str(&sandbox.trellis(&["schema", "watch-update"]).success().stdout)
-            .expect("the schema is JSON");
+    let schema: Value = serde_json::from_str(
+        &sandbox
+            .trellis(&["schema", "watch-update"])
+            .success()
+            .stdout,
+    )
+    .expect("the schema is JSON");
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
 
     let stdout = map_run_output(4);

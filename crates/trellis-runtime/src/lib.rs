@@ -77,13 +77,13 @@ pub use templates::{
     DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
 };
 pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
-pub use watch_schema::watch_update_json_schema;
 pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
 pub use views::{
     BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
     GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunListing, RunStatus,
     RunSummary, SkippedRun, Termination,
 };
+pub use watch_schema::watch_update_json_schema;
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.
 pub use trellis_ledger::observe::{ActiveExecution, ExecutionCounts, PhaseStatus, WatchStatus};

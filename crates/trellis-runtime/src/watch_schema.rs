@@ -122,7 +122,9 @@ pub fn watch_update_json_schema() -> Value {
                 "allOf": [execution_summary()],
             },
         }),
-        &["runId", "title", "cursor", "event", "atMs", "status", "counts"],
+        &[
+            "runId", "title", "cursor", "event", "atMs", "status", "counts",
+        ],
     );
     if let Some(object) = schema.as_object_mut() {
         let mut head = serde_json::Map::new();
