@@ -14,6 +14,8 @@ use trellis_runtime::{
 
 use crate::render::{human_ms, human_tokens};
 
+/// Time between frames: the view redraws from one `status` read per frame, never per event, so
+/// it draws at most ~7 frames a second however fast the run records events.
 const REFRESH: Duration = Duration::from_millis(150);
 
 /// One line of the tree.

@@ -233,7 +233,7 @@ fn a_killed_controller_is_reported_runtime_lost_and_its_record_still_replays() {
     let started_nodes: Vec<&Value> = events
         .iter()
         .filter(|e| e["event"] == "node_started")
-        .map(|e| &e["status"]["activeExecutions"])
+        .map(|e| &e["execution"]["node"])
         .collect();
     assert_eq!(kinds.first(), Some(&"controller_attached"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"terminal"), "{kinds:?}");

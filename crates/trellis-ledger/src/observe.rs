@@ -1,7 +1,7 @@
 //! Observation projections in the reference JSON shapes (status, watch and log events), plus a
 //! follower that pages through a run's events live.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -140,7 +140,32 @@ pub fn status_view(head: &RunHead) -> StatusView {
     }
 }
 
-/// One `watch` line: the run's status right after the event at `cursor`.
+/// The `status` of a watch line: the phase, and the result once finished. Unlike a run's
+/// [`PhaseStatus`] it lists no active executions (their counts travel beside it), so a line's
+/// size does not grow with the number of executions running.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "phase",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum WatchStatus {
+    Admitted,
+    Running,
+    Stopping,
+    Finished { terminal_result: TerminalResult },
+}
+
+/// How many executions (GaP bodies, for a GaP run) are running and how many have settled
+/// (completed, voided, or reused from a predecessor) as of a watch line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ExecutionCounts {
+    pub active: u64,
+    pub settled: u64,
+}
+
+/// One `watch` line: what the event at `cursor` changed — its kind, the run's phase right
+/// after it and the execution counts; the execution itself is added by the runtime.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WatchEvent {
@@ -149,7 +174,8 @@ pub struct WatchEvent {
     pub cursor: Cursor,
     /// The event's kind, so a live view can tell a start from a completion.
     pub event: &'static str,
-    pub status: PhaseStatus,
+    pub status: WatchStatus,
+    pub counts: ExecutionCounts,
 }
 
 /// One `logs` line.
@@ -199,15 +225,24 @@ pub fn log_view(run_id: &RunId, stored: &StoredEvent) -> Option<LogView> {
     })
 }
 
-/// Just enough of a run's state to print a status after each event: phase, active
-/// executions and result. Replays events cheaply, skipping everything else.
+/// What runs in a watched run: a GraphSpec execution, or a GaP body's visit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Running {
+    Execution(u64),
+    GapBody(String, u32),
+}
+
+/// Just enough of a run's state to print a watch line after each event: phase, what runs,
+/// how much settled, and the result. Replays events cheaply, skipping everything else; each
+/// event costs the same however many executions run.
 #[derive(Debug, Clone)]
 pub struct StatusTracker {
     run_id: RunId,
     title: String,
     cursor: Cursor,
     phase: Phase,
-    active: BTreeMap<u64, NodeName>,
+    active: HashSet<Running>,
+    settled: u64,
     terminal: Option<TerminalResult>,
 }
 
@@ -219,7 +254,8 @@ impl StatusTracker {
             title,
             cursor: Cursor::START,
             phase: Phase::Admitted,
-            active: BTreeMap::new(),
+            active: HashSet::new(),
+            settled: 0,
             terminal: None,
         }
     }
@@ -255,14 +291,35 @@ impl StatusTracker {
         self.cursor
     }
 
-    /// The current status object.
-    pub fn status(&self) -> PhaseStatus {
-        PhaseStatus::new(
-            &self.run_id,
-            self.phase,
-            &self.active,
-            self.terminal.as_ref(),
-        )
+    /// The current phase (with the result once finished).
+    pub fn status(&self) -> WatchStatus {
+        match (self.phase, &self.terminal) {
+            (Phase::Admitted, _) => WatchStatus::Admitted,
+            (Phase::Running, _) => WatchStatus::Running,
+            (Phase::Stopping, _) => WatchStatus::Stopping,
+            (Phase::Finished, Some(result)) => WatchStatus::Finished {
+                terminal_result: result.clone(),
+            },
+            // The fold never finishes without a result; report a stored state that did as lost.
+            (Phase::Finished, None) => WatchStatus::Finished {
+                terminal_result: TerminalResult::Failed {
+                    reason: "runtime_lost".to_owned(),
+                },
+            },
+        }
+    }
+
+    /// The current execution counts.
+    pub fn counts(&self) -> ExecutionCounts {
+        ExecutionCounts {
+            active: self.active.len() as u64,
+            settled: self.settled,
+        }
+    }
+
+    fn settle(&mut self, running: &Running) {
+        self.active.remove(running);
+        self.settled += 1;
     }
 
     /// Folds one event in; returns the watch line it produces (none for log events).
@@ -271,14 +328,18 @@ impl StatusTracker {
         match &stored.event {
             RunEvent::Log { .. } => return None,
             RunEvent::RunStarted {} => self.phase = Phase::Running,
-            RunEvent::NodeStarted {
-                execution, node, ..
-            } => {
-                self.active.insert(*execution, node.clone());
+            RunEvent::NodeStarted { execution, .. } => {
+                self.active.insert(Running::Execution(*execution));
             }
             RunEvent::NodeCompleted { execution, .. }
             | RunEvent::ExecutionVoided { execution, .. } => {
-                self.active.remove(execution);
+                self.settle(&Running::Execution(*execution));
+            }
+            RunEvent::GapNodeStarted { node, visit, .. } => {
+                self.active.insert(Running::GapBody(node.clone(), *visit));
+            }
+            RunEvent::GapNodeSettled { node, visit, .. } => {
+                self.settle(&Running::GapBody(node.clone(), *visit));
             }
             RunEvent::ForceStopRequested {} => self.phase = Phase::Stopping,
             RunEvent::Terminal { result } => {
@@ -289,8 +350,6 @@ impl StatusTracker {
             | RunEvent::TokenUsage { .. }
             | RunEvent::WorkerProcess { .. }
             | RunEvent::GapEvent { .. }
-            | RunEvent::GapNodeStarted { .. }
-            | RunEvent::GapNodeSettled { .. }
             | RunEvent::CheckpointTaken { .. } => {}
         }
         Some(WatchEvent {
@@ -299,6 +358,7 @@ impl StatusTracker {
             cursor: stored.cursor,
             event: stored.event.kind_name(),
             status: self.status(),
+            counts: self.counts(),
         })
     }
 }

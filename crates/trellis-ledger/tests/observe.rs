@@ -115,6 +115,14 @@ backend_tests! {
             )
             .unwrap();
         let finished = serde_json::to_value(status_view(&store.head(&run).unwrap())).unwrap();
+        // The last watch line carries the same finished status (the reference's shape).
+        let mut tracker = StatusTracker::new(run.clone(), String::new());
+        let events = store
+            .events_after(&run, Cursor::START, 100, EventFilter::All)
+            .unwrap();
+        let last = events.iter().filter_map(|e| tracker.observe(e)).last();
+        let last = serde_json::to_value(last.expect("watch lines")).unwrap();
+        assert_eq!(last["status"], finished["status"]);
         if let Some(dir) = observation_vectors() {
             let reference = read(dir.join("watch.json"));
             assert_eq!(finished["status"], reference["event"]["status"]);
@@ -138,8 +146,11 @@ backend_tests! {
         // Resume watching after the dispatch: the tracker rebuilds the status at c1:2.
         let mut tracker = StatusTracker::at(&*store, &run, Cursor::parse("c1:2").unwrap()).unwrap();
         let at_two = serde_json::to_value(tracker.status()).unwrap();
-        assert_eq!(at_two["phase"], "running");
-        assert_eq!(at_two["activeExecutions"][0]["node"], "build");
+        assert_eq!(at_two, json!({"phase": "running"}));
+        assert_eq!(
+            serde_json::to_value(tracker.counts()).unwrap(),
+            json!({"active": 1, "settled": 0})
+        );
         let tail = store
             .events_after(&run, tracker.cursor(), 100, EventFilter::All)
             .unwrap();
@@ -151,11 +162,10 @@ backend_tests! {
         assert_eq!(lines.len(), 2, "the log event produces no watch line");
         assert_eq!(lines[0]["cursor"], "c1:4");
         assert_eq!(lines[0]["event"], "node_completed");
-        assert_eq!(
-            lines[0]["status"],
-            json!({"phase": "running", "activeExecutions": []})
-        );
+        assert_eq!(lines[0]["status"], json!({"phase": "running"}));
+        assert_eq!(lines[0]["counts"], json!({"active": 0, "settled": 1}));
         assert_eq!(lines[1]["status"]["phase"], "finished");
+        assert_eq!(lines[1]["counts"], json!({"active": 0, "settled": 1}));
         assert_eq!(lines[1]["runId"], run.as_str());
     }
 

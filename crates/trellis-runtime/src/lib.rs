@@ -47,6 +47,7 @@ mod supervisor;
 mod templates;
 mod validation;
 mod views;
+mod watch_schema;
 
 pub use admission::{
     AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
@@ -87,9 +88,10 @@ pub use views::{
     GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunListing, RunStatus,
     RunSummary, SkippedRun, Termination,
 };
+pub use watch_schema::watch_update_json_schema;
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.
-pub use trellis_ledger::observe::{ActiveExecution, PhaseStatus};
+pub use trellis_ledger::observe::{ActiveExecution, ExecutionCounts, PhaseStatus, WatchStatus};
 pub use trellis_ledger::{CheckpointBefore, CheckpointBeforeKind, Phase, RunKind};
 pub use trellis_run_model::{
     Cursor, LogLevel, LogStream, MAX_LOG_MESSAGE_BYTES, RunId, SettledBy, TerminalResult,

@@ -1,7 +1,7 @@
 //! RuntimePlan: which harness runs each executable node, admitted against the graph before
 //! anything runs. Plans name environment variables; they never hold secret values.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -148,12 +148,17 @@ fn executables(graph: &GraphSpec) -> Vec<&GraphNode> {
     found
 }
 
-fn is_delivery_node(graph: &GraphSpec, name: &NodeName) -> bool {
-    executables(graph).into_iter().any(|n| {
-        n.name() == name
-            && n.executable()
+/// The names of the executables that run a built-in delivery worker, found in one walk (a
+/// lookup per node would make a plan quadratic in the graph's size).
+fn delivery_nodes(graph: &GraphSpec) -> BTreeSet<&NodeName> {
+    executables(graph)
+        .into_iter()
+        .filter(|n| {
+            n.executable()
                 .is_some_and(|e| is_delivery_worker(&e.worker))
-    })
+        })
+        .map(GraphNode::name)
+        .collect()
 }
 
 fn default_delivery() -> Binding {
@@ -244,7 +249,8 @@ impl RuntimePlan {
                 global_agents: None,
             };
             // Delivery workers are Trellis's own: they keep git delivery under a command plan.
-            plan.nodes.retain(|name, _| !is_delivery_node(graph, name));
+            let delivery = delivery_nodes(graph);
+            plan.nodes.retain(|name, _| !delivery.contains(name));
             plan.fill_delivery_defaults(graph);
             return Ok(plan);
         }
@@ -323,7 +329,7 @@ impl RuntimePlan {
                 _ => {}
             }
         }
-        let executable_names: Vec<&NodeName> = nodes.iter().map(|n| n.name()).collect();
+        let executable_names: BTreeSet<&NodeName> = nodes.iter().map(|n| n.name()).collect();
         if let Some(extra) = self.nodes.keys().find(|k| !executable_names.contains(k)) {
             return Err(PlanError::UnexpectedBinding(extra.clone()));
         }
@@ -343,9 +349,9 @@ impl RuntimePlan {
     /// Gives every built-in delivery node without a binding the default git delivery binding,
     /// as templates own their delivery step (an exact plan may leave it out).
     pub fn fill_delivery_defaults(&mut self, graph: &GraphSpec) {
-        for node in executables(graph) {
-            if is_delivery_node(graph, node.name()) && !self.nodes.contains_key(node.name()) {
-                self.nodes.insert(node.name().clone(), default_delivery());
+        for name in delivery_nodes(graph) {
+            if !self.nodes.contains_key(name) {
+                self.nodes.insert(name.clone(), default_delivery());
             }
         }
     }

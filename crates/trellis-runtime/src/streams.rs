@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::mpsc;
-use trellis_ledger::observe::{EventFollower, PhaseStatus, StatusTracker, execution_ref};
+use trellis_ledger::observe::{
+    EventFollower, ExecutionCounts, StatusTracker, WatchStatus, execution_ref,
+};
 use trellis_ledger::{
     Cursor, EventFilter, LogLevel, LogStream, RunEvent, RunId, RunStore, StoredEvent,
 };
@@ -59,8 +61,10 @@ impl Follow {
     }
 }
 
-/// One watch update: the run's status right after the event at `cursor`, when the ledger
-/// recorded it, and the execution the event concerned as it stood right after it.
+/// One watch update: what the event at `cursor` changed — its kind, when the ledger recorded
+/// it, the run's phase right after it (with the result once finished), how many executions
+/// are active and settled, and the execution the event concerned as it stood right after it.
+/// Its size does not depend on how many executions run (`status` gives the whole picture).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WatchUpdate {
@@ -72,7 +76,8 @@ pub struct WatchUpdate {
     pub event: &'static str,
     /// When the ledger recorded the event (its clock, milliseconds since the epoch).
     pub at_ms: u64,
-    pub status: PhaseStatus,
+    pub status: WatchStatus,
+    pub counts: ExecutionCounts,
     /// The execution the event is about, when it is about one: phase, outcome summary,
     /// timings and tokens as of this event, so a front end colours a node without asking.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,6 +228,7 @@ impl WatchStream {
             event: line.event,
             at_ms: stored.recorded_at_ms,
             status: line.status,
+            counts: line.counts,
             execution,
         });
     }

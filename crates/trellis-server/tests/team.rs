@@ -497,6 +497,8 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
         ("PhaseStatus", &status["status"]),
         ("RunGraph", &graph),
         ("WatchUpdate", &update),
+        ("WatchStatus", &update["status"]),
+        ("WatchCounts", &update["counts"]),
         ("Problem", &problem),
     ];
     for (name, value) in checks {

@@ -4,7 +4,7 @@
 //! one contract, and the registry a plan-bound run verifies against, synthesized from the
 //! graph's own declarations so that any well-formed worker reference resolves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use trellis_graph::{
     DataSelector, FieldPath, GraphNode, GraphSpec, NodeName, PayloadType, WorkerRef,
@@ -141,13 +141,19 @@ pub fn comment_destinations<'v>(
 /// contracts, with every user's name.
 pub fn inconsistent_reuse(spec: &GraphSpec) -> Option<(WorkerRef, Vec<NodeName>)> {
     let mut uses: Vec<(&WorkerRef, Vec<&GraphNode>)> = Vec::new();
+    // Where each worker's users are in `uses`: a scan per node would be quadratic in graphs
+    // whose executables each have their own worker.
+    let mut position: HashMap<&WorkerRef, usize> = HashMap::new();
     for (node, _) in executables(spec) {
         let Some(exec) = node.executable() else {
             continue;
         };
-        match uses.iter_mut().find(|(worker, _)| **worker == exec.worker) {
-            Some((_, users)) => users.push(node),
-            None => uses.push((&exec.worker, vec![node])),
+        match position.get(&exec.worker) {
+            Some(&at) => uses[at].1.push(node),
+            None => {
+                position.insert(&exec.worker, uses.len());
+                uses.push((&exec.worker, vec![node]));
+            }
         }
     }
     uses.into_iter().find_map(|(worker, users)| {

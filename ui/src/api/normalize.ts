@@ -11,6 +11,7 @@ import type {
   TerminalResult,
   TokenTotals,
   ValidationReport,
+  WatchCounts,
   WatchEvent,
   WorkerOutcome,
 } from "./types";
@@ -130,6 +131,14 @@ export function executionDetail(raw: unknown): ExecutionDetail {
   };
 }
 
+/** The execution counts a watch event carries (`{"active", "settled"}`), if it has them. */
+function watchCounts(raw: unknown): WatchCounts | undefined {
+  if (!isObject(raw)) return undefined;
+  const active = num(raw.active);
+  const settled = num(raw.settled);
+  return active === undefined || settled === undefined ? undefined : { active, settled };
+}
+
 export function watchEvent(raw: unknown): WatchEvent {
   const event = isObject(raw) ? raw : {};
   const { word, result } = statusWord(event.status);
@@ -140,6 +149,7 @@ export function watchEvent(raw: unknown): WatchEvent {
     type,
     atMs: num(event.atMs),
     execution: isObject(event.execution) ? executionSummary(event.execution) : undefined,
+    counts: watchCounts(event.counts),
     terminalResult: (event.terminalResult as TerminalResult | undefined) ?? result,
     status: event.status === undefined ? undefined : word,
     tokens: usage.tokens,

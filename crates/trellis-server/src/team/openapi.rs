@@ -148,6 +148,20 @@ const PHASE_FIELDS: &[(&str, Field, bool)] = &[
     ("terminalResult", Field::Object, false),
 ];
 
+const WATCH_PHASE_FIELDS: &[(&str, Field, bool)] = &[
+    (
+        "phase",
+        Field::OneOf(&["admitted", "running", "stopping", "finished"]),
+        true,
+    ),
+    ("terminalResult", Field::Object, false),
+];
+
+const WATCH_COUNT_FIELDS: &[(&str, Field, bool)] = &[
+    ("active", Field::Integer, true),
+    ("settled", Field::Integer, true),
+];
+
 const GRAPH_FIELDS: &[(&str, Field, bool)] = &[
     ("runId", Field::Text, true),
     ("kind", Field::OneOf(RUN_KINDS), true),
@@ -163,7 +177,8 @@ const WATCH_FIELDS: &[(&str, Field, bool)] = &[
     ("cursor", Field::Text, true),
     ("event", Field::Text, true),
     ("atMs", Field::Integer, true),
-    ("status", Field::Component("PhaseStatus"), true),
+    ("status", Field::Component("WatchStatus"), true),
+    ("counts", Field::Component("WatchCounts"), true),
     ("execution", Field::Component("ExecutionSummary"), false),
 ];
 
@@ -241,6 +256,18 @@ documented!(
     [PHASE_FIELDS]
 );
 documented!(
+    WatchStatusDoc,
+    "WatchStatus",
+    "A run's phase in a watch update, with the result once finished (no execution list).",
+    [WATCH_PHASE_FIELDS]
+);
+documented!(
+    WatchCountsDoc,
+    "WatchCounts",
+    "How many executions are running and how many have settled, as of a watch update.",
+    [WATCH_COUNT_FIELDS]
+);
+documented!(
     RunGraphDoc,
     "RunGraph",
     "A run's graph document with identity, bounds and layout.",
@@ -298,7 +325,8 @@ impl Modify for BearerSecurity {
     components(schemas(
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList,
         RunSummaryDoc, RunStatusDoc, ExecutionSummaryDoc, ExecutionDetailDoc, TokenUsageDoc,
-        PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, LogEntryDoc, ProblemDoc,
+        PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
+        ProblemDoc,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),
