@@ -137,7 +137,7 @@ async fn wait_phase(server: &Server, run: &str, phase: &str) -> Value {
     }
 }
 
-/// The SSE `watch` stream of a run, read to its end: the `update` events' data.
+/// The SSE `watch` stream of a run, read to its end: the data of its unnamed (update) events.
 async fn watch_to_end(server: &Server, run: &str) -> Vec<Value> {
     let text = client()
         .get(format!("{}/api/v1/runs/{run}/watch", server.base))
@@ -150,7 +150,7 @@ async fn watch_to_end(server: &Server, run: &str) -> Vec<Value> {
         .expect("stream");
     assert!(text.contains("event: end"), "{text}");
     text.split("\n\n")
-        .filter(|block| block.contains("event: update"))
+        .filter(|block| !block.contains("event:"))
         .filter_map(|block| {
             block
                 .lines()
