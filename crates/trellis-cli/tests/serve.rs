@@ -137,7 +137,7 @@ async fn wait_phase(server: &Server, run: &str, phase: &str) -> Value {
     }
 }
 
-/// The SSE `watch` stream of a run, read to its end: the `update` events' data.
+/// The SSE `watch` stream of a run, read to its end: the data of its unnamed (update) events.
 async fn watch_to_end(server: &Server, run: &str) -> Vec<Value> {
     let text = client()
         .get(format!("{}/api/v1/runs/{run}/watch", server.base))
@@ -150,7 +150,7 @@ async fn watch_to_end(server: &Server, run: &str) -> Vec<Value> {
         .expect("stream");
     assert!(text.contains("event: end"), "{text}");
     text.split("\n\n")
-        .filter(|block| block.contains("event: update"))
+        .filter(|block| !block.contains("event:"))
         .filter_map(|block| {
             block
                 .lines()
@@ -186,6 +186,25 @@ fn one_step(name: &str) -> Value {
     )
 }
 
+/// The processes whose parent is `pid`, with their state letter (`Z`: ended, not reaped).
+fn children_of(pid: u32) -> Vec<(u32, char)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|candidate| {
+            let stat = std::fs::read_to_string(format!("/proc/{candidate}/stat")).ok()?;
+            // The command name may hold spaces: the fields resume after its last ')'.
+            let mut rest = stat[stat.rfind(')')? + 2..].split(' ');
+            let state = rest.next()?.chars().next()?;
+            let parent = rest.next()?.parse::<u32>().ok()?;
+            (parent == pid).then_some((candidate, state))
+        })
+        .collect()
+}
+
 async fn submit(server: &Server, body: Value) -> String {
     let (code, answer) = call(server, reqwest::Method::POST, "/api/v1/runs", Some(body)).await;
     assert_eq!(code, 201, "{answer}");
@@ -211,6 +230,16 @@ async fn submit_watch_and_compare(sandbox: &Sandbox, server: &Server, ledger: Op
         last["status"]["terminalResult"],
         json!({"status": "succeeded", "output": {"result": 42}})
     );
+    // The run's controller was a child of the server: once it ended, the server reaped it.
+    let deadline = std::time::Instant::now() + STATE_TIMEOUT;
+    while !children_of(server.child.id()).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server keeps finished children: {:?}",
+            children_of(server.child.id())
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // The same key again: the same run, nothing started.
     let (code, again) = call(
         server,

@@ -269,11 +269,24 @@ pub(crate) fn spawn_controller(
             Ok(())
         });
     }
-    command.spawn().map_err(|e| {
+    let mut controller = command.spawn().map_err(|e| {
         RuntimeError::ControllerStart(format!("cannot start {}: {e}", program.display()))
     })?;
+    // Reap it when it ends, so a long-lived parent (`trellis serve`) keeps no zombie per run;
+    // the thread only waits and never holds the parent's own exit back.
+    let reaper = std::thread::Builder::new()
+        .name("controller-reaper".to_owned())
+        .stack_size(REAPER_STACK_BYTES)
+        .spawn(move || {
+            let _ = controller.wait();
+        });
+    // Without a thread the child is reaped when this process exits, as before.
+    drop(reaper);
     Ok(())
 }
+
+/// A reaper thread only blocks in `wait`: a small stack is plenty.
+const REAPER_STACK_BYTES: usize = 64 * 1024;
 
 /// Waits until the new controller attached to its run (or the run already ended).
 pub(crate) fn wait_until_attached(

@@ -1,11 +1,13 @@
-//! The HTTP face of the run API: one axum router serving JSON and Server-Sent Events over
-//! `trellis_runtime`, the embedded web UI, and the access policy chosen at startup (a local page
-//! for `trellis ui`; bearer tokens for `trellis serve`, whose routes live in [`team`]).
+//! The HTTP face of the run API: one route set ([`api`]) serving JSON and Server-Sent Events
+//! over `trellis_runtime`, mounted by both front ends behind the access policy chosen at
+//! startup: `trellis ui` adds the embedded web UI and a local page token; `trellis serve` adds
+//! submission, bearer tokens and the OpenAPI document ([`team`], [`openapi`]).
 
 pub mod access;
 pub mod api;
 pub mod assets;
 pub mod bearer;
+pub mod openapi;
 pub mod problem;
 pub mod streams;
 pub mod team;

@@ -428,7 +428,7 @@ async fn control_actions_need_the_token_and_answer_with_codes() {
     .await;
     assert_eq!(
         status,
-        StatusCode::UNPROCESSABLE_ENTITY,
+        StatusCode::BAD_REQUEST,
         "unknown options are refused"
     );
 }
@@ -481,8 +481,11 @@ async fn validation_reports_diagnostics_with_the_nodes_they_name() {
     )
     .await;
     assert_eq!(unparseable["status"], "unparseable");
-    let (status, _) = json_of(&router, post("/api/v1/validate", &json!({"graph": {}}))).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, problem) = json_of(&router, post("/api/v1/validate", &json!({"graph": {}}))).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("request.invalid"))
+    );
 }
 
 #[tokio::test]

@@ -298,7 +298,7 @@ async fn refusals_are_problems_with_stable_codes() {
         (
             get(&server, "/api/v1/runs?phase=sleeping").await,
             StatusCode::BAD_REQUEST,
-            "request.invalid",
+            "query.status",
         ),
     ];
     for (answer, status, code) in cases {
@@ -308,12 +308,12 @@ async fn refusals_are_problems_with_stable_codes() {
     }
 }
 
-/// The `(event, id, data)` triples of a finished SSE body.
+/// The `(event, id, data)` triples of a finished SSE body (`message` for an unnamed event).
 fn sse_events(text: &str) -> Vec<(String, Option<String>, Value)> {
     text.split("\n\n")
         .filter(|block| !block.trim().is_empty())
         .filter_map(|block| {
-            let mut event = None;
+            let mut event = Some("message".to_owned());
             let mut id = None;
             let mut data = String::new();
             for line in block.lines() {
@@ -348,7 +348,7 @@ async fn watch_and_logs_stream_events_with_cursor_ids_and_resume_after_one() {
             .is_ok_and(|t| t.starts_with("text/event-stream"))
     );
     let events = sse_events(&whole.text);
-    let updates: Vec<_> = events.iter().filter(|(e, ..)| e == "update").collect();
+    let updates: Vec<_> = events.iter().filter(|(e, ..)| e == "message").collect();
     assert!(updates.len() >= 3, "{}", whole.text);
     assert_eq!(events.last().map(|(e, ..)| e.as_str()), Some("end"));
     for (_, id, data) in &updates {
@@ -371,7 +371,7 @@ async fn watch_and_logs_stream_events_with_cursor_ids_and_resume_after_one() {
     .await;
     let resumed: Vec<_> = sse_events(&resumed.text)
         .into_iter()
-        .filter(|(e, ..)| e == "update")
+        .filter(|(e, ..)| e == "message")
         .map(|(_, id, _)| id)
         .collect();
     let expected: Vec<_> = updates[1..].iter().map(|(_, id, _)| id.clone()).collect();
@@ -386,7 +386,7 @@ async fn watch_and_logs_stream_events_with_cursor_ids_and_resume_after_one() {
     let logs = get(&server, &format!("/api/v1/runs/{run}/logs?node=double")).await;
     let lines: Vec<_> = sse_events(&logs.text)
         .into_iter()
-        .filter(|(e, ..)| e == "log")
+        .filter(|(e, ..)| e == "message")
         .collect();
     assert!(
         lines
@@ -450,6 +450,10 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
         ("/api/v1/runs/{run}/logs", "get"),
         ("/api/v1/runs/{run}/force-stop", "post"),
         ("/api/v1/runs/{run}/resume", "post"),
+        ("/api/v1/runs/events", "get"),
+        ("/api/v1/validate", "post"),
+        ("/api/v1/templates", "get"),
+        ("/api/v1/templates/{name}", "get"),
     ] {
         assert!(
             document["paths"][path][method].is_object(),
@@ -485,7 +489,7 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
     let watch = get(&server, &format!("/api/v1/runs/{run}/watch")).await;
     let update = sse_events(&watch.text)
         .into_iter()
-        .find(|(e, ..)| e == "update")
+        .find(|(e, ..)| e == "message")
         .map(|(_, _, data)| data)
         .expect("an update");
     let checks = [
@@ -509,4 +513,38 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
             "{name}: required but absent {missing:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_team_server_mounts_the_same_routes_as_the_web_ui() {
+    let server = server();
+    let templates = get(&server, "/api/v1/templates").await;
+    assert_eq!(templates.status, StatusCode::OK, "{}", templates.text);
+    assert!(
+        templates
+            .json()
+            .as_array()
+            .is_some_and(|list| list.iter().any(|t| t["name"] == "software-change")),
+        "{}",
+        templates.text
+    );
+    let report = post(
+        &server,
+        "/api/v1/validate",
+        json!({"document": doubling_graph()}),
+    )
+    .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.text);
+    assert_eq!(report.json()["status"], "verified", "{}", report.text);
+    // The list takes the web UI's outcome words as well as phases.
+    let run = post(&server, "/api/v1/runs", submission("key-u", 3))
+        .await
+        .json()["runId"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    let succeeded = get(&server, "/api/v1/runs?status=succeeded").await.json();
+    assert_eq!(succeeded["runs"][0]["runId"], json!(run));
+    let failed = get(&server, "/api/v1/runs?status=failed").await.json();
+    assert_eq!(failed["runs"], json!([]));
 }

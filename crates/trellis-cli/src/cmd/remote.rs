@@ -77,8 +77,9 @@ impl Remote {
         })
     }
 
-    /// Prints every `kind` event's data of an SSE route as one line, until the stream ends.
-    fn stream(&self, path: &str, kind: &str) -> anyhow::Result<()> {
+    /// Prints every data event's data of an SSE route (the run API's unnamed `message`
+    /// events) as one line, until the stream ends.
+    fn stream(&self, path: &str) -> anyhow::Result<()> {
         self.runtime.block_on(async {
             let mut response = self
                 .request(reqwest::Method::GET, path)
@@ -97,12 +98,15 @@ impl Remote {
                 while let Some(end) = pending.find('\n') {
                     let line: String = pending.drain(..=end).collect();
                     let line = line.trim_end_matches(['\n', '\r']);
-                    if let Some(name) = line.strip_prefix("event:") {
+                    if line.is_empty() {
+                        // A blank line ends an event: the next one is unnamed until it says.
+                        event.clear();
+                    } else if let Some(name) = line.strip_prefix("event:") {
                         event = name.trim().to_owned();
                     } else if let Some(data) = line.strip_prefix("data:") {
                         match event.as_str() {
-                            name if name == kind => writeln!(out, "{}", data.trim())?,
-                            "error" => bail!("the stream failed: {}", data.trim()),
+                            "" | "message" => writeln!(out, "{}", data.trim())?,
+                            "problem" => bail!("the stream failed: {}", data.trim()),
                             "end" => return Ok(()),
                             _ => {}
                         }
@@ -144,7 +148,7 @@ fn path_segment(run: &str) -> anyhow::Result<&str> {
 
 /// Follows a run and exits 0 if it succeeded, 1 otherwise.
 fn follow(remote: &Remote, run: &str) -> anyhow::Result<u8> {
-    remote.stream(&format!("/runs/{run}/watch"), "update")?;
+    remote.stream(&format!("/runs/{run}/watch"))?;
     let status = remote.call(reqwest::Method::GET, &format!("/runs/{run}"), None)?;
     Ok(
         if status["status"]["terminalResult"]["status"] == "succeeded" {
@@ -252,14 +256,14 @@ fn after_query(after: Option<&str>) -> anyhow::Result<String> {
 pub fn watch(remote: &Remote, args: &WatchArgs) -> anyhow::Result<u8> {
     let run = path_segment(&args.follow.run)?;
     let query = after_query(args.follow.after.as_deref())?;
-    remote.stream(&format!("/runs/{run}/watch{query}"), "update")?;
+    remote.stream(&format!("/runs/{run}/watch{query}"))?;
     Ok(0)
 }
 
 pub fn logs(remote: &Remote, args: &FollowArgs) -> anyhow::Result<u8> {
     let run = path_segment(&args.run)?;
     let query = after_query(args.after.as_deref())?;
-    remote.stream(&format!("/runs/{run}/logs{query}"), "log")?;
+    remote.stream(&format!("/runs/{run}/logs{query}"))?;
     Ok(0)
 }
 

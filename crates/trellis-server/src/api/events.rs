@@ -1,8 +1,10 @@
-//! The Server-Sent Events routes. Every event of a run's stream carries its cursor as the SSE
-//! `id`, so a browser that reconnects by itself resumes with `Last-Event-ID`; a client that
-//! starts afresh passes `?after=CURSOR`. A stream that reached the end of a finished run says
-//! `event: end`; a failure mid-stream is one `event: problem`. Each open stream holds one of
-//! the server's bounded stream slots until it ends or its client goes away.
+//! The Server-Sent Events routes. Every data event of a run's stream is an unnamed (`message`)
+//! event whose SSE `id` is its cursor, so a browser that reconnects by itself resumes with
+//! `Last-Event-ID` and nothing is seen twice or lost; a client that starts afresh passes
+//! `?after=CURSOR`. A stream that reached the end of a finished run says `event: end`; a
+//! failure mid-stream is one `event: problem` (not `error`, which a browser's `EventSource`
+//! would take for a broken connection). Each open stream holds one of the server's bounded
+//! stream slots until it ends or its client goes away (503 beyond the bound).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -10,14 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt, stream};
 use serde::{Deserialize, Serialize};
 use trellis_runtime::{Cursor, LogFilter, LogLevel, RunListFilter, RuntimeError};
+use utoipa::IntoParams;
 
-use super::{ApiState, blocking, run_id, runtime_problem};
+use super::{ApiState, bad_request, blocking, problem_of, run_id};
+use crate::openapi::ProblemDoc;
 use crate::problem::Problem;
 use crate::streams::StreamSlot;
 
@@ -36,13 +40,8 @@ fn resume_cursor(headers: &HeaderMap, after: Option<&str>) -> Result<Cursor, Pro
         .or(after);
     match text.map(str::trim) {
         None | Some("") => Ok(Cursor::START),
-        Some(text) => Cursor::parse(text).map_err(|_| {
-            Problem::new(
-                StatusCode::BAD_REQUEST,
-                "cursor.invalid",
-                "not a cursor this server handed out",
-            )
-        }),
+        Some(text) => Cursor::parse(text)
+            .map_err(|_| bad_request("cursor.invalid", "not a cursor this server handed out")),
     }
 }
 
@@ -61,7 +60,7 @@ fn data_event(name: Option<&str>, cursor: Option<Cursor>, value: &impl Serialize
 }
 
 fn problem_event(error: RuntimeError) -> Event {
-    data_event(Some("problem"), None, &runtime_problem(error))
+    data_event(Some("problem"), None, &problem_of(&error))
 }
 
 /// The response for `events`, holding `slot` for as long as the client listens; `end` is
@@ -83,19 +82,46 @@ fn respond(events: EventStream, slot: StreamSlot, end: bool) -> Response {
         .into_response()
 }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct StreamQuery {
-    after: Option<String>,
-    node: Option<String>,
-    level: Option<String>,
-    execution: Option<u64>,
+/// Where a watch stream starts.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AfterQuery {
+    /// Start strictly after this cursor (`Last-Event-ID` wins when both are given).
+    pub after: Option<String>,
 }
 
-/// `GET /runs/{run}/watch`: one event per recorded change of the run (`WatchUpdate`).
-pub(super) async fn watch(
+/// Which log lines to stream, and from where.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LogsQuery {
+    /// Start strictly after this cursor (`Last-Event-ID` wins when both are given).
+    pub after: Option<String>,
+    /// Only lines of executions of this node.
+    pub node: Option<String>,
+    /// Only lines at least this severe: `debug` (all), `info`, `warn` or `error`.
+    pub level: Option<String>,
+    /// Only lines of this execution id.
+    pub execution: Option<u64>,
+}
+
+/// The run's recorded changes: one unnamed event per change (its data a `WatchUpdate`, its
+/// id the cursor), then `end` once the run has finished.
+#[utoipa::path(
+    get, path = "/api/v1/runs/{run}/watch", tag = "events",
+    params(("run" = String, Path, description = "run id"), AfterQuery,
+           ("Last-Event-ID" = Option<String>, Header, description = "resume after this cursor")),
+    responses(
+        (status = 200, content_type = "text/event-stream",
+         description = "unnamed events whose data is a WatchUpdate and whose id is its cursor; `problem` on failure; `end` last"),
+        (status = 400, body = ProblemDoc),
+        (status = 404, body = ProblemDoc),
+        (status = 503, description = "too many open streams", body = ProblemDoc),
+    ),
+)]
+pub async fn watch(
     State(state): State<ApiState>,
     Path(run): Path<String>,
-    Query(query): Query<StreamQuery>,
+    Query(query): Query<AfterQuery>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let run = run_id(&run)?;
@@ -119,8 +145,7 @@ fn level_of(text: Option<&str>) -> Result<Option<LogLevel>, Problem> {
         Some("warn") => Some(LogLevel::Warn),
         Some("error") => Some(LogLevel::Error),
         Some(other) => {
-            return Err(Problem::new(
-                StatusCode::BAD_REQUEST,
+            return Err(bad_request(
                 "query.level",
                 format!("unknown log level {other:?}: debug, info, warn or error"),
             ));
@@ -128,12 +153,24 @@ fn level_of(text: Option<&str>) -> Result<Option<LogLevel>, Problem> {
     })
 }
 
-/// `GET /runs/{run}/logs`: the run's log lines (`LogEntry`), filtered by node, execution and
-/// least level.
-pub(super) async fn logs(
+/// The run's log lines: one unnamed event per line (its data a `LogEntry`, its id the
+/// cursor), filtered by node, execution and least level, then `end` once the run has finished.
+#[utoipa::path(
+    get, path = "/api/v1/runs/{run}/logs", tag = "events",
+    params(("run" = String, Path, description = "run id"), LogsQuery,
+           ("Last-Event-ID" = Option<String>, Header, description = "resume after this cursor")),
+    responses(
+        (status = 200, content_type = "text/event-stream",
+         description = "unnamed events whose data is a LogEntry and whose id is its cursor; `problem` on failure; `end` last"),
+        (status = 400, body = ProblemDoc),
+        (status = 404, body = ProblemDoc),
+        (status = 503, description = "too many open streams", body = ProblemDoc),
+    ),
+)]
+pub async fn logs(
     State(state): State<ApiState>,
     Path(run): Path<String>,
-    Query(query): Query<StreamQuery>,
+    Query(query): Query<LogsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let run = run_id(&run)?;
@@ -155,10 +192,18 @@ pub(super) async fn logs(
     Ok(respond(Box::pin(events), slot, true))
 }
 
-/// `GET /runs/events`: a `run` event (`RunSummary`) for each of the newest runs when the
-/// stream opens, then again whenever one is created or moves. It has no cursor: a client that
-/// reconnects gets the window again.
-pub(super) async fn run_changes(State(state): State<ApiState>) -> Result<Response, Problem> {
+/// The live run list: a `run` event (a `RunSummary`) for each of the newest runs when the
+/// stream opens, then again whenever one is created or moves. It has no cursor and no end: a
+/// client that reconnects gets the window again.
+#[utoipa::path(
+    get, path = "/api/v1/runs/events", tag = "events",
+    responses(
+        (status = 200, content_type = "text/event-stream",
+         description = "`run` events whose data is a RunSummary; `problem` on failure"),
+        (status = 503, description = "too many open streams", body = ProblemDoc),
+    ),
+)]
+pub async fn run_changes(State(state): State<ApiState>) -> Result<Response, Problem> {
     let slot = state.slots.take()?;
     let filter = RunListFilter {
         limit: RUN_CHANGES_WINDOW,

@@ -1,32 +1,52 @@
-//! The JSON routes: runs (list, status, graph, one execution), the two control actions
-//! (force-stop, resume), validation of a pasted document, and the template gallery.
+//! The JSON routes: runs (list, status, graph, one execution), validation of a pasted
+//! document, and the template gallery.
 
 use std::sync::Arc;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use trellis_runtime::{
-    GraphSource, Phase, ResumeOptions, RunListFilter, RunSummary, StartMode, TerminalResult,
-    ValidateRequest,
+    GraphSource, Phase, RunKind, RunListFilter, RunSummary, TerminalResult, ValidateRequest,
 };
+use utoipa::{IntoParams, ToSchema};
 
-use super::{ApiState, admission_problem, blocking, internal, run_id};
+use super::{ApiState, admission_problem, bad_request, blocking, internal, json_body, run_id};
+use crate::openapi::{ExecutionDetailDoc, ProblemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc};
 use crate::problem::Problem;
 
 /// Runs a list answers by default, and at most.
 const DEFAULT_LIST_LIMIT: usize = 100;
 const MAX_LIST_LIMIT: usize = 1000;
 
-#[derive(Debug, Deserialize)]
-pub(super) struct ListQuery {
-    status: Option<String>,
-    q: Option<String>,
-    limit: Option<usize>,
-    after: Option<String>,
+/// Which runs to list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// `admitted`, `running`, `stopping`, `finished`, or a finished run's outcome:
+    /// `succeeded`, `failed` or `force_stopped` (`all` or none: every run).
+    pub status: Option<String>,
+    /// The same words as `status` (an older name); give one of the two.
+    pub phase: Option<String>,
+    /// `graphspec` or `gap`.
+    pub kind: Option<String>,
+    /// Only titles containing this text (case-insensitive).
+    pub q: Option<String>,
+    /// At most this many runs (default 100, at most 1,000).
+    pub limit: Option<usize>,
+    /// Keyset paging: runs listed after this run id.
+    pub after: Option<String>,
+}
+
+/// A page of runs, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunList {
+    #[schema(value_type = Vec<RunSummaryDoc>)]
+    pub runs: Vec<RunSummary>,
 }
 
 /// A status filter word: a phase, or a finished run's outcome.
@@ -50,8 +70,7 @@ impl StatusFilter {
             Some("failed") => Self::Failed,
             Some("force_stopped") => Self::ForceStopped,
             Some(other) => {
-                return Err(Problem::new(
-                    StatusCode::BAD_REQUEST,
+                return Err(bad_request(
                     "query.status",
                     format!(
                         "unknown status filter {other:?}: admitted, running, stopping, finished, \
@@ -83,31 +102,57 @@ impl StatusFilter {
     }
 }
 
-pub(super) async fn list_runs(
+/// Lists runs, newest first.
+#[utoipa::path(
+    get, path = "/api/v1/runs", tag = "runs", params(ListQuery),
+    responses((status = 200, body = RunList), (status = 400, body = ProblemDoc)),
+)]
+pub async fn list(
     State(state): State<ApiState>,
     Query(query): Query<ListQuery>,
-) -> Result<Response, Problem> {
-    let status = StatusFilter::parse(query.status.as_deref())?;
+) -> Result<Json<RunList>, Problem> {
+    let word = match (query.status, query.phase) {
+        (Some(_), Some(_)) => {
+            return Err(bad_request(
+                "query.status",
+                "give `status` or `phase`, not both",
+            ));
+        }
+        (status, phase) => status.or(phase),
+    };
+    let status = StatusFilter::parse(word.as_deref())?;
+    let kind = match query.kind.as_deref() {
+        None | Some("") => None,
+        Some("graphspec") => Some(RunKind::Graphspec),
+        Some("gap") => Some(RunKind::Gap),
+        Some(_) => return Err(bad_request("query.kind", "`kind` is graphspec or gap")),
+    };
     let after = query.after.as_deref().map(run_id).transpose()?;
     let filter = RunListFilter {
         phase: status.map(StatusFilter::phase),
+        kind,
         after,
         title_contains: query.q.filter(|text| !text.is_empty()),
         limit: query
             .limit
             .unwrap_or(DEFAULT_LIST_LIMIT)
             .clamp(1, MAX_LIST_LIMIT),
-        ..RunListFilter::default()
     };
     let runtime = Arc::clone(&state.runtime);
     let mut runs = blocking(move || runtime.list(&filter)).await?.runs;
     if let Some(status) = status {
         runs.retain(|run| status.admits(run));
     }
-    Ok(Json(json!({ "runs": runs })).into_response())
+    Ok(Json(RunList { runs }))
 }
 
-pub(super) async fn run_status(
+/// One run with every execution.
+#[utoipa::path(
+    get, path = "/api/v1/runs/{run}", tag = "runs",
+    params(("run" = String, Path, description = "run id")),
+    responses((status = 200, body = RunStatusDoc), (status = 404, body = ProblemDoc)),
+)]
+pub async fn status(
     State(state): State<ApiState>,
     Path(run): Path<String>,
 ) -> Result<Response, Problem> {
@@ -116,7 +161,13 @@ pub(super) async fn run_status(
     Ok(Json(blocking(move || runtime.status(&run)).await?).into_response())
 }
 
-pub(super) async fn run_graph(
+/// The run's graph with identity, bounds and layout.
+#[utoipa::path(
+    get, path = "/api/v1/runs/{run}/graph", tag = "runs",
+    params(("run" = String, Path, description = "run id")),
+    responses((status = 200, body = RunGraphDoc), (status = 404, body = ProblemDoc)),
+)]
+pub async fn graph(
     State(state): State<ApiState>,
     Path(run): Path<String>,
 ) -> Result<Response, Problem> {
@@ -125,14 +176,22 @@ pub(super) async fn run_graph(
     Ok(Json(blocking(move || runtime.run_graph(&run)).await?).into_response())
 }
 
-pub(super) async fn execution(
+/// One execution in full (input, outcome, binding — never a secret value).
+#[utoipa::path(
+    get, path = "/api/v1/runs/{run}/executions/{execution}", tag = "runs",
+    params(
+        ("run" = String, Path, description = "run id"),
+        ("execution" = u64, Path, description = "execution id within the run"),
+    ),
+    responses((status = 200, body = ExecutionDetailDoc), (status = 404, body = ProblemDoc)),
+)]
+pub async fn execution(
     State(state): State<ApiState>,
     Path((run, execution)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
     let run = run_id(&run)?;
     let execution: u64 = execution.parse().map_err(|_| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
+        bad_request(
             "run.unknown_execution",
             "an execution is named by its number within the run",
         )
@@ -141,54 +200,34 @@ pub(super) async fn execution(
     Ok(Json(blocking(move || runtime.execution(&run, execution)).await?).into_response())
 }
 
-/// The body of a control action: an empty JSON object (the route names the run).
-#[derive(Debug, Deserialize)]
+/// A document to check.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct NoOptions {}
-
-pub(super) async fn force_stop(
-    State(state): State<ApiState>,
-    Path(run): Path<String>,
-    Json(NoOptions {}): Json<NoOptions>,
-) -> Result<Response, Problem> {
-    let run = run_id(&run)?;
-    let runtime = Arc::clone(&state.runtime);
-    Ok(Json(blocking(move || runtime.force_stop(&run)).await?).into_response())
-}
-
-pub(super) async fn resume(
-    State(state): State<ApiState>,
-    Path(run): Path<String>,
-    Json(NoOptions {}): Json<NoOptions>,
-) -> Result<Response, Problem> {
-    let run = run_id(&run)?;
-    let runtime = Arc::clone(&state.runtime);
-    let options = ResumeOptions {
-        start: StartMode::Detached,
-        ..ResumeOptions::default()
-    };
-    let receipt = blocking(move || runtime.resume(&run, options)).await?;
-    Ok(Json(json!({ "runId": receipt.run_id, "created": receipt.created })).into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ValidateBody {
+pub struct ValidateBody {
+    /// A GraphSpec or GaP document.
+    #[schema(value_type = Object)]
     document: Value,
     /// `graphspec` or `gap`; found from the document when absent.
     #[serde(default)]
     kind: Option<String>,
 }
 
-pub(super) async fn validate(
-    State(state): State<ApiState>,
-    Json(body): Json<ValidateBody>,
-) -> Result<Response, Problem> {
+/// Checks a document as admission would, without starting anything: the verdict and every
+/// diagnostic with the nodes it names.
+#[utoipa::path(
+    post, path = "/api/v1/validate", tag = "documents",
+    request_body = ValidateBody,
+    responses(
+        (status = 200, description = "the validation report", body = Object),
+        (status = 400, body = ProblemDoc),
+    ),
+)]
+pub async fn validate(State(state): State<ApiState>, body: Bytes) -> Result<Response, Problem> {
+    let body: ValidateBody = json_body(&body)?;
     match body.kind.as_deref() {
         None | Some("graphspec" | "gap") => {}
         Some(other) => {
-            return Err(Problem::new(
-                StatusCode::BAD_REQUEST,
+            return Err(bad_request(
                 "validate.kind",
                 format!("unknown document kind {other:?}: graphspec or gap"),
             ));
@@ -203,11 +242,25 @@ pub(super) async fn validate(
     Ok(Json(report.to_json()).into_response())
 }
 
-pub(super) async fn templates() -> Response {
+/// The built-in templates.
+#[utoipa::path(
+    get, path = "/api/v1/templates", tag = "documents",
+    responses((status = 200, description = "every built-in template", body = Vec<Object>)),
+)]
+pub async fn templates() -> Response {
     Json(trellis_runtime::templates()).into_response()
 }
 
-pub(super) async fn template(Path(name): Path<String>) -> Result<Response, Problem> {
+/// One built-in template with its graph document.
+#[utoipa::path(
+    get, path = "/api/v1/templates/{name}", tag = "documents",
+    params(("name" = String, Path, description = "template name")),
+    responses(
+        (status = 200, description = "the template and its `graph`", body = Object),
+        (status = 404, body = ProblemDoc),
+    ),
+)]
+pub async fn template(Path(name): Path<String>) -> Result<Response, Problem> {
     let template = trellis_runtime::template(&name).ok_or_else(|| {
         Problem::new(
             StatusCode::NOT_FOUND,

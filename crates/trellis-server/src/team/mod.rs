@@ -1,36 +1,32 @@
-//! The team server's API (`trellis serve`): submit, list, status, watch and logs as SSE,
-//! force-stop and resume, over one shared [`Runtime`]; every route is described by the OpenAPI
-//! document of [`openapi`]. Access (bearer tokens) is the [`crate::AccessPolicy`] the server was
-//! started with, applied by [`crate::app`] in front of this router.
+//! The team server (`trellis serve`): the one run API of [`crate::api`] plus submission
+//! ([`runs`]), behind bearer tokens, with the OpenAPI document of [`crate::openapi`] beside it.
+//! Every other route is the same code the web UI's server mounts.
 
-mod events;
-pub mod openapi;
-mod runs;
-mod workspaces;
+pub(crate) mod runs;
+pub(crate) mod workspaces;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::StatusCode;
-use axum::routing::{get, post};
-use trellis_runtime::{Runtime, RuntimeError, StartMode};
+use axum::routing::post;
+use trellis_runtime::{Runtime, StartMode};
 
 use crate::access::AccessPolicy;
+use crate::api::{self, ApiState};
 use crate::bearer::BearerTokens;
-use crate::problem::Problem;
 use crate::streams::StreamSlots;
 
-pub use openapi::{OPENAPI_PATH, openapi_document, openapi_router};
+pub use crate::api::problem_of;
+pub use crate::openapi::{OPENAPI_PATH, openapi_document, openapi_router};
+pub use runs::{MAX_KEY_BYTES, PlanChoice, SubmitAnswer, SubmitRequest, TemplateChoice};
 pub use workspaces::{WorkspaceError, WorkspaceRoot};
 
-/// What the team routes share.
+/// What the team routes share: the run API's state and where submitted runs work.
 #[derive(Clone)]
 pub struct TeamState {
-    runtime: Arc<Runtime>,
+    api: ApiState,
     workspaces: Arc<WorkspaceRoot>,
-    start: StartMode,
-    streams: StreamSlots,
 }
 
 impl TeamState {
@@ -44,26 +40,19 @@ impl TeamState {
         max_streams: usize,
     ) -> Result<Self, WorkspaceError> {
         Ok(Self {
-            runtime,
+            api: ApiState::new(runtime, StreamSlots::new(max_streams)).with_start(start),
             workspaces: Arc::new(WorkspaceRoot::open(workspaces)?),
-            start,
-            streams: StreamSlots::new(max_streams),
         })
     }
 }
 
-/// The team API, to be nested under `/api/v1` by [`crate::app`].
+/// The team API, to be nested under `/api/v1` by [`crate::app`]: the run API's routes, and
+/// `POST /runs` beside its `GET`.
 pub fn router(state: TeamState) -> Router {
-    Router::new()
-        .route("/runs", get(runs::list).post(runs::submit))
-        .route("/runs/{run}", get(runs::status))
-        .route("/runs/{run}/graph", get(runs::graph))
-        .route("/runs/{run}/executions/{execution}", get(runs::execution))
-        .route("/runs/{run}/watch", get(events::watch))
-        .route("/runs/{run}/logs", get(events::logs))
-        .route("/runs/{run}/force-stop", post(runs::force_stop))
-        .route("/runs/{run}/resume", post(runs::resume))
-        .with_state(state)
+    let submission = Router::new()
+        .route("/runs", post(runs::submit))
+        .with_state(state.clone());
+    api::routes(state.api).merge(submission)
 }
 
 /// The whole team server: the team API under `/api/v1` behind bearer-token access, and the
@@ -71,61 +60,4 @@ pub fn router(state: TeamState) -> Router {
 /// readable without a token: it describes the API and holds no run data).
 pub fn app(state: TeamState, tokens: BearerTokens) -> Router {
     crate::app(router(state), AccessPolicy::Bearer(tokens)).merge(openapi_router())
-}
-
-/// Runs a blocking runtime call off the async workers.
-async fn blocking<T: Send + 'static>(
-    call: impl FnOnce() -> Result<T, RuntimeError> + Send + 'static,
-) -> Result<T, Problem> {
-    match tokio::task::spawn_blocking(call).await {
-        Ok(result) => result.map_err(|error| problem_of(&error)),
-        Err(_) => Err(Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "runtime.internal",
-            "the request's worker thread failed",
-        )),
-    }
-}
-
-/// The problem answer of a runtime error: its stable code, its message (never a secret value)
-/// and, for a rejected graph, its diagnostics.
-pub fn problem_of(error: &RuntimeError) -> Problem {
-    let code = error.code();
-    let status = status_of(code);
-    let problem = Problem::new(status, code, error.to_string());
-    match error {
-        RuntimeError::Admission(trellis_runtime::AdmissionError::Rejected {
-            diagnostics, ..
-        }) => match serde_json::to_value(diagnostics) {
-            Ok(diagnostics) => problem.with_details(serde_json::json!({
-                "diagnostics": diagnostics
-            })),
-            Err(_) => problem,
-        },
-        _ => problem,
-    }
-}
-
-fn status_of(code: &str) -> StatusCode {
-    match code {
-        "run.not_found" | "run.unknown_execution" => StatusCode::NOT_FOUND,
-        "run.invalid_id" | "cursor.invalid" | "cursor.ahead" | "cursor.stale" => {
-            StatusCode::BAD_REQUEST
-        }
-        "submission.conflict"
-        | "submission.key_in_use"
-        | "run.still_active"
-        | "run.nothing_to_resume"
-        | "run.already_resumed"
-        | "run.workspace_busy" => StatusCode::CONFLICT,
-        "ledger.busy" | "ledger.unavailable" => StatusCode::SERVICE_UNAVAILABLE,
-        "run.not_submittable" | "run.preflight" => StatusCode::UNPROCESSABLE_ENTITY,
-        code if code.starts_with("admission.") => match code {
-            "admission.verifier_internal" | "admission.stored_submission" => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-            _ => StatusCode::UNPROCESSABLE_ENTITY,
-        },
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
 }

@@ -1,0 +1,92 @@
+//! The two control actions: force-stop a run now, and resume a failed one in a successor.
+//! Their body is empty or an empty JSON object (the route names the run); anything else is
+//! refused, so a client that sends options this server does not know hears so.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use trellis_runtime::ResumeOptions;
+use utoipa::ToSchema;
+
+use super::{ApiState, blocking, json_body, run_id};
+use crate::openapi::{ProblemDoc, RunStatusDoc};
+use crate::problem::Problem;
+
+/// What a submission or resumption did: `created: true` for a new run, `false` when the key
+/// (or the resumed run) already named it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitAnswer {
+    pub run_id: String,
+    pub created: bool,
+}
+
+/// The body of a control action: nothing, or `{}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoOptions {}
+
+fn no_options(body: &Bytes) -> Result<(), Problem> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    json_body::<NoOptions>(body).map(|NoOptions {}| ())
+}
+
+/// Stops a run now: its workers are killed and it ends `failed/force_stopped`; a finished run
+/// is answered as it is.
+#[utoipa::path(
+    post, path = "/api/v1/runs/{run}/force-stop", tag = "control",
+    params(("run" = String, Path, description = "run id")),
+    responses(
+        (status = 200, body = RunStatusDoc),
+        (status = 400, description = "a body other than `{}`", body = ProblemDoc),
+        (status = 404, body = ProblemDoc),
+    ),
+)]
+pub async fn force_stop(
+    State(state): State<ApiState>,
+    Path(run): Path<String>,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    let run = run_id(&run)?;
+    no_options(&body)?;
+    let runtime = Arc::clone(&state.runtime);
+    Ok(Json(blocking(move || runtime.force_stop(&run)).await?).into_response())
+}
+
+/// Continues a failed run in a successor that reuses every settled outcome.
+#[utoipa::path(
+    post, path = "/api/v1/runs/{run}/resume", tag = "control",
+    params(("run" = String, Path, description = "run id")),
+    responses(
+        (status = 201, body = SubmitAnswer),
+        (status = 400, description = "a body other than `{}`", body = ProblemDoc),
+        (status = 404, body = ProblemDoc),
+        (status = 409, description = "still active, succeeded or already resumed", body = ProblemDoc),
+    ),
+)]
+pub async fn resume(
+    State(state): State<ApiState>,
+    Path(run): Path<String>,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    let run = run_id(&run)?;
+    no_options(&body)?;
+    let runtime = Arc::clone(&state.runtime);
+    let options = ResumeOptions {
+        start: state.start,
+        ..ResumeOptions::default()
+    };
+    let receipt = blocking(move || runtime.resume(&run, options)).await?;
+    let answer = SubmitAnswer {
+        run_id: receipt.run_id.as_str().to_owned(),
+        created: receipt.created,
+    };
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
