@@ -417,3 +417,94 @@ fn a_killed_and_resumed_chain_never_repeats_settled_work_and_matches_an_uninterr
 fn a_killed_and_resumed_loop_and_map_never_repeat_settled_work_and_match_an_uninterrupted_run() {
     never_repeats_settled_work(&loop_and_map_scenario(), "loop then map");
 }
+
+/// chain1..=chain5 in sequence on `v`; the run succeeds with `{v}`.
+fn five_step_scenario() -> Scenario {
+    let state = record(&[("v", integer(), true)]);
+    let done = succeed(
+        "done",
+        record(&[("v", integer(), true)]),
+        &[("v", state_path(&["v"]))],
+    );
+    Scenario {
+        graph: graph(
+            state.clone(),
+            seq("root", &state, vec![sequence(1, 5, &state, done)], &[]),
+        ),
+        input: json!({"v": 3}),
+        executions: 5,
+    }
+}
+
+/// How often `node` ran, from the worker's `calls.log`.
+fn runs_of(counts: &BTreeMap<String, usize>, node: &str) -> usize {
+    let prefix = format!("[\"{node}\",");
+    counts
+        .iter()
+        .filter(|(call, _)| call.starts_with(&prefix))
+        .map(|(_, ran)| ran)
+        .sum()
+}
+
+/// The deterministic kill point of the merged commit: the controller dies right after the one
+/// transaction that holds chain2's outcome and chain3's dispatch, before chain3's worker starts
+/// (the test hook `TRELLIS_TEST_DIE_AFTER_STEP_COMMIT`). The dispatch is in the ledger, so the
+/// loss is seen and named; chain3 never ran, so its `runtime_lost` crash is not reused and the
+/// resumed run runs it exactly once, while chain1 and chain2 never run again.
+#[test]
+fn a_controller_dying_between_a_step_commit_and_the_spawn_loses_and_repeats_no_dispatch() {
+    let scenario = five_step_scenario();
+    let expected = uninterrupted_output(&scenario);
+    let sandbox = Sandbox::new();
+    let mut args = run_args(&sandbox, &scenario);
+    args.push("--detach".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Step commit 1 settles chain1 and dispatches chain2; step commit 2 dispatches chain3.
+    let receipt = sandbox
+        .trellis_with_env(&args, &[("TRELLIS_TEST_DIE_AFTER_STEP_COMMIT", "2")])
+        .success()
+        .json();
+    let run = receipt["runId"].as_str().expect("runId").to_owned();
+    let terminal = sandbox.wait_finished(&run);
+    assert_eq!(
+        terminal,
+        json!({"status": "failed", "reason": "runtime_lost"}),
+        "{}",
+        sandbox.status(&run)
+    );
+
+    let runtime = sandbox.runtime();
+    let run_id = parse_run_id(&run).expect("run id");
+    let status = runtime.status(&run_id).expect("status");
+    let nodes: Vec<(&str, bool)> = status
+        .executions
+        .iter()
+        .map(|e| (e.node.as_str(), e.settled_by.is_none()))
+        .collect();
+    // chain1 and chain2 settled by their workers; chain3 dispatched (durably) and settled by
+    // the loss; nothing after it was dispatched.
+    assert_eq!(
+        nodes,
+        [("chain1", true), ("chain2", true), ("chain3", false)],
+        "{status:?}"
+    );
+    let counts = call_counts(&sandbox);
+    assert_eq!(runs_of(&counts, "chain1"), 1, "{counts:?}");
+    assert_eq!(runs_of(&counts, "chain2"), 1, "{counts:?}");
+    assert_eq!(runs_of(&counts, "chain3"), 0, "never started: {counts:?}");
+
+    let resumed = sandbox
+        .trellis(&["resume", &run, "--detach", "--json"])
+        .success()
+        .json();
+    let successor = resumed["runId"].as_str().expect("runId").to_owned();
+    let result = sandbox.wait_finished(&successor);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert_eq!(result["output"], expected);
+    let counts = call_counts(&sandbox);
+    assert_eq!(counts.len() as u64, scenario.executions, "{counts:?}");
+    assert!(
+        counts.values().all(|&ran| ran == 1),
+        "every call ran exactly once: {counts:?}"
+    );
+}

@@ -259,6 +259,16 @@ pub trait RunStore: Send + Sync {
     /// event rejects the whole batch. Log messages are sanitized on the way in.
     fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError>;
 
+    /// Like `append`, for what a running execution reports about itself (its process group,
+    /// log lines, token usage): facts that cannot outlive the machine, because the process
+    /// they describe does not survive a power loss either. A backend may commit them without
+    /// waiting for the disk, provided a later `append` that does wait makes them durable too
+    /// (a commit log written in order: SQLite's WAL). Nothing may be started on the strength
+    /// of such a commit. The default is `append`.
+    fn append_progress(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
+        self.append(run_id, events)
+    }
+
     /// Like `append`, but only if the run is still at `expected`; otherwise
     /// [`LedgerError::StaleCursor`]. For writers that decided on a state they read earlier.
     fn append_at(

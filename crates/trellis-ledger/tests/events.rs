@@ -471,4 +471,36 @@ backend_tests! {
             .unwrap();
         assert!(after_first.is_empty());
     }
+
+    fn progress_appends_are_validated_and_ordered_like_any_other(ledger) {
+        // What a running execution reports (its process group, its lines) may be committed
+        // without waiting for the disk, but it is the same append: numbered in turn with the
+        // durable ones, folded into the snapshot, refused whole when invalid.
+        let (store, run) = running(ledger);
+        store.append(&run, &[started(1, "a")]).unwrap();
+        let progress = [
+            RunEvent::WorkerProcess { execution: 1, process_group: 4242 },
+            RunEvent::log(Some(1), LogStream::Output, "working", 1),
+        ];
+        assert_eq!(store.append_progress(&run, &progress).unwrap().sequence(), 4);
+        let before = store.snapshot(&run).unwrap();
+        assert_eq!(before.executions[&1].process_group, Some(4242));
+        let unknown = [RunEvent::log(Some(9), LogStream::Output, "who?", 2)];
+        assert!(matches!(
+            store.append_progress(&run, &unknown),
+            Err(LedgerError::InvalidEvent { index: 0, .. })
+        ));
+        assert_eq!(store.snapshot(&run).unwrap(), before);
+        assert_eq!(store.append(&run, &[completed(1)]).unwrap().sequence(), 5);
+        let sequences: Vec<u64> = store
+            .events_after(&run, Cursor::START, 100, EventFilter::All)
+            .unwrap()
+            .iter()
+            .map(|e| e.cursor.sequence())
+            .collect();
+        assert_eq!(sequences, [1, 2, 3, 4, 5]);
+        // Another store on the same ledger reads what the progress append stored.
+        let other = ledger.open();
+        assert_eq!(other.snapshot(&run).unwrap(), store.snapshot(&run).unwrap());
+    }
 }

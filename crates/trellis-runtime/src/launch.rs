@@ -29,7 +29,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Environment variables a controller keeps besides the plan's connection names (four say
 /// where the forge is and how patiently delivery waits on it, the last two whether executions
 /// go to worker hosts and how long the controller's lease row lives).
-const CONTROLLER_ENV: [&str; 14] = [
+const CONTROLLER_ENV: [&str; 15] = [
     "PATH",
     "HOME",
     "LANG",
@@ -42,6 +42,8 @@ const CONTROLLER_ENV: [&str; 14] = [
     "GITHUB_SERVER_URL",
     "TRELLIS_DELIVERY_POLL_MS",
     "TRELLIS_DELIVERY_WAIT_S",
+    // The kill-point tests' hook (supervisor/record.rs); never set otherwise.
+    "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT",
     crate::distributed::DISPATCH_ENV,
     crate::distributed::CONTROLLER_LEASE_ENV,
 ];

@@ -71,6 +71,7 @@ pub struct SqliteStore {
     session: Mutex<Session>,
     path: Option<PathBuf>,
     busy_timeout: Duration,
+    durability: Durability,
 }
 
 /// The connection and what its last append left, guarded together.
@@ -159,6 +160,7 @@ impl SqliteStore {
             session: Mutex::new(Session { conn, recent: None }),
             path,
             busy_timeout: options.busy_timeout,
+            durability: options.durability,
         })
     }
 
@@ -243,6 +245,23 @@ impl RunStore for SqliteStore {
         })
     }
 
+    /// Committed at `synchronous = NORMAL`: the WAL is written but not flushed, so the commit
+    /// survives the controller's death, and the next `FULL` commit's flush of the same WAL
+    /// makes it durable along with everything before it.
+    fn append_progress(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
+        if self.durability == Durability::Normal {
+            return self.append(run_id, events);
+        }
+        self.with_session(|session| {
+            set_synchronous(&session.conn, "NORMAL")?;
+            let appended =
+                append::append(&mut session.conn, &mut session.recent, run_id, None, events);
+            // Restored whatever happened: every other commit waits for the disk again.
+            set_synchronous(&session.conn, "FULL")?;
+            appended
+        })
+    }
+
     fn append_at(
         &self,
         run_id: &RunId,
@@ -279,6 +298,11 @@ impl RunStore for SqliteStore {
     fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
         self.with_session(|session| runs::run_contains_bytes(&mut session.conn, run_id, needle))
     }
+}
+
+fn set_synchronous(conn: &Connection, level: &str) -> Result<(), LedgerError> {
+    conn.pragma_update(None, "synchronous", level)
+        .map_err(storage_error)
 }
 
 /// Puts the database in WAL mode. On a new file the switch fails at once with `SQLITE_BUSY`
@@ -331,5 +355,49 @@ pub(crate) fn storage_error(error: rusqlite::Error) -> LedgerError {
         _ => LedgerError::Internal {
             detail: "unexpected SQLite interface failure".to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LogStream, NewRun, RunKind};
+
+    /// SQLite's number for the connection's `synchronous` setting (2 = FULL, 1 = NORMAL).
+    fn synchronous(store: &SqliteStore) -> i64 {
+        store
+            .lock()
+            .conn
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_progress_append_leaves_every_other_commit_waiting_for_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("ledger.sqlite3")).unwrap();
+        let run = RunId::new("run-1").unwrap();
+        let new = NewRun::new(
+            run.clone(),
+            "key",
+            "t",
+            RunKind::Graphspec,
+            serde_json::json!({}),
+        );
+        store.create_or_get(new).unwrap();
+        assert_eq!(synchronous(&store), 2);
+        store.append(&run, &[RunEvent::RunStarted {}]).unwrap();
+        let line = RunEvent::log(None, LogStream::Output, "hello", 1);
+        store.append_progress(&run, &[line]).unwrap();
+        assert_eq!(synchronous(&store), 2, "FULL again after a progress append");
+        // A refused progress batch restores it too.
+        let unknown = RunEvent::log(Some(7), LogStream::Output, "who?", 2);
+        assert!(store.append_progress(&run, &[unknown]).is_err());
+        assert_eq!(
+            synchronous(&store),
+            2,
+            "FULL again after a refused progress append"
+        );
+        assert_eq!(store.latest_cursor(&run).unwrap().sequence(), 2);
     }
 }

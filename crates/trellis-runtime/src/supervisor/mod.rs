@@ -119,6 +119,8 @@ pub struct Supervisor {
     log_budgets: HashMap<u64, LogBudget>,
     /// Checkpoints and verifier copies, when the run has a git workspace.
     workspace: Option<RunWorkspace>,
+    /// Step commits left before the test hook [`record::DIE_AFTER_STEP_COMMIT_ENV`] aborts.
+    step_commits_until_death: Option<u64>,
 }
 
 pub(crate) fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
@@ -207,17 +209,8 @@ impl Supervisor {
             events_rx,
             log_budgets: HashMap::new(),
             workspace: None,
+            step_commits_until_death: record::step_commits_until_death(),
         })
-    }
-
-    fn append(&mut self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
-        let last = self.ctx.store.append(&self.ctx.run_id, events)?.sequence();
-        // When something else was appended in between, its events still need reading.
-        if last != self.known_sequence + events.len() as u64 {
-            self.external_unread = true;
-        }
-        self.known_sequence = last;
-        Ok(last)
     }
 
     /// Runs until the run is terminal.

@@ -21,6 +21,18 @@ pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: Stri
     }
 }
 
+/// Test hook, read by the controller: with `N`, it aborts right after its `N`-th step commit
+/// (outcomes together with the dispatches they lead to), before starting any of those workers.
+/// The kill-point tests use it to pin that a death between that commit and the spawn neither
+/// loses nor repeats a dispatch. Unset (always, outside those tests), it costs nothing.
+pub(crate) const DIE_AFTER_STEP_COMMIT_ENV: &str = "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT";
+
+pub(super) fn step_commits_until_death() -> Option<u64> {
+    std::env::var(DIE_AFTER_STEP_COMMIT_ENV)
+        .ok()
+        .and_then(|text| text.parse().ok())
+}
+
 /// The warning that part of an execution's output was dropped, if any was.
 fn dropped_record(execution: u64, budget: &LogBudget) -> Option<RunEvent> {
     let note = budget.dropped_note()?;
@@ -32,6 +44,34 @@ fn dropped_record(execution: u64, budget: &LogBudget) -> Option<RunEvent> {
 }
 
 impl Supervisor {
+    /// Appends events whose commit waits for the disk (dispatches, outcomes, voids, the end).
+    pub(super) fn append(&mut self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
+        let last = self.ctx.store.append(&self.ctx.run_id, events)?.sequence();
+        Ok(self.appended(events, last))
+    }
+
+    /// Appends what running executions report about themselves (processes, log lines, token
+    /// usage), which the ledger may commit without waiting for the disk: the next dispatch or
+    /// outcome commit waits for it along with its own events.
+    pub(super) fn append_progress(&mut self, events: &[RunEvent]) -> Result<u64, RuntimeError> {
+        let last = self
+            .ctx
+            .store
+            .append_progress(&self.ctx.run_id, events)?
+            .sequence();
+        Ok(self.appended(events, last))
+    }
+
+    /// Notes the run's sequence after one of our appends.
+    fn appended(&mut self, events: &[RunEvent], last: u64) -> u64 {
+        // When something else was appended in between, its events still need reading.
+        if last != self.known_sequence + events.len() as u64 {
+            self.external_unread = true;
+        }
+        self.known_sequence = last;
+        last
+    }
+
     /// Waits for an outcome, harness events, a stop signal, or the poll interval.
     pub(super) async fn wait_for_progress(&mut self) -> Result<(), RuntimeError> {
         tokio::select! {
@@ -146,7 +186,7 @@ impl Supervisor {
             });
         }
         if !events.is_empty() {
-            self.append(&events)?;
+            self.append_progress(&events)?;
         }
         Ok(())
     }
@@ -207,7 +247,10 @@ impl Supervisor {
         }
         if let Some(dispatches) = self.dispatches_only()? {
             match self.record_dispatches(&mut events, &dispatches) {
-                Ok(()) => return self.launch(dispatches),
+                Ok(()) => {
+                    self.die_if_the_test_hook_says_so();
+                    return self.launch(dispatches);
+                }
                 // The ledger refuses new dispatches once a force-stop is requested; the
                 // outcomes alone are still recorded below, and the loop then stops the run.
                 Err(RuntimeError::Ledger(_)) => {
@@ -219,6 +262,16 @@ impl Supervisor {
         }
         self.append(&events)?;
         Ok(())
+    }
+
+    fn die_if_the_test_hook_says_so(&mut self) {
+        if let Some(left) = &mut self.step_commits_until_death {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                eprintln!("{DIE_AFTER_STEP_COMMIT_ENV}: aborting after the step commit");
+                std::process::abort();
+            }
+        }
     }
 
     /// The next decision when it is nothing but dispatches and the budget allows them; voids,
