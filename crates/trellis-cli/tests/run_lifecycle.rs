@@ -431,7 +431,8 @@ fn interrupting_a_foreground_run_only_detaches_from_it() {
         &json!({"value": 1}),
         &uniform_worker_plan(&[]),
     );
-    let follower = sandbox.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let follower =
+        sandbox.spawn_interruptible(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let (worker, grandchild) = sandbox.worker_pids("blockWork");
     send_signal(follower.child.id(), support::Signal::SIGINT);
     let output = support::finish(follower, support::COMMAND_TIMEOUT, &args);

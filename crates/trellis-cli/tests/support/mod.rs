@@ -153,7 +153,12 @@ impl Sandbox {
 
     /// A `trellis` command with this sandbox's state directory, run from the workspace.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(TRELLIS);
+        self.command_of(TRELLIS, args)
+    }
+
+    /// `program ARGS` with this sandbox's state directory, run from the workspace.
+    fn command_of(&self, program: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(program);
         command
             .args(args)
             .current_dir(&self.workspace)
@@ -187,6 +192,15 @@ impl Sandbox {
         let mut command = self.command(args);
         command.envs(env.iter().copied());
         self.start(command)
+    }
+
+    /// Like [`Sandbox::spawn`], with Ctrl-C (SIGINT) at its default action in the child, as
+    /// in a terminal: a shell that started the tests in the background may have left SIGINT
+    /// ignored, and an ignored disposition survives `exec` (coreutils' `env` resets it).
+    pub fn spawn_interruptible(&self, args: &[&str]) -> Running {
+        let mut through_env = vec!["--default-signal=INT", TRELLIS];
+        through_env.extend_from_slice(args);
+        self.start(self.command_of("env", &through_env))
     }
 
     fn start(&self, command: Command) -> Running {
