@@ -8,12 +8,12 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 
 use serde_json::{Value, json};
 use support::Sandbox;
+use support::serve::{Server, served_workspaces};
 
 const TOKEN: &str = "trellis_remote_source_token_7a6b5c4d";
 const CANARY: &str = "canary-source-secret-91f3e2";
@@ -57,65 +57,6 @@ fn client_checkout(sandbox: &Sandbox) -> PathBuf {
     git(work, &["remote", "add", "origin", origin_text]);
     git(work, &["push", "-q", "-u", "origin", "main"]);
     origin
-}
-
-/// One `trellis serve` on loopback and where it listens.
-struct Server {
-    child: Child,
-    base: String,
-    output: std::thread::JoinHandle<String>,
-}
-
-impl Server {
-    fn start(sandbox: &Sandbox, ledger: Option<&str>) -> Self {
-        let workspaces = served(sandbox);
-        let mut args = vec![
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--token-env",
-            "TEAM_TOKEN",
-            "--workspaces",
-            workspaces.to_str().expect("UTF-8 path"),
-        ];
-        if let Some(ledger) = ledger {
-            args.extend(["--ledger", ledger]);
-        }
-        let mut command = sandbox.command(&args);
-        command.env("TEAM_TOKEN", TOKEN);
-        let mut child = command.spawn().expect("start trellis serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines
-            .next()
-            .and_then(Result::ok)
-            .expect("trellis serve says where it listens");
-        let listening: Value = serde_json::from_str(&first).expect("a JSON line");
-        let address = listening["listening"].as_str().expect("address").to_owned();
-        let output = std::thread::spawn(move || {
-            let mut text = lines.map_while(Result::ok).collect::<Vec<_>>().join("\n");
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut rest);
-            text.push_str(&rest);
-            text
-        });
-        Self {
-            child,
-            base: format!("http://{address}"),
-            output,
-        }
-    }
-
-    fn kill(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.output.join().expect("output reader")
-    }
-}
-
-fn served(sandbox: &Sandbox) -> PathBuf {
-    sandbox.home.with_file_name("served")
 }
 
 /// Runs `trellis ARGS` with the targets file naming `base` as `team`.
@@ -173,7 +114,7 @@ fn remote_run_end_to_end(ledger: Option<&str>) {
     let origin = client_checkout(&sandbox);
     let work = sandbox.workspace.clone();
     let head_before = git(&work, &["rev-parse", "HEAD"]);
-    let server = Server::start(&sandbox, ledger);
+    let server = Server::start(&sandbox, TOKEN, ledger, &[], &[]);
 
     let out = with_target(&sandbox, &server.base, &GREETING_RUN).success();
     let lines = out.ndjson();
@@ -207,7 +148,7 @@ fn remote_run_end_to_end(ledger: Option<&str>) {
     assert!(!work.join("greeting.txt").exists());
 
     // The server worked in a checkout of its own, on the source branch, `origin` the source.
-    let checkouts: Vec<PathBuf> = std::fs::read_dir(served(&sandbox))
+    let checkouts: Vec<PathBuf> = std::fs::read_dir(served_workspaces(&sandbox))
         .expect("served workspaces")
         .filter_map(Result::ok)
         .map(|entry| entry.path())
@@ -307,7 +248,7 @@ async fn the_server_refuses_sources_it_cannot_check_out() {
     let sandbox = Sandbox::new();
     let origin = client_checkout(&sandbox);
     let revision = git(&sandbox.workspace, &["rev-parse", "HEAD"]);
-    let server = Server::start(&sandbox, None);
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
     let client = reqwest::Client::new();
     let submit = |source: Value| {
         let client = client.clone();

@@ -6,79 +6,27 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::Child;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::graph::{doubling_graph, integer, null, record, seq, step, succeed, unless_failed};
+use support::serve::{Server, served_workspaces};
 use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan};
 
 const TOKEN: &str = "trellis_serve_canary_5e4d3c2b1a09f8e7";
 
-/// One `trellis serve` process and where it listens.
-struct Server {
-    child: Child,
-    base: String,
-    output: std::thread::JoinHandle<String>,
+/// `trellis serve` with this file's token, which it must name (never print) in its first line.
+fn start(sandbox: &Sandbox, ledger: Option<&str>) -> Server {
+    let server = Server::start(sandbox, TOKEN, ledger, &[], &[]);
+    assert_eq!(server.listening["tokens"], json!(["env:TEAM_TOKEN"]));
+    server
 }
 
-impl Server {
-    fn start(sandbox: &Sandbox, ledger: Option<&str>) -> Self {
-        let workspaces = served_workspaces(sandbox);
-        let mut args = vec![
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--token-env",
-            "TEAM_TOKEN",
-            "--workspaces",
-            workspaces.to_str().expect("UTF-8 path"),
-        ];
-        if let Some(ledger) = ledger {
-            args.extend(["--ledger", ledger]);
-        }
-        let mut command = sandbox.command(&args);
-        command.env("TEAM_TOKEN", TOKEN);
-        let mut child = command.spawn().expect("start trellis serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines
-            .next()
-            .and_then(Result::ok)
-            .expect("trellis serve says where it listens");
-        let listening: Value = serde_json::from_str(&first).expect("a JSON line");
-        let address = listening["listening"].as_str().expect("address").to_owned();
-        assert_eq!(listening["tokens"], json!(["env:TEAM_TOKEN"]));
-        let output = std::thread::spawn(move || {
-            let mut text = lines.map_while(Result::ok).collect::<Vec<_>>().join("\n");
-            let mut stderr = BufReader::new(stderr);
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
-            text.push_str(&rest);
-            text
-        });
-        Self {
-            child,
-            base: format!("http://{address}"),
-            output,
-        }
-    }
-
-    /// Kills the server (SIGKILL) and returns everything it printed.
-    fn kill(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let text = self.output.join().expect("output reader");
-        assert!(!text.contains(TOKEN), "the server printed its token");
-        text
-    }
-}
-
-fn served_workspaces(sandbox: &Sandbox) -> PathBuf {
-    sandbox.home.with_file_name("served")
+/// Kills the server and returns what it printed, which never holds its token.
+fn stop(server: Server) -> String {
+    let text = server.kill();
+    assert!(!text.contains(TOKEN), "the server printed its token");
+    text
 }
 
 fn client() -> reqwest::Client {
@@ -232,11 +180,11 @@ async fn submit_watch_and_compare(sandbox: &Sandbox, server: &Server, ledger: Op
     );
     // The run's controller was a child of the server: once it ended, the server reaped it.
     let deadline = std::time::Instant::now() + STATE_TIMEOUT;
-    while !children_of(server.child.id()).is_empty() {
+    while !children_of(server.pid()).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the server keeps finished children: {:?}",
-            children_of(server.child.id())
+            children_of(server.pid())
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -270,9 +218,9 @@ async fn submit_watch_and_compare(sandbox: &Sandbox, server: &Server, ledger: Op
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_submitted_over_http_runs_and_is_observed_by_everyone() {
     let sandbox = Sandbox::new();
-    let server = Server::start(&sandbox, None);
+    let server = start(&sandbox, None);
     submit_watch_and_compare(&sandbox, &server, None).await;
-    server.kill();
+    stop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,15 +237,15 @@ async fn the_same_over_a_postgresql_ledger() {
         schema.name()
     );
     let sandbox = Sandbox::new();
-    let server = Server::start(&sandbox, Some(&ledger));
+    let server = start(&sandbox, Some(&ledger));
     submit_watch_and_compare(&sandbox, &server, Some(&ledger)).await;
-    server.kill();
+    stop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_are_stopped_and_resumed_over_http() {
     let sandbox = Sandbox::new();
-    let server = Server::start(&sandbox, None);
+    let server = start(&sandbox, None);
     let body = json!({
         "submissionKey": "serve-slow",
         "graph": one_step("slow"),
@@ -351,13 +299,13 @@ async fn runs_are_stopped_and_resumed_over_http() {
     )
     .await;
     wait_phase(&server, &successor, "finished").await;
-    server.kill();
+    stop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_carry_on_when_the_server_is_killed_and_started_again() {
     let sandbox = Sandbox::new();
-    let server = Server::start(&sandbox, None);
+    let server = start(&sandbox, None);
     let body = json!({
         "submissionKey": "serve-pause",
         "graph": one_step("pause"),
@@ -366,9 +314,9 @@ async fn runs_carry_on_when_the_server_is_killed_and_started_again() {
     });
     let run = submit(&server, body).await;
     wait_phase(&server, &run, "running").await;
-    server.kill();
+    stop(server);
 
-    let server = Server::start(&sandbox, None);
+    let server = start(&sandbox, None);
     let updates = watch_to_end(&server, &run).await;
     let last = updates.last().expect("updates");
     assert_eq!(last["status"]["terminalResult"]["status"], "succeeded");
@@ -380,13 +328,13 @@ async fn runs_carry_on_when_the_server_is_killed_and_started_again() {
         .flat_map(|text| text.lines().map(str::to_owned).collect::<Vec<_>>())
         .collect();
     assert_eq!(invocations, ["pause"]);
-    server.kill();
+    stop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_runs_and_observes_through_a_named_target() {
     let sandbox = Sandbox::new();
-    let server = Server::start(&sandbox, None);
+    let server = start(&sandbox, None);
     let targets = sandbox.home.with_file_name("targets.json");
     let targets = targets.to_str().expect("UTF-8 path").to_owned();
     let env = [("TRELLIS_TARGETS", targets.as_str()), ("TEAM_TOKEN", TOKEN)];
@@ -469,5 +417,5 @@ async fn the_cli_runs_and_observes_through_a_named_target() {
 
     cli(&["target", "remove", "team"]).success();
     assert_eq!(cli(&["--target", "team", "list"]).code, Some(1));
-    server.kill();
+    stop(server);
 }

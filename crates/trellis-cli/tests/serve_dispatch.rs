@@ -5,58 +5,31 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::graph::doubling_graph;
+use support::serve::Server;
 use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan};
 
 const TOKEN: &str = "trellis_dispatch_token_3c2b1a";
 
-struct Host {
-    child: Child,
-}
+/// A `trellis worker` process, killed when the test is done with it.
+struct KilledOnDrop(Child);
 
-impl Drop for Host {
+impl Drop for KilledOnDrop {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
-/// Starts `trellis serve` with `extra` arguments and `env`; answers its base URL.
-fn serve(sandbox: &Sandbox, extra: &[&str], env: &[(&str, &str)]) -> (Host, String) {
-    let workspaces = sandbox.home.with_file_name("served");
-    let mut args = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--token-env",
-        "TEAM_TOKEN",
-        "--workspaces",
-        workspaces.to_str().expect("UTF-8 path"),
-    ];
-    args.extend(extra);
-    let mut command = sandbox.command(&args);
-    command
-        .env("TEAM_TOKEN", TOKEN)
-        .env_remove("TRELLIS_DISPATCH")
-        .envs(env.iter().copied());
-    let mut child = command.spawn().expect("start trellis serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let first = BufReader::new(stdout)
-        .lines()
-        .next()
-        .and_then(Result::ok)
-        .expect("trellis serve says where it listens");
-    let listening: Value = serde_json::from_str(&first).expect("a JSON line");
-    let base = format!(
-        "http://{}",
-        listening["listening"].as_str().expect("address")
-    );
-    (Host { child }, base)
+/// Starts `trellis serve` with `extra` arguments and `env`; answers it and its base URL.
+fn serve(sandbox: &Sandbox, extra: &[&str], env: &[(&str, &str)]) -> (Server, String) {
+    let server = Server::start(sandbox, TOKEN, None, extra, env);
+    let base = server.base.clone();
+    (server, base)
 }
 
 fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
@@ -177,7 +150,7 @@ fn on_postgresql_the_flag_decides_where_executions_run() {
         .command(&["worker", "--ledger", &ledger, "--poll-ms", "50"])
         .spawn()
         .expect("start trellis worker");
-    let worker = Host { child: worker };
+    let worker = KilledOnDrop(worker);
     let result = result_within(&base, &run, STATE_TIMEOUT).expect("the worker ran it");
     assert_eq!(
         result,

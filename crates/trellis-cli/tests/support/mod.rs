@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod graph;
+pub mod serve;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
