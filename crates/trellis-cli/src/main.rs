@@ -194,16 +194,10 @@ fn remote_command(
         Command::Watch(args) => cmd::remote::watch(remote, args),
         Command::Logs(args) => cmd::remote::logs(remote, args),
         Command::ForceStop(args) => cmd::remote::force_stop(remote, &args.run),
-        Command::Resume(args) if args.from_checkpoint.is_some() => anyhow::bail!(
-            "`--from-checkpoint` restores files on the run's own host; run it there, without `--target`"
-        ),
-        Command::Resume(args) => cmd::remote::resume(remote, &args.run, args.detach),
-        Command::Serve(_)
-        | Command::Worker(_)
-        | Command::Ui(_)
-        | Command::Controller { .. }
-        | Command::Checkpoints(_)
-        | Command::DiscardWorkspace(_) => {
+        Command::Resume(args) => cmd::remote::resume(remote, args),
+        Command::Checkpoints(args) => cmd::remote::checkpoints(remote, args),
+        Command::DiscardWorkspace(args) => cmd::remote::discard_workspace(remote, &args.run),
+        Command::Serve(_) | Command::Worker(_) | Command::Ui(_) | Command::Controller { .. } => {
             anyhow::bail!("`--target` names a team server; this command runs only locally")
         }
         other => local_command(other, ledger),

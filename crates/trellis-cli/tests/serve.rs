@@ -390,6 +390,25 @@ async fn the_cli_runs_and_observes_through_a_named_target() {
     assert_eq!(list["runs"][0]["runId"], run.as_str());
     let logs = cli(&["--target", "team", "logs", &run]).success().ndjson();
     assert!(logs.iter().all(|line| line["runId"] == run.as_str()) && !logs.is_empty());
+    // The run's workspace commands act on the server's host: no checkpoints outside git, no
+    // worktree kept, and a succeeded run is not resumed even from a checkpoint.
+    let checkpoints = cli(&["--target", "team", "checkpoints", &run])
+        .success()
+        .json();
+    assert_eq!(checkpoints, json!({"runId": run, "checkpoints": []}));
+    let discard = cli(&["--target", "team", "discard-workspace", &run]);
+    assert_eq!(discard.code, Some(1));
+    assert!(
+        discard.stderr.contains("run.no_retained_workspace"),
+        "{}",
+        discard.stderr
+    );
+    let resume = cli(&["--target", "team", "resume", &run, "--from-checkpoint", "1"]);
+    assert!(
+        resume.stderr.contains("run.nothing_to_resume"),
+        "{}",
+        resume.stderr
+    );
 
     // A problem from the server is an error naming its code; a missing token is refused early.
     let missing = cli(&[

@@ -54,7 +54,9 @@ pub use admission::{
     InputSource, PlanSource, WorstCase, admit,
 };
 pub use cause::{CauseNode, RunCause};
-pub use checkpoints::api::{CheckpointInfo, CheckpointPage, DiscardedWorkspace, RetainedWorkspace};
+pub use checkpoints::api::{
+    CheckpointInfo, CheckpointPage, DiscardedWorkspace, MAX_CHECKPOINTS_PER_PAGE, RetainedWorkspace,
+};
 pub use distributed::worker::{WorkerOptions, WorkerReport};
 pub use distributed::{CONTROLLER_LEASE_ENV, DISPATCH_ENV, DispatchMode};
 pub use doctor::{CheckState, DoctorCheck, DoctorReport, doctor};

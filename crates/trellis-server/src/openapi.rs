@@ -14,7 +14,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{OpenApi as Document, RefOr};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use crate::api::control::SubmitAnswer;
+use crate::api::control::{ResumeBody, SubmitAnswer};
 use crate::api::reads::{RunList, ValidateBody};
 use crate::team::workspaces::SourceChoice;
 use crate::team::{PlanChoice, SubmitRequest, TemplateChoice};
@@ -195,6 +195,31 @@ const LOG_FIELDS: &[(&str, Field, bool)] = &[
     ("atMs", Field::Integer, true),
 ];
 
+const CHECKPOINT_PAGE_FIELDS: &[(&str, Field, bool)] = &[
+    ("runId", Field::Text, true),
+    ("checkpoints", Field::Components("CheckpointInfo"), true),
+    ("nextAfter", Field::Integer, false),
+];
+
+const CHECKPOINT_FIELDS: &[(&str, Field, bool)] = &[
+    ("id", Field::Integer, true),
+    // `{kind: "node" | "group", name}`: what the checkpoint was taken before.
+    ("before", Field::Object, true),
+    ("takenAtMs", Field::Integer, true),
+    ("filesChanged", Field::Integer, true),
+    ("bytesChanged", Field::Integer, true),
+    ("commit", Field::Text, true),
+    ("tree", Field::Text, true),
+    ("reference", Field::Text, true),
+    ("nextExecution", Field::Integer, true),
+];
+
+const DISCARDED_FIELDS: &[(&str, Field, bool)] = &[
+    ("runId", Field::Text, true),
+    ("path", Field::Text, true),
+    ("removed", Field::Boolean, true),
+];
+
 const PROBLEM_FIELDS: &[(&str, Field, bool)] = &[
     ("code", Field::Text, true),
     ("message", Field::Text, true),
@@ -288,6 +313,24 @@ documented!(
     [LOG_FIELDS]
 );
 documented!(
+    CheckpointPageDoc,
+    "CheckpointPage",
+    "One page of a run's checkpoints, oldest first; `nextAfter` asks for the next.",
+    [CHECKPOINT_PAGE_FIELDS]
+);
+documented!(
+    CheckpointInfoDoc,
+    "CheckpointInfo",
+    "One checkpoint: a commit of the workspace in a private ref, and the executions settled before it.",
+    [CHECKPOINT_FIELDS]
+);
+documented!(
+    DiscardedWorkspaceDoc,
+    "DiscardedWorkspace",
+    "The worktree a run kept, and whether it was removed now.",
+    [DISCARDED_FIELDS]
+);
+documented!(
     ProblemDoc,
     "Problem",
     "Every error answer: a stable `code`, a message for people, optional details.",
@@ -322,6 +365,8 @@ impl Modify for BearerSecurity {
         crate::api::reads::execution,
         crate::api::control::force_stop,
         crate::api::control::resume,
+        crate::api::workspace::checkpoints,
+        crate::api::workspace::discard_workspace,
         crate::api::events::watch,
         crate::api::events::logs,
         crate::api::events::run_changes,
@@ -333,7 +378,7 @@ impl Modify for BearerSecurity {
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList, ValidateBody,
         RunSummaryDoc, RunStatusDoc, ExecutionSummaryDoc, ExecutionDetailDoc, TokenUsageDoc,
         PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
-        ProblemDoc,
+        ProblemDoc, CheckpointPageDoc, CheckpointInfoDoc, DiscardedWorkspaceDoc, ResumeBody,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),

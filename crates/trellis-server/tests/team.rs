@@ -450,6 +450,8 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
         ("/api/v1/runs/{run}/logs", "get"),
         ("/api/v1/runs/{run}/force-stop", "post"),
         ("/api/v1/runs/{run}/resume", "post"),
+        ("/api/v1/runs/{run}/checkpoints", "get"),
+        ("/api/v1/runs/{run}/discard-workspace", "post"),
         ("/api/v1/runs/events", "get"),
         ("/api/v1/validate", "post"),
         ("/api/v1/templates", "get"),
@@ -486,6 +488,9 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
         .await
         .json();
     let problem = get(&server, "/api/v1/runs/-nope").await.json();
+    let checkpoints = get(&server, &format!("/api/v1/runs/{run}/checkpoints"))
+        .await
+        .json();
     let watch = get(&server, &format!("/api/v1/runs/{run}/watch")).await;
     let update = sse_events(&watch.text)
         .into_iter()
@@ -504,6 +509,7 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
         ("WatchStatus", &update["status"]),
         ("WatchCounts", &update["counts"]),
         ("Problem", &problem),
+        ("CheckpointPage", &checkpoints),
     ];
     for (name, value) in checks {
         let (undeclared, missing) = schema_mismatch(&document, name, value);
@@ -547,4 +553,42 @@ async fn the_team_server_mounts_the_same_routes_as_the_web_ui() {
     assert_eq!(succeeded["runs"][0]["runId"], json!(run));
     let failed = get(&server, "/api/v1/runs?status=failed").await.json();
     assert_eq!(failed["runs"], json!([]));
+}
+
+#[tokio::test]
+async fn checkpoints_discarding_and_resume_options_are_routes_too() {
+    let server = server();
+    let run = post(&server, "/api/v1/runs", submission("key-w", 2))
+        .await
+        .json()["runId"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    // The run worked in place in a directory outside git: no checkpoints, no worktree kept.
+    let page = get(&server, &format!("/api/v1/runs/{run}/checkpoints?limit=5")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    assert_eq!(page.json(), json!({"runId": run, "checkpoints": []}));
+    let unknown = get(
+        &server,
+        "/api/v1/runs/01a23456-0000-7000-8000-000000000000/checkpoints",
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.text);
+    let discard = post(
+        &server,
+        &format!("/api/v1/runs/{run}/discard-workspace"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(discard.status, StatusCode::CONFLICT, "{}", discard.text);
+    assert_eq!(discard.json()["code"], "run.no_retained_workspace");
+
+    // Resume reads its own options and refuses any other field.
+    let path = format!("/api/v1/runs/{run}/resume");
+    let unknown_option = post(&server, &path, json!({"fromCheckpiont": 1})).await;
+    assert_eq!(unknown_option.status, StatusCode::BAD_REQUEST);
+    assert_eq!(unknown_option.json()["code"], "request.invalid");
+    let succeeded = post(&server, &path, json!({"fromCheckpoint": 1, "force": true})).await;
+    assert_eq!(succeeded.status, StatusCode::CONFLICT, "{}", succeeded.text);
+    assert_eq!(succeeded.json()["code"], "run.nothing_to_resume");
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
+use crate::cmd::control::{CheckpointsArgs, ResumeArgs};
 use crate::cmd::observe::{FollowArgs, ListArgs, StatusArgs, WatchArgs};
 use crate::cmd::run::RunArgs;
 use crate::cmd::target::Target;
@@ -277,17 +278,46 @@ pub fn force_stop(remote: &Remote, run: &str) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-pub fn resume(remote: &Remote, run: &str, detach: bool) -> anyhow::Result<u8> {
+/// The run's checkpoints on the server's host, as the server answers them (JSON).
+pub fn checkpoints(remote: &Remote, args: &CheckpointsArgs) -> anyhow::Result<u8> {
+    let run = path_segment(&args.run)?;
+    let mut path = format!("/runs/{run}/checkpoints?limit={}", args.limit.clamp(1, 100));
+    if let Some(after) = args.after {
+        path.push_str(&format!("&after={after}"));
+    }
+    outln!("{}", remote.call(reqwest::Method::GET, &path, None)?);
+    Ok(0)
+}
+
+/// Removes the worktree a finished run kept on the server's host.
+pub fn discard_workspace(remote: &Remote, run: &str) -> anyhow::Result<u8> {
     let run = path_segment(run)?;
+    let path = format!("/runs/{run}/discard-workspace");
+    outln!(
+        "{}",
+        remote.call(reqwest::Method::POST, &path, Some(json!({})))?
+    );
+    Ok(0)
+}
+
+pub fn resume(remote: &Remote, args: &ResumeArgs) -> anyhow::Result<u8> {
+    let run = path_segment(&args.run)?;
     let path = format!("/runs/{run}/resume");
-    let receipt = remote.call(reqwest::Method::POST, &path, Some(json!({})))?;
+    let mut options = json!({});
+    if let Some(checkpoint) = args.from_checkpoint {
+        options["fromCheckpoint"] = json!(checkpoint);
+    }
+    if args.force {
+        options["force"] = json!(true);
+    }
+    let receipt = remote.call(reqwest::Method::POST, &path, Some(options))?;
     outln!("{receipt}");
     std::io::stdout().flush()?;
     let successor = receipt["runId"]
         .as_str()
         .ok_or_else(|| anyhow!("the server's receipt has no runId"))?
         .to_owned();
-    if detach {
+    if args.detach {
         return Ok(0);
     }
     follow(remote, &successor)

@@ -1,6 +1,7 @@
 //! The two control actions: force-stop a run now, and resume a failed one in a successor.
-//! Their body is empty or an empty JSON object (the route names the run); anything else is
-//! refused, so a client that sends options this server does not know hears so.
+//! Force-stop takes no options and resume only its own (`fromCheckpoint`, `force`): the body
+//! is empty or a JSON object, and an unknown field is refused, so a client that sends options
+//! this server does not know hears so.
 
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ pub struct SubmitAnswer {
 #[serde(deny_unknown_fields)]
 struct NoOptions {}
 
-fn no_options(body: &Bytes) -> Result<(), Problem> {
+pub(super) fn no_options(body: &Bytes) -> Result<(), Problem> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
@@ -60,15 +61,31 @@ pub async fn force_stop(
     Ok(Json(blocking(move || runtime.force_stop(&run)).await?).into_response())
 }
 
-/// Continues a failed run in a successor that reuses every settled outcome.
+/// The options of a resumption (an empty body is `{}`).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumeBody {
+    /// Restore this checkpoint's files (`GET …/checkpoints`) and start from its graph
+    /// position; without it the latest checkpoint is restored only when the workspace no
+    /// longer matches the run's last state.
+    pub from_checkpoint: Option<u32>,
+    /// Restore even when the workspace changed after the run ended (the replaced state is
+    /// kept under `refs/trellis/saved/`).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// Continues a failed run in a successor that reuses every settled outcome (those settled
+/// before the checkpoint, when resumed from one).
 #[utoipa::path(
     post, path = "/api/v1/runs/{run}/resume", tag = "control",
     params(("run" = String, Path, description = "run id")),
+    request_body(content = Option<ResumeBody>),
     responses(
         (status = 201, body = SubmitAnswer),
-        (status = 400, description = "a body other than `{}`", body = ProblemDoc),
-        (status = 404, body = ProblemDoc),
-        (status = 409, description = "still active, succeeded or already resumed", body = ProblemDoc),
+        (status = 400, description = "a body that is not resume options", body = ProblemDoc),
+        (status = 404, description = "no such run or checkpoint", body = ProblemDoc),
+        (status = 409, description = "still active, succeeded or already resumed; the workspace changed since the run ended (pass `force`)", body = ProblemDoc),
     ),
 )]
 pub async fn resume(
@@ -77,11 +94,16 @@ pub async fn resume(
     body: Bytes,
 ) -> Result<Response, Problem> {
     let run = run_id(&run)?;
-    no_options(&body)?;
+    let choice = if body.iter().all(u8::is_ascii_whitespace) {
+        ResumeBody::default()
+    } else {
+        json_body::<ResumeBody>(&body)?
+    };
     let runtime = Arc::clone(&state.runtime);
     let options = ResumeOptions {
         start: state.start,
-        ..ResumeOptions::default()
+        from_checkpoint: choice.from_checkpoint,
+        force: choice.force,
     };
     let receipt = blocking(move || runtime.resume(&run, options)).await?;
     let answer = SubmitAnswer {

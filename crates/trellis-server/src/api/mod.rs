@@ -8,6 +8,7 @@
 pub(crate) mod control;
 pub(crate) mod events;
 pub(crate) mod reads;
+pub(crate) mod workspace;
 
 use std::sync::Arc;
 
@@ -60,6 +61,11 @@ pub fn routes(state: ApiState) -> Router {
         .route("/runs/{run}/executions/{execution}", get(reads::execution))
         .route("/runs/{run}/force-stop", post(control::force_stop))
         .route("/runs/{run}/resume", post(control::resume))
+        .route("/runs/{run}/checkpoints", get(workspace::checkpoints))
+        .route(
+            "/runs/{run}/discard-workspace",
+            post(workspace::discard_workspace),
+        )
         .route("/validate", post(reads::validate))
         .route("/templates", get(reads::templates))
         .route("/templates/{name}", get(reads::template))
@@ -119,7 +125,9 @@ pub fn problem_of(error: &RuntimeError) -> Problem {
 
 fn status_of(code: &str) -> StatusCode {
     match code {
-        "run.not_found" | "run.unknown_execution" => StatusCode::NOT_FOUND,
+        "run.not_found" | "run.unknown_execution" | "run.unknown_checkpoint" => {
+            StatusCode::NOT_FOUND
+        }
         "run.invalid_id" | "cursor.invalid" | "cursor.ahead" | "cursor.stale" => {
             StatusCode::BAD_REQUEST
         }
@@ -128,7 +136,10 @@ fn status_of(code: &str) -> StatusCode {
         | "run.still_active"
         | "run.nothing_to_resume"
         | "run.already_resumed"
-        | "run.workspace_busy" => StatusCode::CONFLICT,
+        | "run.workspace_busy"
+        | "run.workspace_changed"
+        | "run.no_checkpoints"
+        | "run.no_retained_workspace" => StatusCode::CONFLICT,
         "ledger.busy" | "ledger.unavailable" => StatusCode::SERVICE_UNAVAILABLE,
         "run.not_submittable" | "run.preflight" => StatusCode::UNPROCESSABLE_ENTITY,
         code if code.starts_with("admission.") => match code {
