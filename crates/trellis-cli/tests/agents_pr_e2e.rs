@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use trellis_testkit::cli::{AgentClis, DEFAULT_CLAUDE_MODEL, DEFAULT_CODEX_MODEL};
+use trellis_testkit::git::git;
 use trellis_testkit::github::{Action, FakeGitHub};
 use trellis_testkit::{Api, Block, Conversation, ModelServer, Script, Turn, Usage};
 
@@ -74,20 +75,6 @@ fn session(cli: Cli, node: &str, shell: Option<&str>, reply: Block) -> Conversat
             .turn(Turn::reply(vec![Block::shell(command)]).with_usage(Usage::new(120, 30)));
     }
     conversation.turn(Turn::reply(vec![reply]).with_usage(Usage::new(200, 40)))
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// A repository whose `origin` names github.com and pushes to a local bare repository.

@@ -5,11 +5,12 @@
 //! delivery waits is resumed without a second pull request, and every preparation failure is a
 //! one-line error before any worker starts.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use trellis_testkit::git::git;
 use trellis_testkit::github::{Action, FakeGitHub};
 
 const TOKEN: &str = "ghp_canary_forge_delivery_7f3a";
@@ -17,24 +18,6 @@ const REPO: &str = "acme/widgets";
 const REMOTE_URL: &str = "https://github.com/acme/widgets.git";
 const TASK: &str = "Write a friendly greeting to greeting.txt";
 const WAIT: Duration = Duration::from_secs(150);
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/offline")

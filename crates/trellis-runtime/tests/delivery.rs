@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -13,24 +12,7 @@ use trellis_agents::{
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerErrorCode, WorkerOutcome};
 use trellis_runtime::testing::{GitDelivery, read_source, run_branch};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use trellis_testkit::git::git;
 
 fn deliver_contract() -> NodeContract {
     let text = trellis_runtime::template("software-change")

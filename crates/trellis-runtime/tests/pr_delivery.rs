@@ -4,8 +4,7 @@
 //! conflicts as their own verdicts, and a token that never reaches an outcome or a log line.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -17,30 +16,13 @@ use trellis_agents::{
 };
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerOutcome, WorkerRef};
 use trellis_runtime::testing::{ForgeSettings, GitDelivery, SourceRevision, read_source};
+use trellis_testkit::git::git;
 use trellis_testkit::github::{Action, FakeGitHub};
 
 const TOKEN: &str = "ghp_canary_pr_delivery_0b9e";
 const REPO: &str = "acme/widgets";
 const REMOTE_URL: &str = "https://github.com/acme/widgets.git";
 const RUN: &str = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 fn contract() -> NodeContract {
     let text = trellis_runtime::template("software-change")

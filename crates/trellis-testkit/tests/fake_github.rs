@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
+use trellis_testkit::git::git;
 use trellis_testkit::github::{Auth, FakeGitHub};
 
 const TOKEN: &str = "ghs_canary_7d1f0a";
@@ -443,24 +444,6 @@ fn the_binary_serves_a_seed_and_takes_actions_while_running() {
             "/repos/acme/app/issues/1/comments"
         ]
     );
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 #[test]
