@@ -83,11 +83,7 @@ fn the_same_on_a_postgresql_ledger() {
         Err(message) => panic!("{message}"),
     };
     let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let ledger = format!(
-        "{url}{separator}options=-c%20search_path%3D{}",
-        schema.name()
-    );
+    let ledger = schema.location_url();
     remote_run_end_to_end(Some(&ledger));
 }
 

@@ -231,11 +231,7 @@ async fn the_same_over_a_postgresql_ledger() {
         Err(message) => panic!("{message}"),
     };
     let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let ledger = format!(
-        "{url}{separator}options=-c%20search_path%3D{}",
-        schema.name()
-    );
+    let ledger = schema.location_url();
     let sandbox = Sandbox::new();
     let server = start(&sandbox, Some(&ledger));
     submit_watch_and_compare(&sandbox, &server, Some(&ledger)).await;

@@ -117,11 +117,7 @@ fn on_postgresql_the_flag_decides_where_executions_run() {
         Err(message) => panic!("{message}"),
     };
     let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let ledger = format!(
-        "{url}{separator}options=-c%20search_path%3D{}",
-        schema.name()
-    );
+    let ledger = schema.location_url();
     let sandbox = Sandbox::new();
 
     // `--dispatch local` wins over an environment asking for the queue: no worker needed.

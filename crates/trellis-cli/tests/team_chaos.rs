@@ -258,11 +258,7 @@ fn check_run(store: &dyn RunStore, run: &RunId) -> Damage {
 
 fn one_seed(url: &str, seed: u64, runs: u64) -> Vec<Damage> {
     let schema = TestSchema::create(url).expect("schema");
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let ledger = format!(
-        "{url}{separator}options=-c%20search_path%3D{}",
-        schema.name()
-    );
+    let ledger = schema.location_url();
     let root = tempfile::Builder::new()
         .prefix("trellis-chaos-")
         .tempdir()

@@ -107,6 +107,16 @@ pub mod postgres {
             &self.url
         }
 
+        /// A ledger location URL that names this schema through libpq's standard `options`
+        /// parameter (what `--ledger` / `TRELLIS_LEDGER` take for a child process).
+        pub fn location_url(&self) -> String {
+            let separator = if self.url.contains('?') { '&' } else { '?' };
+            format!(
+                "{}{separator}options=-c%20search_path%3D{}",
+                self.url, self.name
+            )
+        }
+
         /// Leaves the schema in place when this is dropped (for a child process's view).
         pub fn keep(mut self) {
             self.owner = None;

@@ -146,11 +146,7 @@ fn unreachable_servers_and_wrong_passwords_are_clear_errors_without_the_password
 fn a_location_url_may_name_its_schema_through_the_standard_options_parameter() {
     let Some(url) = server() else { return };
     let schema = TestSchema::create(&url).unwrap();
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let with_path = format!(
-        "{url}{separator}options=-c%20search_path%3D{}",
-        schema.name()
-    );
+    let with_path = schema.location_url();
     let location = LedgerLocation::parse(&with_path).unwrap();
     assert!(!location.to_string().contains(&url_password(&url)));
     let store = location.open().unwrap();
