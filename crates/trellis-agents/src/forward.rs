@@ -94,12 +94,13 @@ impl ProcessObserver for LogForwarder {
     }
 
     fn line(&mut self, stream: Stream, line: &str) {
-        let stream = match stream {
-            Stream::Stdout if !self.forward_stdout => return,
-            Stream::Stdout => LogStream::Output,
-            Stream::Stderr => LogStream::Error,
-        };
-        self.emit(stream, line);
+        match stream {
+            Stream::Stdout if !self.forward_stdout => {}
+            Stream::Stdout => self.emit(LogStream::Output, line),
+            // Programs write progress and diagnostics to stderr as a matter of course (git,
+            // cargo, test runners): worth a look, not an error until the outcome says so.
+            Stream::Stderr => self.emit_at(LogStream::Error, LogLevel::Warn, line),
+        }
     }
 
     fn silent(&mut self, quiet_for: Duration) {
@@ -208,6 +209,31 @@ mod tests {
         let second = message(rx.try_recv().unwrap());
         assert!(!second.contains("straddling"), "{second}");
         assert!(second.starts_with(&padding));
+    }
+
+    fn stream_and_level(event: HarnessEvent) -> (LogStream, LogLevel) {
+        match event {
+            HarnessEvent::Log { stream, level, .. } => (stream, level),
+            other => panic!("not a log line: {other:?}"),
+        }
+    }
+
+    /// A worker's stderr is kept as its error stream but at warning level (git and test
+    /// runners write progress there); only what Trellis knows to be an error is `error`.
+    #[test]
+    fn stderr_lines_are_warnings_and_known_failures_errors() {
+        let (mut forwarder, mut rx) = forwarder(8, &[]);
+        forwarder.line(Stream::Stderr, "Compiling trellis v0.1.0");
+        forwarder.line(Stream::Stdout, "not forwarded");
+        forwarder.emit_at(LogStream::Error, LogLevel::Error, "model refused");
+        let first = rx.try_recv().unwrap();
+        assert_eq!(stream_and_level(first), (LogStream::Error, LogLevel::Warn));
+        let second = rx.try_recv().unwrap();
+        assert_eq!(
+            stream_and_level(second),
+            (LogStream::Error, LogLevel::Error)
+        );
+        assert!(rx.try_recv().is_err(), "stdout is not forwarded here");
     }
 
     /// Issue 19 #3: events that do not fit the sink wait, in order, instead of being dropped.
