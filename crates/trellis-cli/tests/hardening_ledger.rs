@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use support::graph::doubling_graph;
+use support::serve::Server;
 use support::{CliOutput, Sandbox, TRELLIS, finish, python, uniform_worker_plan};
 
 /// Runs `doubling_graph` to its end in the sandbox's workspace and returns the run id.
@@ -112,6 +113,46 @@ fn list_skips_damaged_runs_with_a_warning_naming_each_and_shows_the_rest() {
     // The damaged run itself is one clear error, never a panic.
     let status = sandbox.trellis(&["status", &runs[1]]);
     assert_one_line_error(&status, &["ledger", "corrupt", &runs[1]]);
+
+    // The HTTP list (team server and web UI) shows the same runs and names those it left out.
+    let token = "hardening-list-token";
+    let server = Server::start(&sandbox, token, None, &[], &[]);
+    let listed: Value = tokio::runtime::Runtime::new()
+        .expect("tokio")
+        .block_on(async {
+            reqwest::Client::new()
+                .get(format!("{}/api/v1/runs", server.base))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("GET /runs")
+                .json()
+                .await
+                .expect("a JSON list")
+        });
+    server.kill();
+    let ids = |key: &str, field: &str| -> Vec<String> {
+        listed[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} in {listed}"))
+            .iter()
+            .map(|run| run[field].as_str().expect("an id").to_owned())
+            .collect()
+    };
+    assert_eq!(ids("runs", "runId"), intact.map(String::as_str), "{listed}");
+    assert_eq!(
+        ids("skipped", "run"),
+        damaged.map(String::as_str),
+        "{listed}"
+    );
+    for skipped in listed["skipped"].as_array().expect("skipped") {
+        assert!(
+            skipped["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("corrupt")),
+            "{listed}"
+        );
+    }
 }
 
 /// The uid the tests give up root for (`nobody`).

@@ -220,6 +220,9 @@ const DISCARDED_FIELDS: &[(&str, Field, bool)] = &[
     ("removed", Field::Boolean, true),
 ];
 
+const SKIPPED_FIELDS: &[(&str, Field, bool)] =
+    &[("run", Field::Text, true), ("reason", Field::Text, true)];
+
 const PROBLEM_FIELDS: &[(&str, Field, bool)] = &[
     ("code", Field::Text, true),
     ("message", Field::Text, true),
@@ -325,6 +328,12 @@ documented!(
     [CHECKPOINT_FIELDS]
 );
 documented!(
+    SkippedRunDoc,
+    "SkippedRun",
+    "A run left out of a listing because its stored rows cannot be read, and why.",
+    [SKIPPED_FIELDS]
+);
+documented!(
     DiscardedWorkspaceDoc,
     "DiscardedWorkspace",
     "The worktree a run kept, and whether it was removed now.",
@@ -379,6 +388,7 @@ impl Modify for BearerSecurity {
         RunSummaryDoc, RunStatusDoc, ExecutionSummaryDoc, ExecutionDetailDoc, TokenUsageDoc,
         PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
         ProblemDoc, CheckpointPageDoc, CheckpointInfoDoc, DiscardedWorkspaceDoc, ResumeBody,
+        SkippedRunDoc,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),

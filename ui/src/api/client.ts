@@ -6,6 +6,7 @@ import type {
   RunGraph,
   RunStatus,
   RunSummary,
+  SkippedRun,
   TemplateDetail,
   TemplateInfo,
   ValidationReport,
@@ -89,10 +90,14 @@ function query(params: Record<string, string | number | undefined>): string {
 }
 
 export const api = {
-  listRuns: async (filter: RunQuery, signal?: AbortSignal): Promise<{ runs: RunSummary[] }> => {
-    const answer = await getJson<{ runs?: unknown[] } | unknown[]>(`/runs${query({ ...filter })}`, signal);
+  listRuns: async (filter: RunQuery, signal?: AbortSignal): Promise<{ runs: RunSummary[]; skipped: SkippedRun[] }> => {
+    const answer = await getJson<{ runs?: unknown[]; skipped?: unknown } | unknown[]>(
+      `/runs${query({ ...filter })}`,
+      signal,
+    );
     const runs = Array.isArray(answer) ? answer : (answer.runs ?? []);
-    return { runs: runs.map(normalize.runSummary) };
+    const skipped = Array.isArray(answer) ? [] : normalize.skippedRuns(answer.skipped);
+    return { runs: runs.map(normalize.runSummary), skipped };
   },
   runStatus: async (runId: string, signal?: AbortSignal): Promise<RunStatus> =>
     normalize.runStatus(await getJson<unknown>(`/runs/${encodeURIComponent(runId)}`, signal)),

@@ -8,6 +8,7 @@ import type {
   LogLine,
   RunStatus,
   RunSummary,
+  SkippedRun,
   TerminalResult,
   TokenTotals,
   ValidationReport,
@@ -234,4 +235,13 @@ export function validationReport(raw: unknown): ValidationReport {
     default:
       return { status: "unparseable", error: str(report.error) ?? JSON.stringify(report).slice(0, 500) };
   }
+}
+
+/** The runs a listing left out (`skipped`: damaged rows), each with its reason. */
+export function skippedRuns(raw: unknown): SkippedRun[] {
+  if (!Array.isArray(raw)) return [];
+  return raw.filter(isObject).map((entry) => ({
+    run: str(entry.run) ?? "?",
+    reason: str(entry.reason) ?? "",
+  }));
 }

@@ -188,6 +188,12 @@ export interface TemplateDetail extends TemplateInfo {
 }
 
 /** The body of an answer that is not 2xx. */
+/** A run a listing left out because its stored rows cannot be read, and why. */
+export interface SkippedRun {
+  run: string;
+  reason: string;
+}
+
 export interface Problem {
   code: string;
   message: string;

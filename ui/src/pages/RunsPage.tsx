@@ -4,7 +4,7 @@ import { useEffect, useMemo, useState } from "react";
 import { api, streamUrls } from "../api/client";
 import { runSummary } from "../api/normalize";
 import { subscribe } from "../api/stream";
-import type { RunSummary } from "../api/types";
+import type { RunSummary, SkippedRun } from "../api/types";
 import { navigate, useNow } from "../app/hooks";
 import { formatCost, formatDuration, formatTime, formatTokens, isLive, statusTone } from "../run/format";
 
@@ -29,6 +29,7 @@ export function RunsPage() {
   const [status, setStatus] = useState("all");
   const [search, setSearch] = useState("");
   const [error, setError] = useState<string | undefined>();
+  const [skipped, setSkipped] = useState<SkippedRun[]>([]);
   const [connected, setConnected] = useState(false);
   const now = useNow(1000);
 
@@ -47,6 +48,7 @@ export function RunsPage() {
             for (const [id, run] of current) if (!next.has(id) && matches(run, status, search)) next.set(id, run);
             return next;
           });
+          setSkipped(answer.skipped);
           setError(undefined);
         })
         .catch((failure: unknown) => {
@@ -104,6 +106,21 @@ export function RunsPage() {
         </span>
       </div>
       {error && <div className="error-box">{error}</div>}
+      {skipped.length > 0 && (
+        <details className="warn-box" data-testid="skipped-runs">
+          <summary>
+            {skipped.length === 1 ? "1 run is" : `${skipped.length} runs are`} left out: the ledger cannot read{" "}
+            {skipped.length === 1 ? "it" : "them"}
+          </summary>
+          <ul>
+            {skipped.map((entry) => (
+              <li key={entry.run}>
+                <code>{entry.run}</code>: {entry.reason}
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
       <table className="runs-table" data-testid="runs-table">
         <thead>
           <tr>

@@ -11,12 +11,15 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use trellis_runtime::{
-    GraphSource, Phase, RunKind, RunListFilter, RunSummary, TerminalResult, ValidateRequest,
+    GraphSource, Phase, RunKind, RunListFilter, RunSummary, SkippedRun, TerminalResult,
+    ValidateRequest,
 };
 use utoipa::{IntoParams, ToSchema};
 
 use super::{ApiState, admission_problem, bad_request, blocking, internal, json_body, run_id};
-use crate::openapi::{ExecutionDetailDoc, ProblemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc};
+use crate::openapi::{
+    ExecutionDetailDoc, ProblemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc, SkippedRunDoc,
+};
 use crate::problem::Problem;
 
 /// Runs a list answers by default, and at most.
@@ -42,11 +45,15 @@ pub struct ListQuery {
     pub after: Option<String>,
 }
 
-/// A page of runs, newest first.
+/// A page of runs, newest first, and the runs left out because their rows are damaged (so a
+/// client can say so instead of silently showing fewer runs).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunList {
     #[schema(value_type = Vec<RunSummaryDoc>)]
     pub runs: Vec<RunSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<SkippedRunDoc>)]
+    pub skipped: Vec<SkippedRun>,
 }
 
 /// A status filter word: a phase, or a finished run's outcome.
@@ -139,11 +146,15 @@ pub async fn list(
             .clamp(1, MAX_LIST_LIMIT),
     };
     let runtime = Arc::clone(&state.runtime);
-    let mut runs = blocking(move || runtime.list(&filter)).await?.runs;
+    let listing = blocking(move || runtime.list(&filter)).await?;
+    let mut runs = listing.runs;
     if let Some(status) = status {
         runs.retain(|run| status.admits(run));
     }
-    Ok(Json(RunList { runs }))
+    Ok(Json(RunList {
+        runs,
+        skipped: listing.skipped,
+    }))
 }
 
 /// One run with every execution.
