@@ -71,6 +71,22 @@ pub enum LedgerError {
     Storage { code: i32 },
     #[error("storage failure (PostgreSQL SQLSTATE {sqlstate})")]
     ServerStorage { sqlstate: String },
+    #[error(
+        "the ledger server is out of disk space (SQLSTATE {sqlstate}): nothing was written; free \
+         space on the server's data volume and try again"
+    )]
+    ServerDiskFull { sqlstate: String },
+    #[error(
+        "the ledger server accepts no writes (SQLSTATE {sqlstate}: a read-only standby, or \
+         default_transaction_read_only is on): point --ledger at the primary, or make the \
+         database writable"
+    )]
+    ServerReadOnly { sqlstate: String },
+    #[error(
+        "the ledger server's user may not use the ledger schema (SQLSTATE {sqlstate}): grant it \
+         USAGE and CREATE on the schema and rights on its tables, or connect as its owner"
+    )]
+    ServerPermission { sqlstate: String },
     #[error("the ledger server is unavailable: {detail}")]
     Unavailable { detail: String },
     #[error("invalid ledger location: {detail}")]
@@ -94,8 +110,9 @@ impl LedgerError {
             Self::CursorAhead { .. } => "cursor.ahead",
             Self::StaleCursor { .. } => "cursor.stale",
             Self::Busy => "ledger.busy",
-            Self::ReadOnly { .. } => "ledger.read_only",
-            Self::DiskFull { .. } => "ledger.disk_full",
+            Self::ReadOnly { .. } | Self::ServerReadOnly { .. } => "ledger.read_only",
+            Self::DiskFull { .. } | Self::ServerDiskFull { .. } => "ledger.disk_full",
+            Self::ServerPermission { .. } => "ledger.permission_denied",
             Self::CannotOpen { .. } => "ledger.cannot_open",
             Self::Io { .. } => "ledger.io",
             Self::Corrupt { .. } => "ledger.corrupt",

@@ -163,6 +163,32 @@ fn a_location_url_may_name_its_schema_through_the_standard_options_parameter() {
     );
 }
 
+/// A server that takes no writes (a standby, or `default_transaction_read_only`) is named as
+/// such with what to do, not as a bare SQLSTATE.
+#[test]
+fn a_read_only_server_says_so_and_what_to_do() {
+    let Some(url) = server() else { return };
+    let schema = TestSchema::create(&url).unwrap();
+    let read_only = format!(
+        "{}%20-c%20default_transaction_read_only%3Don",
+        schema.location_url()
+    );
+    let location = LedgerLocation::parse(&read_only).unwrap();
+    let error = match location.open() {
+        Ok(store) => store
+            .create_or_get(new_run("read-only", "key-read-only", json!({})))
+            .expect_err("a read-only server refuses the write"),
+        Err(error) => error,
+    };
+    assert_eq!(error.code(), "ledger.read_only", "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("accepts no writes") && text.contains("primary"),
+        "{text}"
+    );
+    assert!(!text.contains(&url_password(&url)), "{text}");
+}
+
 fn url_password(url: &str) -> String {
     let rest = url.split_once("://").unwrap().1;
     let user_info = rest.rsplit_once('@').unwrap().0;

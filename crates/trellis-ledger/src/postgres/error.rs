@@ -68,6 +68,31 @@ fn state_error(state: &SqlState) -> LedgerError {
             "the ledger server is not serving requests (SQLSTATE {})",
             state.code()
         )),
+        SqlState::DISK_FULL | SqlState::INSUFFICIENT_RESOURCES => LedgerError::ServerDiskFull {
+            sqlstate: state.code().to_owned(),
+        },
+        SqlState::READ_ONLY_SQL_TRANSACTION => LedgerError::ServerReadOnly {
+            sqlstate: state.code().to_owned(),
+        },
+        SqlState::INSUFFICIENT_PRIVILEGE => LedgerError::ServerPermission {
+            sqlstate: state.code().to_owned(),
+        },
+        SqlState::OUT_OF_MEMORY | SqlState::CONFIGURATION_LIMIT_EXCEEDED => {
+            LedgerError::unavailable(format!(
+                "the ledger server is out of memory or another resource (SQLSTATE {}); try again \
+                 later or raise its limits",
+                state.code()
+            ))
+        }
+        SqlState::DATA_CORRUPTED | SqlState::INDEX_CORRUPTED => LedgerError::corrupt(format!(
+            "the ledger server reports damaged data (SQLSTATE {}); restore the database from a \
+             backup or REINDEX",
+            state.code()
+        )),
+        SqlState::IO_ERROR => LedgerError::unavailable(
+            "the ledger server could not read or write its disk (SQLSTATE 58030); check the \
+             server's storage",
+        ),
         _ => LedgerError::ServerStorage {
             sqlstate: state.code().to_owned(),
         },
@@ -106,4 +131,46 @@ pub(crate) fn violates(error: &tokio_postgres::Error, constraint: &str) -> bool 
             .as_db_error()
             .and_then(|db| db.constraint())
             .is_some_and(|name| name == constraint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a storage failure on the server means, in the same codes the SQLite ledger uses,
+    /// instead of a bare SQLSTATE.
+    #[test]
+    fn server_storage_states_are_named_with_what_to_do() {
+        let cases = [
+            (SqlState::DISK_FULL, "ledger.disk_full", "out of disk space"),
+            (
+                SqlState::READ_ONLY_SQL_TRANSACTION,
+                "ledger.read_only",
+                "no writes",
+            ),
+            (
+                SqlState::INSUFFICIENT_PRIVILEGE,
+                "ledger.permission_denied",
+                "GRANT",
+            ),
+            (
+                SqlState::OUT_OF_MEMORY,
+                "ledger.unavailable",
+                "out of memory",
+            ),
+            (SqlState::DATA_CORRUPTED, "ledger.corrupt", "damaged data"),
+            (SqlState::IO_ERROR, "ledger.unavailable", "disk"),
+        ];
+        for (state, code, phrase) in cases {
+            let error = state_error(&state);
+            assert_eq!(error.code(), code, "{error}");
+            let text = error.to_string();
+            assert!(
+                text.contains(state.code()) && text.to_lowercase().contains(&phrase.to_lowercase()),
+                "{text}"
+            );
+        }
+        let other = state_error(&SqlState::SYNTAX_ERROR);
+        assert_eq!(other.code(), "ledger.storage");
+    }
 }
