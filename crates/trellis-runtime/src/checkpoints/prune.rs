@@ -214,6 +214,12 @@ impl Runtime {
             };
             found.decide(references, &mut report, &mut live, &mut deletions);
         }
+        report.live_runs_skipped = live.into_iter().collect();
+        if !options.dry_run {
+            self.delete_pruned(&repositories, &deletions, &report)?;
+        }
+        // Worktrees last: removing one is the step most likely to be refused (a lease held),
+        // and the references above are gone by then either way.
         for (run_id, path) in worktrees {
             if !options.dry_run {
                 self.discard_workspace(&run_id)?;
@@ -225,10 +231,6 @@ impl Runtime {
                 references: Vec::new(),
                 reason: PruneReason::OlderThan,
             });
-        }
-        report.live_runs_skipped = live.into_iter().collect();
-        if !options.dry_run {
-            self.delete_pruned(&repositories, &deletions, &report)?;
         }
         Ok(report)
     }
