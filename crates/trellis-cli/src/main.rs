@@ -79,6 +79,8 @@ enum Command {
     Checkpoints(cmd::control::CheckpointsArgs),
     /// Remove the worktree a finished `--workspace worktree` run kept.
     DiscardWorkspace(cmd::control::DiscardWorkspaceArgs),
+    /// Remove checkpoints, saved workspace states and worktrees no run will use again.
+    Prune(cmd::prune::PruneArgs),
     /// List or show the built-in graph templates.
     #[command(subcommand)]
     Template(cmd::template::TemplateCommand),
@@ -170,6 +172,7 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::DiscardWorkspace(args) => {
             with_runtime(ledger, |rt| cmd::control::discard_workspace(rt, args))
         }
+        Command::Prune(args) => with_runtime(ledger, |rt| cmd::prune::prune(rt, args)),
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Trace(command) => cmd::trace::run(command),
@@ -197,6 +200,7 @@ fn remote_command(
         Command::Resume(args) => cmd::remote::resume(remote, args),
         Command::Checkpoints(args) => cmd::remote::checkpoints(remote, args),
         Command::DiscardWorkspace(args) => cmd::remote::discard_workspace(remote, &args.run),
+        Command::Prune(args) => cmd::remote::prune(remote, args),
         Command::Serve(_) | Command::Worker(_) | Command::Ui(_) | Command::Controller { .. } => {
             anyhow::bail!("`--target` names a team server; this command runs only locally")
         }

@@ -405,6 +405,21 @@ async fn the_cli_runs_and_observes_through_a_named_target() {
         "{}",
         resume.stderr
     );
+    // Prune runs on the server's host too: nothing there is in git, so nothing goes.
+    let pruned = cli(&[
+        "--target",
+        "team",
+        "prune",
+        "--dry-run",
+        "--older-than",
+        "0s",
+    ])
+    .success()
+    .json();
+    assert_eq!(
+        pruned,
+        json!({"dryRun": true, "olderThanMs": 0, "pruned": [], "liveRunsSkipped": []})
+    );
 
     // A problem from the server is an error naming its code; a missing token is refused early.
     let missing = cli(&[

@@ -57,6 +57,9 @@ pub use cause::{CauseNode, RunCause};
 pub use checkpoints::api::{
     CheckpointInfo, CheckpointPage, DiscardedWorkspace, MAX_CHECKPOINTS_PER_PAGE, RetainedWorkspace,
 };
+pub use checkpoints::prune::{
+    DEFAULT_PRUNE_AGE_MS, PruneOptions, PruneReason, PruneReport, PrunedItem, PrunedKind,
+};
 pub use distributed::worker::{WorkerOptions, WorkerReport};
 pub use distributed::{CONTROLLER_LEASE_ENV, DISPATCH_ENV, DispatchMode};
 pub use doctor::{CheckState, DoctorCheck, DoctorReport, doctor};

@@ -16,6 +16,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use crate::api::control::{ResumeBody, SubmitAnswer};
 use crate::api::reads::{RunList, ValidateBody};
+use crate::api::workspace::PruneBody;
 use crate::team::workspaces::SourceChoice;
 use crate::team::{PlanChoice, SubmitRequest, TemplateChoice};
 
@@ -33,6 +34,7 @@ enum Field {
     /// Any JSON value (documents, inputs, outputs).
     Any,
     Integers,
+    Texts,
     OneOf(&'static [&'static str]),
     Component(&'static str),
     Components(&'static str),
@@ -50,6 +52,9 @@ fn field_schema(field: Field) -> RefOr<Schema> {
         Field::Any => ObjectBuilder::new().into(),
         Field::Integers => ArrayBuilder::new()
             .items(ObjectBuilder::new().schema_type(Type::Integer))
+            .into(),
+        Field::Texts => ArrayBuilder::new()
+            .items(ObjectBuilder::new().schema_type(Type::String))
             .into(),
         Field::OneOf(values) => ObjectBuilder::new()
             .schema_type(Type::String)
@@ -223,6 +228,25 @@ const DISCARDED_FIELDS: &[(&str, Field, bool)] = &[
 const SKIPPED_FIELDS: &[(&str, Field, bool)] =
     &[("run", Field::Text, true), ("reason", Field::Text, true)];
 
+const PRUNE_REPORT_FIELDS: &[(&str, Field, bool)] = &[
+    ("dryRun", Field::Boolean, true),
+    ("olderThanMs", Field::Integer, true),
+    ("pruned", Field::Components("PrunedItem"), true),
+    ("liveRunsSkipped", Field::Texts, true),
+];
+
+const PRUNED_ITEM_FIELDS: &[(&str, Field, bool)] = &[
+    (
+        "kind",
+        Field::OneOf(&["checkpoints", "saved", "worktree"]),
+        true,
+    ),
+    ("runId", Field::Text, true),
+    ("path", Field::Text, true),
+    ("references", Field::Texts, true),
+    ("reason", Field::OneOf(&["superseded", "olderThan"]), true),
+];
+
 const PROBLEM_FIELDS: &[(&str, Field, bool)] = &[
     ("code", Field::Text, true),
     ("message", Field::Text, true),
@@ -340,6 +364,18 @@ documented!(
     [DISCARDED_FIELDS]
 );
 documented!(
+    PruneReportDoc,
+    "PruneReport",
+    "What a prune removed (or, in a dry run, would remove), and the runs left alone because they or a successor are still going.",
+    [PRUNE_REPORT_FIELDS]
+);
+documented!(
+    PrunedItemDoc,
+    "PrunedItem",
+    "One thing pruned: a run's checkpoint references, a saved workspace state, or a failed run's worktree.",
+    [PRUNED_ITEM_FIELDS]
+);
+documented!(
     ProblemDoc,
     "Problem",
     "Every error answer: a stable `code`, a message for people, optional details.",
@@ -376,6 +412,7 @@ impl Modify for BearerSecurity {
         crate::api::control::resume,
         crate::api::workspace::checkpoints,
         crate::api::workspace::discard_workspace,
+        crate::api::workspace::prune,
         crate::api::events::watch,
         crate::api::events::logs,
         crate::api::events::run_changes,
@@ -389,12 +426,14 @@ impl Modify for BearerSecurity {
         PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
         ProblemDoc, CheckpointPageDoc, CheckpointInfoDoc, DiscardedWorkspaceDoc, ResumeBody,
         SkippedRunDoc,
+        PruneBody, PruneReportDoc, PrunedItemDoc,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),
     tags(
         (name = "runs", description = "submit, list and read runs"),
         (name = "control", description = "force-stop and resume"),
+        (name = "workspace", description = "checkpoints, retained worktrees and pruning"),
         (name = "events", description = "Server-Sent Events resumable by cursor"),
         (name = "documents", description = "validate a document; the built-in templates"),
     ),

@@ -452,6 +452,7 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
         ("/api/v1/runs/{run}/resume", "post"),
         ("/api/v1/runs/{run}/checkpoints", "get"),
         ("/api/v1/runs/{run}/discard-workspace", "post"),
+        ("/api/v1/prune", "post"),
         ("/api/v1/runs/events", "get"),
         ("/api/v1/validate", "post"),
         ("/api/v1/templates", "get"),

@@ -11,6 +11,7 @@ mod copy;
 mod error;
 mod fast_commit;
 mod git;
+mod references;
 mod repo;
 pub mod source;
 mod staged;
@@ -22,5 +23,6 @@ pub use checkpoint::{
 pub use copy::{DisposableCopy, force_remove_dir};
 pub use error::WorkspaceError;
 pub use git::{CHECKPOINT_AUTHOR, GIT_TIMEOUT, Git, MAX_GIT_OUTPUT_BYTES};
+pub use references::{SAVED_NAMESPACE, TrellisReference, delete_references, trellis_references};
 pub use repo::{ObjectId, Repository};
 pub use worktree::{add_worktree, remove_worktree, worktree_base};

@@ -1,5 +1,7 @@
 // Calls to the run API: JSON GETs, and the state-changing POSTs that carry the page's token.
 import type {
+  CheckpointPage,
+  DiscardedWorkspace,
   DocumentKind,
   ExecutionDetail,
   Problem,
@@ -74,6 +76,12 @@ async function postJson<T>(path: string, body: unknown): Promise<T> {
   return (await response.json()) as T;
 }
 
+/** The body of `POST /runs/{run}/resume`. */
+export interface ResumeOptions {
+  fromCheckpoint?: number;
+  force?: boolean;
+}
+
 export interface RunQuery {
   status?: string;
   q?: string;
@@ -112,8 +120,15 @@ export const api = {
     ),
   forceStop: async (runId: string): Promise<RunStatus> =>
     normalize.runStatus(await postJson<unknown>(`/runs/${encodeURIComponent(runId)}/force-stop`, {})),
-  resume: (runId: string) =>
-    postJson<{ runId: string }>(`/runs/${encodeURIComponent(runId)}/resume`, {}),
+  /** Resumes a failed run; from a checkpoint (restoring its files) when one is named. */
+  resume: (runId: string, options: ResumeOptions = {}) =>
+    postJson<{ runId: string }>(`/runs/${encodeURIComponent(runId)}/resume`, options),
+  checkpoints: async (runId: string, after?: number, limit?: number, signal?: AbortSignal): Promise<CheckpointPage> =>
+    normalize.checkpointPage(
+      await getJson<unknown>(`/runs/${encodeURIComponent(runId)}/checkpoints${query({ after, limit })}`, signal),
+    ),
+  discardWorkspace: (runId: string) =>
+    postJson<DiscardedWorkspace>(`/runs/${encodeURIComponent(runId)}/discard-workspace`, {}),
   validate: async (document: unknown, kind?: DocumentKind): Promise<ValidationReport> =>
     normalize.validationReport(await postJson<unknown>(`/validate`, kind ? { document, kind } : { document })),
   templates: () => getJson<TemplateInfo[]>(`/templates`),

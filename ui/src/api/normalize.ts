@@ -2,10 +2,14 @@
 // `phase`, log `record`s, diagnostic `relatedNodes`) into the page's own types. Shapes already
 // in the page's form pass through, so the page reads either.
 import type {
+  CauseNode,
+  CheckpointInfo,
+  CheckpointPage,
   Diagnostic,
   ExecutionDetail,
   ExecutionSummary,
   LogLine,
+  RunCause,
   RunStatus,
   RunSummary,
   SkippedRun,
@@ -97,7 +101,59 @@ export function runStatus(raw: unknown): RunStatus {
     cursor: str(run.cursor) ?? str(run.atCursor) ?? "",
     executions: (Array.isArray(run.executions) ? run.executions : []).map(executionSummary),
     result: (run.result as TerminalResult | undefined) ?? result,
+    cause: runCause(run.cause),
+    worktree: isObject(run.worktree) && typeof run.worktree.path === "string"
+      ? { path: run.worktree.path, worktreeOf: str(run.worktree.worktreeOf) ?? "", exists: run.worktree.exists === true }
+      : undefined,
   };
+}
+
+/** A failed run's `cause`, keeping only nodes that name themselves. */
+export function runCause(raw: unknown): RunCause | undefined {
+  if (!isObject(raw) || !Array.isArray(raw.nodes)) return undefined;
+  const nodes: CauseNode[] = raw.nodes.filter(isObject).flatMap((node) => {
+    const name = str(node.node);
+    if (!name) return [];
+    const signals = isObject(node.signals)
+      ? Object.fromEntries(Object.entries(node.signals).filter((entry): entry is [string, string] => typeof entry[1] === "string"))
+      : undefined;
+    return [{
+      node: name,
+      execution: str(node.execution),
+      executionId: num(node.executionId),
+      status: str(node.status) ?? "error",
+      channel: str(node.channel),
+      reason: str(node.reason),
+      signals,
+      diagnostic: str(node.diagnostic),
+      message: str(node.message),
+    }];
+  });
+  return { reason: str(raw.reason) ?? "", nodes };
+}
+
+/** A page of checkpoints, dropping entries without an id. */
+export function checkpointPage(raw: unknown): CheckpointPage {
+  const page = isObject(raw) ? raw : {};
+  const checkpoints: CheckpointInfo[] = (Array.isArray(page.checkpoints) ? page.checkpoints : [])
+    .filter(isObject)
+    .flatMap((entry) => {
+      const id = num(entry.id);
+      if (id === undefined) return [];
+      const before = isObject(entry.before) ? entry.before : {};
+      return [{
+        id,
+        before: { kind: str(before.kind) ?? "node", name: str(before.name) ?? "?" },
+        takenAtMs: num(entry.takenAtMs) ?? 0,
+        filesChanged: num(entry.filesChanged) ?? 0,
+        bytesChanged: num(entry.bytesChanged) ?? 0,
+        commit: str(entry.commit) ?? "",
+        tree: str(entry.tree) ?? "",
+        reference: str(entry.reference) ?? "",
+        nextExecution: num(entry.nextExecution) ?? 0,
+      }];
+    });
+  return { runId: str(page.runId) ?? "", checkpoints, nextAfter: num(page.nextAfter) };
 }
 
 export function executionDetail(raw: unknown): ExecutionDetail {

@@ -61,11 +61,68 @@ export interface ExecutionSummary {
   voidReason?: string;
 }
 
+/** One execution whose outcome led a failed run to its end (`RunCause.nodes`). */
+export interface CauseNode {
+  node: string;
+  execution?: string;
+  executionId?: number;
+  /** `error` or `verifier`. */
+  status: string;
+  /** The error channel (`crash`, `refusal`, `malformed`, `timeout`). */
+  channel?: string;
+  reason?: string;
+  signals?: Record<string, string>;
+  diagnostic?: string;
+  message?: string;
+}
+
+/** Why a finished run failed, for failures the graph routed to. */
+export interface RunCause {
+  reason: string;
+  nodes: CauseNode[];
+}
+
+/** The worktree a `--workspace worktree` run works in. */
+export interface RetainedWorkspace {
+  path: string;
+  worktreeOf: string;
+  exists: boolean;
+}
+
 export interface RunStatus extends RunSummary {
   cursor: string;
   executions: ExecutionSummary[];
   result?: TerminalResult;
-  cause?: Record<string, unknown>;
+  cause?: RunCause;
+  worktree?: RetainedWorkspace;
+}
+
+/** One checkpoint of a run's workspace (`GET /runs/{run}/checkpoints`). */
+export interface CheckpointInfo {
+  id: number;
+  /** What it was taken before: a writing node, or a parallel group holding one. */
+  before: { kind: string; name: string };
+  takenAtMs: number;
+  filesChanged: number;
+  bytesChanged: number;
+  commit: string;
+  tree: string;
+  reference: string;
+  nextExecution: number;
+}
+
+/** One page of a run's checkpoints, oldest first; `nextAfter` asks for the next. */
+export interface CheckpointPage {
+  runId: string;
+  checkpoints: CheckpointInfo[];
+  nextAfter?: number;
+}
+
+/** What `POST /runs/{run}/discard-workspace` did. */
+export interface DiscardedWorkspace {
+  runId: string;
+  path: string;
+  removed: boolean;
 }
 
 export interface WatchCounts {

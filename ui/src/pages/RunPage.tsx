@@ -10,6 +10,8 @@ import { gapModel } from "../graph/gap";
 import { GraphCanvas } from "../graph/GraphCanvas";
 import { graphSpecModel } from "../graph/graphspec";
 import { executables, type GraphModel } from "../graph/model";
+import { causeLines } from "../run/cause";
+import { Checkpoints } from "../run/Checkpoints";
 import { Controls } from "../run/Controls";
 import { formatCost, formatDuration, formatTime, formatTokens, isLive } from "../run/format";
 import { Inspector } from "../run/Inspector";
@@ -45,7 +47,7 @@ export function RunPage({ runId }: { runId: string }) {
   const [connected, setConnected] = useState(false);
   const [selected, setSelected] = useState<string | undefined>();
   const [executionKey, setExecutionKey] = useState<string | undefined>();
-  const [tab, setTab] = useState<"timeline" | "logs">("timeline");
+  const [tab, setTab] = useState<"timeline" | "logs" | "checkpoints">("timeline");
   const [replayState, setReplayState] = useState<ReplayState | undefined>();
   const now = useNow(1000);
 
@@ -84,6 +86,19 @@ export function RunPage({ runId }: { runId: string }) {
       subscription?.close();
     };
   }, [runId]);
+
+  // Read the status again when asked (a discarded worktree) and once a live run has ended, so
+  // the page shows what only the status carries (a failure's classified cause, the successor).
+  const reloadStatus = useCallback(() => {
+    api
+      .runStatus(runId)
+      .then(setStatus)
+      .catch(() => undefined);
+  }, [runId]);
+  const endedLive = Boolean(fold?.status && !isLive(fold.status) && status && isLive(status.status));
+  useEffect(() => {
+    if (endedLive) reloadStatus();
+  }, [endedLive, reloadStatus]);
 
   // Replay: load the whole event history once, then fold any prefix of it.
   const replaySubscription = useRef<{ close: () => void } | undefined>(undefined);
@@ -147,6 +162,8 @@ export function RunPage({ runId }: { runId: string }) {
   const tokens = summed.input + summed.output > reported.input + reported.output ? summed : reported;
   const selectedNode = selected ? model.nodes.get(selected) : undefined;
   const result = shownFold.result;
+  // The classified cause arrives with the status: read again once a live run has failed.
+  const cause = result?.status === "failed" ? causeLines(status.cause) : [];
 
   return (
     <div className="page run-page" data-testid="run-page" data-run-status={runStatus}>
@@ -158,6 +175,13 @@ export function RunPage({ runId }: { runId: string }) {
             <span className="muted" data-testid="run-reason">
               {result.reason}
             </span>
+          )}
+          {cause.length > 0 && (
+            <ul className="run-cause" data-testid="run-cause">
+              {cause.map((line) => (
+                <li key={line}>{line}</li>
+              ))}
+            </ul>
           )}
           {isLive(runStatus) && !replayState && (
             <span className={`live-dot ${connected ? "on" : "off"}`}>{connected ? "live" : "reconnecting"}</span>
@@ -206,7 +230,13 @@ export function RunPage({ runId }: { runId: string }) {
           )}
         </dl>
         <div className="run-actions">
-          <Controls runId={runId} status={runStatus} successor={status.successor} />
+          <Controls
+            runId={runId}
+            status={runStatus}
+            successor={status.successor}
+            worktree={status.worktree}
+            onDiscarded={reloadStatus}
+          />
           {!replayState && (
             <button type="button" onClick={startReplay} data-testid="replay">
               Replay
@@ -254,12 +284,20 @@ export function RunPage({ runId }: { runId: string }) {
           <button type="button" role="tab" aria-selected={tab === "logs"} onClick={() => setTab("logs")}>
             Logs
           </button>
+          <button
+            type="button"
+            role="tab"
+            aria-selected={tab === "checkpoints"}
+            onClick={() => setTab("checkpoints")}
+          >
+            Checkpoints
+          </button>
         </div>
-        {tab === "timeline" ? (
+        {tab === "timeline" && (
           <Timeline views={views} now={ended ?? now} selectedKey={executionKey} onSelect={selectFromTimeline} />
-        ) : (
-          <LogsPane runId={runId} nodes={nodeNames} />
         )}
+        {tab === "logs" && <LogsPane runId={runId} nodes={nodeNames} />}
+        {tab === "checkpoints" && <Checkpoints runId={runId} status={runStatus} successor={status.successor} />}
       </div>
     </div>
   );

@@ -1,11 +1,13 @@
-// Force-stop and resume, each behind a confirmation; the answer is shown in place and the run's
-// status keeps updating live from the watch stream.
+// Force-stop, resume and discarding a failed run's worktree, each behind a confirmation; the
+// answer is shown in place and the run's status keeps updating live from the watch stream.
 import { useState } from "react";
 import { api, ApiError } from "../api/client";
+import type { RetainedWorkspace } from "../api/types";
 import { navigate } from "../app/hooks";
+import { canDiscard } from "./checkpoints";
 import { isLive } from "./format";
 
-type Action = "force-stop" | "resume";
+type Action = "force-stop" | "resume" | "discard-workspace";
 
 const QUESTIONS: Record<Action, { title: string; body: string; confirm: string }> = {
   "force-stop": {
@@ -18,9 +20,23 @@ const QUESTIONS: Record<Action, { title: string; body: string; confirm: string }
     body: "A successor run starts with the same graph, input and plan and reuses every settled outcome.",
     confirm: "Resume",
   },
+  "discard-workspace": {
+    title: "Discard this run's worktree?",
+    body: "The worktree the run worked in is removed with everything in it that was not committed or pushed; a resume can no longer continue there. Its checkpoints stay.",
+    confirm: "Discard workspace",
+  },
 };
 
-export function Controls({ runId, status, successor }: { runId: string; status?: string; successor?: string }) {
+interface Props {
+  runId: string;
+  status?: string;
+  successor?: string;
+  worktree?: RetainedWorkspace;
+  /** Called after the worktree was discarded, so the page can read the run again. */
+  onDiscarded?: () => void;
+}
+
+export function Controls({ runId, status, successor, worktree, onDiscarded }: Props) {
   const [asking, setAsking] = useState<Action | undefined>();
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState<string | undefined>();
@@ -33,6 +49,10 @@ export function Controls({ runId, status, successor }: { runId: string; status?:
       if (action === "force-stop") {
         const answer = await api.forceStop(runId);
         setMessage(`Force-stop requested: ${answer.status}`);
+      } else if (action === "discard-workspace") {
+        const answer = await api.discardWorkspace(runId);
+        setMessage(answer.removed ? `Removed ${answer.path}` : `${answer.path} was already gone`);
+        onDiscarded?.();
       } else {
         const answer = await api.resume(runId);
         setMessage(`Resumed as ${answer.runId}`);
@@ -67,6 +87,18 @@ export function Controls({ runId, status, successor }: { runId: string; status?:
       >
         Resume
       </button>
+      {canDiscard(status, worktree) && (
+        <button
+          type="button"
+          className="danger"
+          disabled={busy}
+          onClick={() => setAsking("discard-workspace")}
+          data-testid="discard-workspace"
+          title={worktree?.path}
+        >
+          Discard workspace
+        </button>
+      )}
       {message && (
         <span className="control-result" data-testid="control-result">
           {message}
@@ -89,7 +121,7 @@ export function Controls({ runId, status, successor }: { runId: string; status?:
               </button>
               <button
                 type="button"
-                className={asking === "force-stop" ? "danger" : "primary"}
+                className={asking === "resume" ? "primary" : "danger"}
                 disabled={busy}
                 data-testid="confirm"
                 onClick={() => void act(asking)}

@@ -7,10 +7,22 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
+/** How a run's workspace is set up. */
+export interface RunSetup {
+  /** The workspace is a git repository with one commit, so the run takes checkpoints. */
+  git?: boolean;
+  /** The worker appends to attempts.txt and fails, so the run fails. */
+  fail?: boolean;
+  /** The run works in a fresh git worktree (`--workspace worktree`), kept when it fails. */
+  worktree?: boolean;
+}
+
 export interface Target {
   url: string;
   /** Starts a software-change run; `hold` binds its worker to a command that never finishes. */
-  startRun: (title: string, hold: boolean) => Promise<string>;
+  startRun: (title: string, hold: boolean, setup?: RunSetup) => Promise<string>;
+  /** The workspace directory a run started by `startRun` works in. */
+  workspaceOf: (runId: string) => string;
   /** The run's `status` object as `trellis status --json` reports it. */
   runStatus: (runId: string) => unknown;
   close: () => Promise<void>;
@@ -29,6 +41,24 @@ const HOLD_PLAN = {
     code: { kind: "command", command: ["python3", "offline/review.py", "code"] },
   },
 };
+
+/** A worker that leaves a trace in the workspace and fails. */
+const FAIL_PLAN = {
+  nodes: {
+    worker: { kind: "command", command: ["/bin/sh", "-c", "cat >/dev/null; echo attempt >> attempts.txt; exit 1"] },
+    acceptance: { kind: "command", command: ["python3", "offline/review.py", "acceptance"] },
+    code: { kind: "command", command: ["python3", "offline/review.py", "code"] },
+  },
+};
+
+/** `git init` and one commit of everything in `dir`. */
+function commitAll(dir: string) {
+  const identity = ["-c", "user.name=t", "-c", "user.email=t@t"];
+  for (const args of [["init", "--quiet"], ["add", "--all"], [...identity, "commit", "--quiet", "-m", "initial"]]) {
+    const done = spawnSync("git", args, { cwd: dir, encoding: "utf8", timeout: 30_000 });
+    if (done.status !== 0) throw new Error(`git ${args.join(" ")} failed: ${done.stderr}`);
+  }
+}
 
 function waitForUrl(child: ChildProcess): Promise<string> {
   return new Promise((resolveUrl, reject) => {
@@ -55,10 +85,16 @@ export async function startTarget(): Promise<Target> {
   const server = spawn(TRELLIS, ["ui", "--listen", "127.0.0.1:0"], { env, stdio: ["ignore", "pipe", "pipe"] });
   const url = await waitForUrl(server);
   let workspaces = 0;
+  const workspaceOf = new Map<string, string>();
 
   return {
     url,
-    startRun: async (title, hold) => {
+    workspaceOf: (runId) => {
+      const workspace = workspaceOf.get(runId);
+      if (!workspace) throw new Error(`no workspace recorded for ${runId}`);
+      return workspace;
+    },
+    startRun: async (title, hold, setup = {}) => {
       workspaces += 1;
       const workspace = join(root, `workspace-${workspaces}`);
       mkdirSync(workspace);
@@ -67,16 +103,22 @@ export async function startTarget(): Promise<Target> {
       if (hold) {
         writeFileSync(join(workspace, "hold-plan.json"), JSON.stringify(HOLD_PLAN));
         plan = "hold-plan.json";
+      } else if (setup.fail) {
+        writeFileSync(join(workspace, "fail-plan.json"), JSON.stringify(FAIL_PLAN));
+        plan = "fail-plan.json";
       }
+      if (setup.git) commitAll(workspace);
       const started = spawnSync(
         TRELLIS,
         ["run", "--detach", "--json", "--template", "software-change", "--task", title, "--title", title,
-          "--runtime-config", plan, "--cwd", workspace],
+          "--runtime-config", plan, "--cwd", workspace, ...(setup.worktree ? ["--workspace", "worktree"] : [])],
         { env, cwd: workspace, encoding: "utf8", timeout: 30_000 },
       );
       if (started.status !== 0) throw new Error(`trellis run failed: ${started.stderr}`);
       const receipt = started.stdout.split("\n")[0] ?? "";
-      return (JSON.parse(receipt) as { runId: string }).runId;
+      const runId = (JSON.parse(receipt) as { runId: string }).runId;
+      workspaceOf.set(runId, workspace);
+      return runId;
     },
     runStatus: (runId) => {
       const shown = spawnSync(TRELLIS, ["status", runId, "--json"], { env, encoding: "utf8", timeout: 30_000 });

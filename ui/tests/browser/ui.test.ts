@@ -1,6 +1,8 @@
-// The browser suite: watch a software-change run live, inspect it, force-stop another, and pin
-// a diagnostic on the validate page, asserting on what the page shows.
-import { mkdirSync, readFileSync } from "node:fs";
+// The browser suite: watch a software-change run live, inspect it, force-stop another, resume a
+// failed one from a checkpoint, and pin a diagnostic on the validate page, asserting on what the
+// page shows.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -189,6 +191,59 @@ describe("trellis ui in Chromium", () => {
     await expect(page.getByTestId("force-stop").isDisabled()).resolves.toBe(true);
     // The ledger agrees with the page: the run ended force_stopped.
     expect(target.runStatus(stopped)).toMatchObject({ phase: "finished", terminalResult: { status: "failed", reason: "force_stopped" } });
+  });
+
+  test("a failed run shows its cause, and resuming from a checkpoint past a changed workspace opens the successor", async () => {
+    const failed = await target.startRun("A change that fails", false, { git: true, fail: true });
+    await expect
+      .poll(() => (target.runStatus(failed) as { phase: string }).phase, { timeout: 60_000 })
+      .toBe("finished");
+    await page.goto(`${target.url}/#/runs/${failed}`);
+    await expect
+      .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 15_000 })
+      .toBe("failed");
+    await expect(page.getByTestId("run-cause").textContent()).resolves.toContain("worker:");
+
+    await page.getByRole("tab", { name: "Checkpoints" }).click();
+    const row = page.locator('[data-testid="checkpoint-row"]').first();
+    await row.waitFor({ timeout: 10_000 });
+    await expect(row.textContent()).resolves.toContain("worker");
+
+    // The user works on after the failure: the server refuses, and the page offers force.
+    writeFileSync(join(target.workspaceOf(failed), "mine.txt"), "the user's own fix\n");
+    await row.getByTestId("resume-from").click();
+    await page.getByRole("dialog").waitFor();
+    await page.getByTestId("confirm-resume-from").click();
+    const problem = page.getByTestId("resume-problem");
+    await problem.waitFor({ timeout: 15_000 });
+    await expect(problem.textContent()).resolves.toContain("run.workspace_changed");
+    await expect(page.getByTestId("confirm-resume-from").isDisabled()).resolves.toBe(true);
+    await page.getByTestId("resume-force").check();
+    await page.screenshot({ path: `${SCREENSHOTS}/checkpoints-force.png` });
+    await page.getByTestId("confirm-resume-from").click();
+
+    // The successor's page, which names the run it resumes.
+    await expect.poll(() => /#\/runs\/([^/?]+)/.exec(page.url())?.[1], { timeout: 15_000 }).not.toBe(failed);
+    await page.locator(`a[href="#/runs/${failed}"]`).waitFor({ timeout: 15_000 });
+    await page.screenshot({ path: `${SCREENSHOTS}/checkpoints-resumed.png` });
+  });
+
+  test("discarding a failed run's worktree removes it after a confirmation", async () => {
+    const failed = await target.startRun("A change in a worktree", false, { git: true, fail: true, worktree: true });
+    await expect
+      .poll(() => (target.runStatus(failed) as { phase: string }).phase, { timeout: 60_000 })
+      .toBe("finished");
+    await page.goto(`${target.url}/#/runs/${failed}`);
+    const discard = page.getByTestId("discard-workspace");
+    await discard.waitFor({ timeout: 15_000 });
+    await discard.click();
+    await page.getByRole("dialog").waitFor();
+    await page.getByTestId("confirm").click();
+    await expect
+      .poll(() => page.getByTestId("control-result").textContent(), { timeout: 15_000 })
+      .toContain("Removed");
+    // The page read the run again: its worktree is gone, so the action is no longer offered.
+    await expect.poll(() => discard.count(), { timeout: 15_000 }).toBe(0);
   });
 
   test("the validate page pins a diagnostic on the node it names", async () => {

@@ -4,6 +4,7 @@ pub mod control;
 pub mod doctor;
 pub mod follow;
 pub mod observe;
+pub mod prune;
 pub mod remote;
 pub mod run;
 pub mod run_gap;

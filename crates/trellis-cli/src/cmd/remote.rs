@@ -1,7 +1,7 @@
 //! The commands a `--target NAME` naming a team server sends over HTTP instead of opening a
-//! ledger: run (the documents are read here and sent), status, list, watch, logs, force-stop
-//! and resume. Output is machine output (JSON / NDJSON, the same shapes as local `--json`);
-//! a problem answer becomes an error carrying its code.
+//! ledger: run (the documents are read here and sent), status, list, watch, logs, force-stop,
+//! resume, checkpoints, discard-workspace and prune. Output is machine output (JSON / NDJSON,
+//! the same shapes as local `--json`); a problem answer becomes an error carrying its code.
 
 use std::io::Write;
 use std::path::Path;
@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::cmd::control::{CheckpointsArgs, ResumeArgs};
 use crate::cmd::observe::{FollowArgs, ListArgs, StatusArgs, WatchArgs};
+use crate::cmd::prune::PruneArgs;
 use crate::cmd::run::RunArgs;
 use crate::cmd::target::Target;
 
@@ -297,6 +298,14 @@ pub fn discard_workspace(remote: &Remote, run: &str) -> anyhow::Result<u8> {
         "{}",
         remote.call(reqwest::Method::POST, &path, Some(json!({})))?
     );
+    Ok(0)
+}
+
+/// Prunes on the server's host; its report (JSON).
+pub fn prune(remote: &Remote, args: &PruneArgs) -> anyhow::Result<u8> {
+    let options = json!({"olderThanMs": args.older_than, "dryRun": args.dry_run});
+    let report = remote.call(reqwest::Method::POST, "/prune", Some(options))?;
+    outln!("{report}");
     Ok(0)
 }
 

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use trellis_ledger::{CheckpointBefore, Cursor, EventFilter, RunEvent, RunId, RunRecord, RunStore};
 use trellis_workspace::{
-    Git, ObjectId, Repository, RunCheckpoints, add_worktree, remove_worktree, run_namespace,
-    worktree_base,
+    Git, ObjectId, Repository, RunCheckpoints, SAVED_NAMESPACE, add_worktree, remove_worktree,
+    run_namespace, worktree_base,
 };
 
 use crate::checkpoints::workspace::{CHECKPOINT_INDEX, COPIES_DIR, ResumePoint};
@@ -20,8 +20,6 @@ use crate::submission::Submission;
 pub const MAX_CHECKPOINTS_PER_PAGE: usize = 100;
 /// Where run worktrees live, in the state directory.
 const WORKTREES_DIR: &str = "worktrees";
-/// Where a restore keeps the workspace state it replaced.
-const SAVED_NAMESPACE: &str = "refs/trellis/saved";
 
 /// One checkpoint of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -123,7 +121,7 @@ pub(crate) fn recorded_checkpoints(
     }
 }
 
-fn submission_of(record: &RunRecord) -> Option<Submission> {
+pub(crate) fn submission_of(record: &RunRecord) -> Option<Submission> {
     serde_json::from_value::<Submission>(record.submission.clone()).ok()
 }
 

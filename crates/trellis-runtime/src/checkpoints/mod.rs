@@ -1,6 +1,7 @@
-//! Checkpoints of a run's workspace: when they are taken (the policy) and how the controller
-//! records them.
+//! Checkpoints of a run's workspace: when they are taken (the policy), how the controller
+//! records them, and pruning what runs no longer need.
 
 pub mod api;
 pub mod policy;
+pub mod prune;
 pub mod workspace;

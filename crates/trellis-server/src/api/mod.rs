@@ -66,6 +66,7 @@ pub fn routes(state: ApiState) -> Router {
             "/runs/{run}/discard-workspace",
             post(workspace::discard_workspace),
         )
+        .route("/prune", post(workspace::prune))
         .route("/validate", post(reads::validate))
         .route("/templates", get(reads::templates))
         .route("/templates/{name}", get(reads::template))

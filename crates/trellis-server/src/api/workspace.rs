@@ -1,5 +1,6 @@
-//! A run's workspace over HTTP: the checkpoints it recorded, and discarding the worktree a
-//! failed run kept for its successor. Both act on the files of the host that ran the run.
+//! A run's workspace over HTTP: the checkpoints it recorded, discarding the worktree a failed
+//! run kept for its successor, and pruning what no run needs any more. All act on the files
+//! of the host that ran the runs.
 
 use std::sync::Arc;
 
@@ -8,12 +9,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use trellis_runtime::MAX_CHECKPOINTS_PER_PAGE;
-use utoipa::IntoParams;
+use trellis_runtime::{DEFAULT_PRUNE_AGE_MS, MAX_CHECKPOINTS_PER_PAGE, PruneOptions};
+use utoipa::{IntoParams, ToSchema};
 
 use super::control::no_options;
-use super::{ApiState, blocking, run_id};
-use crate::openapi::{CheckpointPageDoc, DiscardedWorkspaceDoc, ProblemDoc};
+use super::{ApiState, blocking, json_body, run_id};
+use crate::openapi::{CheckpointPageDoc, DiscardedWorkspaceDoc, ProblemDoc, PruneReportDoc};
 use crate::problem::Problem;
 
 /// Which page of checkpoints to answer.
@@ -69,4 +70,42 @@ pub async fn discard_workspace(
     let runtime = Arc::clone(&state.runtime);
     let discarded = blocking(move || runtime.discard_workspace(&run)).await?;
     Ok(Json(discarded).into_response())
+}
+
+/// The options of a prune (an empty body is `{}`).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PruneBody {
+    /// Age in milliseconds after which the latest run's checkpoints, saved workspace states
+    /// and failed runs' worktrees go (default: 7 days). Checkpoints of a run a successor
+    /// resumed go at any age once the chain has ended.
+    pub older_than_ms: Option<u64>,
+    /// Only report what would be removed.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Removes checkpoint references, saved workspace states and failed runs' worktrees that no
+/// run will use again, across every repository the server's runs worked in. Runs still
+/// going, or whose successor is, keep everything.
+#[utoipa::path(
+    post, path = "/api/v1/prune", tag = "workspace",
+    request_body(content = PruneBody, description = "optional; an empty body is `{}`"),
+    responses(
+        (status = 200, body = PruneReportDoc),
+        (status = 400, description = "an unknown field or a malformed body", body = ProblemDoc),
+    ),
+)]
+pub async fn prune(State(state): State<ApiState>, body: Bytes) -> Result<Response, Problem> {
+    let body: PruneBody = match body.iter().all(u8::is_ascii_whitespace) {
+        true => PruneBody::default(),
+        false => json_body(&body)?,
+    };
+    let options = PruneOptions {
+        older_than_ms: body.older_than_ms.unwrap_or(DEFAULT_PRUNE_AGE_MS),
+        dry_run: body.dry_run,
+    };
+    let runtime = Arc::clone(&state.runtime);
+    let report = blocking(move || runtime.prune(options)).await?;
+    Ok(Json(report).into_response())
 }

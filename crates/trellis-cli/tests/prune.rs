@@ -1,0 +1,213 @@
+//! Subprocess tests of `trellis prune` with the real binary and a real git repository: the
+//! checkpoints of a run a successor resumed go once the chain has ended, the latest run's
+//! checkpoints, saved workspace states and a failed run's worktree go by age, and a run that
+//! is still going, references outside Trellis's namespaces and those of runs the ledger does
+//! not know stay.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use support::{STATE_TIMEOUT, Sandbox, python, wait_until};
+use trellis_testkit::git::git;
+
+fn workers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/checkpoint_workers")
+}
+
+/// A plan whose worker runs `script` (after reading its input) and then fails.
+fn failing_plan(script: &str) -> Value {
+    let reviewer = |name: &str| {
+        json!({"kind": "command", "command": [
+            python(), workers().join("reviewer.py"), name,
+        ]})
+    };
+    let fail = format!("cat >/dev/null; {script}; exit 1");
+    json!({"nodes": {
+        "worker": {"kind": "command", "command": ["/bin/sh", "-c", fail]},
+        "acceptance": reviewer("acceptance"),
+        "code": reviewer("code"),
+    }})
+}
+
+fn start(sandbox: &Sandbox, plan: &Value, extra: &[&str]) -> String {
+    let plan = sandbox.write_json("plan.json", plan);
+    let mut args = vec![
+        "run",
+        "--template",
+        "software-change",
+        "--task",
+        "Greet the world",
+        "--runtime-config",
+        &plan,
+        "--json",
+        "--detach",
+    ];
+    args.extend_from_slice(extra);
+    let receipt = sandbox.trellis(&args).success().json();
+    receipt["runId"].as_str().expect("runId").to_owned()
+}
+
+/// Every reference of the repository, by name.
+fn references(root: &Path) -> Vec<String> {
+    git(root, &["for-each-ref", "--format=%(refname)"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn of_run(references: &[String], namespace: &str, run: &str) -> usize {
+    let prefix = format!("refs/trellis/{namespace}/{run}/");
+    references.iter().filter(|r| r.starts_with(&prefix)).count()
+}
+
+/// The (kind, run, reason) of every item a prune report names, sorted.
+fn pruned(report: &Value) -> Vec<(String, String, String)> {
+    let mut items: Vec<_> = report["pruned"]
+        .as_array()
+        .expect("pruned")
+        .iter()
+        .map(|item| {
+            let text = |field: &str| item[field].as_str().unwrap_or_default().to_owned();
+            (text("kind"), text("runId"), text("reason"))
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+fn item(kind: &str, run: &str, reason: &str) -> (String, String, String) {
+    (kind.to_owned(), run.to_owned(), reason.to_owned())
+}
+
+#[test]
+fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    git(root, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(root.join(".gitignore"), "plan.json\n").unwrap();
+    std::fs::write(root.join("greeting.txt"), "Hi\n").unwrap();
+    git(root, &["add", "--all"]);
+    git(root, &["commit", "--quiet", "-m", "initial"]);
+    git(root, &["branch", "feature"]);
+    // A reference of a run this ledger does not know (another ledger's, say).
+    git(
+        root,
+        &["update-ref", "refs/trellis/checkpoints/stranger/1", "HEAD"],
+    );
+
+    // A fails; the user works on; a forced resume from its first checkpoint keeps that work
+    // under refs/trellis/saved/A/… and B fails too.
+    let first = start(&sandbox, &failing_plan("echo attempt >> attempts.txt"), &[]);
+    assert_eq!(sandbox.wait_finished(&first)["status"], "failed");
+    std::fs::write(root.join("mine.txt"), "the user's own fix\n").unwrap();
+    let receipt = sandbox
+        .trellis(&[
+            "resume",
+            &first,
+            "--from-checkpoint",
+            "1",
+            "--force",
+            "--detach",
+            "--json",
+        ])
+        .success()
+        .json();
+    let second = receipt["runId"].as_str().unwrap().to_owned();
+    assert_eq!(sandbox.wait_finished(&second)["status"], "failed");
+
+    // C works in a worktree and waits until released: it is live.
+    let release = sandbox.home.parent().expect("sandbox root").join("release");
+    let wait = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done",
+        release.display()
+    );
+    let live = start(&sandbox, &failing_plan(&wait), &["--workspace", "worktree"]);
+    wait_until("C's first checkpoint", STATE_TIMEOUT, || {
+        of_run(&references(root), "checkpoints", &live)
+            .gt(&0)
+            .then_some(())
+    });
+    let before = references(root);
+    assert_eq!(of_run(&before, "saved", &first), 1, "{before:?}");
+    let user: Vec<_> = before
+        .iter()
+        .filter(|r| !r.starts_with("refs/trellis/"))
+        .cloned()
+        .collect();
+
+    // A dry run reports and removes nothing: only A's checkpoints go at the default age
+    // (B superseded them); C is live.
+    let dry = sandbox
+        .trellis(&["prune", "--dry-run", "--json"])
+        .success()
+        .json();
+    assert_eq!(dry["dryRun"], json!(true));
+    assert_eq!(
+        pruned(&dry),
+        vec![item("checkpoints", &first, "superseded")]
+    );
+    assert_eq!(dry["liveRunsSkipped"], json!([live]));
+    assert_eq!(references(root), before, "a dry run deletes nothing");
+
+    let report = sandbox.trellis(&["prune", "--json"]).success().json();
+    assert_eq!(pruned(&report), pruned(&dry));
+    let after = references(root);
+    assert_eq!(of_run(&after, "checkpoints", &first), 0, "{after:?}");
+    assert!(
+        of_run(&after, "checkpoints", &second) > 0,
+        "B is the latest attempt"
+    );
+    assert_eq!(of_run(&after, "saved", &first), 1, "younger than a week");
+
+    // Everything old enough, but the live run and the stranger.
+    let all = sandbox
+        .trellis(&["prune", "--older-than", "0s", "--json"])
+        .success()
+        .json();
+    assert_eq!(
+        pruned(&all),
+        vec![
+            item("checkpoints", &second, "olderThan"),
+            item("saved", &first, "olderThan"),
+        ]
+    );
+    let after = references(root);
+    assert_eq!(of_run(&after, "checkpoints", &second), 0, "{after:?}");
+    assert_eq!(of_run(&after, "saved", &first), 0, "{after:?}");
+    assert!(of_run(&after, "checkpoints", &live) > 0, "C is live");
+    assert!(after.contains(&"refs/trellis/checkpoints/stranger/1".to_owned()));
+
+    // C ends failed: its checkpoints and its worktree go.
+    let worktree = PathBuf::from(
+        sandbox.status(&live)["worktree"]["path"]
+            .as_str()
+            .expect("worktree")
+            .to_owned(),
+    );
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(sandbox.wait_finished(&live)["status"], "failed");
+    assert!(worktree.exists());
+    let last = sandbox
+        .trellis(&["prune", "--older-than", "0s"])
+        .success()
+        .stdout;
+    assert!(last.contains("worktree of run"), "{last}");
+    assert!(!worktree.exists());
+    let after = references(root);
+    assert_eq!(of_run(&after, "checkpoints", &live), 0, "{after:?}");
+    let user_after: Vec<_> = after
+        .iter()
+        .filter(|r| !r.starts_with("refs/trellis/"))
+        .cloned()
+        .collect();
+    assert_eq!(user_after, user, "user references are never touched");
+    assert!(after.contains(&"refs/trellis/checkpoints/stranger/1".to_owned()));
+    let nothing = sandbox
+        .trellis(&["prune", "--older-than", "0s"])
+        .success()
+        .stdout;
+    assert!(nothing.contains("nothing to prune"), "{nothing}");
+    sandbox.wait_no_processes();
+}
