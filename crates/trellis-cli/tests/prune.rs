@@ -211,3 +211,52 @@ fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone()
     assert!(nothing.contains("nothing to prune"), "{nothing}");
     sandbox.wait_no_processes();
 }
+
+/// A pruned checkpoint is listed as no longer kept; once git has collected its objects, a
+/// resume from it is refused with what to do instead, and nothing in the workspace changes.
+#[test]
+fn a_pruned_and_collected_checkpoint_is_listed_as_such_and_refused_clearly() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    git(root, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(root.join(".gitignore"), "plan.json\n").unwrap();
+    std::fs::write(root.join("greeting.txt"), "Hi\n").unwrap();
+    git(root, &["add", "--all"]);
+    git(root, &["commit", "--quiet", "-m", "initial"]);
+    // Untracked work only the checkpoint holds, so its tree is reachable from nothing else.
+    std::fs::write(root.join("scratch.txt"), "only in the checkpoint\n").unwrap();
+
+    let run = start(&sandbox, &failing_plan("true"), &[]);
+    assert_eq!(sandbox.wait_finished(&run)["status"], "failed");
+    let listed = sandbox
+        .trellis(&["checkpoints", &run, "--json"])
+        .success()
+        .json();
+    assert_eq!(listed["checkpoints"][0]["kept"], json!(true), "{listed}");
+
+    sandbox.trellis(&["prune", "--older-than", "0s"]).success();
+    let listed = sandbox
+        .trellis(&["checkpoints", &run, "--json"])
+        .success()
+        .json();
+    let checkpoints = listed["checkpoints"].as_array().expect("checkpoints");
+    assert!(!checkpoints.is_empty(), "{listed}");
+    assert!(
+        checkpoints.iter().all(|c| c["kept"] == json!(false)),
+        "{listed}"
+    );
+    let table = sandbox.trellis(&["checkpoints", &run]).success().stdout;
+    assert!(table.contains("(pruned)"), "{table}");
+
+    std::fs::remove_file(root.join("scratch.txt")).unwrap();
+    git(root, &["reflog", "expire", "--expire=now", "--all"]);
+    git(root, &["gc", "--quiet", "--prune=now"]);
+    let refused = sandbox.trellis(&["resume", &run, "--from-checkpoint", "1", "--force"]);
+    assert_ne!(refused.code, Some(0), "{refused:#?}");
+    assert!(
+        refused.stderr.contains("was pruned") && refused.stderr.contains("trellis checkpoints"),
+        "{refused:#?}"
+    );
+    assert!(!root.join("scratch.txt").exists(), "nothing was restored");
+    sandbox.wait_no_processes();
+}

@@ -54,6 +54,11 @@ pub enum RuntimeError {
     #[error("run {run} has no checkpoint {id}")]
     UnknownCheckpoint { run: String, id: u32 },
     #[error(
+        "checkpoint {id} of run {run} was pruned and git has since collected its files; \
+         resume from a later checkpoint (`trellis checkpoints {run}`) or without --from-checkpoint"
+    )]
+    CheckpointPruned { run: String, id: u32 },
+    #[error(
         "the workspace changed after run {run} ended; resume with --force to replace those \
          changes (they are kept under {keep})"
     )]
@@ -104,6 +109,7 @@ impl RuntimeError {
             Self::NotSubmittable(_) => "run.not_submittable",
             Self::KeyInUse(_) => "submission.key_in_use",
             Self::UnknownCheckpoint { .. } => "run.unknown_checkpoint",
+            Self::CheckpointPruned { .. } => "run.checkpoint_pruned",
             Self::WorkspaceChanged { .. } => "run.workspace_changed",
             Self::NoCheckpoints(_) => "run.no_checkpoints",
             Self::NoRetainedWorkspace { .. } => "run.no_retained_workspace",

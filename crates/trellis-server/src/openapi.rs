@@ -217,6 +217,8 @@ const CHECKPOINT_FIELDS: &[(&str, Field, bool)] = &[
     ("tree", Field::Text, true),
     ("reference", Field::Text, true),
     ("nextExecution", Field::Integer, true),
+    // Whether its reference is still there (`trellis prune` and a succeeded chain delete them).
+    ("kept", Field::Boolean, true),
 ];
 
 const DISCARDED_FIELDS: &[(&str, Field, bool)] = &[

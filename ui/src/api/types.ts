@@ -109,6 +109,8 @@ export interface CheckpointInfo {
   tree: string;
   reference: string;
   nextExecution: number;
+  /** False once `trellis prune` (or a succeeded chain) deleted its reference. */
+  kept?: boolean;
 }
 
 /** One page of a run's checkpoints, oldest first; `nextAfter` asks for the next. */

@@ -110,6 +110,16 @@ export function Checkpoints({ runId, status, successor }: Props) {
                   >
                     Resume from here
                   </button>
+                  {checkpoint.kept === false && (
+                    <span
+                      className="muted"
+                      data-testid="checkpoint-pruned"
+                      title="Its reference was pruned: it restores only until git collects its files."
+                    >
+                      {" "}
+                      pruned
+                    </span>
+                  )}
                 </td>
               </tr>
             ))}

@@ -105,7 +105,7 @@ pub fn checkpoints(runtime: &Runtime, args: &CheckpointsArgs) -> anyhow::Result<
             CheckpointBeforeKind::Group => "group",
         };
         outln!(
-            "{:>4}  before {kind} {:<24} {}  {} files changed, {} bytes  {}",
+            "{:>4}  before {kind} {:<24} {}  {} files changed, {} bytes  {}{}",
             checkpoint.id,
             checkpoint.before.name.as_str(),
             format!(
@@ -114,7 +114,8 @@ pub fn checkpoints(runtime: &Runtime, args: &CheckpointsArgs) -> anyhow::Result<
             ),
             checkpoint.files_changed,
             checkpoint.bytes_changed,
-            &checkpoint.commit[..12.min(checkpoint.commit.len())]
+            &checkpoint.commit[..12.min(checkpoint.commit.len())],
+            if checkpoint.kept { "" } else { "  (pruned)" }
         );
     }
     if let Some(next) = page.next_after {

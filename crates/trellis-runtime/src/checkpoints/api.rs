@@ -1,13 +1,14 @@
 //! The run API's checkpoint operations: listing a run's checkpoints, restoring one before a
 //! successor starts, run worktrees and their removal.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use trellis_ledger::{CheckpointBefore, Cursor, EventFilter, RunEvent, RunId, RunRecord, RunStore};
 use trellis_workspace::{
     Git, ObjectId, Repository, RunCheckpoints, SAVED_NAMESPACE, add_worktree, remove_worktree,
-    run_namespace, worktree_base,
+    run_namespace, trellis_references, worktree_base,
 };
 
 use crate::checkpoints::workspace::{CHECKPOINT_INDEX, COPIES_DIR, ResumePoint};
@@ -40,6 +41,9 @@ pub struct CheckpointInfo {
     /// Executions of the run below this one had settled; a successor resumed from the
     /// checkpoint reuses them and runs everything later again.
     pub next_execution: u64,
+    /// Whether its reference is still in the workspace's repository: `trellis prune` and a
+    /// succeeded chain delete them, after which git may collect the files at any time.
+    pub kept: bool,
 }
 
 /// One page of a run's checkpoints, oldest first.
@@ -115,6 +119,7 @@ pub(crate) fn recorded_checkpoints(
                     tree,
                     reference: format!("{namespace}/{number}"),
                     next_execution,
+                    kept: true,
                 });
             }
         }
@@ -159,12 +164,37 @@ impl Runtime {
             .collect();
         let more = checkpoints.len() > limit;
         checkpoints.truncate(limit);
+        if !checkpoints.is_empty() {
+            let kept = self.kept_references(run_id)?;
+            for checkpoint in &mut checkpoints {
+                checkpoint.kept = kept.contains(&checkpoint.reference);
+            }
+        }
         let next_after = more.then(|| checkpoints.last().map(|c| c.id)).flatten();
         Ok(CheckpointPage {
             run_id: run_id.clone(),
             checkpoints,
             next_after,
         })
+    }
+
+    /// The run's checkpoint references still in its workspace's repository (none when the
+    /// workspace or its repository is gone).
+    fn kept_references(&self, run_id: &RunId) -> Result<HashSet<String>, RuntimeError> {
+        let record = self.store().record(run_id)?;
+        let Some(submission) = submission_of(&record) else {
+            return Ok(HashSet::new());
+        };
+        let git = Git::from_environment();
+        let Ok(Some(repo)) = Repository::discover(&submission.workspace, &git) else {
+            return Ok(HashSet::new());
+        };
+        let prefix = format!("{}/", run_namespace(run_id.as_str())?);
+        Ok(trellis_references(&repo)?
+            .into_iter()
+            .map(|reference| reference.name)
+            .filter(|name| name.starts_with(&prefix))
+            .collect())
     }
 
     /// Removes the worktree a finished worktree-mode run kept (and git's record of it).
@@ -254,6 +284,14 @@ impl Runtime {
                         id,
                     }
                 })?;
+                // A pruned checkpoint restores only while git still has its objects.
+                let tree = object_id(&target.tree)?;
+                if !recorded.repository().has_object(&tree)? {
+                    return Err(RuntimeError::CheckpointPruned {
+                        run: run_id.to_string(),
+                        id,
+                    });
+                }
                 if end.as_ref().is_some_and(|end| *end != current) && !force {
                     return Err(RuntimeError::WorkspaceChanged {
                         run: run_id.to_string(),

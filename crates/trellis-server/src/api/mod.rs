@@ -129,6 +129,7 @@ fn status_of(code: &str) -> StatusCode {
         "run.not_found" | "run.unknown_execution" | "run.unknown_checkpoint" => {
             StatusCode::NOT_FOUND
         }
+        "run.checkpoint_pruned" => StatusCode::GONE,
         "run.invalid_id" | "cursor.invalid" | "cursor.ahead" | "cursor.stale" => {
             StatusCode::BAD_REQUEST
         }
