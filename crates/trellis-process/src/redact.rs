@@ -40,6 +40,11 @@ impl Redactor {
             .map(|v| v.as_ref().as_bytes().to_vec())
             .filter(|v| v.len() >= MIN_SECRET_BYTES)
             .collect();
+        // Most executions have no secret to mask: building even an empty automaton is work
+        // every step paid for nothing.
+        if needles.is_empty() {
+            return Self::default();
+        }
         needles.sort();
         needles.dedup();
         // Leftmost-longest: a value that contains another is masked whole.
@@ -47,7 +52,6 @@ impl Redactor {
             .match_kind(MatchKind::LeftmostLongest)
             .build(&needles)
             .ok()
-            .filter(|_| !needles.is_empty())
             .map(Arc::new);
         Self {
             needles: needles.into(),
@@ -181,6 +185,19 @@ mod tests {
             "x [REDACTED] y [REDACTED] abc"
         );
         assert!(!format!("{r:?}").contains("canary"));
+    }
+
+    #[test]
+    fn without_values_worth_masking_everything_passes_unchanged() {
+        for redactor in [
+            Redactor::new(Vec::<String>::new()),
+            Redactor::new(["abc", ""]),
+        ] {
+            assert!(redactor.is_empty());
+            assert_eq!(redactor.apply("abc token"), "abc token");
+            assert_eq!(streamed(&redactor, b"abc\ntoken", &[2]), b"abc\ntoken");
+        }
+        assert!(!Redactor::new(["abcd"]).is_empty());
     }
 
     #[test]

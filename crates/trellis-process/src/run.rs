@@ -6,10 +6,12 @@ use std::pin::Pin;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Child;
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -68,15 +70,17 @@ async fn pump<R: AsyncRead + Unpin>(
     tx: mpsc::Sender<(Stream, RawLine)>,
 ) {
     let mut decoder = LineDecoder::new(&redactor, cap);
-    let mut buffer = vec![0; READ_CHUNK];
+    // Read into spare capacity: a zeroed buffer per pipe was a memset per child for nothing.
+    let mut buffer = Vec::with_capacity(READ_CHUNK);
     loop {
-        let ended = match reader.read(&mut buffer).await {
+        buffer.clear();
+        let ended = match reader.read_buf(&mut buffer).await {
             Ok(0) | Err(_) => {
                 decoder.end();
                 true
             }
-            Ok(n) => {
-                decoder.feed(&buffer[..n]);
+            Ok(_) => {
+                decoder.feed(&buffer);
                 false
             }
         };
@@ -89,6 +93,32 @@ async fn pump<R: AsyncRead + Unpin>(
             return;
         }
     }
+}
+
+/// Hands `payload` to the child's stdin, which is then closed. What the pipe takes at once is
+/// written here: a child reading its input finds it there without waiting for this runner's
+/// next turn (which may come only after the supervisor's next commit), and a running child
+/// holds one descriptor fewer of the controller's, which every later spawn copies. Only a
+/// payload larger than the pipe's room is left to a task.
+fn feed_stdin(mut stdin: ChildStdin, payload: &[u8]) -> Option<JoinHandle<()>> {
+    let mut written = 0;
+    while written < payload.len() {
+        match nix::unistd::write(&stdin, &payload[written..]) {
+            Ok(0) | Err(Errno::EAGAIN) => break,
+            Ok(n) => written += n,
+            Err(Errno::EINTR) => {}
+            // A child that ignores stdin closes the pipe early; that is not our failure.
+            Err(_) => return None,
+        }
+    }
+    if written == payload.len() {
+        return None;
+    }
+    let rest = payload[written..].to_vec();
+    Some(tokio::spawn(async move {
+        let _ = stdin.write_all(&rest).await;
+        let _ = stdin.shutdown().await;
+    }))
 }
 
 /// The stdout kept for the report.
@@ -153,14 +183,10 @@ pub async fn run_process(
     let pgid = child.id().unwrap_or(0);
     let mut group = GroupGuard::new(pgid);
     observer.started(pgid);
-    let stdin_writer = child.stdin.take().map(|mut stdin| {
-        let payload = spec.stdin.clone();
-        tokio::spawn(async move {
-            // A child that ignores stdin closes the pipe early; that is not our failure.
-            let _ = stdin.write_all(&payload).await;
-            let _ = stdin.shutdown().await;
-        })
-    });
+    let stdin_writer = child
+        .stdin
+        .take()
+        .and_then(|stdin| feed_stdin(stdin, &spec.stdin));
     let (tx, mut rx) = mpsc::channel(LINE_QUEUE);
     // A line's cap includes its newline.
     let line_cap = limits.max_line_bytes.saturating_add(1);

@@ -97,6 +97,43 @@ async fn stdin_gets_the_payload_then_eof() {
     assert_eq!(lines.of(Stream::Stderr), ["done"]);
 }
 
+/// A payload larger than a pipe holds is written partly at the spawn and the rest as the
+/// child reads; the child gets every byte, in order, then EOF. A child that never reads its
+/// stdin still ends normally.
+#[tokio::test]
+async fn a_payload_larger_than_the_pipe_arrives_whole_then_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let payload: Vec<u8> = (0..1_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let spec = ProcessSpec {
+        stdin: payload.clone(),
+        ..sh("sleep 0.1; cat", dir.path())
+    };
+    let report = run_process(
+        &spec,
+        &ProcessLimits::default(),
+        &CancellationToken::new(),
+        &mut Lines::default(),
+    )
+    .await;
+    assert_eq!(report.end, ProcessEnd::Exited { code: 0 });
+    assert_eq!(report.stdout.len(), payload.len());
+    assert!(report.stdout == payload, "the payload arrived altered");
+
+    let ignored = ProcessSpec {
+        stdin: payload,
+        ..sh("echo ignored", dir.path())
+    };
+    let report = run_process(
+        &ignored,
+        &ProcessLimits::default(),
+        &CancellationToken::new(),
+        &mut Lines::default(),
+    )
+    .await;
+    assert_eq!(report.end, ProcessEnd::Exited { code: 0 });
+    assert_eq!(report.stdout, b"ignored\n");
+}
+
 #[tokio::test]
 async fn the_environment_is_exactly_the_declared_one() {
     let dir = tempfile::tempdir().unwrap();

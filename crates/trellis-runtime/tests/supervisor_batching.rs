@@ -285,3 +285,104 @@ fn a_force_stop_requested_while_a_step_runs_records_its_outcome_and_starts_nothi
         .count();
     assert_eq!((started, completed), (1, 1));
 }
+
+/// Reports a process, a log line and token usage, then succeeds at once: what a worker says
+/// reaches the supervisor together with its outcome.
+struct ChattyHarness;
+
+/// Beyond any real pid, so no process group of this machine is ever named.
+const FAKE_GROUP: u32 = 2_000_000_000;
+
+impl Harness for ChattyHarness {
+    fn name(&self) -> &str {
+        "chatty"
+    }
+
+    fn execute<'a>(
+        &'a self,
+        request: ExecutionRequest,
+        events: EventSink,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'a, ExecutionResult> {
+        Box::pin(async move {
+            let said = [
+                trellis_agents::HarnessEvent::Started {
+                    process_group: FAKE_GROUP,
+                },
+                trellis_agents::HarnessEvent::Log {
+                    stream: LogStream::Error,
+                    level: LogStream::Error.default_level(),
+                    message: format!("line of execution {}", request.execution),
+                },
+                trellis_agents::HarnessEvent::Usage(TokenUsage {
+                    output_tokens: 7,
+                    ..TokenUsage::default()
+                }),
+            ];
+            for event in said {
+                let _ = events.send(event).await;
+            }
+            ExecutionResult::settled(
+                WorkerOutcome::Verified {
+                    output: Value::Null,
+                    artifacts: vec![],
+                },
+                TokenUsage::default(),
+            )
+        })
+    }
+}
+
+/// Issue 20: what a worker reported before its outcome is committed with that outcome (and the
+/// next dispatch) rather than in a commit of its own. Every report of every step is kept, in
+/// the order the worker gave it, before its outcome; the run's usage counts each one.
+#[test]
+fn what_a_worker_said_is_recorded_with_its_outcome_whole_and_in_order() {
+    let graph = three_rounds();
+    let (fixture, mut context) = fixture(&graph);
+    let chatty: Arc<dyn Harness> = Arc::new(ChattyHarness);
+    context.harnesses.command = chatty;
+    runtime().block_on(async { Supervisor::new(context).unwrap().run().await.unwrap() });
+
+    let store = other_process(&fixture);
+    let head = store.head(&fixture.run_id).unwrap();
+    assert_eq!(
+        head.progress.terminal,
+        Some(TerminalResult::Succeeded {
+            output: Value::Null
+        })
+    );
+    assert_eq!(head.progress.token_usage.output_tokens, 21);
+    let said: Vec<String> = events(&store, &fixture.run_id)
+        .iter()
+        .filter_map(|event| match event {
+            RunEvent::NodeStarted { execution, .. } => Some(format!("started {execution}")),
+            RunEvent::WorkerProcess {
+                execution,
+                process_group,
+            } => Some(format!("process {execution} {process_group}")),
+            RunEvent::Log {
+                execution: Some(execution),
+                message,
+                ..
+            } => Some(format!("log {execution} {message}")),
+            RunEvent::TokenUsage { execution, usage } => {
+                Some(format!("usage {execution} {}", usage.output_tokens))
+            }
+            RunEvent::NodeCompleted { execution, .. } => Some(format!("completed {execution}")),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<String> = (1..=3u64)
+        .flat_map(|n| {
+            [
+                format!("started {n}"),
+                format!("process {n} {FAKE_GROUP}"),
+                format!("log {n} line of execution {n}"),
+                format!("usage {n} 7"),
+                format!("completed {n}"),
+            ]
+        })
+        .collect();
+    assert_eq!(said, expected);
+}

@@ -253,11 +253,11 @@ impl RunStore for SqliteStore {
             return self.append(run_id, events);
         }
         self.with_session(|session| {
-            set_synchronous(&session.conn, "NORMAL")?;
+            set_synchronous(&session.conn, SYNCHRONOUS_NORMAL)?;
             let appended =
                 append::append(&mut session.conn, &mut session.recent, run_id, None, events);
             // Restored whatever happened: every other commit waits for the disk again.
-            set_synchronous(&session.conn, "FULL")?;
+            set_synchronous(&session.conn, SYNCHRONOUS_FULL)?;
             appended
         })
     }
@@ -300,10 +300,18 @@ impl RunStore for SqliteStore {
     }
 }
 
-fn set_synchronous(conn: &Connection, level: &str) -> Result<(), LedgerError> {
-    conn.pragma_update(None, "synchronous", level)
+/// Switches the connection's `synchronous` level (`SYNCHRONOUS_NORMAL` or `SYNCHRONOUS_FULL`).
+/// The statement comes from the cache: every progress commit switches twice, and parsing the
+/// pragma each time is work on the path between a worker's spawn and its outcome.
+fn set_synchronous(conn: &Connection, pragma: &str) -> Result<(), LedgerError> {
+    conn.prepare_cached(pragma)
+        .and_then(|mut statement| statement.execute([]))
+        .map(drop)
         .map_err(storage_error)
 }
+
+const SYNCHRONOUS_NORMAL: &str = "PRAGMA synchronous = NORMAL";
+const SYNCHRONOUS_FULL: &str = "PRAGMA synchronous = FULL";
 
 /// Puts the database in WAL mode. On a new file the switch fails at once with `SQLITE_BUSY`
 /// while another process is switching it too (SQLite does not wait on its busy handler

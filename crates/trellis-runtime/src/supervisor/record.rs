@@ -82,8 +82,9 @@ impl Supervisor {
                 while let Some(Some(more)) = self.tasks.next().now_or_never() {
                     finished.push(more);
                 }
-                self.flush_events()?;
-                self.complete(finished)?;
+                // What the workers said before they ended rides in the same commit.
+                let progress = self.pending_progress();
+                self.complete(finished, progress)?;
             }
             Some((execution, event)) = self.events_rx.recv() => {
                 let mut batch = vec![(execution, event)];
@@ -130,15 +131,34 @@ impl Supervisor {
         Ok(())
     }
 
-    pub(super) fn flush_events(&mut self) -> Result<(), RuntimeError> {
+    fn flush_events(&mut self) -> Result<(), RuntimeError> {
+        let events = self.pending_progress();
+        if !events.is_empty() {
+            self.append_progress(&events)?;
+        }
+        Ok(())
+    }
+
+    /// The ledger events for every harness event already queued.
+    fn pending_progress(&mut self) -> Vec<RunEvent> {
         let mut batch = Vec::new();
         while let Ok(event) = self.events_rx.try_recv() {
             batch.push(event);
         }
-        self.record_events(batch)
+        self.progress_events(batch)
     }
 
     fn record_events(&mut self, batch: Vec<(u64, HarnessEvent)>) -> Result<(), RuntimeError> {
+        let events = self.progress_events(batch);
+        if !events.is_empty() {
+            self.append_progress(&events)?;
+        }
+        Ok(())
+    }
+
+    /// The ledger events for harness events: processes of active executions, log lines within
+    /// each execution's budget, token usage (counted against the run's budget here).
+    fn progress_events(&mut self, batch: Vec<(u64, HarnessEvent)>) -> Vec<RunEvent> {
         let mut events = Vec::with_capacity(batch.len());
         for (execution, event) in batch {
             // Events of voided or finished executions still go to the log while it is known.
@@ -185,13 +205,16 @@ impl Supervisor {
                 }
             });
         }
-        if !events.is_empty() {
-            self.append_progress(&events)?;
-        }
-        Ok(())
+        events
     }
 
-    fn complete(&mut self, finished: Vec<(u64, ExecutionResult)>) -> Result<(), RuntimeError> {
+    /// Records the results of finished workers, after `progress` (what running executions
+    /// reported meanwhile), and the dispatches they lead to: all of it in one commit.
+    fn complete(
+        &mut self,
+        finished: Vec<(u64, ExecutionResult)>,
+        mut progress: Vec<RunEvent>,
+    ) -> Result<(), RuntimeError> {
         // A verifier's copy goes as soon as its worker is done, settled or voided.
         for (execution, _) in &finished {
             self.release_copy(*execution);
@@ -202,16 +225,17 @@ impl Supervisor {
             .filter(|(execution, _)| self.active.remove(execution).is_some())
             .collect();
         if settled.is_empty() {
+            if !progress.is_empty() {
+                self.append_progress(&progress)?;
+            }
             return Ok(());
         }
         // What was dropped of an execution's output is said just before its outcome.
-        let mut events: Vec<RunEvent> = settled
-            .iter()
-            .filter_map(|(execution, _)| {
-                let budget = self.log_budgets.remove(execution)?;
-                dropped_record(*execution, &budget)
-            })
-            .collect();
+        progress.extend(settled.iter().filter_map(|(execution, _)| {
+            let budget = self.log_budgets.remove(execution)?;
+            dropped_record(*execution, &budget)
+        }));
+        let mut events = progress;
         let notes = events.len() as u64;
         events.extend(
             settled
