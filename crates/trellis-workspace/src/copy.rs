@@ -1,13 +1,13 @@
-//! Disposable copies for verifiers: a clone that borrows the candidate repository's objects
-//! (`git clone --shared`, so nothing is copied but the files themselves), holding the
-//! candidate's working tree as it is at that moment, with `HEAD` and the index at the
-//! candidate's `HEAD` so `git status` and `git diff` show the candidate's changes. The copy
-//! has its own references, index and configuration: whatever a verifier does there, the
-//! candidate and the user's repository never see it. Ignored entries (dependencies, build
-//! outputs, tools) are placed so a verifier finds them where they are in the candidate:
-//! small ones are copied (directories rebuilt, files up to a size copied), and only large
-//! ones (an installed dependency tree, a big file) are linked to the candidate's. Removed
-//! when dropped.
+//! Disposable copies for verifiers: a repository that borrows the candidate repository's
+//! objects (its `.git` written by hand as `git clone --shared` would leave it, so nothing is
+//! copied but the files themselves), holding the candidate's working tree as it is at that
+//! moment, with `HEAD` and the index at the candidate's `HEAD` so `git status` and `git diff`
+//! show the candidate's changes. The copy has its own references, index and configuration:
+//! whatever a verifier does there, the candidate and the user's repository never see it.
+//! Ignored entries (dependencies, build outputs, tools) are placed so a verifier finds them
+//! where they are in the candidate: small ones are copied (directories rebuilt, files up to a
+//! size copied), and only large ones (an installed dependency tree, a big file) are linked to
+//! the candidate's. Removed when dropped.
 
 use std::path::{Path, PathBuf};
 
@@ -133,7 +133,13 @@ fn write_borrowing_git_dir(
 ) -> Result<(), WorkspaceError> {
     use std::os::unix::ffi::OsStrExt;
     let git_dir = destination.join(".git");
-    for dir in ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info"] {
+    for dir in [
+        "objects/info",
+        "objects/pack",
+        "refs/heads",
+        "refs/tags",
+        "info",
+    ] {
         let path = git_dir.join(dir);
         std::fs::create_dir_all(&path)
             .map_err(|e| WorkspaceError::io(format!("cannot create {}", path.display()), e))?;
@@ -165,7 +171,12 @@ fn write_borrowing_git_dir(
          \tfetch = +refs/heads/*:refs/remotes/origin/*\n"
     ));
     write("config", config.as_bytes())?;
-    let mut alternates = repo.common_dir().join("objects").as_os_str().as_bytes().to_vec();
+    let mut alternates = repo
+        .common_dir()
+        .join("objects")
+        .as_os_str()
+        .as_bytes()
+        .to_vec();
     alternates.push(b'\n');
     write("objects/info/alternates", &alternates)?;
     let mut packed = String::new();

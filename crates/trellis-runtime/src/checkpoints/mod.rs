@@ -2,5 +2,6 @@
 //! records them.
 
 pub mod api;
+pub mod copy_places;
 pub mod policy;
 pub mod workspace;
