@@ -59,17 +59,26 @@ impl OwnPacks {
         let counts: Vec<u64> = self.packs.iter().map(|pack| pack.objects).collect();
         let rolled: Vec<OwnPack> = self.packs.drain(..roll_up_length(&counts)).collect();
         let pack_dir = pack_dir(repo);
-        let input: String = rolled
-            .iter()
-            .map(|pack| format!("{}.pack\n", pack.name))
-            .collect();
+        // The objects are named one by one (read from the packs' indexes): `--stdin-packs`
+        // would walk the commits of the packs and every tree they reach, which grows with the
+        // repository, not with the objects rolled up.
+        let mut input = Vec::new();
+        let mut readable = Vec::with_capacity(rolled.len());
+        for pack in rolled {
+            // One that cannot be read (gone, or a format this reader does not know) is left
+            // alone and no longer counted as the run's.
+            if let Some(listed) = listed_objects(&pack_dir.join(format!("{}.idx", pack.name))) {
+                input.extend_from_slice(listed.as_bytes());
+                readable.push(pack);
+            }
+        }
+        let rolled = readable;
         let base = pack_dir.join("pack");
         let base = base.to_string_lossy();
         let args = [
             "-c",
             "pack.writeReverseIndex=false",
             "pack-objects",
-            "--stdin-packs",
             "--quiet",
             "--delta-base-offset",
             // No delta search: the objects are copied as they are (deltas kept), so a roll-up
@@ -77,9 +86,7 @@ impl OwnPacks {
             "--window=0",
             base.as_ref(),
         ];
-        let stdout = repo
-            .git()
-            .run_with_input(repo.top(), &args, &[], input.into_bytes());
+        let stdout = repo.git().run_with_input(repo.top(), &args, &[], input);
         let stdout = match stdout {
             Ok(stdout) => stdout,
             Err(error) => {
@@ -150,6 +157,30 @@ pub(crate) fn pack_names(pack_dir: &Path) -> BTreeSet<String> {
         })
         .filter(|name| name.starts_with("pack-"))
         .collect()
+}
+
+/// The object ids a pack index of version 2 lists, one hex id a line. The id length follows
+/// from the file's size: header and fan-out table, then per object its id, a checksum and an
+/// offset, then two ids (no large offsets: a pack this small never needs them).
+fn listed_objects(idx: &Path) -> Option<String> {
+    use std::fmt::Write;
+    let data = std::fs::read(idx).ok()?;
+    if data.get(..8)? != b"\xfftOc\x00\x00\x00\x02" {
+        return None;
+    }
+    let count = u32::from_be_bytes(data.get(1028..1032)?.try_into().ok()?) as usize;
+    let id_bytes = [20usize, 32]
+        .into_iter()
+        .find(|&id| data.len() == 1032 + count * (id + 8) + 2 * id)?;
+    let ids = data.get(1032..1032 + count * id_bytes)?;
+    let mut out = String::with_capacity(count * (2 * id_bytes + 1));
+    for id in ids.chunks_exact(id_bytes) {
+        for byte in id {
+            let _ = write!(out, "{byte:02x}");
+        }
+        out.push('\n');
+    }
+    Some(out)
 }
 
 /// The object count in a pack's header (`PACK`, version, count: four bytes each).
