@@ -108,8 +108,7 @@ fn memory_root(run_dir: &Path, tmpfs: &Path) -> Option<PathBuf> {
 fn free_bytes(path: &Path) -> Option<u64> {
     let existing = path.ancestors().find(|p| p.exists())?;
     let stat = nix::sys::statvfs::statvfs(existing).ok()?;
-    let fragment = u64::try_from(stat.fragment_size()).ok()?;
-    Some(fragment.saturating_mul(stat.blocks_available()))
+    Some(stat.fragment_size().saturating_mul(stat.blocks_available()))
 }
 
 #[cfg(test)]
