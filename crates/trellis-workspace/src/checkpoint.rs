@@ -266,15 +266,17 @@ impl RunCheckpoints {
     }
 
     /// The bytes of the files the private index listed when it was last brought up to the
-    /// working tree (an estimate of what a copy of the working tree holds, read without
-    /// starting git); `None` before the first use or when the index cannot be read.
+    /// working tree, or before its first use the user's index (an estimate of what a copy of
+    /// the working tree holds, read without starting git); `None` when neither can be read.
     pub fn listed_bytes(&self) -> Option<u64> {
         let state = self.guard();
-        match state.previous.as_ref().map(|p| p.tree.as_str().len() / 2) {
-            Some(id_bytes) => crate::index_file::listed_bytes(&self.index, id_bytes),
-            None => crate::index_file::listed_bytes(&self.index, 20)
-                .or_else(|| crate::index_file::listed_bytes(&self.index, 32)),
-        }
+        let known = state.previous.as_ref().map(|p| p.tree.as_str().len() / 2);
+        let read = |index: &Path| match known {
+            Some(id_bytes) => crate::index_file::listed_bytes(index, id_bytes),
+            None => crate::index_file::listed_bytes(index, 20)
+                .or_else(|| crate::index_file::listed_bytes(index, 32)),
+        };
+        read(&self.index).or_else(|| read(self.repo.user_index()))
     }
 
     /// Records the working tree as the run left it under [`RunCheckpoints::end_reference`]

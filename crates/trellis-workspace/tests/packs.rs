@@ -78,3 +78,23 @@ fn many_checkpoints_leave_few_packs_every_one_readable_and_the_users_packs_alone
     }
     git(root, &["fsck", "--no-dangling", "--strict"]);
 }
+
+#[test]
+fn the_bytes_a_copy_would_hold_are_read_from_the_index() {
+    let repo = repository();
+    let root = repo.path();
+    write(root, "big.txt", &vec![b'x'; 10_000]);
+    let state = tempfile::tempdir().unwrap();
+    let run = checkpoints(root, "sized", state.path());
+    // Before the run's first checkpoint: the user's index (without big.txt).
+    let before = run.listed_bytes().unwrap();
+    assert!(before > 0 && before < 10_000, "{before}");
+    run.take(1, "before work").unwrap();
+    let files: u64 = git(root, &["ls-files", "-z"])
+        .split('\0')
+        .chain(["big.txt"])
+        .filter(|p| !p.is_empty())
+        .map(|p| std::fs::symlink_metadata(root.join(p)).unwrap().len())
+        .sum();
+    assert_eq!(run.listed_bytes(), Some(files));
+}
