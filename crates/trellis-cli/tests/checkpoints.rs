@@ -445,6 +445,13 @@ fn a_reviewer_that_deletes_everything_reaches_neither_the_candidate_nor_the_deli
     // The copies are gone.
     let copies = sandbox.home.join("runs").join(&run).join("copies");
     assert!(!copies.exists(), "verifier copies are removed");
+    // So are those made in memory (a small workspace's go to /dev/shm when it is a tmpfs).
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata(&sandbox.home).unwrap().uid();
+    let in_memory = Path::new("/dev/shm")
+        .join(format!("trellis-{uid}"))
+        .join(&run);
+    assert!(!in_memory.exists(), "{} is removed", in_memory.display());
     sandbox.wait_no_processes();
 }
 

@@ -3,7 +3,8 @@
 //! (private index seeded from the user's), and a restore of 10 changed files. After the
 //! criterion groups it prints the CPU time the git processes of one steady-state checkpoint
 //! took (from the kernel's account of reaped children), which, unlike wall time, other
-//! tenants of a shared machine do not inflate.
+//! tenants of a shared machine do not inflate, over a run's first 60 checkpoints and over
+//! checkpoints 401-500 of one run, with the packs left in the repository.
 
 use std::path::Path;
 use std::process::Command;
@@ -122,8 +123,21 @@ fn children_cpu_ms() -> f64 {
     ticks * 10.0
 }
 
+/// The packs in the repository's pack directory.
+fn pack_count(root: &Path) -> usize {
+    std::fs::read_dir(root.join(".git/objects/pack"))
+        .expect("pack directory")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        .count()
+}
+
+/// Git CPU and wall time per checkpoint over a run's first rounds and over its last ones
+/// after hundreds in the same repository (the steady state the packs must not degrade).
 fn cpu_per_checkpoint(_: &mut Criterion) {
-    const ROUNDS: u32 = 60;
+    const FIRST: u32 = 60;
+    const ROUNDS: u32 = 500;
+    const LAST: u32 = 100;
     let repo = repository();
     let root = repo.path();
     let state = tempfile::tempdir().expect("state");
@@ -135,19 +149,36 @@ fn cpu_per_checkpoint(_: &mut Criterion) {
     )
     .expect("checkpoints");
     run.take(1, "before work").expect("first checkpoint");
+    let mut series = Vec::new();
     let mut wall = std::time::Duration::ZERO;
-    let before = children_cpu_ms();
+    let mut cpu_start = children_cpu_ms();
     for round in 2..ROUNDS + 2 {
+        let index = round - 2;
+        if index == FIRST || index == ROUNDS - LAST {
+            series.push((index, wall, children_cpu_ms() - cpu_start));
+            wall = std::time::Duration::ZERO;
+            cpu_start = children_cpu_ms();
+        }
         change_files(root, round);
         let started = std::time::Instant::now();
         run.take(round, "before work").expect("checkpoint");
         wall += started.elapsed();
     }
-    let cpu = (children_cpu_ms() - before) / f64::from(ROUNDS);
+    series.push((ROUNDS, wall, children_cpu_ms() - cpu_start));
+    let [(_, first_wall, first_cpu), _, (_, last_wall, last_cpu)] = series[..] else {
+        unreachable!("three series");
+    };
+    let per = |total: f64, n: u32| total / f64::from(n);
     println!(
-        "checkpoint_10k_files/10_changed_files: git CPU {cpu:.1} ms per checkpoint, \
-         mean wall {:.1} ms over {ROUNDS}",
-        wall.as_secs_f64() * 1000.0 / f64::from(ROUNDS)
+        "checkpoint_10k_files/10_changed_files: checkpoints 1-{FIRST}: git CPU {:.1} ms, \
+         mean wall {:.1} ms; checkpoints {}-{ROUNDS}: git CPU {:.1} ms, mean wall {:.1} ms; \
+         {} packs after {ROUNDS}",
+        per(first_cpu, FIRST),
+        per(first_wall.as_secs_f64() * 1000.0, FIRST),
+        ROUNDS - LAST + 1,
+        per(last_cpu, LAST),
+        per(last_wall.as_secs_f64() * 1000.0, LAST),
+        pack_count(root),
     );
 }
 

@@ -10,8 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::error::WorkspaceError;
 use crate::fast_commit::{PathChange, commit_changes, read_index_entries};
+use crate::packs::{OwnPacks, pack_dir, pack_names};
 use crate::repo::{ObjectId, Repository};
-use crate::staged::{Staged, bytes_path, on_disk_size};
+use crate::staged::{Staged, bytes_path, changes_between};
 
 /// The reference namespace every run's checkpoints live under.
 pub const CHECKPOINT_NAMESPACE: &str = "refs/trellis/checkpoints";
@@ -73,6 +74,8 @@ struct IndexState {
     /// Whether the private index still holds exactly that tree, so that what `git add`
     /// reports updating is exactly what changed since it.
     holds_previous: bool,
+    /// The packs this run's checkpoints wrote, rolled up as they grow.
+    own_packs: OwnPacks,
 }
 
 /// The checkpoints of one run in one repository.
@@ -148,9 +151,11 @@ impl RunCheckpoints {
     }
 
     /// Records the working tree as checkpoint `number`; `message` (one line) says what it
-    /// precedes and becomes the commit's message.
+    /// precedes and becomes the commit's message. The packs it writes count as the run's own
+    /// and are rolled up when they grow past a few (see `packs`).
     pub fn take(&self, number: u32, message: &str) -> Result<Checkpoint, WorkspaceError> {
         let mut state = self.guard();
+        let packs_before = pack_names(&pack_dir(&self.repo));
         let staged = self.stage_everything()?;
         let reference = self.reference(number);
         let fast = match &state.previous {
@@ -172,6 +177,10 @@ impl RunCheckpoints {
             tree: tree.clone(),
         });
         state.holds_previous = true;
+        state.own_packs.record(&pack_dir(&self.repo), &packs_before);
+        // Upkeep: a roll-up that fails leaves more packs to read, never a wrong checkpoint,
+        // and is tried again after the next one.
+        let _ = state.own_packs.consolidate(&self.repo);
         Ok(Checkpoint {
             number,
             commit,
@@ -232,12 +241,12 @@ impl RunCheckpoints {
         let ((files, bytes), parent) = match &state.previous {
             Some(previous) if previous.tree == tree => ((0, 0), Some(previous.commit.clone())),
             Some(previous) => (
-                self.changes(Some(&previous.tree), &tree)?,
+                changes_between(&self.repo, Some(&previous.tree), &tree)?,
                 Some(previous.commit.clone()),
             ),
             None => {
                 let head = self.repo.head()?;
-                (self.changes(head.as_ref(), &tree)?, head)
+                (changes_between(&self.repo, head.as_ref(), &tree)?, head)
             }
         };
         let commit = self.commit(&tree, parent.as_ref(), message)?;
@@ -250,8 +259,24 @@ impl RunCheckpoints {
     pub fn snapshot(&self) -> Result<ObjectId, WorkspaceError> {
         let mut state = self.guard();
         state.holds_previous = false;
+        let packs_before = pack_names(&pack_dir(&self.repo));
         self.stage_everything()?;
+        state.own_packs.record(&pack_dir(&self.repo), &packs_before);
         self.write_tree()
+    }
+
+    /// The bytes of the files the private index listed when it was last brought up to the
+    /// working tree, or before its first use the user's index (an estimate of what a copy of
+    /// the working tree holds, read without starting git); `None` when neither can be read.
+    pub fn listed_bytes(&self) -> Option<u64> {
+        let state = self.guard();
+        let known = state.previous.as_ref().map(|p| p.tree.as_str().len() / 2);
+        let read = |index: &Path| match known {
+            Some(id_bytes) => crate::index_file::listed_bytes(index, id_bytes),
+            None => crate::index_file::listed_bytes(index, 20)
+                .or_else(|| crate::index_file::listed_bytes(index, 32)),
+        };
+        read(&self.index).or_else(|| read(self.repo.user_index()))
     }
 
     /// Records the working tree as the run left it under [`RunCheckpoints::end_reference`]
@@ -474,68 +499,6 @@ impl RunCheckpoints {
         full.extend_from_slice(args);
         self.repo
             .run(&full, &[("GIT_INDEX_FILE", self.index.as_path())])
-    }
-
-    /// Files that differ between `base` (nothing, when `None`) and `tree`, and the bytes of
-    /// those added or modified.
-    fn changes(
-        &self,
-        base: Option<&ObjectId>,
-        tree: &ObjectId,
-    ) -> Result<(u64, u64), WorkspaceError> {
-        let stdout = match base {
-            Some(base) => self.repo.run(
-                &[
-                    "diff-tree",
-                    "-r",
-                    "-z",
-                    "--no-renames",
-                    base.as_str(),
-                    tree.as_str(),
-                ],
-                &[],
-            )?,
-            None => self
-                .repo
-                .run(&["ls-tree", "-r", "-z", "--full-tree", tree.as_str()], &[])?,
-        };
-        let mut files = 0;
-        let mut bytes = 0;
-        let mut fields = stdout.split(|&b| b == 0).filter(|f| !f.is_empty());
-        while let Some(meta) = fields.next() {
-            // diff-tree: ":old-mode new-mode old-id new-id STATUS" NUL path NUL;
-            // ls-tree: "mode type id" TAB path NUL.
-            let (meta, path) = match base {
-                Some(_) => {
-                    let Some(path) = fields.next() else {
-                        return Err(WorkspaceError::Unexpected {
-                            command: "diff-tree".into(),
-                            detail: "a change without a path".into(),
-                        });
-                    };
-                    (String::from_utf8_lossy(meta).into_owned(), path)
-                }
-                None => {
-                    let tab = meta.iter().position(|&b| b == b'\t').unwrap_or(meta.len());
-                    let (head, rest) = meta.split_at(tab);
-                    (
-                        format!("A {}", String::from_utf8_lossy(head)),
-                        rest.get(1..).unwrap_or_default(),
-                    )
-                }
-            };
-            files += 1;
-            let added_or_modified = match base {
-                Some(_) => matches!(meta.rsplit(' ').next(), Some("A" | "M" | "T")),
-                None => true,
-            };
-            // The new mode is the second field of both forms; 160000 is a submodule's commit.
-            let submodule = meta.split(' ').nth(1) == Some("160000");
-            if added_or_modified && !submodule {
-                bytes += on_disk_size(&self.repo.top().join(bytes_path(path)));
-            }
-        }
-        Ok((files, bytes))
     }
 }
 

@@ -1,18 +1,19 @@
-//! Disposable copies for verifiers: a clone that borrows the candidate repository's objects
-//! (`git clone --shared`, so nothing is copied but the files themselves), holding the
-//! candidate's working tree as it is at that moment, with `HEAD` and the index at the
-//! candidate's `HEAD` so `git status` and `git diff` show the candidate's changes. The copy
-//! has its own references, index and configuration: whatever a verifier does there, the
-//! candidate and the user's repository never see it. Ignored entries (dependencies, build
-//! outputs, tools) are placed so a verifier finds them where they are in the candidate:
-//! small ones are copied (directories rebuilt, files up to a size copied), and only large
-//! ones (an installed dependency tree, a big file) are linked to the candidate's. Removed
-//! when dropped.
+//! Disposable copies for verifiers: a repository that borrows the candidate repository's
+//! objects (its `.git` written by hand as `git clone --shared` would leave it, so nothing is
+//! copied but the files themselves), holding the candidate's working tree as it is at that
+//! moment, with `HEAD` and the index at the candidate's `HEAD` so `git status` and `git diff`
+//! show the candidate's changes. The copy has its own references, index and configuration:
+//! whatever a verifier does there, the candidate and the user's repository never see it.
+//! Ignored entries (dependencies, build outputs, tools) are placed so a verifier finds them
+//! where they are in the candidate: small ones are copied (directories rebuilt, files up to a
+//! size copied), and only large ones (an installed dependency tree, a big file) are linked to
+//! the candidate's. Removed when dropped.
 
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::RunCheckpoints;
 use crate::error::WorkspaceError;
+use crate::repo::{ObjectId, Repository};
 
 /// Most entries below an ignored directory that are copied one by one; a larger directory (an
 /// installed dependency tree, a build cache) is linked whole, as copying it per verifier
@@ -47,35 +48,18 @@ impl DisposableCopy {
                 WorkspaceError::io(format!("cannot create {}", parent.display()), e)
             })?;
         }
-        let source = repo.top().to_string_lossy();
-        let target = destination.to_string_lossy();
-        let clone = [
-            "-c",
-            "core.hooksPath=/dev/null",
-            "clone",
-            "--quiet",
-            // No hook samples or other template files: fewer files to write per copy.
-            "--template=",
-            "--shared",
-            "--no-checkout",
-            &source,
-            &target,
-        ];
-        repo.run(&clone, &[])?;
+        std::fs::create_dir(destination).map_err(|e| {
+            WorkspaceError::io(format!("cannot create {}", destination.display()), e)
+        })?;
         // From here on the directory exists: a failure must not leave it behind.
         let copy = Self {
             root: destination.to_path_buf(),
             workdir: destination.join(relative),
             removed: false,
         };
+        let branches = candidate_branches(repo)?;
+        write_borrowing_git_dir(repo, destination, head.as_ref(), &tree, &branches)?;
         let git = repo.git();
-        if let Some(head) = &head {
-            git.run(
-                destination,
-                &["update-ref", "--no-deref", "HEAD", head.as_str()],
-                &[],
-            )?;
-        }
         git.run(
             destination,
             &["read-tree", "--reset", "-u", tree.as_str()],
@@ -118,6 +102,92 @@ impl Drop for DisposableCopy {
             let _ = force_remove_dir(&self.root);
         }
     }
+}
+
+/// The candidate's branches and tags as `(object, reference)`, sorted by reference.
+fn candidate_branches(repo: &Repository) -> Result<Vec<(String, String)>, WorkspaceError> {
+    let args = [
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        "refs/heads",
+        "refs/tags",
+    ];
+    let stdout = repo.run(&args, &[])?;
+    Ok(String::from_utf8_lossy(&stdout)
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .map(|(object, name)| (object.to_owned(), name.to_owned()))
+        .collect())
+}
+
+/// Writes the copy's `.git` by hand, as `git clone --shared --no-checkout` would leave it
+/// (objects borrowed through `alternates`, the candidate's branches as `origin`'s, its tags)
+/// but with `HEAD` detached at the candidate's: a handful of small files instead of a clone's
+/// three processes and its transport.
+fn write_borrowing_git_dir(
+    repo: &Repository,
+    destination: &Path,
+    head: Option<&ObjectId>,
+    tree: &ObjectId,
+    references: &[(String, String)],
+) -> Result<(), WorkspaceError> {
+    use std::os::unix::ffi::OsStrExt;
+    let git_dir = destination.join(".git");
+    for dir in [
+        "objects/info",
+        "objects/pack",
+        "refs/heads",
+        "refs/tags",
+        "info",
+    ] {
+        let path = git_dir.join(dir);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| WorkspaceError::io(format!("cannot create {}", path.display()), e))?;
+    }
+    let write = |name: &str, content: &[u8]| {
+        let path = git_dir.join(name);
+        std::fs::write(&path, content)
+            .map_err(|e| WorkspaceError::io(format!("cannot write {}", path.display()), e))
+    };
+    let head_file = match head {
+        Some(head) => format!("{head}\n"),
+        None => "ref: refs/heads/main\n".to_owned(),
+    };
+    write("HEAD", head_file.as_bytes())?;
+    // A SHA-256 repository's ids are 64 digits; its copy must say so to read its objects.
+    let sha256 = tree.as_str().len() == 64;
+    let mut config = format!(
+        "[core]\n\trepositoryformatversion = {}\n\tfilemode = true\n\tbare = false\n\
+         \tlogallrefupdates = true\n",
+        u8::from(sha256)
+    );
+    if sha256 {
+        config.push_str("[extensions]\n\tobjectformat = sha256\n");
+    }
+    let source = repo.top().to_string_lossy();
+    let quoted = source.replace('\\', "\\\\").replace('"', "\\\"");
+    config.push_str(&format!(
+        "[remote \"origin\"]\n\turl = \"{quoted}\"\n\
+         \tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+    ));
+    write("config", config.as_bytes())?;
+    let mut alternates = repo
+        .common_dir()
+        .join("objects")
+        .as_os_str()
+        .as_bytes()
+        .to_vec();
+    alternates.push(b'\n');
+    write("objects/info/alternates", &alternates)?;
+    let mut packed = String::new();
+    for (object, name) in references {
+        let name = match name.strip_prefix("refs/heads/") {
+            Some(branch) => format!("refs/remotes/origin/{branch}"),
+            None => name.clone(),
+        };
+        packed.push_str(&format!("{object} {name}\n"));
+    }
+    write("packed-refs", packed.as_bytes())
 }
 
 /// Puts the candidate's ignored `entry` into the copy at the same place (parent directories

@@ -11,6 +11,8 @@ mod copy;
 mod error;
 mod fast_commit;
 mod git;
+mod index_file;
+mod packs;
 mod references;
 mod repo;
 pub mod source;

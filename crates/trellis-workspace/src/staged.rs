@@ -1,7 +1,10 @@
-//! What `git add --all --verbose` reports staging: the paths it added or removed and the
-//! bytes they hold, the input of a checkpoint's change count and of its fast path.
+//! What a checkpoint changed: the paths `git add --all --verbose` reports staging (added or
+//! removed) and the bytes they hold, or, when that cannot be trusted, the diff of two trees.
 
 use std::path::{Path, PathBuf};
+
+use crate::error::WorkspaceError;
+use crate::repo::{ObjectId, Repository};
 
 /// What `git add --all --verbose` reported updating in the index.
 #[derive(Debug, Default)]
@@ -49,6 +52,66 @@ pub(crate) fn bytes_path(raw: &[u8]) -> PathBuf {
 /// The size of a file or symbolic link (not its target); 0 when it is gone already.
 pub(crate) fn on_disk_size(path: &Path) -> u64 {
     std::fs::symlink_metadata(path).map_or(0, |m| m.len())
+}
+
+/// Files that differ between `base` (nothing, when `None`) and `tree`, and the bytes of
+/// those added or modified.
+pub(crate) fn changes_between(
+    repo: &Repository,
+    base: Option<&ObjectId>,
+    tree: &ObjectId,
+) -> Result<(u64, u64), WorkspaceError> {
+    let stdout = match base {
+        Some(base) => repo.run(
+            &[
+                "diff-tree",
+                "-r",
+                "-z",
+                "--no-renames",
+                base.as_str(),
+                tree.as_str(),
+            ],
+            &[],
+        )?,
+        None => repo.run(&["ls-tree", "-r", "-z", "--full-tree", tree.as_str()], &[])?,
+    };
+    let mut files = 0;
+    let mut bytes = 0;
+    let mut fields = stdout.split(|&b| b == 0).filter(|f| !f.is_empty());
+    while let Some(meta) = fields.next() {
+        // diff-tree: ":old-mode new-mode old-id new-id STATUS" NUL path NUL;
+        // ls-tree: "mode type id" TAB path NUL.
+        let (meta, path) = match base {
+            Some(_) => {
+                let Some(path) = fields.next() else {
+                    return Err(WorkspaceError::Unexpected {
+                        command: "diff-tree".into(),
+                        detail: "a change without a path".into(),
+                    });
+                };
+                (String::from_utf8_lossy(meta).into_owned(), path)
+            }
+            None => {
+                let tab = meta.iter().position(|&b| b == b'\t').unwrap_or(meta.len());
+                let (head, rest) = meta.split_at(tab);
+                (
+                    format!("A {}", String::from_utf8_lossy(head)),
+                    rest.get(1..).unwrap_or_default(),
+                )
+            }
+        };
+        files += 1;
+        let added_or_modified = match base {
+            Some(_) => matches!(meta.rsplit(' ').next(), Some("A" | "M" | "T")),
+            None => true,
+        };
+        // The new mode is the second field of both forms; 160000 is a submodule's commit.
+        let submodule = meta.split(' ').nth(1) == Some("160000");
+        if added_or_modified && !submodule {
+            bytes += on_disk_size(&repo.top().join(bytes_path(path)));
+        }
+    }
+    Ok((files, bytes))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! records them, and pruning what runs no longer need.
 
 pub mod api;
+pub mod copy_places;
 pub mod policy;
 pub mod prune;
 pub mod workspace;

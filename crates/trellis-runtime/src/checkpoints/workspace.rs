@@ -11,11 +11,13 @@ use trellis_workspace::{
     Checkpoint, DisposableCopy, Git, Previous, Repository, RunCheckpoints, WorkspaceError,
 };
 
+use crate::checkpoints::copy_places::CopyPlaces;
 use crate::checkpoints::policy::{Before, CheckpointPolicy};
 
 /// The private index of a run's checkpoints, in its run directory.
 pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
-/// Where a run's verifier copies live while they exist, in its run directory.
+/// Where a run's verifier copies live while they exist, in its run directory, when they are
+/// not in memory (see [`CopyPlaces`]).
 pub const COPIES_DIR: &str = "copies";
 
 /// How a run treats its workspace (stored with the submission; every field has a default so
@@ -88,7 +90,7 @@ pub struct RunWorkspace {
     policy: CheckpointPolicy,
     /// `None` when the workspace is not in a git working tree.
     checkpoints: Option<RunCheckpoints>,
-    copies_dir: PathBuf,
+    places: CopyPlaces,
     workspace: PathBuf,
     next_number: u32,
     /// The verifier copies that exist now, by execution.
@@ -128,7 +130,7 @@ impl RunWorkspace {
             handling: handling.clone(),
             policy,
             checkpoints,
-            copies_dir: run_dir.join(COPIES_DIR),
+            places: CopyPlaces::new(run_dir, run_dir.join(COPIES_DIR), run),
             workspace: workspace.to_path_buf(),
             next_number: 1,
             copies: HashMap::new(),
@@ -175,10 +177,20 @@ impl RunWorkspace {
         let Some(checkpoints) = self.checkpoints.as_ref().filter(|_| copy_wanted) else {
             return Ok(self.workspace.clone());
         };
-        let destination = self.copies_dir.join(execution.to_string());
+        let destination = self.places.for_copy(execution, checkpoints.listed_bytes());
         // A copy left by a controller that died is stale: start from nothing.
         trellis_workspace::force_remove_dir(&destination)?;
-        let copy = DisposableCopy::create(checkpoints, &self.workspace, &destination)?;
+        let copy = match DisposableCopy::create(checkpoints, &self.workspace, &destination) {
+            Ok(copy) => copy,
+            // A tmpfs that filled up (the estimate missed what changed since) leaves the
+            // copy to the disk.
+            Err(_) if self.places.in_memory(&destination) => {
+                let on_disk = self.places.on_disk(execution);
+                trellis_workspace::force_remove_dir(&on_disk)?;
+                DisposableCopy::create(checkpoints, &self.workspace, &on_disk)?
+            }
+            Err(error) => return Err(error),
+        };
         let workdir = copy.workdir().to_path_buf();
         self.copies.insert(execution, copy);
         Ok(workdir)
@@ -199,7 +211,7 @@ impl RunWorkspace {
         for (_, copy) in self.copies.drain() {
             copy.remove()?;
         }
-        trellis_workspace::force_remove_dir(&self.copies_dir)?;
+        self.places.remove_all()?;
         let Some(checkpoints) = &self.checkpoints else {
             return Ok(());
         };
