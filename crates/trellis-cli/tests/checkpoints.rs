@@ -81,24 +81,6 @@ fn command(script: &str, args: &[&str]) -> Value {
     json!({"kind": "command", "command": argv})
 }
 
-fn start_software_change(sandbox: &Sandbox, plan: &Value, extra: &[&str]) -> String {
-    let plan = sandbox.write_json("plan.json", plan);
-    let mut args = vec![
-        "run",
-        "--template",
-        "software-change",
-        "--task",
-        "Greet the world",
-        "--runtime-config",
-        &plan,
-        "--json",
-        "--detach",
-    ];
-    args.extend_from_slice(extra);
-    let receipt = sandbox.trellis(&args).success().json();
-    receipt["runId"].as_str().expect("runId").to_owned()
-}
-
 fn manifest(markers: &Path, round: u32, attempt: u32) -> Value {
     let path = markers.join(format!("manifest-round{round}-{attempt}.json"));
     serde_json::from_slice(&std::fs::read(&path).expect("manifest")).expect("manifest JSON")
@@ -120,7 +102,7 @@ fn killed_in_the_second_repair_round(resume: &[&str]) {
         "acceptance": command("reviewer.py", &["acceptance"]),
         "code": command("reviewer.py", &["code"]),
     }});
-    let run = start_software_change(&sandbox, &plan, &[]);
+    let run = sandbox.start_software_change(&plan, &[]);
 
     // Round 3 (the second repair) has started and changed files; kill the controller.
     wait_until("round 3 to start", STATE_TIMEOUT, || {
@@ -261,7 +243,7 @@ fn resume_from_a_checkpoint_refuses_a_workspace_changed_after_the_run_ended_unle
     let sandbox = Sandbox::new();
     let root = &sandbox.workspace;
     user_repository(root);
-    let run = start_software_change(&sandbox, &failing_plan(), &[]);
+    let run = sandbox.start_software_change(&failing_plan(), &[]);
     let result = sandbox.wait_finished(&run);
     assert_eq!(result["status"], "failed", "{result}");
     assert_eq!(
@@ -317,7 +299,7 @@ fn a_worktree_run_leaves_the_checkout_alone_and_keeps_its_worktree_until_discard
     let root = &sandbox.workspace;
     user_repository(root);
     let user = user_state(root);
-    let run = start_software_change(&sandbox, &failing_plan(), &["--workspace", "worktree"]);
+    let run = sandbox.start_software_change(&failing_plan(), &["--workspace", "worktree"]);
     let result = sandbox.wait_finished(&run);
     assert_eq!(result["status"], "failed", "{result}");
     assert!(
@@ -415,7 +397,7 @@ fn a_reviewer_that_deletes_everything_reaches_neither_the_candidate_nor_the_deli
         "code": command("reviewer.py", &["code", "vandal"]),
         "deliver": {"kind": "git_delivery"},
     }});
-    let run = start_software_change(&sandbox, &plan, &["--push"]);
+    let run = sandbox.start_software_change(&plan, &["--push"]);
     let result = sandbox.wait_finished(&run);
     assert_eq!(result["status"], "succeeded", "{result}");
 
@@ -467,13 +449,13 @@ fn checkpoints_are_switched_by_one_flag_pair_for_graphspec_runs() {
             .json();
         listed["checkpoints"].as_array().expect("checkpoints").len()
     };
-    let off = start_software_change(&sandbox, &failing_plan(), &["--checkpoints", "off"]);
+    let off = sandbox.start_software_change(&failing_plan(), &["--checkpoints", "off"]);
     sandbox.wait_finished(&off);
     assert_eq!(count(&off), 0, "--checkpoints off records none");
-    let also_off = start_software_change(&sandbox, &failing_plan(), &["--no-checkpoints"]);
+    let also_off = sandbox.start_software_change(&failing_plan(), &["--no-checkpoints"]);
     sandbox.wait_finished(&also_off);
     assert_eq!(count(&also_off), 0, "--no-checkpoints records none");
-    let on = start_software_change(&sandbox, &failing_plan(), &["--checkpoints"]);
+    let on = sandbox.start_software_change(&failing_plan(), &["--checkpoints"]);
     sandbox.wait_finished(&on);
     assert_eq!(count(&on), 1, "a bare --checkpoints turns them on");
     sandbox.wait_no_processes();

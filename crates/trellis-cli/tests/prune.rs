@@ -31,24 +31,6 @@ fn failing_plan(script: &str) -> Value {
     }})
 }
 
-fn start(sandbox: &Sandbox, plan: &Value, extra: &[&str]) -> String {
-    let plan = sandbox.write_json("plan.json", plan);
-    let mut args = vec![
-        "run",
-        "--template",
-        "software-change",
-        "--task",
-        "Greet the world",
-        "--runtime-config",
-        &plan,
-        "--json",
-        "--detach",
-    ];
-    args.extend_from_slice(extra);
-    let receipt = sandbox.trellis(&args).success().json();
-    receipt["runId"].as_str().expect("runId").to_owned()
-}
-
 /// Every reference of the repository, by name.
 fn references(root: &Path) -> Vec<String> {
     git(root, &["for-each-ref", "--format=%(refname)"])
@@ -81,15 +63,20 @@ fn item(kind: &str, run: &str, reason: &str) -> (String, String, String) {
     (kind.to_owned(), run.to_owned(), reason.to_owned())
 }
 
-#[test]
-fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone() {
-    let sandbox = Sandbox::new();
-    let root = &sandbox.workspace;
+/// A repository with one commit (`greeting.txt`) that ignores the run's plan file.
+fn init_repository(root: &Path) {
     git(root, &["init", "--quiet", "--initial-branch=main"]);
     std::fs::write(root.join(".gitignore"), "plan.json\n").unwrap();
     std::fs::write(root.join("greeting.txt"), "Hi\n").unwrap();
     git(root, &["add", "--all"]);
     git(root, &["commit", "--quiet", "-m", "initial"]);
+}
+
+#[test]
+fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    init_repository(root);
     git(root, &["branch", "feature"]);
     // A reference of a run this ledger does not know (another ledger's, say).
     git(
@@ -99,7 +86,7 @@ fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone()
 
     // A fails; the user works on; a forced resume from its first checkpoint keeps that work
     // under refs/trellis/saved/A/… and B fails too.
-    let first = start(&sandbox, &failing_plan("echo attempt >> attempts.txt"), &[]);
+    let first = sandbox.start_software_change(&failing_plan("echo attempt >> attempts.txt"), &[]);
     assert_eq!(sandbox.wait_finished(&first)["status"], "failed");
     std::fs::write(root.join("mine.txt"), "the user's own fix\n").unwrap();
     let receipt = sandbox
@@ -123,7 +110,7 @@ fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone()
         "while [ ! -e '{}' ]; do sleep 0.05; done",
         release.display()
     );
-    let live = start(&sandbox, &failing_plan(&wait), &["--workspace", "worktree"]);
+    let live = sandbox.start_software_change(&failing_plan(&wait), &["--workspace", "worktree"]);
     wait_until("C's first checkpoint", STATE_TIMEOUT, || {
         of_run(&references(root), "checkpoints", &live)
             .gt(&0)
@@ -218,15 +205,11 @@ fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone()
 fn a_pruned_and_collected_checkpoint_is_listed_as_such_and_refused_clearly() {
     let sandbox = Sandbox::new();
     let root = &sandbox.workspace;
-    git(root, &["init", "--quiet", "--initial-branch=main"]);
-    std::fs::write(root.join(".gitignore"), "plan.json\n").unwrap();
-    std::fs::write(root.join("greeting.txt"), "Hi\n").unwrap();
-    git(root, &["add", "--all"]);
-    git(root, &["commit", "--quiet", "-m", "initial"]);
+    init_repository(root);
     // Untracked work only the checkpoint holds, so its tree is reachable from nothing else.
     std::fs::write(root.join("scratch.txt"), "only in the checkpoint\n").unwrap();
 
-    let run = start(&sandbox, &failing_plan("true"), &[]);
+    let run = sandbox.start_software_change(&failing_plan("true"), &[]);
     assert_eq!(sandbox.wait_finished(&run)["status"], "failed");
     let listed = sandbox
         .trellis(&["checkpoints", &run, "--json"])

@@ -229,6 +229,26 @@ impl Sandbox {
         path.to_str().expect("UTF-8 path").to_owned()
     }
 
+    /// Starts a detached software-change run (task "Greet the world") under `plan`, written
+    /// as `plan.json` in the workspace, with `extra` arguments; returns its run id.
+    pub fn start_software_change(&self, plan: &Value, extra: &[&str]) -> String {
+        let plan = self.write_json("plan.json", plan);
+        let mut args = vec![
+            "run",
+            "--template",
+            "software-change",
+            "--task",
+            "Greet the world",
+            "--runtime-config",
+            &plan,
+            "--json",
+            "--detach",
+        ];
+        args.extend_from_slice(extra);
+        let receipt = self.trellis(&args).success().json();
+        receipt["runId"].as_str().expect("runId").to_owned()
+    }
+
     /// Writes graph, input and a uniform worker plan; returns the `run` arguments for them.
     pub fn run_args(&self, graph: &Value, input: &Value, plan: &Value) -> Vec<String> {
         vec![
