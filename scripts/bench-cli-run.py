@@ -89,9 +89,9 @@ def percentile(sorted_values, fraction):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trellis", default="target/release/trellis")
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--trellis", default="target/release/trellis", help="the Trellis binary")
+    parser.add_argument("--runs", type=int, default=50, help="measured runs")
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured runs first")
     parser.add_argument("--git", action="store_true", help="run in a git repository")
     parser.add_argument("--files", type=int, default=100, help="files in that repository")
     parser.add_argument("--software-change", action="store_true",

@@ -142,12 +142,14 @@ def admission_table(trellis, root, sizes, runs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trellis", default="target/release/trellis")
-    parser.add_argument("--items", default="64,256,1024")
-    parser.add_argument("--steps", default="1000,2000,4000")
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--skip-map", action="store_true")
-    parser.add_argument("--skip-admission", action="store_true")
+    parser.add_argument("--trellis", default="target/release/trellis", help="the Trellis binary")
+    parser.add_argument("--items", default="64,256,1024",
+                        help="comma-separated map widths whose `run --json` bytes to count")
+    parser.add_argument("--steps", default="1000,2000,4000",
+                        help="comma-separated chain lengths for run --validate-only vs validate")
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per admission case")
+    parser.add_argument("--skip-map", action="store_true", help="leave the NDJSON size table out")
+    parser.add_argument("--skip-admission", action="store_true", help="leave the admission table out")
     args = parser.parse_args()
     trellis = os.path.abspath(args.trellis)
     with tempfile.TemporaryDirectory(prefix="trellis-bench-observation-") as root:

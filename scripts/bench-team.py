@@ -331,16 +331,23 @@ def api_bench(args, postgres, scratch):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trellis", default=os.path.join(REPO, "target/release/trellis"))
-    parser.add_argument("--only", choices=["map", "api"])
-    parser.add_argument("--items", type=int, default=4096)
-    parser.add_argument("--workers", default="1,2,4")
-    parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--clients", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--submits", type=int, default=2)
-    parser.add_argument("--postgres")
+    parser.add_argument("--trellis", default=os.path.join(REPO, "target/release/trellis"),
+                        help="the Trellis binary (default: target/release/trellis)")
+    parser.add_argument("--only", choices=["map", "api"],
+                        help="only the worker-scaling map or only the API load test")
+    parser.add_argument("--items", type=int, default=4096,
+                        help="no-op steps in all (maps of at most 1,024)")
+    parser.add_argument("--workers", default="1,2,4",
+                        help="comma-separated counts of `trellis worker` processes to try")
+    parser.add_argument("--slots", type=int, default=4, help="--slots of each worker")
+    parser.add_argument("--repeat", type=int, default=1, help="trials of each map measurement")
+    parser.add_argument("--clients", type=int, default=100, help="concurrent API clients")
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="how long each API request kind is driven")
+    parser.add_argument("--submits", type=int, default=2,
+                        help="at most this many run submissions per client (each starts a controller)")
+    parser.add_argument("--postgres",
+                        help="a PostgreSQL URL to use (default: a private instance via scripts/postgres.sh)")
     args = parser.parse_args()
     args.trellis = os.path.abspath(args.trellis)
     args.workers = [int(n) for n in args.workers.split(",")]
