@@ -28,15 +28,23 @@ pub struct SubmitAnswer {
 }
 
 /// The body of a control action: nothing, or `{}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NoOptions {}
 
 pub(super) fn no_options(body: &Bytes) -> Result<(), Problem> {
+    options_body::<NoOptions>(body).map(|NoOptions {}| ())
+}
+
+/// An action's options: an empty (or blank) body is the defaults, anything else must be
+/// their JSON object.
+pub(super) fn options_body<T: serde::de::DeserializeOwned + Default>(
+    body: &Bytes,
+) -> Result<T, Problem> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(());
+        return Ok(T::default());
     }
-    json_body::<NoOptions>(body).map(|NoOptions {}| ())
+    json_body(body)
 }
 
 /// Stops a run now: its workers are killed and it ends `failed/force_stopped`; a finished run
@@ -94,11 +102,7 @@ pub async fn resume(
     body: Bytes,
 ) -> Result<Response, Problem> {
     let run = run_id(&run)?;
-    let choice = if body.iter().all(u8::is_ascii_whitespace) {
-        ResumeBody::default()
-    } else {
-        json_body::<ResumeBody>(&body)?
-    };
+    let choice: ResumeBody = options_body(&body)?;
     let runtime = Arc::clone(&state.runtime);
     let options = ResumeOptions {
         start: state.start,

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use trellis_runtime::{DEFAULT_PRUNE_AGE_MS, MAX_CHECKPOINTS_PER_PAGE, PruneOptions};
 use utoipa::{IntoParams, ToSchema};
 
-use super::control::no_options;
-use super::{ApiState, blocking, json_body, run_id};
+use super::control::{no_options, options_body};
+use super::{ApiState, blocking, run_id};
 use crate::openapi::{CheckpointPageDoc, DiscardedWorkspaceDoc, ProblemDoc, PruneReportDoc};
 use crate::problem::Problem;
 
@@ -97,10 +97,7 @@ pub struct PruneBody {
     ),
 )]
 pub async fn prune(State(state): State<ApiState>, body: Bytes) -> Result<Response, Problem> {
-    let body: PruneBody = match body.iter().all(u8::is_ascii_whitespace) {
-        true => PruneBody::default(),
-        false => json_body(&body)?,
-    };
+    let body: PruneBody = options_body(&body)?;
     let options = PruneOptions {
         older_than_ms: body.older_than_ms.unwrap_or(DEFAULT_PRUNE_AGE_MS),
         dry_run: body.dry_run,
