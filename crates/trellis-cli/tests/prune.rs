@@ -2,14 +2,15 @@
 //! checkpoints of a run a successor resumed go once the chain has ended, the latest run's
 //! checkpoints, saved workspace states and a failed run's worktree go by age, and a run that
 //! is still going, references outside Trellis's namespaces and those of runs the ledger does
-//! not know stay.
+//! not know stay. Verifier copies a killed controller left go when its run is found lost, and
+//! `prune` removes any an ended run still has.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use support::{STATE_TIMEOUT, Sandbox, python, wait_until};
+use support::{STATE_TIMEOUT, Sandbox, Signal, controller_pid, python, send_signal, wait_until};
 use trellis_testkit::git::git;
 
 fn workers() -> PathBuf {
@@ -241,5 +242,106 @@ fn a_pruned_and_collected_checkpoint_is_listed_as_such_and_refused_clearly() {
         "{refused:#?}"
     );
     assert!(!root.join("scratch.txt").exists(), "nothing was restored");
+    sandbox.wait_no_processes();
+}
+
+/// The places `trellis prune --json` reported as copies of `run`, sorted.
+fn pruned_copies(report: &Value, run: &str) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = report["pruned"]
+        .as_array()
+        .expect("pruned")
+        .iter()
+        .filter(|item| item["kind"] == "copies" && item["runId"] == run)
+        .map(|item| {
+            assert_eq!(item["reason"], "ended", "{item}");
+            PathBuf::from(item["path"].as_str().expect("path"))
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn copies_a_killed_controller_left_go_when_the_run_is_found_lost_and_prune_sweeps_the_rest() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    init_repository(root);
+    // Each reviewer says where its copy is, then works until it is stopped.
+    let seen = sandbox.home.parent().expect("sandbox root").join("seen");
+    std::fs::create_dir_all(&seen).unwrap();
+    let reviewer = |role: &str| {
+        let script = format!(
+            "cat >/dev/null; pwd > '{}/{role}'; sleep 600",
+            seen.display()
+        );
+        json!({"kind": "command", "command": ["/bin/sh", "-c", script]})
+    };
+    let plan = json!({"nodes": {
+        "worker": {"kind": "command", "command": ["/bin/sh", "-c",
+            "cat >/dev/null; echo 'Hi!' > greeting.txt; echo '{\"output\":null}'"]},
+        "acceptance": reviewer("acceptance"),
+        "code": reviewer("code"),
+    }});
+    let run = sandbox.start_software_change(&plan, &[]);
+    let copies: Vec<PathBuf> = ["acceptance", "code"]
+        .iter()
+        .map(|role| {
+            let said = seen.join(role);
+            wait_until("a reviewer to start in its copy", STATE_TIMEOUT, || {
+                let text = std::fs::read_to_string(&said).ok()?;
+                text.ends_with('\n').then(|| PathBuf::from(text.trim_end()))
+            })
+        })
+        .collect();
+    for copy in &copies {
+        assert!(copy.join("greeting.txt").exists(), "{}", copy.display());
+        assert!(!copy.starts_with(root), "a copy, not the workspace");
+    }
+
+    // While the run is going, prune leaves its copies alone.
+    let live = sandbox
+        .trellis(&["prune", "--older-than", "0s", "--json"])
+        .success()
+        .json();
+    assert!(pruned_copies(&live, &run).is_empty(), "{live}");
+    assert!(copies.iter().all(|copy| copy.exists()));
+
+    // The controller dies; the next command that looks finds the run lost, stops the
+    // reviewers and removes their copies (in memory they would otherwise stay until reboot).
+    let controller = controller_pid(&run).expect("the controller runs");
+    send_signal(controller, Signal::SIGKILL);
+    wait_until("the controller to die", STATE_TIMEOUT, || {
+        controller_pid(&run).is_none().then_some(())
+    });
+    assert_eq!(
+        sandbox.status(&run)["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "runtime_lost"})
+    );
+    for copy in &copies {
+        assert!(!copy.exists(), "{} is removed", copy.display());
+    }
+
+    // Copies an ended run still has (here put back by hand, as a removal that failed would
+    // leave them) are `prune`'s, whatever their age; a dry run only lists them.
+    let on_disk = sandbox.home.join("runs").join(&run).join("copies");
+    let mut leftovers = vec![on_disk.clone()];
+    std::fs::create_dir_all(on_disk.join("9")).unwrap();
+    let in_memory = copies[0].parent().expect("the run's copy directory");
+    if !in_memory.starts_with(&on_disk) {
+        std::fs::create_dir_all(copies[0].join("leftover")).unwrap();
+        leftovers.push(in_memory.to_path_buf());
+    }
+    leftovers.sort();
+    let dry = sandbox
+        .trellis(&["prune", "--dry-run", "--json"])
+        .success()
+        .json();
+    assert_eq!(pruned_copies(&dry, &run), leftovers, "{dry}");
+    assert!(leftovers.iter().all(|place| place.exists()));
+    let report = sandbox.trellis(&["prune", "--json"]).success().json();
+    assert_eq!(pruned_copies(&report, &run), leftovers, "{report}");
+    assert!(leftovers.iter().all(|place| !place.exists()));
+    let again = sandbox.trellis(&["prune", "--json"]).success().json();
+    assert!(pruned_copies(&again, &run).is_empty(), "{again}");
     sandbox.wait_no_processes();
 }

@@ -6,6 +6,7 @@ use trellis_ledger::{
     LedgerError, LogLevel, LogStream, RunEvent, RunId, RunStore, SettledBy, TerminalResult,
 };
 
+use crate::checkpoints::copy_places::CopyPlaces;
 use crate::error::RuntimeError;
 use crate::home::{Lease, LeaseAttempt, TrellisHome};
 
@@ -46,6 +47,9 @@ pub fn reconcile(
     };
     // Holding the lease, nobody else can be appending for this run.
     let finalized = finalize(store, run_id, TerminalReason::RuntimeLost);
+    if matches!(finalized, Ok(true)) {
+        remove_dead_copies(home, run_id);
+    }
     drop(lease);
     finalized.map(|done| {
         if done {
@@ -54,6 +58,14 @@ pub fn reconcile(
             Liveness::Finished
         }
     })
+}
+
+/// Removes the verifier copies a dead controller of `run_id` left (in memory they would stay
+/// until the machine restarts). The caller holds the run's lease. Best effort: a copy that
+/// cannot be removed now is `trellis prune`'s to remove later.
+pub(crate) fn remove_dead_copies(home: &TrellisHome, run_id: &RunId) {
+    let run_dir = home.root().join("runs").join(run_id.as_str());
+    let _ = CopyPlaces::of_run(&run_dir, run_id.as_str()).remove_all();
 }
 
 /// Why Trellis ends a run on its own.

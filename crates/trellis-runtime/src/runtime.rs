@@ -330,7 +330,10 @@ impl Runtime {
                 .map_err(|e| RuntimeError::io("cannot check the controller lease", e))?;
             match attempt {
                 LeaseAttempt::Acquired(lease) => {
-                    finalize_orphaned(self.store.as_ref(), run_id, TerminalReason::ForceStopped)?;
+                    if finalize_orphaned(self.store.as_ref(), run_id, TerminalReason::ForceStopped)?
+                    {
+                        crate::recovery::remove_dead_copies(&self.home, run_id);
+                    }
                     drop(lease);
                 }
                 LeaseAttempt::HeldElsewhere => {

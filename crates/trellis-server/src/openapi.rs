@@ -240,13 +240,17 @@ const PRUNE_REPORT_FIELDS: &[(&str, Field, bool)] = &[
 const PRUNED_ITEM_FIELDS: &[(&str, Field, bool)] = &[
     (
         "kind",
-        Field::OneOf(&["checkpoints", "saved", "worktree"]),
+        Field::OneOf(&["checkpoints", "saved", "worktree", "copies"]),
         true,
     ),
     ("runId", Field::Text, true),
     ("path", Field::Text, true),
     ("references", Field::Texts, true),
-    ("reason", Field::OneOf(&["superseded", "olderThan"]), true),
+    (
+        "reason",
+        Field::OneOf(&["superseded", "olderThan", "ended"]),
+        true,
+    ),
 ];
 
 const PROBLEM_FIELDS: &[(&str, Field, bool)] = &[

@@ -80,10 +80,12 @@ pub fn prune(runtime: &Runtime, args: &PruneArgs) -> anyhow::Result<u8> {
             PrunedKind::Checkpoints => format!("{} checkpoint reference(s)", item.references.len()),
             PrunedKind::Saved => format!("saved state {}", item.references.join(" ")),
             PrunedKind::Worktree => "worktree".to_owned(),
+            PrunedKind::Copies => "verifier copies".to_owned(),
         };
         let why = match item.reason {
             PruneReason::Superseded => "resumed by a successor",
             PruneReason::OlderThan => "older than the cutoff",
+            PruneReason::Ended => "the run has ended",
         };
         outln!(
             "{verb} {what} of run {} in {} ({why})",

@@ -12,7 +12,7 @@ use trellis_workspace::{
 };
 
 use crate::checkpoints::copy_places::CopyPlaces;
-use crate::checkpoints::workspace::{CHECKPOINT_INDEX, COPIES_DIR, ResumePoint};
+use crate::checkpoints::workspace::{CHECKPOINT_INDEX, ResumePoint};
 use crate::error::RuntimeError;
 use crate::home::{Lease, LeaseAttempt};
 use crate::runtime::Runtime;
@@ -258,7 +258,7 @@ impl Runtime {
             .run_dir(run_id.as_str())
             .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
         // Verifier copies a controller that died left behind.
-        CopyPlaces::new(&run_dir, run_dir.join(COPIES_DIR), run_id.as_str()).remove_all()?;
+        CopyPlaces::of_run(&run_dir, run_id.as_str()).remove_all()?;
         let checkpoints = recorded_checkpoints(self.store(), run_id)?;
         let git = Git::from_environment();
         let repo = match Repository::discover(&submission.workspace, &git) {

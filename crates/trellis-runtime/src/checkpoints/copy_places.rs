@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use trellis_workspace::WorkspaceError;
 
+use crate::checkpoints::workspace::COPIES_DIR;
+
 /// Names the tmpfs that holds copies (`off`: never in memory). Unset: `/dev/shm`.
 pub const COPIES_TMPFS_ENV: &str = "TRELLIS_COPIES_TMPFS";
 const DEFAULT_TMPFS: &str = "/dev/shm";
@@ -35,6 +37,12 @@ impl CopyPlaces {
             _ => Some(PathBuf::from(DEFAULT_TMPFS)),
         };
         Self::with_tmpfs(run_dir, disk, run, tmpfs.as_deref())
+    }
+
+    /// The places of run `run`'s copies, whose run directory is `run_dir`, where every
+    /// controller of it makes them.
+    pub fn of_run(run_dir: &Path, run: &str) -> Self {
+        Self::new(run_dir, run_dir.join(COPIES_DIR), run)
     }
 
     /// Like [`CopyPlaces::new`] with the tmpfs named (`None`: copies stay on disk).
@@ -74,6 +82,16 @@ impl CopyPlaces {
         self.memory
             .as_ref()
             .is_some_and(|memory| path.starts_with(memory))
+    }
+
+    /// The run's copy directories that exist (in memory, on disk).
+    pub fn existing(&self) -> Vec<PathBuf> {
+        self.memory
+            .iter()
+            .chain(std::iter::once(&self.disk))
+            .filter(|place| std::fs::symlink_metadata(place).is_ok())
+            .cloned()
+            .collect()
     }
 
     /// Removes every copy of the run, in memory and on disk.
@@ -142,10 +160,13 @@ mod tests {
         );
         assert_eq!(places.for_copy(3, None), disk.join("3"));
 
+        assert!(places.existing().is_empty());
         std::fs::create_dir_all(&small).unwrap();
         std::fs::create_dir_all(disk.join("4")).unwrap();
+        assert_eq!(places.existing().len(), 2);
         places.remove_all().unwrap();
         assert!(!small.exists() && !disk.exists());
+        assert!(places.existing().is_empty());
 
         // A directory others can enter (made by someone else, say) is not used.
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -1,8 +1,8 @@
 //! Pruning what failed and stopped runs leave behind: checkpoint references of runs a
 //! successor superseded or that ended long ago, `refs/trellis/saved/*` older than the cutoff,
-//! and the worktrees of old failed runs. Runs still going, and runs whose successor is, are
-//! never touched, nor are references outside Trellis's namespaces or of runs the ledger does
-//! not know.
+//! the worktrees of old failed runs, and the verifier copies of ended runs whose controller
+//! died. Runs still going, and runs whose successor is, are never touched, nor are references
+//! outside Trellis's namespaces or of runs the ledger does not know.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
@@ -15,6 +15,7 @@ use trellis_workspace::{
 };
 
 use crate::checkpoints::api::{retained_workspace, submission_of};
+use crate::checkpoints::copy_places::CopyPlaces;
 use crate::checkpoints::workspace::CHECKPOINT_INDEX;
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
@@ -51,6 +52,8 @@ pub enum PrunedKind {
     Saved,
     /// The worktree a failed `--workspace worktree` run kept.
     Worktree,
+    /// Verifier copies a run's controller left when it died (in memory or on disk).
+    Copies,
 }
 
 /// Why it was pruned.
@@ -61,6 +64,8 @@ pub enum PruneReason {
     Superseded,
     /// It is older than the cutoff.
     OlderThan,
+    /// Its run has ended: nothing uses it again, whatever its age.
+    Ended,
 }
 
 /// One thing pruned (or, in a dry run, that would be).
@@ -192,6 +197,9 @@ impl Runtime {
                 let key = repo.common_dir().to_path_buf();
                 repositories.entry(key).or_insert(repo);
             }
+            if head.is_finished() {
+                self.prune_copies(head, options.dry_run, &mut report)?;
+            }
             let failed = matches!(head.progress.terminal, Some(TerminalResult::Failed { .. }));
             let old = head.progress.finished_at_ms.is_some_and(|at| at <= cutoff);
             if head.successor.is_none()
@@ -233,6 +241,39 @@ impl Runtime {
             });
         }
         Ok(report)
+    }
+
+    /// Removes (or, in a dry run, lists) the verifier copies an ended run still has: only a
+    /// controller that died leaves any, and in memory they would stay until a restart.
+    fn prune_copies(
+        &self,
+        head: &RunHead,
+        dry_run: bool,
+        report: &mut PruneReport,
+    ) -> Result<(), RuntimeError> {
+        let run = head.run_id.as_str();
+        let run_dir = self.home_dir().root().join("runs").join(run);
+        if !run_dir.is_dir() {
+            return Ok(());
+        }
+        let places = CopyPlaces::of_run(&run_dir, run);
+        let existing = places.existing();
+        if existing.is_empty() {
+            return Ok(());
+        }
+        if !dry_run {
+            places.remove_all()?;
+        }
+        report
+            .pruned
+            .extend(existing.into_iter().map(|path| PrunedItem {
+                kind: PrunedKind::Copies,
+                run_id: run.to_owned(),
+                path,
+                references: Vec::new(),
+                reason: PruneReason::Ended,
+            }));
+        Ok(())
     }
 
     /// Deletes the references chosen, and the private index of every run whose checkpoints

@@ -130,7 +130,7 @@ impl RunWorkspace {
             handling: handling.clone(),
             policy,
             checkpoints,
-            places: CopyPlaces::new(run_dir, run_dir.join(COPIES_DIR), run),
+            places: CopyPlaces::of_run(run_dir, run),
             workspace: workspace.to_path_buf(),
             next_number: 1,
             copies: HashMap::new(),
