@@ -169,7 +169,7 @@ fn pictures_see_modes() {
 }
 
 #[test]
-fn small_ignored_entries_are_copied_so_emptying_them_reaches_nothing_and_large_ones_are_linked() {
+fn ignored_entries_are_placed_so_that_emptying_or_removing_them_in_a_copy_reaches_nothing() {
     let repo = repository();
     let root = repo.path();
     let state = tempfile::tempdir().unwrap();
@@ -195,9 +195,19 @@ fn small_ignored_entries_are_copied_so_emptying_them_reaches_nothing_and_large_o
         placed.get("big.log"),
         Some(&Entry::Link(root.join("big.log")))
     );
+    // A large directory gets directories of its own, its files linked to the candidate's.
+    assert_eq!(placed.get("node_modules"), Some(&Entry::Dir));
+    assert_eq!(placed.get("node_modules/pkg3"), Some(&Entry::Dir));
     assert_eq!(
-        placed.get("node_modules"),
-        Some(&Entry::Link(root.join("node_modules")))
+        placed.get("node_modules/pkg3/f13.js"),
+        Some(&Entry::Link(root.join("node_modules/pkg3/f13.js")))
+    );
+    assert_eq!(
+        placed
+            .keys()
+            .filter(|k| k.starts_with("node_modules/"))
+            .count(),
+        2_001 + 10
     );
     assert_eq!(
         git(copy.workdir(), &["status", "--porcelain"]),
@@ -205,9 +215,14 @@ fn small_ignored_entries_are_copied_so_emptying_them_reaches_nothing_and_large_o
         "only the candidate's change is reported, nothing placed"
     );
 
-    // A verifier that empties the ignored directories it was given and truncates a log.
+    // A verifier that empties the ignored directories it was given, truncates a log and
+    // reinstalls the dependencies.
     let emptied = Command::new("sh")
-        .args(["-c", "rm -rf build/* build/.[!.]* && : > debug.log"])
+        .args([
+            "-c",
+            "rm -rf build/* build/.[!.]* && : > debug.log && rm -rf node_modules/ \
+             && mkdir -p node_modules/pkg1 && echo new > node_modules/pkg1/f1.js",
+        ])
         .current_dir(copy.workdir())
         .status()
         .unwrap();
