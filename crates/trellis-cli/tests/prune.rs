@@ -261,12 +261,11 @@ fn pruned_copies(report: &Value, run: &str) -> Vec<PathBuf> {
     paths
 }
 
-#[test]
-fn copies_a_killed_controller_left_go_when_the_run_is_found_lost_and_prune_sweeps_the_rest() {
-    let sandbox = Sandbox::new();
-    let root = &sandbox.workspace;
-    init_repository(root);
-    // Each reviewer says where its copy is, then works until it is stopped.
+/// Starts a software-change run in a fresh repository whose two reviewers say where their
+/// copies are and then work until stopped; returns the run, its copies (waited for) and the
+/// directory that holds them all.
+fn run_with_reviewers_in_copies(sandbox: &Sandbox) -> (String, Vec<PathBuf>, PathBuf) {
+    init_repository(&sandbox.workspace);
     let seen = sandbox.home.parent().expect("sandbox root").join("seen");
     std::fs::create_dir_all(&seen).unwrap();
     let reviewer = |role: &str| {
@@ -295,8 +294,54 @@ fn copies_a_killed_controller_left_go_when_the_run_is_found_lost_and_prune_sweep
         .collect();
     for copy in &copies {
         assert!(copy.join("greeting.txt").exists(), "{}", copy.display());
-        assert!(!copy.starts_with(root), "a copy, not the workspace");
+        assert!(
+            !copy.starts_with(&sandbox.workspace),
+            "a copy, not the workspace"
+        );
     }
+    let holder = copies[0].parent().expect("the run's copies").to_path_buf();
+    assert!(
+        copies
+            .iter()
+            .all(|copy| copy.parent() == Some(holder.as_path()))
+    );
+    (run, copies, holder)
+}
+
+fn kill_controller(run: &str) {
+    let controller = controller_pid(run).expect("the controller runs");
+    send_signal(controller, Signal::SIGKILL);
+    wait_until("the controller to die", STATE_TIMEOUT, || {
+        controller_pid(run).is_none().then_some(())
+    });
+}
+
+fn assert_lost(sandbox: &Sandbox, run: &str) {
+    assert_eq!(
+        sandbox.status(run)["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "runtime_lost"})
+    );
+}
+
+#[test]
+fn copies_a_killed_controller_left_go_when_a_command_finds_the_run_lost() {
+    let sandbox = Sandbox::new();
+    let (run, copies, _) = run_with_reviewers_in_copies(&sandbox);
+    kill_controller(&run);
+    assert!(copies.iter().all(|copy| copy.exists()), "left behind");
+    // `status` finds the run lost, stops the reviewers and removes their copies (in memory
+    // they would otherwise stay until the machine restarts).
+    assert_lost(&sandbox, &run);
+    for copy in &copies {
+        assert!(!copy.exists(), "{} is removed", copy.display());
+    }
+    sandbox.wait_no_processes();
+}
+
+#[test]
+fn prune_ends_lost_runs_and_removes_the_copies_an_ended_run_still_has() {
+    let sandbox = Sandbox::new();
+    let (run, copies, holder) = run_with_reviewers_in_copies(&sandbox);
 
     // While the run is going, prune leaves its copies alone.
     let live = sandbox
@@ -306,30 +351,28 @@ fn copies_a_killed_controller_left_go_when_the_run_is_found_lost_and_prune_sweep
     assert!(pruned_copies(&live, &run).is_empty(), "{live}");
     assert!(copies.iter().all(|copy| copy.exists()));
 
-    // The controller dies; the next command that looks finds the run lost, stops the
-    // reviewers and removes their copies (in memory they would otherwise stay until reboot).
-    let controller = controller_pid(&run).expect("the controller runs");
-    send_signal(controller, Signal::SIGKILL);
-    wait_until("the controller to die", STATE_TIMEOUT, || {
-        controller_pid(&run).is_none().then_some(())
-    });
-    assert_eq!(
-        sandbox.status(&run)["status"]["terminalResult"],
-        json!({"status": "failed", "reason": "runtime_lost"})
-    );
-    for copy in &copies {
-        assert!(!copy.exists(), "{} is removed", copy.display());
-    }
+    // Once its controller is dead, a dry run still changes nothing: the run counts as live.
+    kill_controller(&run);
+    let dry = sandbox
+        .trellis(&["prune", "--dry-run", "--json"])
+        .success()
+        .json();
+    assert_eq!(dry["liveRunsSkipped"], json!([run]), "{dry}");
+    assert!(copies.iter().all(|copy| copy.exists()));
+    // Prune itself finds the run lost and ends it, which removes its copies.
+    let found = sandbox.trellis(&["prune", "--json"]).success().json();
+    assert_eq!(pruned_copies(&found, &run), vec![holder.clone()], "{found}");
+    assert_lost(&sandbox, &run);
+    assert!(copies.iter().all(|copy| !copy.exists()));
 
     // Copies an ended run still has (here put back by hand, as a removal that failed would
-    // leave them) are `prune`'s, whatever their age; a dry run only lists them.
+    // leave them) are prune's, whatever their age; a dry run only lists them.
     let on_disk = sandbox.home.join("runs").join(&run).join("copies");
-    let mut leftovers = vec![on_disk.clone()];
     std::fs::create_dir_all(on_disk.join("9")).unwrap();
-    let in_memory = copies[0].parent().expect("the run's copy directory");
-    if !in_memory.starts_with(&on_disk) {
+    let mut leftovers = vec![on_disk.clone()];
+    if holder != on_disk {
         std::fs::create_dir_all(copies[0].join("leftover")).unwrap();
-        leftovers.push(in_memory.to_path_buf());
+        leftovers.push(holder);
     }
     leftovers.sort();
     let dry = sandbox

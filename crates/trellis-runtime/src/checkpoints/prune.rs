@@ -18,6 +18,7 @@ use crate::checkpoints::api::{retained_workspace, submission_of};
 use crate::checkpoints::copy_places::CopyPlaces;
 use crate::checkpoints::workspace::CHECKPOINT_INDEX;
 use crate::error::RuntimeError;
+use crate::recovery::{Liveness, reconcile};
 use crate::runtime::Runtime;
 
 /// How old what `prune` removes by age must be, unless the caller says otherwise: a week.
@@ -146,6 +147,17 @@ impl Chains {
     }
 }
 
+/// The report's item for copies of the ended run `head` at `path`.
+fn copies_item(head: &RunHead, path: PathBuf) -> PrunedItem {
+    PrunedItem {
+        kind: PrunedKind::Copies,
+        run_id: head.run_id.as_str().to_owned(),
+        path,
+        references: Vec::new(),
+        reason: PruneReason::Ended,
+    }
+}
+
 /// The run a Trellis reference belongs to: the path segment after the namespace.
 fn run_of<'a>(reference: &'a str, namespace: &str) -> Option<&'a str> {
     let rest = reference.strip_prefix(namespace)?.strip_prefix('/')?;
@@ -160,9 +172,6 @@ impl Runtime {
     /// [`PruneOptions`]), across every repository a run of this ledger worked in.
     pub fn prune(&self, options: PruneOptions) -> Result<PruneReport, RuntimeError> {
         let cutoff = trellis_ledger::store::now_ms().saturating_sub(options.older_than_ms);
-        let chains = Chains {
-            heads: all_heads(self)?,
-        };
         let git = Git::from_environment();
         let mut report = PruneReport {
             dry_run: options.dry_run,
@@ -170,6 +179,11 @@ impl Runtime {
             pruned: Vec::new(),
             live_runs_skipped: Vec::new(),
         };
+        let mut heads = all_heads(self)?;
+        if !options.dry_run {
+            self.end_lost_runs(&mut heads, &mut report)?;
+        }
+        let chains = Chains { heads };
         // The repositories runs worked in, by their common git directory (a worktree shares
         // its origin's references), and the old failed worktrees.
         let mut repositories: BTreeMap<PathBuf, Repository> = BTreeMap::new();
@@ -243,6 +257,38 @@ impl Runtime {
         Ok(report)
     }
 
+    /// Ends `runtime_lost` every listed run whose controller is gone (as `list` does), so it
+    /// counts as ended below; the copies that ending removes are reported. A dry run changes
+    /// nothing, so there such a run counts as live until something looks at it.
+    fn end_lost_runs(
+        &self,
+        heads: &mut HashMap<String, RunHead>,
+        report: &mut PruneReport,
+    ) -> Result<(), RuntimeError> {
+        for head in heads.values_mut().filter(|head| !head.is_finished()) {
+            let run_dir = self
+                .home_dir()
+                .root()
+                .join("runs")
+                .join(head.run_id.as_str());
+            let copies = match run_dir.is_dir() {
+                true => CopyPlaces::of_run(&run_dir, head.run_id.as_str()).existing(),
+                false => Vec::new(),
+            };
+            if reconcile(self.store(), self.home_dir(), &head.run_id)? != Liveness::FinalizedLost {
+                continue;
+            }
+            *head = self.store().head(&head.run_id)?;
+            report.pruned.extend(
+                copies
+                    .into_iter()
+                    .filter(|place| std::fs::symlink_metadata(place).is_err())
+                    .map(|path| copies_item(head, path)),
+            );
+        }
+        Ok(())
+    }
+
     /// Removes (or, in a dry run, lists) the verifier copies an ended run still has: only a
     /// controller that died leaves any, and in memory they would stay until a restart.
     fn prune_copies(
@@ -266,13 +312,7 @@ impl Runtime {
         }
         report
             .pruned
-            .extend(existing.into_iter().map(|path| PrunedItem {
-                kind: PrunedKind::Copies,
-                run_id: run.to_owned(),
-                path,
-                references: Vec::new(),
-                reason: PruneReason::Ended,
-            }));
+            .extend(existing.into_iter().map(|path| copies_item(head, path)));
         Ok(())
     }
 
