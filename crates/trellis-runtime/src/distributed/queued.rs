@@ -407,3 +407,92 @@ fn lost(events: &EventSink) -> ExecutionResult {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(message: &str) -> DispatchLog {
+        DispatchLog {
+            stream: LogStream::Output,
+            level: LogLevel::Info,
+            message: message.to_owned(),
+        }
+    }
+
+    fn lines_of(delivery: Option<Delivery>) -> Vec<String> {
+        match delivery {
+            Some(Delivery::Lines(lines)) => lines.into_iter().map(|l| l.message).collect(),
+            Some(Delivery::Finished(_)) => panic!("an outcome before the lines"),
+            None => panic!("nothing delivered"),
+        }
+    }
+
+    #[test]
+    fn lines_taken_before_anyone_waits_reach_the_waiter_before_the_outcome() {
+        let queue = Mutex::new(Mailbox::default());
+        let mut mailbox = queue.lock().unwrap();
+        mailbox.deliver(7, Delivery::Lines(vec![line("a"), line("b")]));
+        mailbox.deliver(7, Delivery::Lines(vec![line("c")]));
+        mailbox.deliver(7, Delivery::Finished(Finished::Lost));
+        drop(mailbox);
+        let run_queue = RunQueue {
+            store: Arc::new(trellis_ledger::SqliteStore::open_in_memory().unwrap()),
+            run_id: RunId::new("run-1").unwrap(),
+            token: 1,
+            mailbox: Arc::new(queue),
+            stop: Arc::new(AtomicBool::new(true)),
+            collector: Mutex::new(None),
+        };
+        let mut deliveries = run_queue.wait_for(7);
+        assert_eq!(lines_of(deliveries.try_recv().ok()), ["a", "b"]);
+        assert_eq!(lines_of(deliveries.try_recv().ok()), ["c"]);
+        assert!(matches!(
+            deliveries.try_recv(),
+            Ok(Delivery::Finished(Finished::Lost))
+        ));
+        // Nothing more will come: the channel is closed, not waiting.
+        assert!(matches!(
+            deliveries.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert!(run_queue.mailbox.lock().unwrap().waiting.is_empty());
+    }
+
+    #[test]
+    fn a_waiter_gets_lines_as_they_come_and_is_let_go_after_its_outcome() {
+        let mut mailbox = Mailbox::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        mailbox.waiting.insert(3, tx);
+        mailbox.deliver(3, Delivery::Lines(vec![line("live")]));
+        assert_eq!(lines_of(rx.try_recv().ok()), ["live"]);
+        assert!(mailbox.waiting.contains_key(&3));
+        mailbox.deliver(3, Delivery::Finished(Finished::Settled("{}".into())));
+        assert!(mailbox.waiting.is_empty() && mailbox.early.is_empty());
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(Delivery::Finished(Finished::Settled(_)))
+        ));
+    }
+
+    #[test]
+    fn lines_are_grouped_by_execution_in_their_order() {
+        let grouped = by_execution(vec![
+            (2, line("2a")),
+            (1, line("1a")),
+            (2, line("2b")),
+            (1, line("1b")),
+        ]);
+        let messages: Vec<(u64, Vec<String>)> = grouped
+            .into_iter()
+            .map(|(execution, lines)| (execution, lines.into_iter().map(|l| l.message).collect()))
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                (2, vec!["2a".to_owned(), "2b".to_owned()]),
+                (1, vec!["1a".to_owned(), "1b".to_owned()]),
+            ]
+        );
+    }
+}

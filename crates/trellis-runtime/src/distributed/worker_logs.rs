@@ -170,3 +170,59 @@ impl LiveLogs {
         self.unsent
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use trellis_ledger::{RunId, SqliteStore};
+
+    use super::*;
+
+    fn line(n: usize) -> HarnessEvent {
+        HarnessEvent::Log {
+            stream: LogStream::Error,
+            level: LogLevel::Error,
+            message: format!("line {n}"),
+        }
+    }
+
+    /// A claim on a ledger that cannot take pushes (SQLite): every push fails and its lines
+    /// must come back, in order, for the outcome.
+    fn unpushable() -> LiveLogs {
+        let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open_in_memory().unwrap());
+        let claim = Claim {
+            run_id: RunId::new("run-1").unwrap(),
+            execution: 1,
+            node: "node".into(),
+            harness: "command".into(),
+            payload_json: "{}".into(),
+            claims: 1,
+            fencing_token: 1,
+            expires_at_ms: 0,
+        };
+        LiveLogs::new(store, claim)
+    }
+
+    #[tokio::test]
+    async fn lines_a_push_did_not_store_go_with_the_outcome_in_order_within_the_bound() {
+        let mut logs = unpushable();
+        for n in 0..PUSH_LINES {
+            logs.take(line(n));
+        }
+        assert!(logs.is_pushing(), "{PUSH_LINES} waiting lines start a push");
+        for n in PUSH_LINES..MAX_REPORTED_LINES + 44 {
+            logs.take(line(n));
+        }
+        assert_eq!(logs.flush().await, Pushed::Fine);
+        let sent = logs.finish();
+        assert_eq!(sent.len(), MAX_REPORTED_LINES + 1);
+        for (n, kept) in sent.iter().take(MAX_REPORTED_LINES).enumerate() {
+            assert_eq!(kept.message, format!("line {n}"));
+        }
+        let note = &sent[MAX_REPORTED_LINES];
+        assert_eq!(note.stream, LogStream::System);
+        assert_eq!(
+            note.message,
+            "44 more log line(s) were not sent by the worker host"
+        );
+    }
+}
