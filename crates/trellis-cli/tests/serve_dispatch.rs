@@ -1,7 +1,8 @@
 //! `trellis serve --dispatch local|queue`: the setting is in `--help`, queueing is refused
 //! without a PostgreSQL ledger, and on one (the test server, a fresh schema) it decides where
 //! executions run whatever `$TRELLIS_DISPATCH` says: `queue` waits for a `trellis worker`,
-//! `local` runs them under the controller even when the environment asks for the queue.
+//! `local` runs them under the controller even when the environment asks for the queue; and
+//! what an execution on a worker host prints reaches the run's ledger while it still runs.
 
 mod support;
 
@@ -9,9 +10,12 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::graph::doubling_graph;
+use support::graph::{
+    doubling_graph, graph, integer, record, seq, state_path, step, succeed, unless_failed,
+};
 use support::serve::Server;
-use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan};
+use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan, wait_until};
+use trellis_ledger::{Cursor, EventFilter, PostgresStore, RunEvent, RunId, RunStore};
 
 const TOKEN: &str = "trellis_dispatch_token_3c2b1a";
 
@@ -55,13 +59,17 @@ fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) ->
 }
 
 fn submit(base: &str, key: &str) -> String {
+    submit_graph(base, key, doubling_graph())
+}
+
+fn submit_graph(base: &str, key: &str, graph: Value) -> String {
     let answer = call(
         base,
         reqwest::Method::POST,
         "/runs",
         Some(json!({
             "submissionKey": key,
-            "graph": doubling_graph(),
+            "graph": graph,
             "input": {"value": 5},
             "plan": {"uniform": uniform_worker_plan(&[])},
         })),
@@ -154,4 +162,94 @@ fn on_postgresql_the_flag_decides_where_executions_run() {
     );
     drop(worker);
     drop(queued);
+}
+
+/// State `{value, result?}`: the command worker's `gate` step (it prints a line, then waits
+/// for the file `open-gate` in the workspace and answers `value + 1`), then `{result}`.
+fn gated_graph() -> Value {
+    let state = record(&[("value", integer(), true), ("result", integer(), false)]);
+    graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![
+                step(
+                    "gate",
+                    record(&[("value", integer(), true)]),
+                    record(&[("result", integer(), true)]),
+                    &[("value", state_path(&["value"]))],
+                    &[("result", "result")],
+                ),
+                unless_failed(
+                    "gate",
+                    &state,
+                    succeed(
+                        "done",
+                        record(&[("result", integer(), true)]),
+                        &[("result", state_path(&["result"]))],
+                    ),
+                ),
+            ],
+            &[],
+        ),
+    )
+}
+
+/// The messages of the run's log events that contain `needle`.
+fn log_lines(store: &PostgresStore, run: &RunId, needle: &str) -> Vec<String> {
+    store
+        .events_after(run, Cursor::START, 10_000, EventFilter::LogsOnly)
+        .expect("the run's log events")
+        .into_iter()
+        .filter_map(|stored| match stored.event {
+            RunEvent::Log { message, .. } if message.contains(needle) => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_worker_hosts_lines_reach_the_ledger_while_the_execution_runs() {
+    let url = match trellis_ledger::testing::postgres::server_url() {
+        Ok(Some(url)) => url,
+        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
+        Err(message) => panic!("{message}"),
+    };
+    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
+    let ledger = schema.location_url();
+    let store = schema.open().expect("a store on the test schema");
+    let sandbox = Sandbox::new();
+    let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    let worker = sandbox
+        .command(&["worker", "--ledger", &ledger, "--poll-ms", "50"])
+        .spawn()
+        .expect("start trellis worker");
+    let worker = KilledOnDrop(worker);
+    let run = submit_graph(&base, "live-logs", gated_graph());
+    let run_id = RunId::new(&run).expect("a run id");
+
+    // The gate waits for a file only this test creates, once it saw the gate's first line:
+    // were lines sent only with the outcome, this would wait in vain.
+    let seen = wait_until("the gate's line in the ledger", STATE_TIMEOUT, || {
+        let lines = log_lines(&store, &run_id, "gate attempt");
+        (!lines.is_empty()).then_some(lines)
+    });
+    assert!(seen[0].contains("starting"), "{seen:?}");
+    let record = store.record(&run_id).expect("the run's record");
+    let workspace = record.submission["workspace"]
+        .as_str()
+        .expect("the run's workspace")
+        .to_owned();
+    std::fs::write(std::path::Path::new(&workspace).join("open-gate"), "").expect("open gate");
+
+    let result = result_within(&base, &run, STATE_TIMEOUT).expect("the run ends");
+    assert_eq!(
+        result,
+        json!({"status": "succeeded", "output": {"result": 6}})
+    );
+    // Pushed while it ran, the line is not sent again with the outcome.
+    assert_eq!(log_lines(&store, &run_id, "gate attempt").len(), 1);
+    drop(worker);
+    drop(server);
 }

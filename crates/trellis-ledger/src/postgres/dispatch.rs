@@ -14,7 +14,10 @@ use crate::postgres::runs::connection;
 use crate::postgres::{PostgresStore, Shared};
 
 /// The run's row id, locked against deletion for the transaction.
-async fn run_row(client: &impl GenericClient, run_id: &RunId) -> Result<i64, LedgerError> {
+pub(super) async fn run_row(
+    client: &impl GenericClient,
+    run_id: &RunId,
+) -> Result<i64, LedgerError> {
     client
         .query_opt(
             "SELECT id FROM runs WHERE run_id = $1 FOR SHARE",
@@ -36,15 +39,12 @@ fn stored_execution(value: u64) -> Result<i64, LedgerError> {
         .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))
 }
 
-async fn take_finished(
-    shared: &Shared,
-    run_id: RunId,
-    token: i64,
+/// Inside a taking transaction fenced by the controller's token: deletes and returns the
+/// run's finished dispatches by execution (settled with their outcome, lost with `None`).
+pub(super) async fn delete_finished(
+    tx: &impl GenericClient,
+    run: i64,
 ) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
-    let mut client = connection(shared).await?;
-    let tx = client.transaction().await.map_err(server_error)?;
-    let run = run_row(&tx, &run_id).await?;
-    check_controller(&tx, run, token, &run_id).await?;
     let rows = tx
         .query(
             "DELETE FROM dispatch_queue WHERE run = $1 AND state IN ('settled', 'lost')
@@ -66,8 +66,21 @@ async fn take_finished(
             }
         })
         .collect::<Result<Vec<_>, LedgerError>>()?;
-    tx.commit().await.map_err(server_error)?;
     finished.sort_unstable_by_key(|(execution, _)| *execution);
+    Ok(finished)
+}
+
+async fn take_finished(
+    shared: &Shared,
+    run_id: RunId,
+    token: i64,
+) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
+    let mut client = connection(shared).await?;
+    let tx = client.transaction().await.map_err(server_error)?;
+    let run = run_row(&tx, &run_id).await?;
+    check_controller(&tx, run, token, &run_id).await?;
+    let finished = delete_finished(&tx, run).await?;
+    tx.commit().await.map_err(server_error)?;
     Ok(finished)
 }
 
@@ -87,6 +100,13 @@ async fn withdraw(
     check_controller(&tx, run, token, &run_id).await?;
     tx.execute(
         "DELETE FROM dispatch_queue WHERE run = $1 AND execution = ANY($2)",
+        &[&run, &executions],
+    )
+    .await
+    .map_err(server_error)?;
+    // Nobody waits for a withdrawn execution's lines any more.
+    tx.execute(
+        "DELETE FROM dispatch_logs WHERE run = $1 AND execution = ANY($2)",
         &[&run, &executions],
     )
     .await

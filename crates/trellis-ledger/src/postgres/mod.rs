@@ -5,7 +5,8 @@
 //! events and execution snapshots are rows keyed `(run, number)`. Admission holds an
 //! advisory lock on the submission key's hash; an append holds the run's head row lock. See
 //! `docs/decisions/ledger-postgres.md` for the choices; [`leases`] holds the controller leases,
-//! fencing tokens and the dispatch queue of distributed execution.
+//! fencing tokens and the dispatch queue of distributed execution, [`logs`] the log lines worker
+//! hosts push while their executions run.
 
 mod append;
 mod bridge;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod dispatch;
 mod error;
 pub mod leases;
+pub mod logs;
 mod notify;
 mod runs;
 pub mod schema;

@@ -108,6 +108,21 @@ pub const MIGRATIONS: &[Migration] = &[
         // such a run as corrupt; raising the version makes it refuse the whole ledger instead.
         sql: "",
     },
+    Migration {
+        version: 4,
+        // Live log lines of executions on worker hosts: pushed under the claim's token while
+        // the execution runs, taken (deleted) by the run's controller, which records them as
+        // events. `line` orders them; a line is JSON text because `text` cannot hold NUL.
+        sql: r#"
+        CREATE TABLE dispatch_logs (
+            run bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            line bigint GENERATED ALWAYS AS IDENTITY,
+            execution bigint NOT NULL CHECK (execution >= 0),
+            line_json text NOT NULL,
+            PRIMARY KEY (run, line)
+        );
+    "#,
+    },
 ];
 
 /// The schema version this build writes.

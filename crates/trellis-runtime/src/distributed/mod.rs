@@ -1,11 +1,13 @@
 //! Runs spread over hosts on a PostgreSQL ledger: the controller's lease row (taken, renewed,
 //! and fencing every append), node executions handed to worker hosts through the ledger's
-//! dispatch queue (`queued`), the worker host itself (`worker`), and taking over the runs of
-//! controllers that are gone (`takeover`).
+//! dispatch queue (`queued`), the worker host itself (`worker`, pushing its executions' log
+//! lines while they run: `worker_logs`), and taking over the runs of controllers that are gone
+//! (`takeover`).
 
 pub(crate) mod queued;
 pub(crate) mod takeover;
 pub mod worker;
+mod worker_logs;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! `trellis worker`: a host that claims queued node executions from a PostgreSQL ledger, runs
 //! each through the harness its binding names (commands and agent CLIs, started by
-//! `trellis-process`), renews its claim while it runs and reports the outcome under the
-//! claim's fencing token. A worker whose claim expired is refused (`lease.fenced`): it stops
+//! `trellis-process`), renews its claim and pushes the execution's log lines while it runs,
+//! and reports the outcome under the claim's fencing token. A worker whose claim expired is refused (`lease.fenced`): it stops
 //! the execution and its late outcome stores nothing.
 
 use std::collections::HashMap;
@@ -13,22 +13,20 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, HarnessEvent, SecretEnv};
+use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, SecretEnv};
 use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome};
 use trellis_ledger::postgres::leases::Claim;
+use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LedgerError, LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
-use super::queued::{DispatchPayload, QueuedLog, QueuedOutcome};
+use super::queued::{DispatchPayload, QueuedOutcome};
+use super::worker_logs::{LiveLogs, PUSH_EVERY, Pushed};
 use crate::admission::readmit;
 use crate::error::RuntimeError;
 use crate::harnesses::agent_harness;
 use crate::plan::RuntimePlan;
 use crate::supervisor::{NodeFacts, node_facts};
 
-/// Log lines (and bytes of them) a worker host keeps per execution for its controller; the
-/// rest is counted and said in one line.
-const MAX_REPORTED_LINES: usize = 256;
-const MAX_REPORTED_BYTES: usize = 64 * 1024;
 /// How many runs' admitted plans a worker host keeps.
 const MAX_CACHED_RUNS: usize = 64;
 
@@ -165,7 +163,7 @@ impl Job {
             cancel.clone(),
             fenced.clone(),
         ));
-        let reported = self.execute(&claim, cancel.clone()).await;
+        let reported = self.execute(&claim, cancel.clone(), &fenced).await;
         heartbeat.abort();
         if fenced.load(Ordering::Relaxed) || self.stop.is_cancelled() {
             // The claim is gone (or we are stopping): whatever we have is not ours to report.
@@ -223,12 +221,17 @@ impl Job {
         Ok(facts)
     }
 
-    async fn execute(&self, claim: &Claim, cancel: CancellationToken) -> QueuedOutcome {
+    async fn execute(
+        &self,
+        claim: &Claim,
+        cancel: CancellationToken,
+        fenced: &AtomicBool,
+    ) -> QueuedOutcome {
         let refuse = |message: String| QueuedOutcome {
             outcome: WorkerOutcome::failure(WorkerErrorCode::Crash),
             usage: TokenUsage::default(),
             killed_from_outside: None,
-            logs: vec![QueuedLog {
+            logs: vec![DispatchLog {
                 stream: LogStream::System,
                 level: LogLevel::Error,
                 message,
@@ -305,26 +308,39 @@ impl Job {
                 .collect(),
         };
         let (tx, mut rx) = mpsc::channel(1024);
-        let run = harness.execute(request, tx, cancel);
+        let run = harness.execute(request, tx, cancel.clone());
         tokio::pin!(run);
-        let mut kept = KeptLogs::default();
+        let mut logs = LiveLogs::new(self.store.clone(), claim.clone());
+        let mut tick = tokio::time::interval(PUSH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let fence = |pushed: Pushed| {
+            if pushed == Pushed::Fenced {
+                // As when a heartbeat is refused: the claim is gone, so is the execution.
+                fenced.store(true, Ordering::Relaxed);
+                cancel.cancel();
+            }
+        };
         let result = loop {
             tokio::select! {
                 result = &mut run => break result,
-                Some(event) = rx.recv() => kept.take(event),
+                Some(event) = rx.recv() => logs.take(event),
+                pushed = logs.pushed(), if logs.is_pushing() => fence(pushed),
+                _ = tick.tick() => logs.tick(),
             }
         };
         while let Some(event) = rx.recv().await {
-            kept.take(event);
+            logs.take(event);
         }
+        // The last lines go before the outcome, so the controller records them first.
+        fence(logs.flush().await);
         if uses_scratch {
             let _ = std::fs::remove_dir_all(&scratch);
         }
         QueuedOutcome {
             outcome: result.outcome,
-            usage: kept.usage,
+            usage: logs.usage,
             killed_from_outside: result.killed_from_outside,
-            logs: kept.finish(),
+            logs: logs.finish(),
             worker: self.worker.clone(),
         }
     }
@@ -358,56 +374,5 @@ async fn heartbeat(
             // A ledger hiccup: the claim may still be live; try again next tick.
             _ => {}
         }
-    }
-}
-
-/// The log lines an execution printed, bounded, and its token usage.
-#[derive(Default)]
-struct KeptLogs {
-    lines: Vec<QueuedLog>,
-    bytes: usize,
-    dropped: usize,
-    usage: TokenUsage,
-}
-
-impl KeptLogs {
-    fn take(&mut self, event: HarnessEvent) {
-        match event {
-            HarnessEvent::Log {
-                stream,
-                level,
-                message,
-            } => {
-                if self.lines.len() < MAX_REPORTED_LINES
-                    && self.bytes + message.len() <= MAX_REPORTED_BYTES
-                {
-                    self.bytes += message.len();
-                    self.lines.push(QueuedLog {
-                        stream,
-                        level,
-                        message,
-                    });
-                } else {
-                    self.dropped += 1;
-                }
-            }
-            HarnessEvent::Usage(usage) => self.usage.add(&usage),
-            // Process groups are this host's business; the controller cannot signal them.
-            HarnessEvent::Started { .. } => {}
-        }
-    }
-
-    fn finish(mut self) -> Vec<QueuedLog> {
-        if self.dropped > 0 {
-            self.lines.push(QueuedLog {
-                stream: LogStream::System,
-                level: LogLevel::Warn,
-                message: format!(
-                    "{} more log line(s) were not sent by the worker host",
-                    self.dropped
-                ),
-            });
-        }
-        self.lines
     }
 }
