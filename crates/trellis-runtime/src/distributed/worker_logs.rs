@@ -11,10 +11,8 @@ use trellis_ledger::postgres::leases::Claim;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LedgerError, LogLevel, LogStream, RunStore, TokenUsage};
 
-/// Log lines (and bytes of them) a worker host sends per execution, pushed or with the
-/// outcome; the rest is counted and said in one line.
-const MAX_REPORTED_LINES: usize = 256;
-const MAX_REPORTED_BYTES: usize = 64 * 1024;
+use crate::log_budget::LogBudget;
+
 /// Lines are pushed this often while an execution runs …
 pub(super) const PUSH_EVERY: Duration = Duration::from_millis(200);
 /// … or as soon as this many wait, whichever comes first.
@@ -37,9 +35,11 @@ pub(super) struct LiveLogs {
     claim: Claim,
     /// Kept, not pushed yet, oldest first.
     unsent: Vec<DispatchLog>,
-    kept_lines: usize,
-    kept_bytes: usize,
-    dropped: usize,
+    /// The execution's log budget, as a local controller counts it: lines no longer wait in
+    /// memory for the outcome, so a remote execution keeps as much as a local one.
+    budget: LogBudget,
+    /// Lines lost with a pushing thread that died.
+    lost: usize,
     pub(super) usage: TokenUsage,
     /// The push in flight, if any: one at a time, so lines are stored in order.
     pushing: Option<Push>,
@@ -53,9 +53,8 @@ impl LiveLogs {
             store,
             claim,
             unsent: Vec::new(),
-            kept_lines: 0,
-            kept_bytes: 0,
-            dropped: 0,
+            budget: LogBudget::default(),
+            lost: 0,
             usage: TokenUsage::default(),
             pushing: None,
             in_flight: 0,
@@ -70,18 +69,12 @@ impl LiveLogs {
                 level,
                 message,
             } => {
-                if self.kept_lines < MAX_REPORTED_LINES
-                    && self.kept_bytes + message.len() <= MAX_REPORTED_BYTES
-                {
-                    self.kept_lines += 1;
-                    self.kept_bytes += message.len();
+                if self.budget.admit(message.len()) {
                     self.unsent.push(DispatchLog {
                         stream,
                         level,
                         message,
                     });
-                } else {
-                    self.dropped += 1;
                 }
             }
             HarnessEvent::Usage(usage) => self.usage.add(&usage),
@@ -137,7 +130,7 @@ impl LiveLogs {
             }
             // The pushing thread died with its lines: they count as not sent.
             Err(_) => {
-                self.dropped += self.in_flight;
+                self.lost += self.in_flight;
                 Pushed::Fine
             }
         }
@@ -155,16 +148,19 @@ impl LiveLogs {
         Pushed::Fine
     }
 
-    /// The lines still unsent, for the outcome, with the note of what was dropped.
+    /// The lines still unsent, for the outcome, with the notes of what was dropped or lost.
     pub(super) fn finish(mut self) -> Vec<DispatchLog> {
-        if self.dropped > 0 {
+        let lost = (self.lost > 0).then(|| {
+            format!(
+                "{} log line(s) were lost on the worker host before they were sent",
+                self.lost
+            )
+        });
+        for message in [self.budget.dropped_note(), lost].into_iter().flatten() {
             self.unsent.push(DispatchLog {
                 stream: LogStream::System,
                 level: LogLevel::Warn,
-                message: format!(
-                    "{} more log line(s) were not sent by the worker host",
-                    self.dropped
-                ),
+                message,
             });
         }
         self.unsent
@@ -176,6 +172,7 @@ mod tests {
     use trellis_ledger::{RunId, SqliteStore};
 
     use super::*;
+    use crate::log_budget::MAX_EXECUTION_LOG_LINES;
 
     fn line(n: usize) -> HarnessEvent {
         HarnessEvent::Log {
@@ -209,20 +206,22 @@ mod tests {
             logs.take(line(n));
         }
         assert!(logs.is_pushing(), "{PUSH_LINES} waiting lines start a push");
-        for n in PUSH_LINES..MAX_REPORTED_LINES + 44 {
+        let budget = MAX_EXECUTION_LOG_LINES as usize;
+        for n in PUSH_LINES..budget + 44 {
             logs.take(line(n));
         }
         assert_eq!(logs.flush().await, Pushed::Fine);
         let sent = logs.finish();
-        assert_eq!(sent.len(), MAX_REPORTED_LINES + 1);
-        for (n, kept) in sent.iter().take(MAX_REPORTED_LINES).enumerate() {
+        assert_eq!(sent.len(), budget + 1);
+        for (n, kept) in sent.iter().take(budget).enumerate() {
             assert_eq!(kept.message, format!("line {n}"));
         }
-        let note = &sent[MAX_REPORTED_LINES];
+        let note = &sent[budget];
         assert_eq!(note.stream, LogStream::System);
-        assert_eq!(
-            note.message,
-            "44 more log line(s) were not sent by the worker host"
+        assert!(
+            note.message.starts_with("44 lines / ") && note.message.contains("log budget"),
+            "{}",
+            note.message
         );
     }
 }
