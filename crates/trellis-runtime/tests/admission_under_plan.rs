@@ -110,6 +110,33 @@ fn executables_are_checked_in_document_order() {
 }
 
 #[test]
+fn a_delivery_binding_on_another_worker_is_refused_in_the_references_words() {
+    // Seed 2027: a node sharing the delivery node's name gets its git delivery binding; the
+    // reference places the binding (a verifier) before it checks the worker.
+    let mut delivery = step("deliver");
+    delivery["worker"] = json!("builtin.git-delivery.push@1");
+    delivery.as_object_mut().unwrap().remove("instructions");
+    let mut namesake = step("deliver");
+    assert_eq!(
+        answer(
+            graph(vec![namesake.clone(), delivery.clone(), succeed()]),
+            json!({"value": 1})
+        ),
+        Err("Git delivery binding deliver must be attached to a verifier node".into())
+    );
+    namesake["kind"] = json!("verifier");
+    namesake["signals"] = json!({"verdict": ["accepted", "rejected"]});
+    namesake["diagnostic"] = json!({"kind": "null"});
+    assert_eq!(
+        answer(
+            graph(vec![namesake, delivery, succeed()]),
+            json!({"value": 1})
+        ),
+        Err("Git delivery binding deliver uses unsupported worker gen.deliver@1".into())
+    );
+}
+
+#[test]
 fn a_reused_reference_keeps_one_contract_after_the_per_node_rules() {
     let mut twin = step("w2");
     twin["worker"] = json!("gen.w@1");
