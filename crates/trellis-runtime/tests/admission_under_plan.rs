@@ -312,3 +312,23 @@ fn a_comment_delivery_posts_to_a_url_bound_from_required_input() {
         )
     );
 }
+
+#[test]
+fn a_comment_delivery_declares_the_workers_input_exactly() {
+    // Seed 5150: the reference holds a comment delivery's input to the worker's own, unlike a
+    // git delivery's (whose input is the graph's to choose).
+    let issue = "https://github.com/example/scratch/issues/1";
+    let refused = Err(
+        "Git delivery node deliver declares an invalid contract for worker \
+                       builtin.comment-delivery.post@1"
+            .to_owned(),
+    );
+    let mut retyped = issue_review();
+    deliver(&mut retyped)["input"]["fields"]["reviewScope"]["type"]["fields"]["headRepository"]["type"] =
+        json!({"kind": "integer"});
+    assert_eq!(answer(retyped, issue_input(issue)), refused);
+    let mut widened = issue_review();
+    deliver(&mut widened)["input"]["fields"]["extra"] =
+        json!({"type": {"kind": "string"}, "required": false});
+    assert_eq!(answer(widened, issue_input(issue)), refused);
+}
