@@ -92,15 +92,16 @@ pub(crate) fn admit_graph(spec: &GraphSpec, plan: &RuntimePlan) -> Result<(), Ad
                 }
                 .into());
             }
-            Binding::GitDelivery(_) if exec.instructions.is_some() => {
-                return Err(GraphAdmissionError::DeliveryWithInstructions(name.clone()).into());
-            }
+            // The contract is checked before the instructions, as the reference does.
             Binding::GitDelivery(_) if !declares_delivery_contract(node) => {
                 return Err(GraphAdmissionError::DeliveryContract {
                     node: name.clone(),
                     worker: exec.worker.clone(),
                 }
                 .into());
+            }
+            Binding::GitDelivery(_) if exec.instructions.is_some() => {
+                return Err(GraphAdmissionError::DeliveryWithInstructions(name.clone()).into());
             }
             Binding::Agent(_) if delivery => {
                 return Err(GraphAdmissionError::DeliveryWorkerNeedsDeliveryBinding {

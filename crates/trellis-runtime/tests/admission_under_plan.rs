@@ -332,3 +332,25 @@ fn a_comment_delivery_declares_the_workers_input_exactly() {
         json!({"type": {"kind": "string"}, "required": false});
     assert_eq!(answer(widened, issue_input(issue)), refused);
 }
+
+#[test]
+fn a_delivery_nodes_contract_is_checked_before_its_instructions() {
+    // Seed 1234: the reference names the invalid contract of a delivery node that also
+    // carries instructions.
+    let issue = "https://github.com/example/scratch/issues/1";
+    let mut instructed = issue_review();
+    deliver(&mut instructed)["instructions"] = json!("Post it.");
+    assert_eq!(
+        answer(instructed.clone(), issue_input(issue)),
+        Err("Git delivery node deliver rejects authored instructions".into())
+    );
+    deliver(&mut instructed)["signals"] = json!({"delivery": ["posted", "skipped"]});
+    assert_eq!(
+        answer(instructed, issue_input(issue)),
+        Err(
+            "Git delivery node deliver declares an invalid contract for worker \
+             builtin.comment-delivery.post@1"
+                .into()
+        )
+    );
+}
