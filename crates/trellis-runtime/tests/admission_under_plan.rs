@@ -64,6 +64,19 @@ fn any_well_formed_worker_reference_runs_on_the_agent_lane() {
 }
 
 #[test]
+fn the_reserved_single_worker_reference_runs_on_the_agent_lane_too() {
+    // Seed 1234: under a plan the reference resolves `legacy.zeroshot.ship@1` in a full graph
+    // like any other reference (its pinned descriptor is a registry's rule, and a plan-bound
+    // run has none).
+    let mut legacy = step("w");
+    legacy["worker"] = json!("legacy.zeroshot.ship@1");
+    assert_eq!(
+        answer(graph(vec![legacy, succeed()]), json!({"value": 1})),
+        Ok(())
+    );
+}
+
+#[test]
 fn graph_rules_come_before_verification_and_the_input() {
     let mut bare = step("w");
     bare.as_object_mut().unwrap().remove("instructions");

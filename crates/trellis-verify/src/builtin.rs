@@ -280,6 +280,8 @@ pub(crate) fn declaration(node: &GraphNode) -> Option<Declaration<'_>> {
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinRegistry {
     pub(crate) descriptors: BTreeMap<WorkerRef, WorkerDescriptor>,
+    /// Synthesized for a plan-bound run (see `BuiltinRegistry::declared`).
+    pub(crate) declared: bool,
 }
 
 impl BuiltinRegistry {
@@ -417,6 +419,10 @@ impl WorkerRegistry for BuiltinRegistry {
             .get(worker)
             .cloned()
             .ok_or_else(|| RegistryError::NotFound(worker.clone()))
+    }
+
+    fn validates_descriptors(&self) -> bool {
+        !self.declared
     }
 }
 
