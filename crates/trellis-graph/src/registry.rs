@@ -20,6 +20,12 @@ pub enum RegistryError {
 /// Returned descriptors may be invalid: callers validate them.
 pub trait WorkerRegistry {
     fn resolve(&self, worker: &WorkerRef) -> Result<WorkerDescriptor, RegistryError>;
+
+    /// Whether callers validate the descriptors this registry returns; `false` only for a
+    /// registry synthesized from the graph's own declarations, which vouches for nothing.
+    fn validates_descriptors(&self) -> bool {
+        true
+    }
 }
 
 /// A registry held in memory, typically read from a `--registry` file of the shape

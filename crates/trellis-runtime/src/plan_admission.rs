@@ -35,6 +35,8 @@ pub enum GraphAdmissionError {
         "graph-visible Git delivery worker {worker} at node {node} requires a Git delivery binding"
     )]
     DeliveryWorkerNeedsDeliveryBinding { worker: WorkerRef, node: NodeName },
+    #[error("Git delivery binding {node} uses unsupported worker {worker}")]
+    DeliveryWorkerUnsupported { node: NodeName, worker: WorkerRef },
     #[error("Git delivery node {0} rejects authored instructions")]
     DeliveryWithInstructions(NodeName),
     #[error("Git delivery node {node} declares an invalid contract for worker {worker}")]
@@ -69,9 +71,6 @@ pub(crate) fn admit_graph(spec: &GraphSpec, plan: &RuntimePlan) -> Result<(), Ad
         let is_step = matches!(node, GraphNode::Step(_));
         let delivery = is_delivery(&exec.worker);
         match binding {
-            Binding::GitDelivery(_) if !delivery => {
-                return Err(PlanError::DeliveryBindingOnNonDelivery(name.clone()).into());
-            }
             // The reference binds a comment worker on a step as an agent.
             Binding::GitDelivery(_) | Binding::Agent(_)
                 if delivery && is_step && is_comment_delivery(&exec.worker) =>
@@ -85,15 +84,24 @@ pub(crate) fn admit_graph(spec: &GraphSpec, plan: &RuntimePlan) -> Result<(), Ad
             Binding::GitDelivery(_) if is_step => {
                 return Err(GraphAdmissionError::DeliveryOnStep(name.clone()).into());
             }
-            Binding::GitDelivery(_) if exec.instructions.is_some() => {
-                return Err(GraphAdmissionError::DeliveryWithInstructions(name.clone()).into());
+            // Only on a verifier does the reference look at the binding's worker.
+            Binding::GitDelivery(_) if !delivery => {
+                return Err(GraphAdmissionError::DeliveryWorkerUnsupported {
+                    node: name.clone(),
+                    worker: exec.worker.clone(),
+                }
+                .into());
             }
+            // The contract is checked before the instructions, as the reference does.
             Binding::GitDelivery(_) if !declares_delivery_contract(node) => {
                 return Err(GraphAdmissionError::DeliveryContract {
                     node: name.clone(),
                     worker: exec.worker.clone(),
                 }
                 .into());
+            }
+            Binding::GitDelivery(_) if exec.instructions.is_some() => {
+                return Err(GraphAdmissionError::DeliveryWithInstructions(name.clone()).into());
             }
             Binding::Agent(_) if delivery => {
                 return Err(GraphAdmissionError::DeliveryWorkerNeedsDeliveryBinding {

@@ -64,6 +64,19 @@ fn any_well_formed_worker_reference_runs_on_the_agent_lane() {
 }
 
 #[test]
+fn the_reserved_single_worker_reference_runs_on_the_agent_lane_too() {
+    // Seed 1234: under a plan the reference resolves `legacy.zeroshot.ship@1` in a full graph
+    // like any other reference (its pinned descriptor is a registry's rule, and a plan-bound
+    // run has none).
+    let mut legacy = step("w");
+    legacy["worker"] = json!("legacy.zeroshot.ship@1");
+    assert_eq!(
+        answer(graph(vec![legacy, succeed()]), json!({"value": 1})),
+        Ok(())
+    );
+}
+
+#[test]
 fn graph_rules_come_before_verification_and_the_input() {
     let mut bare = step("w");
     bare.as_object_mut().unwrap().remove("instructions");
@@ -106,6 +119,33 @@ fn executables_are_checked_in_document_order() {
     assert_eq!(
         answer(graph(vec![bare, delivery, succeed()]), json!({"value": 1})),
         Err("agent-backed node w requires authored instructions".into())
+    );
+}
+
+#[test]
+fn a_delivery_binding_on_another_worker_is_refused_in_the_references_words() {
+    // Seed 2027: a node sharing the delivery node's name gets its git delivery binding; the
+    // reference places the binding (a verifier) before it checks the worker.
+    let mut delivery = step("deliver");
+    delivery["worker"] = json!("builtin.git-delivery.push@1");
+    delivery.as_object_mut().unwrap().remove("instructions");
+    let mut namesake = step("deliver");
+    assert_eq!(
+        answer(
+            graph(vec![namesake.clone(), delivery.clone(), succeed()]),
+            json!({"value": 1})
+        ),
+        Err("Git delivery binding deliver must be attached to a verifier node".into())
+    );
+    namesake["kind"] = json!("verifier");
+    namesake["signals"] = json!({"verdict": ["accepted", "rejected"]});
+    namesake["diagnostic"] = json!({"kind": "null"});
+    assert_eq!(
+        answer(
+            graph(vec![namesake, delivery, succeed()]),
+            json!({"value": 1})
+        ),
+        Err("Git delivery binding deliver uses unsupported worker gen.deliver@1".into())
     );
 }
 
@@ -281,6 +321,48 @@ fn a_comment_delivery_posts_to_a_url_bound_from_required_input() {
         answer(issue_review(), issue_input("https://github.com/o/r/pull/1")),
         Err(
             "invalid comment delivery: source delivery identity mismatch: PR review scope is empty"
+                .into()
+        )
+    );
+}
+
+#[test]
+fn a_comment_delivery_declares_the_workers_input_exactly() {
+    // Seed 5150: the reference holds a comment delivery's input to the worker's own, unlike a
+    // git delivery's (whose input is the graph's to choose).
+    let issue = "https://github.com/example/scratch/issues/1";
+    let refused = Err(
+        "Git delivery node deliver declares an invalid contract for worker \
+                       builtin.comment-delivery.post@1"
+            .to_owned(),
+    );
+    let mut retyped = issue_review();
+    deliver(&mut retyped)["input"]["fields"]["reviewScope"]["type"]["fields"]["headRepository"]["type"] =
+        json!({"kind": "integer"});
+    assert_eq!(answer(retyped, issue_input(issue)), refused);
+    let mut widened = issue_review();
+    deliver(&mut widened)["input"]["fields"]["extra"] =
+        json!({"type": {"kind": "string"}, "required": false});
+    assert_eq!(answer(widened, issue_input(issue)), refused);
+}
+
+#[test]
+fn a_delivery_nodes_contract_is_checked_before_its_instructions() {
+    // Seed 1234: the reference names the invalid contract of a delivery node that also
+    // carries instructions.
+    let issue = "https://github.com/example/scratch/issues/1";
+    let mut instructed = issue_review();
+    deliver(&mut instructed)["instructions"] = json!("Post it.");
+    assert_eq!(
+        answer(instructed.clone(), issue_input(issue)),
+        Err("Git delivery node deliver rejects authored instructions".into())
+    );
+    deliver(&mut instructed)["signals"] = json!({"delivery": ["posted", "skipped"]});
+    assert_eq!(
+        answer(instructed, issue_input(issue)),
+        Err(
+            "Git delivery node deliver declares an invalid contract for worker \
+             builtin.comment-delivery.post@1"
                 .into()
         )
     );

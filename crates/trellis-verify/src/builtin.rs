@@ -94,9 +94,11 @@ pub fn builtin_kind(worker: &WorkerRef) -> Option<BuiltinKind> {
         .map(|b| b.kind)
 }
 
-/// A fixed delivery contract: the output, signals and diagnostic a delivery node must declare.
+/// A fixed delivery contract: the output, signals and diagnostic a delivery node must declare,
+/// and for a comment delivery its input (a git delivery's input is the graph's to choose).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct DeliveryContract {
+    input: Option<PayloadType>,
     output: PayloadType,
     signals: BTreeMap<FieldName, EnumSet>,
     diagnostic: PayloadType,
@@ -136,6 +138,7 @@ fn git_contract(version: &str, mode: &str, labels: &[&str], extra: &[&str]) -> D
     fields.insert("outcome".to_owned(), enum_field(labels));
     fields.insert("version".to_owned(), enum_field(&[version]));
     DeliveryContract {
+        input: None,
         output: parse_type(&json!({"kind": "record", "fields": fields})),
         signals: delivery_signals(labels),
         diagnostic: message_diagnostic(),
@@ -170,8 +173,23 @@ fn comment_contract() -> DeliveryContract {
     ] {
         receipt.insert(name.to_owned(), required_string());
     }
-    receipt.insert("sourceRevision".to_owned(), optional_string);
+    receipt.insert("sourceRevision".to_owned(), optional_string.clone());
+    let scope: serde_json::Map<String, Value> = [
+        "baseBranch",
+        "baseRepository",
+        "baseRevision",
+        "headBranch",
+        "headRepository",
+        "headRevision",
+    ]
+    .iter()
+    .map(|name| ((*name).to_owned(), optional_string.clone()))
+    .collect();
     DeliveryContract {
+        input: Some(parse_type(&json!({"kind": "record", "fields": {
+            "body": required_string(),
+            "reviewScope": {"type": {"kind": "record", "fields": scope}, "required": false},
+            "url": required_string()}}))),
         output: parse_type(&json!({"kind": "record", "fields": {
             "receipt": {"type": {"kind": "record", "fields": receipt}, "required": true}}})),
         signals: delivery_signals(&["posted"]),
@@ -235,6 +253,7 @@ impl Declaration<'_> {
     pub(crate) fn is_delivery_contract_of(&self, worker: &WorkerRef) -> bool {
         delivery_contracts(worker.as_str()).iter().any(|c| {
             Some(&c.signals) == self.signals
+                && c.input.as_ref().is_none_or(|input| input == self.input)
                 && c.output == *self.output
                 && Some(&c.diagnostic) == self.diagnostic
         })
@@ -261,6 +280,8 @@ pub(crate) fn declaration(node: &GraphNode) -> Option<Declaration<'_>> {
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinRegistry {
     pub(crate) descriptors: BTreeMap<WorkerRef, WorkerDescriptor>,
+    /// Synthesized for a plan-bound run (see `BuiltinRegistry::declared`).
+    pub(crate) declared: bool,
 }
 
 impl BuiltinRegistry {
@@ -398,6 +419,10 @@ impl WorkerRegistry for BuiltinRegistry {
             .get(worker)
             .cloned()
             .ok_or_else(|| RegistryError::NotFound(worker.clone()))
+    }
+
+    fn validates_descriptors(&self) -> bool {
+        !self.declared
     }
 }
 

@@ -170,7 +170,9 @@ pub fn inconsistent_reuse(spec: &GraphSpec) -> Option<(WorkerRef, Vec<NodeName>)
 
 impl BuiltinRegistry {
     /// The registry of a plan-bound run: every worker reference the graph uses resolves to the
-    /// contract its first user declares (the plan, not the reference, says how it runs).
+    /// contract its first user declares (the plan, not the reference, says how it runs). Its
+    /// descriptors are not validated: like the reference under a plan, it admits even the
+    /// reserved `legacy.zeroshot.ship@1` in a full graph (differential seed 1234).
     pub fn declared(spec: &GraphSpec) -> Self {
         let mut descriptors = BTreeMap::new();
         for (node, _) in executables(spec) {
@@ -180,7 +182,10 @@ impl BuiltinRegistry {
                     .or_insert_with(|| descriptor(spec, &exec.worker, &decl));
             }
         }
-        BuiltinRegistry { descriptors }
+        BuiltinRegistry {
+            descriptors,
+            declared: true,
+        }
     }
 }
 

@@ -119,7 +119,10 @@ pub(crate) fn check_indexed(
         };
         let resolution = resolved.entry(&exec.worker).or_insert_with(|| {
             registry.resolve(&exec.worker).map(|descriptor| {
-                let valid = descriptor.validate();
+                let valid = match registry.validates_descriptors() {
+                    true => descriptor.validate(),
+                    false => Ok(()),
+                };
                 (descriptor, valid)
             })
         });

@@ -185,3 +185,47 @@ fn a_sequence_completion_counts_a_first_joins_k_of_map_satisfier() {
         Some(NOT_EXHAUSTIVE)
     );
 }
+
+#[test]
+fn a_map_promotes_a_path_its_body_writes_from_an_optional_output() {
+    // Seed 2027: a body step writing `results` from an optional `out.result` guarantees
+    // nothing, yet the reference admits the map's indexed promotion — the map's array always
+    // exists — and a read of it once the map's errors are routed away.
+    let mut work = writes(step("work"), "results");
+    work["output"]["fields"]["result"]["required"] = json!(false);
+    let mut each = map("each", 2, work.clone());
+    each["promotedStatePaths"] = json!([["results"]]);
+    let mapped_errors = json!({"kind": "k_of_map", "count": 1, "labels": ERRORS,
+                               "value": sel("work", "error", None)});
+    let read = json!({"kind": "succeed", "name": "done",
+        "output": {"kind": "record", "fields": {"results": field(
+            json!({"kind": "array", "items": {"kind": "integer"}}), true)}},
+        "bindings": [{"target": ["results"], "value": {"source": "state", "path": ["results"]}}]});
+    let route = choice(
+        "route",
+        vec![(mapped_errors, fail("failed"))],
+        Some(read.clone()),
+    );
+    assert_eq!(first_message(seq("root", vec![each.clone(), route])), None);
+    // Unrouted, the write is still pending on `work`.
+    assert_eq!(
+        first_message(seq("root", vec![each.clone(), read])).as_deref(),
+        Some("selector path is not definitely defined on every reaching path")
+    );
+
+    // A group inside the body still needs the guarantee.
+    let mut inner = seq("inner", vec![work]);
+    inner["promotedStatePaths"] = json!([["results"]]);
+    each["body"] = inner;
+    assert_eq!(
+        first_message(seq("root", vec![each.clone(), succeed("done")])).as_deref(),
+        Some("promoted path is not definitely defined on completion")
+    );
+
+    // Without a body write of the path the promotion still fails.
+    each["body"] = step("work");
+    assert_eq!(
+        first_message(seq("root", vec![each, succeed("done")])).as_deref(),
+        Some("map promoted path has no indexed body write")
+    );
+}

@@ -3,7 +3,8 @@
 //! ceiling, otherwise branches, duplicate names, loop exits, map sources, child order; and the
 //! admission fields of executables (attempts, instructions) and loop iteration counts taken
 //! from the input (`maxIterationsInput`, see [`ITERATIONS_FIELD`]); binding targets (missing,
-//! below a scalar, bound twice) and `in` guards read as `k_of_map`.
+//! below a scalar, bound twice), `in` guards read as `k_of_map`, and worker references
+//! (another node's, built-in agent and delivery workers, the reserved one, malformed ones).
 
 use serde_json::{Value, json};
 
@@ -88,7 +89,7 @@ pub(crate) fn mutate(dice: &mut Dice, doc: &mut Value) -> &'static str {
 /// The optional integer input field a mutated loop takes its iteration count from.
 pub const ITERATIONS_FIELD: &str = "iterations";
 
-const KINDS: [&str; 23] = [
+const KINDS: [&str; 24] = [
     "required",
     "retype",
     "unroute",
@@ -112,13 +113,30 @@ const KINDS: [&str; 23] = [
     "rebind",
     "bind-twice",
     "k-of-map",
+    "worker",
 ];
 
 /// How often each kind is drawn: the admission fields a quarter as often as the verifier's
 /// families, since the reference refuses at admission before verifying (and the allowlisted
 /// differences would otherwise hide a tenth of the corpus's verifier answers).
-const WEIGHTS: [u32; 23] = [
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1, 2, 2, 2, 2,
+const WEIGHTS: [u32; 24] = [
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1, 2, 2, 2, 2, 1,
+];
+
+/// Worker references a `worker` mutation may give an executable besides another node's: the
+/// built-in agent and delivery workers, the reserved single-worker reference, and malformed
+/// references (no version, version 0, a leading zero, an invalid name).
+const WORKERS: [&str; 10] = [
+    "builtin.agent.reviewer@1",
+    "builtin.git-delivery.push@1",
+    "builtin.git-delivery.pr@2",
+    "builtin.comment-delivery.post@1",
+    "legacy.zeroshot.ship@1",
+    "gen.other@2",
+    "gen.noversion",
+    "gen.zero@0",
+    "gen.lead@01",
+    "1gen@1",
 ];
 
 fn is_bindings(key: &str) -> bool {
@@ -136,6 +154,14 @@ fn pick_site(
 
 fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
     let names = node_names(doc);
+    // The references a `worker` mutation may reuse, read before the document is borrowed.
+    let workers: Vec<Value> = match kind {
+        "worker" => sites(doc, &|k, v| k == "worker" && v.is_string())
+            .iter()
+            .filter_map(|p| doc.pointer(p).cloned())
+            .collect(),
+        _ => Vec::new(),
+    };
     let Some(site) = (match kind {
         "required" => pick_site(dice, doc, &|k, v| k == "required" && v.is_boolean()),
         "retype" => pick_site(dice, doc, &is_payload_type),
@@ -183,7 +209,7 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
         "iterations" if doc["initialInput"]["kind"] == "record" => {
             pick_site(dice, doc, &|_, v| v["kind"] == "loop" && is_node(v))
         }
-        "attempts" | "instructions" => pick_site(dice, doc, &|_, v| {
+        "attempts" | "instructions" | "worker" => pick_site(dice, doc, &|_, v| {
             is_node(v) && (v["kind"] == "step" || v["kind"] == "verifier")
         }),
         _ => None,
@@ -382,6 +408,14 @@ fn apply(kind: &str, dice: &mut Dice, doc: &mut Value) -> bool {
                             "labels": labels});
         }
         "attempts" => value["attempts"] = json!(*dice.pick(&[1u64, 2, 3, 100, 101])),
+        "worker" => {
+            // Another executable's reference (a reuse, consistent or not) half the time.
+            value["worker"] = if workers.is_empty() || dice.chance(0.5) {
+                json!(*dice.pick(&WORKERS))
+            } else {
+                dice.pick(&workers).clone()
+            };
+        }
         "instructions" => match value.as_object_mut() {
             Some(node) if node.contains_key("instructions") => {
                 node.remove("instructions");

@@ -20,10 +20,9 @@ fn lift(fact: &WriteFact) -> WriteFact {
     let ty = Rc::new(PayloadType::Array {
         items: Box::new((*fact.ty).clone()),
     });
-    let mut guaranteed = BTreeMap::new();
-    if fact.guaranteed.contains_key(&fact.target) {
-        guaranteed.insert(fact.target.clone(), ty.clone());
-    }
+    // The map's array always exists (`[]` for no items), so the reference has the lifted write
+    // guarantee its target even when the body's source path is optional (seed 2027).
+    let guaranteed = BTreeMap::from([(fact.target.clone(), ty.clone())]);
     WriteFact {
         target: fact.target.clone(),
         ty,
