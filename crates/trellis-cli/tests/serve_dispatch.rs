@@ -10,9 +10,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::graph::{
-    doubling_graph, graph, integer, record, seq, state_path, step, succeed, unless_failed,
-};
+use support::graph::{doubling_graph, one_step_graph};
 use support::serve::Server;
 use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan, wait_until};
 use trellis_ledger::{Cursor, EventFilter, PostgresStore, RunEvent, RunId, RunStore};
@@ -167,33 +165,7 @@ fn on_postgresql_the_flag_decides_where_executions_run() {
 /// State `{value, result?}`: the command worker's `gate` step (it prints a line, then waits
 /// for the file `open-gate` in the workspace and answers `value + 1`), then `{result}`.
 fn gated_graph() -> Value {
-    let state = record(&[("value", integer(), true), ("result", integer(), false)]);
-    graph(
-        state.clone(),
-        seq(
-            "root",
-            &state,
-            vec![
-                step(
-                    "gate",
-                    record(&[("value", integer(), true)]),
-                    record(&[("result", integer(), true)]),
-                    &[("value", state_path(&["value"]))],
-                    &[("result", "result")],
-                ),
-                unless_failed(
-                    "gate",
-                    &state,
-                    succeed(
-                        "done",
-                        record(&[("result", integer(), true)]),
-                        &[("result", state_path(&["result"]))],
-                    ),
-                ),
-            ],
-            &[],
-        ),
-    )
+    one_step_graph("gate")
 }
 
 /// The messages of the run's log events that contain `needle`.

@@ -272,6 +272,12 @@ pub fn unless_failed(node: &str, state: &Value, rest: Value) -> Value {
 /// State `{value, result?}`: `double` doubles `value` into `result`, routed on its errors,
 /// then the run succeeds with `{result}`.
 pub fn doubling_graph() -> Value {
+    one_step_graph("double")
+}
+
+/// State `{value, result?}`: the step `name` turns `value` into `result`, routed on its
+/// errors, then the run succeeds with `{result}`.
+pub fn one_step_graph(name: &str) -> Value {
     let state = record(&[("value", integer(), true), ("result", integer(), false)]);
     graph(
         state.clone(),
@@ -280,14 +286,14 @@ pub fn doubling_graph() -> Value {
             &state,
             vec![
                 step(
-                    "double",
+                    name,
                     record(&[("value", integer(), true)]),
                     record(&[("result", integer(), true)]),
                     &[("value", state_path(&["value"]))],
                     &[("result", "result")],
                 ),
                 unless_failed(
-                    "double",
+                    name,
                     &state,
                     succeed(
                         "done",
