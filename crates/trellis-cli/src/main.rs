@@ -79,7 +79,7 @@ enum Command {
     Checkpoints(cmd::control::CheckpointsArgs),
     /// Remove the worktree a finished `--workspace worktree` run kept.
     DiscardWorkspace(cmd::control::DiscardWorkspaceArgs),
-    /// Remove checkpoints, saved workspace states and worktrees no run will use again.
+    /// Remove checkpoints, saved workspace states, worktrees and verifier copies no run will use again.
     Prune(cmd::prune::PruneArgs),
     /// List or show the built-in graph templates.
     #[command(subcommand)]

@@ -20,7 +20,10 @@ const UNITS: [(&str, u64); 5] = [
     resumed, once the whole chain has ended (the successor took over from them);\n\
   - the checkpoints of the latest run of a chain that ended more than --older-than ago;\n\
   - workspace states a forced restore kept (refs/trellis/saved/RUN/*) older than that;\n\
-  - the worktree a failed `--workspace worktree` run kept, when it ended longer ago.\n\
+  - the worktree a failed `--workspace worktree` run kept, when it ended longer ago;\n\
+  - the verifier copies (in /dev/shm or the run directory) of any ended run, whatever its\n    \
+  age: only a controller that died leaves them. A run whose controller is gone is first\n    \
+  ended `runtime_lost`, as `list` does (not with --dry-run, which changes nothing).\n\
 A run that is still going, or whose successor is, keeps everything; references outside\n\
 refs/trellis/ and those of runs this ledger does not know are never touched. A succeeded\n\
 run prunes its own checkpoints (and its predecessors') when it ends. The commits go with\n\
