@@ -77,12 +77,9 @@ fn a_remote_run_works_on_the_servers_checkout_and_pushes_to_the_same_repository(
 
 #[test]
 fn the_same_on_a_postgresql_ledger() {
-    let url = match trellis_ledger::testing::postgres::server_url() {
-        Ok(Some(url)) => url,
-        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
-        Err(message) => panic!("{message}"),
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
     };
-    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
     let ledger = schema.location_url();
     remote_run_end_to_end(Some(&ledger));
 }

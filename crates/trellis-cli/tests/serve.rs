@@ -225,12 +225,9 @@ async fn a_run_submitted_over_http_runs_and_is_observed_by_everyone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_over_a_postgresql_ledger() {
-    let url = match trellis_ledger::testing::postgres::server_url() {
-        Ok(Some(url)) => url,
-        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
-        Err(message) => panic!("{message}"),
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
     };
-    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
     let ledger = schema.location_url();
     let sandbox = Sandbox::new();
     let server = start(&sandbox, Some(&ledger));

@@ -117,12 +117,9 @@ fn the_setting_is_documented_and_queueing_needs_a_shared_ledger() {
 
 #[test]
 fn on_postgresql_the_flag_decides_where_executions_run() {
-    let url = match trellis_ledger::testing::postgres::server_url() {
-        Ok(Some(url)) => url,
-        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
-        Err(message) => panic!("{message}"),
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
     };
-    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
     let ledger = schema.location_url();
     let sandbox = Sandbox::new();
 
@@ -183,12 +180,9 @@ fn log_lines(store: &PostgresStore, run: &RunId, needle: &str) -> Vec<String> {
 
 #[test]
 fn a_worker_hosts_lines_reach_the_ledger_while_the_execution_runs() {
-    let url = match trellis_ledger::testing::postgres::server_url() {
-        Ok(Some(url)) => url,
-        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
-        Err(message) => panic!("{message}"),
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
     };
-    let schema = trellis_ledger::testing::postgres::TestSchema::create(&url).expect("schema");
     let ledger = schema.location_url();
     let store = schema.open().expect("a store on the test schema");
     let sandbox = Sandbox::new();

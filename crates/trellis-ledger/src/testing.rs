@@ -63,6 +63,21 @@ pub mod postgres {
             Self::attach(url, &name)
         }
 
+        /// For a test: a fresh schema on the test server, or `None` (said on stderr) when no
+        /// server is configured outside CI. Panics in CI without a server, or when the schema
+        /// cannot be made: it serves tests only, where failing loudly is the point.
+        pub fn for_test() -> Option<Self> {
+            let url = server_url().unwrap_or_else(|message| panic!("{message}"));
+            let Some(url) = url else {
+                eprintln!("skipped: set {URL_ENV} to run the PostgreSQL tests");
+                return None;
+            };
+            match Self::create(&url) {
+                Ok(schema) => Some(schema),
+                Err(error) => panic!("cannot create a test schema on {URL_ENV}: {error}"),
+            }
+        }
+
         /// The ledger schema `name` (created when missing), dropped when this is dropped.
         pub fn attach(url: &str, name: &str) -> Result<Self, LedgerError> {
             let mut schema = Self {

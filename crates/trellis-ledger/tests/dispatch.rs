@@ -8,23 +8,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{new_run, run_id};
+use common::{is_fenced, new_run, run_id};
 use serde_json::json;
 use trellis_ledger::postgres::leases::Dispatch;
-use trellis_ledger::testing::postgres::{TestSchema, server_url};
-use trellis_ledger::{LedgerError, PostgresStore, RunEvent, RunStore, TerminalResult};
+use trellis_ledger::testing::postgres::TestSchema;
+use trellis_ledger::{PostgresStore, RunEvent, RunStore, TerminalResult};
 
 const LONG: Duration = Duration::from_secs(60);
 const SHORT: Duration = Duration::from_millis(150);
-
-fn schema() -> Option<TestSchema> {
-    let url = server_url().unwrap_or_else(|message| panic!("{message}"));
-    let Some(url) = url else {
-        eprintln!("skipped: set TRELLIS_TEST_POSTGRES_URL to run the PostgreSQL tests");
-        return None;
-    };
-    Some(TestSchema::create(&url).unwrap())
-}
 
 fn store_with_runs(schema: &TestSchema, ids: &[&str]) -> PostgresStore {
     let store = schema.open().unwrap();
@@ -35,16 +26,6 @@ fn store_with_runs(schema: &TestSchema, ids: &[&str]) -> PostgresStore {
         store.create_or_get(run).unwrap();
     }
     store
-}
-
-fn is_fenced<T: std::fmt::Debug>(result: Result<T, LedgerError>) -> bool {
-    match result {
-        Err(error) => {
-            assert_eq!(error.code(), "lease.fenced", "{error}");
-            true
-        }
-        Ok(value) => panic!("expected a fenced refusal, got {value:?}"),
-    }
 }
 
 fn dispatch(execution: u64, payload: &str) -> Dispatch {
@@ -58,7 +39,9 @@ fn dispatch(execution: u64, payload: &str) -> Dispatch {
 
 #[test]
 fn queueing_again_keeps_the_row_and_finished_dispatches_are_taken_once_by_the_holder() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_runs(&schema, &["run-1"]);
     let run = run_id("run-1");
     let lease = store
@@ -109,7 +92,9 @@ fn queueing_again_keeps_the_row_and_finished_dispatches_are_taken_once_by_the_ho
 
 #[test]
 fn a_withdrawn_execution_fences_its_worker() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_runs(&schema, &["run-1"]);
     let run = run_id("run-1");
     let lease = store
@@ -140,7 +125,9 @@ fn a_withdrawn_execution_fences_its_worker() {
 
 #[test]
 fn a_stale_controller_cannot_append_at_a_cursor() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_runs(&schema, &["run-1"]);
     let run = run_id("run-1");
     let old = store
@@ -168,7 +155,9 @@ fn a_stale_controller_cannot_append_at_a_cursor() {
 
 #[test]
 fn runs_whose_controller_is_gone_are_found_and_finished_ones_are_not() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_runs(&schema, &["run-1", "run-2", "run-3"]);
     let (one, two, three) = (run_id("run-1"), run_id("run-2"), run_id("run-3"));
     // Nobody ever leased them: orphans only once the grace is over.

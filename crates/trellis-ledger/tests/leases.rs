@@ -9,25 +9,16 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::{new_run, run_id, started};
+use common::{is_fenced, new_run, run_id, started};
 use serde_json::json;
 use trellis_ledger::postgres::leases::Dispatch;
-use trellis_ledger::testing::postgres::{TestSchema, server_url};
-use trellis_ledger::{LedgerError, PostgresStore, RunEvent, RunStore};
+use trellis_ledger::testing::postgres::TestSchema;
+use trellis_ledger::{PostgresStore, RunEvent, RunStore};
 
 /// Long enough never to lapse during a step of a test on a loaded machine.
 const LONG: Duration = Duration::from_secs(60);
 /// Short enough to wait out.
 const SHORT: Duration = Duration::from_millis(150);
-
-fn schema() -> Option<TestSchema> {
-    let url = server_url().unwrap_or_else(|message| panic!("{message}"));
-    let Some(url) = url else {
-        eprintln!("skipped: set TRELLIS_TEST_POSTGRES_URL to run the PostgreSQL tests");
-        return None;
-    };
-    Some(TestSchema::create(&url).unwrap())
-}
 
 fn store_with_run(schema: &TestSchema, id: &str) -> PostgresStore {
     let store = schema.open().unwrap();
@@ -35,16 +26,6 @@ fn store_with_run(schema: &TestSchema, id: &str) -> PostgresStore {
         .create_or_get(new_run(id, &format!("key-{id}"), json!({"graph": id})))
         .unwrap();
     store
-}
-
-fn is_fenced<T: std::fmt::Debug>(result: Result<T, LedgerError>) -> bool {
-    match result {
-        Err(error) => {
-            assert_eq!(error.code(), "lease.fenced", "{error}");
-            true
-        }
-        Ok(value) => panic!("expected a fenced refusal, got {value:?}"),
-    }
 }
 
 fn dispatch(execution: u64) -> Dispatch {
@@ -58,7 +39,9 @@ fn dispatch(execution: u64) -> Dispatch {
 
 #[test]
 fn a_controller_lease_has_one_holder_and_a_stale_controller_cannot_append() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_run(&schema, "run-1");
     let run = run_id("run-1");
 
@@ -110,7 +93,9 @@ fn a_controller_lease_has_one_holder_and_a_stale_controller_cannot_append() {
 
 #[test]
 fn fencing_tokens_increase_across_runs_and_stores() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let one = store_with_run(&schema, "run-1");
     let two = store_with_run(&schema, "run-2");
     let mut tokens = Vec::new();
@@ -136,7 +121,9 @@ fn fencing_tokens_increase_across_runs_and_stores() {
 
 #[test]
 fn only_the_current_controller_may_queue_work() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_run(&schema, "run-1");
     let run = run_id("run-1");
     let lease = store
@@ -154,7 +141,9 @@ fn only_the_current_controller_may_queue_work() {
 
 #[test]
 fn an_expired_claim_is_requeued_and_the_late_outcome_is_refused() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_run(&schema, "run-1");
     let run = run_id("run-1");
     let lease = store
@@ -212,7 +201,9 @@ fn an_expired_claim_is_requeued_and_the_late_outcome_is_refused() {
 
 #[test]
 fn a_claim_out_of_claims_is_lost_not_requeued() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_run(&schema, "run-1");
     let run = run_id("run-1");
     let lease = store
@@ -234,7 +225,9 @@ fn a_claim_out_of_claims_is_lost_not_requeued() {
 
 #[test]
 fn concurrent_claimers_never_share_an_execution() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let store = store_with_run(&schema, "run-1");
     let run = run_id("run-1");
     let lease = store

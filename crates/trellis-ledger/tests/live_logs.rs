@@ -7,25 +7,16 @@ mod common;
 
 use std::time::Duration;
 
-use common::{new_run, run_id};
+use common::{is_fenced, new_run, raw_query, run_id};
 use serde_json::json;
 use trellis_ledger::postgres::leases::{Claim, Dispatch};
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::postgres::schema::{MIGRATIONS_TABLE, latest_version};
-use trellis_ledger::testing::postgres::{TestSchema, server_url};
-use trellis_ledger::{LedgerError, LogLevel, LogStream, PostgresStore, RunId, RunStore};
+use trellis_ledger::testing::postgres::TestSchema;
+use trellis_ledger::{LogLevel, LogStream, PostgresStore, RunId, RunStore};
 
 const LONG: Duration = Duration::from_secs(60);
 const SHORT: Duration = Duration::from_millis(150);
-
-fn schema() -> Option<TestSchema> {
-    let url = server_url().unwrap_or_else(|message| panic!("{message}"));
-    let Some(url) = url else {
-        eprintln!("skipped: set TRELLIS_TEST_POSTGRES_URL to run the PostgreSQL tests");
-        return None;
-    };
-    Some(TestSchema::create(&url).unwrap())
-}
 
 fn store_with_run(schema: &TestSchema) -> (PostgresStore, RunId) {
     let store = schema.open().unwrap();
@@ -33,16 +24,6 @@ fn store_with_run(schema: &TestSchema) -> (PostgresStore, RunId) {
         .create_or_get(new_run("run-1", "key-run-1", json!({})))
         .unwrap();
     (store, run_id("run-1"))
-}
-
-fn is_fenced<T: std::fmt::Debug>(result: Result<T, LedgerError>) -> bool {
-    match result {
-        Err(error) => {
-            assert_eq!(error.code(), "lease.fenced", "{error}");
-            true
-        }
-        Ok(value) => panic!("expected a fenced refusal, got {value:?}"),
-    }
 }
 
 fn line(message: &str) -> DispatchLog {
@@ -81,7 +62,9 @@ fn claimed(
 
 #[test]
 fn pushed_lines_are_taken_once_in_order_and_only_by_the_holder() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let (store, run) = store_with_run(&schema);
     let lease = store
         .acquire_controller(&run, "ctl", LONG)
@@ -118,7 +101,9 @@ fn pushed_lines_are_taken_once_in_order_and_only_by_the_holder() {
 
 #[test]
 fn a_worker_whose_claim_is_gone_cannot_push() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let (store, run) = store_with_run(&schema);
     let lease = store
         .acquire_controller(&run, "ctl", LONG)
@@ -148,7 +133,9 @@ fn a_worker_whose_claim_is_gone_cannot_push() {
 
 #[test]
 fn an_outcome_is_taken_with_the_lines_pushed_before_it() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let (store, run) = store_with_run(&schema);
     let old = store
         .acquire_controller(&run, "old", SHORT)
@@ -181,31 +168,16 @@ fn an_outcome_is_taken_with_the_lines_pushed_before_it() {
     assert!(again.logs.is_empty() && again.finished.is_empty());
 }
 
-/// Runs `sql` on a connection of its own, outside any ledger store.
-fn raw_execute(url: &str, sql: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(connection);
-        client.batch_execute(sql).await.unwrap();
-        drop(client);
-        let _ = driver.await;
-    });
-}
-
 #[test]
 fn a_ledger_from_before_pushed_lines_is_upgraded() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
     let (store, run) = store_with_run(&schema);
     drop(store);
     // Back to version 3: what a ledger written by the previous build looks like.
     let name = schema.name().to_owned();
-    raw_execute(
+    raw_query(
         schema.url(),
         &format!(
             "DROP TABLE {name}.dispatch_logs;

@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{new_run, run_id, started};
+use common::{new_run, raw_query, run_id, started};
 use serde_json::json;
 use trellis_ledger::postgres::schema::{MIGRATIONS_TABLE, latest_version};
 use trellis_ledger::testing::postgres::{TestSchema, server_url};
@@ -21,30 +21,6 @@ fn server() -> Option<String> {
         eprintln!("skipped: set TRELLIS_TEST_POSTGRES_URL to run the PostgreSQL tests");
     }
     url
-}
-
-/// Runs `sql` on its own connection (outside any ledger store) and returns the rows' first
-/// column as text.
-fn raw_query(url: &str, sql: &str) -> Vec<Option<String>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(connection);
-        let rows = client.simple_query(sql).await.unwrap();
-        drop(client);
-        let _ = driver.await;
-        rows.into_iter()
-            .filter_map(|message| match message {
-                tokio_postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).map(str::to_owned)),
-                _ => None,
-            })
-            .collect()
-    })
 }
 
 fn url_with_password(url: &str, password: &str) -> String {

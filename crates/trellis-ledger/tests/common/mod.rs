@@ -193,3 +193,39 @@ pub fn failed(reason: &str) -> RunEvent {
         },
     }
 }
+
+/// Whether `result` is the ledger's refusal of a stale lease or claim (`lease.fenced`); any
+/// other answer fails the test.
+pub fn is_fenced<T: std::fmt::Debug>(result: Result<T, trellis_ledger::LedgerError>) -> bool {
+    match result {
+        Err(error) => {
+            assert_eq!(error.code(), "lease.fenced", "{error}");
+            true
+        }
+        Ok(value) => panic!("expected a fenced refusal, got {value:?}"),
+    }
+}
+
+/// Runs `sql` on its own connection (outside any ledger store) and returns the rows' first
+/// column as text.
+pub fn raw_query(url: &str, sql: &str) -> Vec<Option<String>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(connection);
+        let rows = client.simple_query(sql).await.unwrap();
+        drop(client);
+        let _ = driver.await;
+        rows.into_iter()
+            .filter_map(|message| match message {
+                tokio_postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).map(str::to_owned)),
+                _ => None,
+            })
+            .collect()
+    })
+}
