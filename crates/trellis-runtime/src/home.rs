@@ -43,11 +43,18 @@ impl TrellisHome {
         self.root.join("ledger.sqlite3")
     }
 
-    /// The private directory of one run (lease, controller log, scratch space).
+    /// The private directory of one run (lease, controller log, scratch space), made if
+    /// missing.
     pub fn run_dir(&self, run_id: &str) -> io::Result<PathBuf> {
-        let dir = self.root.join("runs").join(run_id);
+        let dir = self.run_path(run_id);
         create_private_dir(&dir)?;
         Ok(dir)
+    }
+
+    /// Where [`TrellisHome::run_dir`] is, without making it (a run another host controlled
+    /// has none here).
+    pub fn run_path(&self, run_id: &str) -> PathBuf {
+        self.root.join("runs").join(run_id)
     }
 
     pub fn controller_lease_path(&self, run_id: &str) -> io::Result<PathBuf> {

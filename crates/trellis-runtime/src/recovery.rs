@@ -64,8 +64,9 @@ pub fn reconcile(
 /// until the machine restarts). The caller holds the run's lease. Best effort: a copy that
 /// cannot be removed now is `trellis prune`'s to remove later.
 pub(crate) fn remove_dead_copies(home: &TrellisHome, run_id: &RunId) {
-    let run_dir = home.root().join("runs").join(run_id.as_str());
-    let _ = CopyPlaces::of_run(&run_dir, run_id.as_str()).remove_all();
+    if let Some(places) = CopyPlaces::of_existing_run(home, run_id.as_str()) {
+        let _ = places.remove_all();
+    }
 }
 
 /// Why Trellis ends a run on its own.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use trellis_workspace::WorkspaceError;
 
 use crate::checkpoints::workspace::COPIES_DIR;
+use crate::home::TrellisHome;
 
 /// Names the tmpfs that holds copies (`off`: never in memory). Unset: `/dev/shm`.
 pub const COPIES_TMPFS_ENV: &str = "TRELLIS_COPIES_TMPFS";
@@ -43,6 +44,13 @@ impl CopyPlaces {
     /// controller of it makes them.
     pub fn of_run(run_dir: &Path, run: &str) -> Self {
         Self::new(run_dir, run_dir.join(COPIES_DIR), run)
+    }
+
+    /// The places of run `run`'s copies when its run directory exists in `home` (a run
+    /// another host controlled has neither directory nor copies here).
+    pub fn of_existing_run(home: &TrellisHome, run: &str) -> Option<Self> {
+        let run_dir = home.run_path(run);
+        run_dir.is_dir().then(|| Self::of_run(&run_dir, run))
     }
 
     /// Like [`CopyPlaces::new`] with the tmpfs named (`None`: copies stay on disk).

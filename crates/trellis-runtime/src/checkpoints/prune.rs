@@ -266,15 +266,9 @@ impl Runtime {
         report: &mut PruneReport,
     ) -> Result<(), RuntimeError> {
         for head in heads.values_mut().filter(|head| !head.is_finished()) {
-            let run_dir = self
-                .home_dir()
-                .root()
-                .join("runs")
-                .join(head.run_id.as_str());
-            let copies = match run_dir.is_dir() {
-                true => CopyPlaces::of_run(&run_dir, head.run_id.as_str()).existing(),
-                false => Vec::new(),
-            };
+            let copies = CopyPlaces::of_existing_run(self.home_dir(), head.run_id.as_str())
+                .map(|places| places.existing())
+                .unwrap_or_default();
             if reconcile(self.store(), self.home_dir(), &head.run_id)? != Liveness::FinalizedLost {
                 continue;
             }
@@ -297,12 +291,10 @@ impl Runtime {
         dry_run: bool,
         report: &mut PruneReport,
     ) -> Result<(), RuntimeError> {
-        let run = head.run_id.as_str();
-        let run_dir = self.home_dir().root().join("runs").join(run);
-        if !run_dir.is_dir() {
+        let Some(places) = CopyPlaces::of_existing_run(self.home_dir(), head.run_id.as_str())
+        else {
             return Ok(());
-        }
-        let places = CopyPlaces::of_run(&run_dir, run);
+        };
         let existing = places.existing();
         if existing.is_empty() {
             return Ok(());
@@ -329,10 +321,12 @@ impl Runtime {
                 delete_references(repo, references)?;
             }
         }
-        let runs = self.home_dir().root().join("runs");
         for item in &report.pruned {
             if item.kind == PrunedKind::Checkpoints {
-                let index = runs.join(&item.run_id).join(CHECKPOINT_INDEX);
+                let index = self
+                    .home_dir()
+                    .run_path(&item.run_id)
+                    .join(CHECKPOINT_INDEX);
                 match std::fs::remove_file(&index) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(RuntimeError::io("cannot remove a checkpoint index", e));
