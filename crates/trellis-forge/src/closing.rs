@@ -2,7 +2,7 @@
 //! `resolved`, …) followed by `#N`, `OWNER/REPO#N` or an issue URL on the same host.
 
 use crate::RepoRef;
-use crate::task::{TaskKind, TaskUrl};
+use crate::task_url::{TaskKind, TaskUrl};
 
 const KEYWORDS: [&str; 9] = [
     "close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves", "resolved",

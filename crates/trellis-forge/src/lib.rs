@@ -35,6 +35,7 @@ pub mod models;
 mod pulls;
 mod repo;
 mod task;
+mod task_url;
 mod token;
 
 pub use client::{GITHUB_API_URL, GitHub};
@@ -44,7 +45,6 @@ pub use feedback::{Feedback, FeedbackItem};
 pub use merge::{MergeBlocker, MergeMethod, MergeOutcome, MergeRequest};
 pub use pulls::{PullAction, PullOutcome, PullRequestDraft, PullUpdate};
 pub use repo::RepoRef;
-pub use task::{
-    HeadScope, LinkedIssue, MAX_LINKED_ISSUES, ReviewScope, TaskContext, TaskKind, TaskUrl,
-};
+pub use task::{HeadScope, LinkedIssue, MAX_LINKED_ISSUES, ReviewScope, TaskContext};
+pub use task_url::{TaskKind, TaskUrl};
 pub use token::{Token, is_variable_name};

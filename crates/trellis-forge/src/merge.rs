@@ -154,7 +154,7 @@ impl GitHub {
         request: &MergeRequest,
     ) -> Result<MergeOutcome, ForgeError> {
         let pull = self.pull(repo, number).await?;
-        if pull.merged {
+        if pull.is_merged() {
             return Ok(MergeOutcome::Merged {
                 sha: pull.merge_commit_sha.unwrap_or_default(),
                 already: true,
@@ -258,7 +258,7 @@ impl GitHub {
         message: String,
     ) -> Result<MergeOutcome, ForgeError> {
         let pull = self.pull(repo, number).await?;
-        if pull.merged {
+        if pull.is_merged() {
             return Ok(MergeOutcome::Merged {
                 sha: pull.merge_commit_sha.unwrap_or_default(),
                 already: true,

@@ -73,9 +73,13 @@ pub struct PullRequest {
     pub html_url: String,
     #[serde(default)]
     pub draft: bool,
+    /// Only in the full shape (`GET /pulls/{n}`); list items ("pull request simple") carry
+    /// `merged_at` alone, so read [`PullRequest::is_merged`].
     #[serde(default)]
     pub merged: bool,
-    /// `None` while GitHub is still computing it.
+    #[serde(default)]
+    pub merged_at: Option<String>,
+    /// `None` while GitHub is still computing it (and absent from list items).
     #[serde(default)]
     pub mergeable: Option<bool>,
     #[serde(default)]
@@ -93,6 +97,11 @@ pub struct PullRequest {
 impl PullRequest {
     pub fn is_open(&self) -> bool {
         self.state == "open"
+    }
+
+    /// Whether it was merged, in the full shape and in a list item alike.
+    pub fn is_merged(&self) -> bool {
+        self.merged || self.merged_at.is_some()
     }
 }
 

@@ -140,7 +140,7 @@ impl GitHub {
         let pulls: Vec<PullRequest> = self.call_all(&path, &query, &op).await?;
         Ok(pulls
             .into_iter()
-            .find(|p| p.merged && p.head.reference == branch && p.head.sha == sha))
+            .find(|p| p.is_merged() && p.head.reference == branch && p.head.sha == sha))
     }
 
     /// The one open pull request for `draft.head`: found by head branch when it exists (then

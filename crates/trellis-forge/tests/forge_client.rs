@@ -297,6 +297,55 @@ async fn merges_only_when_mergeable_and_green_and_only_once() {
     assert_eq!(fake.calls_to("PUT", "/merge").len(), 1);
 }
 
+/// GitHub's list endpoints answer "pull request simple" items, which carry `merged_at` and no
+/// `merged`: a resumed merge delivery must still find the pull request GitHub merged.
+#[tokio::test]
+async fn a_merged_pull_request_is_found_from_githubs_list_shape() {
+    let fake = fake().await;
+    let github = client(&fake, TOKEN);
+    let number = github
+        .find_or_create_pull(&repo(), &draft("t"))
+        .await
+        .unwrap()
+        .pull
+        .number;
+    assert_eq!(
+        github
+            .find_merged_pull(&repo(), "trellis/run1", HEAD)
+            .await
+            .unwrap(),
+        None
+    );
+    let request = MergeRequest {
+        method: MergeMethod::Merge,
+        expected_head: Some(HEAD.into()),
+    };
+    let merged = github
+        .merge_when_green(&repo(), number, &request)
+        .await
+        .unwrap();
+    assert!(matches!(
+        merged,
+        MergeOutcome::Merged { already: false, .. }
+    ));
+    let found = github
+        .find_merged_pull(&repo(), "trellis/run1", HEAD)
+        .await
+        .unwrap()
+        .expect("the merged pull request is found from the closed list");
+    assert_eq!(found.number, number);
+    assert!(!found.merged, "list items carry no `merged` field");
+    assert!(found.is_merged());
+    assert_eq!(
+        github
+            .find_merged_pull(&repo(), "trellis/run1", HEAD2)
+            .await
+            .unwrap(),
+        None,
+        "a merge of another head is not this delivery's"
+    );
+}
+
 #[tokio::test]
 async fn a_moved_head_blocks_the_merge() {
     let fake = fake().await;

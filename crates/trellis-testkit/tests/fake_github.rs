@@ -226,6 +226,24 @@ fn pull_requests_open_once_per_head_and_merge_only_when_green() {
         (Some("closed"), Some(true))
     );
     assert_eq!(pull["merge_commit_sha"], merged["sha"]);
+    assert!(pull["merged_at"].is_string());
+    // Lists answer GitHub's "pull request simple" items: `merged_at`, never `merged`.
+    let (_, _, listed) = http(
+        addr,
+        "GET",
+        "/repos/acme/app/pulls?state=closed",
+        auth.as_deref(),
+        None,
+    );
+    let item = &listed[0];
+    assert_eq!(item["number"], json!(1));
+    assert_eq!(item["merged_at"], pull["merged_at"]);
+    for absent in ["merged", "mergeable", "mergeable_state"] {
+        assert!(
+            item.get(absent).is_none(),
+            "{absent} in a list item: {item}"
+        );
+    }
 }
 
 #[test]

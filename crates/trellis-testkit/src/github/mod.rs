@@ -10,6 +10,7 @@
 //! Enterprise Server).
 
 mod action;
+mod answer;
 mod pulls;
 mod render;
 mod routes;
@@ -28,7 +29,7 @@ pub use world::Action;
 
 use render::Links;
 use routes::{Shared, lock};
-use world::World;
+use world::{Pull, World};
 
 /// How long `shutdown` waits for open connections before dropping them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -339,7 +340,7 @@ impl FakeGitHub {
             .repo(repository)
             .and_then(|r| r.issues.get(&number))
             .and_then(|i| i.pull.as_ref())
-            .is_some_and(|p| p.merged)
+            .is_some_and(Pull::merged)
     }
 
     // Scripting helpers are for tests: a script error is a bug in the test itself.

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use super::answer::{Answer, fail, invalid, not_found, ok, paged};
 use super::render::Links;
-use super::routes::{Answer, fail, invalid, is_pull, not_found, ok, paged, repo};
-use super::world::{Repo, World, repo_key};
+use super::world::{Repo, World, is_pull, repo, repo_key};
 
 /// Whether reviews or checks hold a pull request back (GitHub's `blocked`).
 fn blockers(repo: &Repo, number: u64, head_sha: &str) -> Vec<String> {
@@ -108,12 +108,9 @@ pub(crate) fn list_pulls(
                 || h == &pull.head_ref
         });
         let base_matches = base.is_none_or(|b| b == &pull.base_ref);
-        if state_matches
-            && head_matches
-            && base_matches
-            && let Some(value) = render_pull(world, links, full, issue.number)
-        {
-            items.push(value);
+        if state_matches && head_matches && base_matches {
+            let head_repo = world.repo(&pull.head_repository);
+            items.push(links.pull_simple(repo, head_repo, issue, pull));
         }
     }
     paged(items, query)
@@ -221,7 +218,7 @@ pub(crate) fn merge_pull(world: &mut World, full: &str, number: u64, body: &Valu
         StatusCode::METHOD_NOT_ALLOWED,
         "Pull Request is not mergeable",
     );
-    if !issue.open || pull.merged || pull.mergeable != Some(true) {
+    if !issue.open || pull.merged() || pull.mergeable != Some(true) {
         return not_mergeable;
     }
     if pull.draft {
@@ -255,9 +252,9 @@ pub(crate) fn merge_pull(world: &mut World, full: &str, number: u64, body: &Valu
         return not_found();
     };
     issue.open = false;
-    issue.updated_at = at;
+    issue.updated_at = at.clone();
     if let Some(pull) = issue.pull.as_mut() {
-        pull.merged = true;
+        pull.merged_at = Some(at);
         pull.merge_commit_sha = Some(sha.clone());
     }
     ok(json!({"sha": sha, "merged": true, "message": "Pull Request successfully merged"}))

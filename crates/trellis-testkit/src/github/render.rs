@@ -80,6 +80,7 @@ impl Links {
         value
     }
 
+    /// GitHub's full pull request shape (`GET /pulls/{n}`, create, update).
     pub fn pull(
         &self,
         repo: &Repo,
@@ -88,8 +89,7 @@ impl Links {
         pull: &Pull,
         blocked: bool,
     ) -> Value {
-        let state = if issue.open { "open" } else { "closed" };
-        let mergeable_state = if pull.merged || !issue.open {
+        let mergeable_state = if pull.merged() || !issue.open {
             "unknown"
         } else if pull.draft {
             "draft"
@@ -101,6 +101,26 @@ impl Links {
                 Some(true) => "clean",
             }
         };
+        let mut value = self.pull_simple(repo, head_repo, issue, pull);
+        value["merged"] = json!(pull.merged());
+        value["mergeable"] = if issue.open {
+            json!(pull.mergeable)
+        } else {
+            Value::Null
+        };
+        value["mergeable_state"] = json!(mergeable_state);
+        value
+    }
+
+    /// GitHub's "pull request simple" shape, what list endpoints (`GET /pulls`) answer: no
+    /// `merged`, `mergeable` or `mergeable_state`; a merge shows only as `merged_at`.
+    pub fn pull_simple(
+        &self,
+        repo: &Repo,
+        head_repo: Option<&Repo>,
+        issue: &Issue,
+        pull: &Pull,
+    ) -> Value {
         let head_owner = pull
             .head_repository
             .split_once('/')
@@ -108,16 +128,15 @@ impl Links {
         json!({
             "id": issue.id,
             "number": issue.number,
-            "state": state,
+            "state": if issue.open { "open" } else { "closed" },
             "title": issue.title,
             "body": issue.body,
             "user": user(&issue.author),
             "labels": issue.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
             "draft": pull.draft,
-            "merged": pull.merged,
-            "mergeable": if issue.open { json!(pull.mergeable) } else { Value::Null },
-            "mergeable_state": mergeable_state,
             "merge_commit_sha": pull.merge_commit_sha,
+            "merged_at": pull.merged_at,
+            "closed_at": if issue.open { Value::Null } else { json!(issue.updated_at) },
             "head": self.ref_side(head_repo, head_owner, &pull.head_ref, &pull.head_sha),
             "base": self.ref_side(Some(repo), &repo.owner, &pull.base_ref, &pull.base_sha),
             "html_url": format!("{}/pull/{}", self.repo_web(repo), issue.number),

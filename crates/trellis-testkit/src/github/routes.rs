@@ -11,15 +11,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::answer::{Answer, created, fail, injected, invalid, not_found, ok, paged};
 use super::pulls::{create_pull, list_pulls, merge_pull, update_pull, with_pull};
 use super::render::{Links, combined_state};
-use super::world::{Action, Issue, Repo, World, repo_key};
+use super::world::{Action, Issue, Pull, Repo, World, is_pull, repo, repo_key};
 
 /// Largest request body the fake reads.
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
-/// GitHub's page size limits.
-const DEFAULT_PER_PAGE: usize = 30;
-const MAX_PER_PAGE: usize = 100;
 
 /// How a request authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -58,75 +56,6 @@ pub(crate) struct Shared {
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// An answer before it becomes an HTTP response.
-pub(crate) struct Answer {
-    pub status: StatusCode,
-    pub body: Value,
-    pub link: Option<String>,
-    /// Answer with GitHub's exhausted rate-limit headers.
-    pub rate_limited: bool,
-}
-
-pub(crate) fn ok(body: Value) -> Answer {
-    Answer {
-        status: StatusCode::OK,
-        body,
-        link: None,
-        rate_limited: false,
-    }
-}
-
-pub(crate) fn created(body: Value) -> Answer {
-    Answer {
-        status: StatusCode::CREATED,
-        ..ok(body)
-    }
-}
-
-pub(crate) fn fail(status: StatusCode, message: &str) -> Answer {
-    Answer {
-        status,
-        body: json!({
-            "message": message,
-            "documentation_url": "https://docs.github.com/rest",
-            "status": status.as_u16().to_string(),
-        }),
-        link: None,
-        rate_limited: false,
-    }
-}
-
-/// A failure a test injected with `failNext`.
-fn injected(status: u16, rate_limited: bool) -> Answer {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let message = if rate_limited {
-        "API rate limit exceeded for installation."
-    } else {
-        status.canonical_reason().unwrap_or("Injected failure")
-    };
-    Answer {
-        rate_limited,
-        ..fail(status, message)
-    }
-}
-
-pub(crate) fn not_found() -> Answer {
-    fail(StatusCode::NOT_FOUND, "Not Found")
-}
-
-/// GitHub's 422 with one validation error.
-pub(crate) fn invalid(field: &str, code: &str, message: Option<&str>) -> Answer {
-    let mut error = json!({"resource": "PullRequest", "field": field, "code": code});
-    if let Some(message) = message {
-        error["message"] = json!(message);
-    }
-    Answer {
-        body: json!({"message": "Validation Failed", "errors": [error],
-                     "documentation_url": "https://docs.github.com/rest", "status": "422"}),
-        ..fail(StatusCode::UNPROCESSABLE_ENTITY, "")
-    }
 }
 
 fn percent_decode(segment: &str) -> String {
@@ -331,7 +260,7 @@ fn route(
             let merged = number(n)
                 .and_then(|n| repo(world, &full).issues.get(&n))
                 .and_then(|i| i.pull.as_ref())
-                .is_some_and(|p| p.merged);
+                .is_some_and(Pull::merged);
             if merged {
                 Answer {
                     status: StatusCode::NO_CONTENT,
@@ -437,47 +366,11 @@ fn route(
     }
 }
 
-/// The repository `route` already checked exists.
-pub(crate) fn repo<'w>(world: &'w World, full: &str) -> &'w Repo {
-    world
-        .repos
-        .get(&repo_key(full))
-        .unwrap_or_else(|| unreachable!("route checks the repository first"))
-}
-
-pub(crate) fn is_pull(world: &World, full: &str, number: u64) -> bool {
-    repo(world, full)
-        .issues
-        .get(&number)
-        .is_some_and(|i| i.pull.is_some())
-}
-
 fn comment_count(repo: &Repo, issue: &Issue) -> usize {
     repo.comments
         .iter()
         .filter(|c| c.number == issue.number)
         .count()
-}
-
-/// One page of `items` (GitHub's `per_page`/`page`), with a `Link: rel="next"` when more follow.
-pub(crate) fn paged(items: Vec<Value>, query: &BTreeMap<String, String>) -> Answer {
-    let per_page = query
-        .get("per_page")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(DEFAULT_PER_PAGE)
-        .clamp(1, MAX_PER_PAGE);
-    let page = query
-        .get("page")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(1)
-        .max(1);
-    let start = (page - 1).saturating_mul(per_page);
-    let more = items.len() > start.saturating_add(per_page);
-    let chunk: Vec<Value> = items.into_iter().skip(start).take(per_page).collect();
-    Answer {
-        link: more.then(|| format!("<?per_page={per_page}&page={}>; rel=\"next\"", page + 1)),
-        ..ok(Value::Array(chunk))
-    }
 }
 
 fn update_comment(

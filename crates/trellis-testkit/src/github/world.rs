@@ -90,9 +90,16 @@ pub(crate) struct Pull {
     pub base_ref: String,
     pub base_sha: String,
     pub draft: bool,
-    pub merged: bool,
+    /// When it was merged (GitHub's `merged_at`); `None` while unmerged.
+    pub merged_at: Option<String>,
     pub mergeable: Option<bool>,
     pub merge_commit_sha: Option<String>,
+}
+
+impl Pull {
+    pub fn merged(&self) -> bool {
+        self.merged_at.is_some()
+    }
 }
 
 #[derive(Debug)]
@@ -468,7 +475,7 @@ impl World {
             base_ref: base,
             base_sha,
             draft,
-            merged: false,
+            merged_at: None,
             mergeable: Some(true),
             merge_commit_sha: None,
         })
@@ -551,7 +558,7 @@ impl World {
         let Some((head_repository, head_ref)) = self
             .repo(repository)
             .and_then(|r| r.issues.get(&number))
-            .and_then(|i| i.pull.as_ref().filter(|p| !p.merged).map(|p| (i, p)))
+            .and_then(|i| i.pull.as_ref().filter(|p| !p.merged()).map(|p| (i, p)))
             .filter(|(issue, _)| issue.open)
             .map(|(_, p)| (p.head_repository.clone(), p.head_ref.clone()))
         else {
@@ -563,4 +570,19 @@ impl World {
             pull.head_sha = sha;
         }
     }
+}
+
+/// The repository `route` already checked exists.
+pub(crate) fn repo<'w>(world: &'w World, full: &str) -> &'w Repo {
+    world
+        .repos
+        .get(&repo_key(full))
+        .unwrap_or_else(|| unreachable!("route checks the repository first"))
+}
+
+pub(crate) fn is_pull(world: &World, full: &str, number: u64) -> bool {
+    repo(world, full)
+        .issues
+        .get(&number)
+        .is_some_and(|i| i.pull.is_some())
 }

@@ -1,0 +1,101 @@
+//! The fake's answers before they become HTTP responses: GitHub's success, failure and
+//! validation shapes, and list pagination with `Link` headers.
+
+use std::collections::BTreeMap;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+/// GitHub's default and largest `per_page`.
+const DEFAULT_PER_PAGE: usize = 30;
+const MAX_PER_PAGE: usize = 100;
+
+/// An answer before it becomes an HTTP response.
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+    pub link: Option<String>,
+    /// Answer with GitHub's exhausted rate-limit headers.
+    pub rate_limited: bool,
+}
+
+pub(crate) fn ok(body: Value) -> Answer {
+    Answer {
+        status: StatusCode::OK,
+        body,
+        link: None,
+        rate_limited: false,
+    }
+}
+
+pub(crate) fn created(body: Value) -> Answer {
+    Answer {
+        status: StatusCode::CREATED,
+        ..ok(body)
+    }
+}
+
+pub(crate) fn fail(status: StatusCode, message: &str) -> Answer {
+    Answer {
+        status,
+        body: json!({
+            "message": message,
+            "documentation_url": "https://docs.github.com/rest",
+            "status": status.as_u16().to_string(),
+        }),
+        link: None,
+        rate_limited: false,
+    }
+}
+
+/// A failure a test injected with `failNext`.
+pub(crate) fn injected(status: u16, rate_limited: bool) -> Answer {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let message = if rate_limited {
+        "API rate limit exceeded for installation."
+    } else {
+        status.canonical_reason().unwrap_or("Injected failure")
+    };
+    Answer {
+        rate_limited,
+        ..fail(status, message)
+    }
+}
+
+pub(crate) fn not_found() -> Answer {
+    fail(StatusCode::NOT_FOUND, "Not Found")
+}
+
+/// GitHub's 422 with one validation error.
+pub(crate) fn invalid(field: &str, code: &str, message: Option<&str>) -> Answer {
+    let mut error = json!({"resource": "PullRequest", "field": field, "code": code});
+    if let Some(message) = message {
+        error["message"] = json!(message);
+    }
+    Answer {
+        body: json!({"message": "Validation Failed", "errors": [error],
+                     "documentation_url": "https://docs.github.com/rest", "status": "422"}),
+        ..fail(StatusCode::UNPROCESSABLE_ENTITY, "")
+    }
+}
+
+/// One page of `items` (GitHub's `per_page`/`page`), with a `Link: rel="next"` when more follow.
+pub(crate) fn paged(items: Vec<Value>, query: &BTreeMap<String, String>) -> Answer {
+    let per_page = query
+        .get("per_page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(DEFAULT_PER_PAGE)
+        .clamp(1, MAX_PER_PAGE);
+    let page = query
+        .get("page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let start = (page - 1).saturating_mul(per_page);
+    let more = items.len() > start.saturating_add(per_page);
+    let chunk: Vec<Value> = items.into_iter().skip(start).take(per_page).collect();
+    Answer {
+        link: more.then(|| format!("<?per_page={per_page}&page={}>; rel=\"next\"", page + 1)),
+        ..ok(Value::Array(chunk))
+    }
+}
