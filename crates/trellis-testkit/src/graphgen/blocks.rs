@@ -7,7 +7,19 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::build::*;
-use super::{Dice, WorkerStyle};
+use super::dice::Dice;
+
+/// How generated executables name their workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerStyle {
+    /// `command.<node>@1`: resolves in Trellis's built-in registry by the node's own
+    /// declaration, and in the reference as any reference under a uniform agent plan.
+    Command,
+    /// `gen.<node>@1`: a reference only a uniform agent plan resolves.
+    Arbitrary,
+    /// Either, drawn per graph.
+    Mixed,
+}
 
 /// Generates one graph; `families` collects the rule families it used.
 pub(crate) struct Gen<'d> {

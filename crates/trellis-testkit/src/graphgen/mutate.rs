@@ -8,9 +8,9 @@
 
 use serde_json::{Value, json};
 
-use super::Dice;
 use super::blocks::{related, target_types};
 use super::build::{ERRORS, errors_of, selector};
+use super::dice::Dice;
 
 /// Every JSON pointer in `doc` whose value satisfies `wanted`, in document order.
 fn sites(doc: &Value, wanted: &dyn Fn(&str, &Value) -> bool) -> Vec<String> {
