@@ -20,6 +20,7 @@ mod lines;
 mod redact;
 mod run;
 mod session;
+mod shapes;
 mod spec;
 
 pub use blocking::{CANCEL_POLL, run_blocking};

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
+use crate::shapes::shapes;
+
 /// What a masked secret value is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -29,7 +31,9 @@ impl fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// A redactor for `values`; values shorter than [`MIN_SECRET_BYTES`] are ignored.
+    /// A redactor for `values` in every shape they can be printed in (raw, JSON- and
+    /// otherwise escaped, percent-encoded, base64, each long line of a multi-line value:
+    /// `shapes.rs`); values shorter than [`MIN_SECRET_BYTES`] are ignored.
     pub fn new<I, S>(values: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -37,8 +41,9 @@ impl Redactor {
     {
         let mut needles: Vec<Vec<u8>> = values
             .into_iter()
-            .map(|v| v.as_ref().as_bytes().to_vec())
-            .filter(|v| v.len() >= MIN_SECRET_BYTES)
+            .filter(|v| v.as_ref().len() >= MIN_SECRET_BYTES)
+            .flat_map(|v| shapes(v.as_ref(), MIN_SECRET_BYTES))
+            .map(String::into_bytes)
             .collect();
         // Most executions have no secret to mask: building even an empty automaton is work
         // every step paid for nothing.
@@ -209,6 +214,19 @@ mod tests {
             let out = streamed(&r, input.as_bytes(), &[cut]);
             assert_eq!(out, b"before [REDACTED] after\n", "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn escaped_and_encoded_shapes_of_a_value_are_masked() {
+        let secret = "A-x\nB-\"y\"\\é";
+        let r = Redactor::new([secret]);
+        let printed_as_json = serde_json::json!({ "k": secret }).to_string();
+        assert_eq!(r.apply(&printed_as_json), "{\"k\":\"[REDACTED]\"}");
+        let python_ascii = "{\"k\": \"A-x\\nB-\\\"y\\\"\\\\\\u00e9\"}";
+        assert_eq!(r.apply(python_ascii), "{\"k\": \"[REDACTED]\"}");
+        assert_eq!(r.apply(&format!("{secret:?}")), "\"[REDACTED]\"");
+        let streamed_json = streamed(&r, printed_as_json.as_bytes(), &[9, 13]);
+        assert_eq!(streamed_json, b"{\"k\":\"[REDACTED]\"}");
     }
 
     #[test]
