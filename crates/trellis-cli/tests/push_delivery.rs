@@ -43,6 +43,8 @@ fn an_accepted_change_is_pushed_on_the_run_branch() {
         &["remote", "add", "origin", origin.to_str().unwrap()],
     );
     git(&work, &["push", "-q", "origin", "main"]);
+    let user_head = git(&work, &["rev-parse", "HEAD"]);
+    let user_index = std::fs::read(work.join(".git/index")).unwrap();
 
     let home = dir.path().join("home");
     let out = trellis(
@@ -93,4 +95,28 @@ fn an_accepted_change_is_pushed_on_the_run_branch() {
     );
     // main is untouched on the remote.
     assert_eq!(git(&origin, &["rev-list", "--count", "main"]), "1");
+    // ...and so are the user's checkout, branch and index: the commit exists only on the run
+    // branch (and under refs/trellis/).
+    assert_eq!(
+        std::fs::read(work.join(".git/index")).unwrap(),
+        user_index,
+        "the user's index changed"
+    );
+    assert_eq!(git(&work, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), user_head);
+    assert_eq!(git(&work, &["rev-parse", "main"]), user_head);
+    assert_eq!(
+        git(
+            &work,
+            &["for-each-ref", "--format=%(refname)", "refs/heads"]
+        ),
+        "refs/heads/main"
+    );
+    // The work tree still holds the accepted change, uncommitted, as the user left it to review.
+    assert_eq!(
+        std::fs::read_to_string(work.join("greeting.txt"))
+            .unwrap()
+            .trim(),
+        "Hello, world!"
+    );
 }

@@ -1,6 +1,7 @@
 //! The git half of delivery: reading where a run started, committing the workspace changes and
 //! pushing them as the run branch `trellis/<short lineage id>`, always through
-//! `trellis-process`.
+//! `trellis-process`. The commit is built in a private index and recorded only under
+//! `refs/trellis/deliveries/`: the user's HEAD, branches and index are never touched.
 
 use std::path::Path;
 use std::time::Duration;
@@ -142,7 +143,23 @@ pub(super) struct Git<'a> {
 impl Git<'_> {
     /// Runs git to its end (or its timeout, or cancellation); its stdout and stderr tail.
     async fn call(&self, args: &[&str]) -> Result<(ProcessEnd, String, String), DeliveryFailure> {
-        let spec = git_spec(self.workspace, &self.env, args, self.redactor.clone());
+        self.call_with(args, None).await
+    }
+
+    /// As [`Git::call`], with `GIT_INDEX_FILE` pointing at `index` when one is given.
+    async fn call_with(
+        &self,
+        args: &[&str],
+        index: Option<&Path>,
+    ) -> Result<(ProcessEnd, String, String), DeliveryFailure> {
+        let mut env = self.env.clone();
+        if let Some(index) = index {
+            env.push((
+                "GIT_INDEX_FILE".into(),
+                index.to_string_lossy().into_owned(),
+            ));
+        }
+        let spec = git_spec(self.workspace, &env, args, self.redactor.clone());
         let mut stderr = StderrTail::default();
         let report = run_process(&spec, &git_limits(GIT_TIMEOUT), self.cancel, &mut stderr).await;
         let what = format!("git {}", args.first().copied().unwrap_or_default());
@@ -165,7 +182,16 @@ impl Git<'_> {
     }
 
     pub async fn run(&self, args: &[&str]) -> Result<String, DeliveryFailure> {
-        match self.call(args).await? {
+        self.run_with(args, None).await
+    }
+
+    /// As [`Git::run`] on the private index `index` instead of the user's.
+    async fn run_with(
+        &self,
+        args: &[&str],
+        index: Option<&Path>,
+    ) -> Result<String, DeliveryFailure> {
+        match self.call_with(args, index).await? {
             (end, stdout, _) if end.success() => Ok(stdout),
             (end, _, stderr) => Err(crash(format!(
                 "git {} failed ({}): {}",
@@ -203,8 +229,8 @@ pub(super) struct Pushed {
     pub push_url: String,
 }
 
-/// Stages and commits the workspace changes (if any), checks that HEAD is new and descends
-/// from the run's base, and pushes it as `branch` to `remote`.
+/// Commits the workspace as it is (if it differs from what was delivered), checks that the
+/// candidate is new and descends from the run's base, and pushes it as `branch` to `remote`.
 pub(super) async fn push_run_branch(
     git: &Git<'_>,
     request: &ExecutionRequest,
@@ -213,21 +239,7 @@ pub(super) async fn push_run_branch(
     remote: &str,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Pushed, DeliveryFailure> {
-    log("delivery: staging workspace changes".into());
-    git.run(&["add", "--all"]).await?;
-    let staged = !git.succeeds(&["diff", "--cached", "--quiet"]).await?;
-    if staged {
-        let text = |field: &str| request.input.get(field).and_then(Value::as_str);
-        let message = commit_message(
-            text("title").unwrap_or("Trellis change"),
-            text("description").unwrap_or(""),
-            &request.run_id,
-        );
-        log("delivery: committing workspace changes".into());
-        git.run(&["commit", "--quiet", "--no-verify", "-m", &message])
-            .await?;
-    }
-    let head = git.run(&["rev-parse", "HEAD"]).await?;
+    let head = commit_candidate(git, request, branch, source, log).await?;
     if head == source.revision {
         return Err(DeliveryFailure {
             code: WorkerErrorCode::Malformed,
@@ -239,7 +251,7 @@ pub(super) async fn push_run_branch(
         .await?
     {
         return Err(crash(format!(
-            "HEAD {head} does not descend from the run's base revision {}",
+            "the candidate {head} does not descend from the run's base revision {}",
             source.revision
         )));
     }
@@ -248,7 +260,7 @@ pub(super) async fn push_run_branch(
         "push",
         "--quiet",
         remote,
-        &format!("HEAD:refs/heads/{branch}"),
+        &format!("{head}:refs/heads/{branch}"),
     ])
     .await?;
     let push_url = git
@@ -267,6 +279,105 @@ pub(super) async fn push_run_branch(
         configured_url: without_userinfo(&configured_url),
         push_url: without_userinfo(&push_url),
     })
+}
+
+/// Where the last commit delivered on `branch` is recorded, so a later round of the same
+/// lineage builds on it (a fast-forward of the pushed branch) without any user ref moving.
+fn delivered_ref(branch: &str) -> String {
+    let short = branch.strip_prefix("trellis/").unwrap_or(branch);
+    format!("refs/trellis/deliveries/{short}")
+}
+
+/// The commit to deliver: the work tree as it is now (tracked and untracked files, ignored ones
+/// left out) on top of the last delivered commit, or of HEAD on the first delivery. Staging
+/// happens in a private copy of the index (`GIT_INDEX_FILE`), the commit is made with
+/// `commit-tree`, and only `refs/trellis/deliveries/<run>` records it.
+async fn commit_candidate(
+    git: &Git<'_>,
+    request: &ExecutionRequest,
+    branch: &str,
+    source: &SourceRevision,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<String, DeliveryFailure> {
+    let head = git.run(&["rev-parse", "HEAD"]).await?;
+    let recorded = delivered_ref(branch);
+    let delivered = git
+        .run(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{recorded}^{{commit}}"),
+        ])
+        .await
+        .ok()
+        .filter(|sha| !sha.is_empty());
+    log("delivery: staging workspace changes".into());
+    let tree = work_tree_as_tree(git, branch).await?;
+    let base = delivered.clone().unwrap_or_else(|| head.clone());
+    // Commits an agent made itself after the last delivery are kept as a second parent.
+    let head_included = match &delivered {
+        None => true,
+        Some(previous) => {
+            head == source.revision
+                || git
+                    .succeeds(&["merge-base", "--is-ancestor", &head, previous])
+                    .await?
+        }
+    };
+    let base_tree = git.run(&["rev-parse", &format!("{base}^{{tree}}")]).await?;
+    if tree == base_tree && head_included {
+        return Ok(base);
+    }
+    let text = |field: &str| request.input.get(field).and_then(Value::as_str);
+    let message = commit_message(
+        text("title").unwrap_or("Trellis change"),
+        text("description").unwrap_or(""),
+        &request.run_id,
+    );
+    log("delivery: committing workspace changes".into());
+    let mut args = vec!["commit-tree", tree.as_str(), "-p", base.as_str()];
+    if !head_included {
+        args.extend(["-p", head.as_str()]);
+    }
+    args.extend(["-m", message.as_str()]);
+    let commit = git.run(&args).await?;
+    git.run(&["update-ref", &recorded, &commit]).await?;
+    Ok(commit)
+}
+
+/// Writes the work tree as a tree object through a private copy of the user's index (its stat
+/// data keeps `add` fast), which is removed afterwards.
+async fn work_tree_as_tree(git: &Git<'_>, branch: &str) -> Result<String, DeliveryFailure> {
+    let short = branch.strip_prefix("trellis/").unwrap_or(branch);
+    let user_index = git
+        .run(&["rev-parse", "--path-format=absolute", "--git-path", "index"])
+        .await?;
+    let private = git
+        .run(&[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            &format!("trellis-delivery-{short}.index"),
+        ])
+        .await?;
+    let private = Path::new(&private);
+    // A delivery killed mid-`add` leaves its lock; the run's lease says no one else uses it.
+    let _ = std::fs::remove_file(format!("{}.lock", private.display()));
+    let copied = match std::fs::copy(&user_index, private) {
+        Ok(_) => true,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
+        Err(error) => return Err(crash(format!("cannot copy the git index: {error}"))),
+    };
+    let result = async {
+        if !copied {
+            git.run_with(&["read-tree", "HEAD"], Some(private)).await?;
+        }
+        git.run_with(&["add", "--all"], Some(private)).await?;
+        git.run_with(&["write-tree"], Some(private)).await
+    }
+    .await;
+    let _ = std::fs::remove_file(private);
+    result
 }
 
 fn commit_message(title: &str, body: &str, run_id: &str) -> String {
