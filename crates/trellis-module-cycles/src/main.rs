@@ -162,3 +162,71 @@ fn circles_of(nodes: usize, edges: &FileEdges) -> Vec<BTreeSet<usize>> {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crate_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().expect("temp dir");
+        let crate_dir = root.path().join("crates/sample");
+        for (path, text) in files {
+            let path = crate_dir.join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+            std::fs::write(path, text).expect("write");
+        }
+        std::fs::write(
+            crate_dir.join("Cargo.toml"),
+            "[package]\nname = \"sample\"\n",
+        )
+        .expect("manifest");
+        root
+    }
+
+    #[test]
+    fn a_circle_through_a_parent_module_is_found() {
+        let root = crate_with(&[
+            ("src/lib.rs", "mod api;\npub use api::Api;\n"),
+            (
+                "src/api/mod.rs",
+                "mod reads;\npub struct Api;\npub fn serve() { reads::list(); }\n",
+            ),
+            (
+                "src/api/reads.rs",
+                "use super::Api;\npub fn list() -> Option<Api> { None }\n",
+            ),
+        ]);
+        assert_eq!(check(root.path()), Ok(2));
+    }
+
+    #[test]
+    fn re_exports_are_followed_to_the_defining_file() {
+        // reads.rs names `crate::Api`, which lib.rs re-exports from state.rs: the edge goes to
+        // state.rs, so no circle runs through lib.rs or api/mod.rs.
+        let root = crate_with(&[
+            ("src/lib.rs", "mod api;\npub use api::state::Api;\n"),
+            (
+                "src/api/mod.rs",
+                "pub mod state;\nmod reads;\npub fn serve() { reads::list(); }\n",
+            ),
+            ("src/api/state.rs", "pub struct Api;\n"),
+            (
+                "src/api/reads.rs",
+                "pub fn list() -> Option<crate::Api> { None }\n",
+            ),
+        ]);
+        assert_eq!(check(root.path()), Ok(0));
+    }
+
+    #[test]
+    fn test_modules_are_leaves() {
+        let root = crate_with(&[
+            ("src/lib.rs", "mod a;\npub fn top() { a::f(); }\n"),
+            (
+                "src/a.rs",
+                "pub fn f() {}\n#[cfg(test)]\nmod tests { #[test] fn t() { crate::top(); } }\n",
+            ),
+        ]);
+        assert_eq!(check(root.path()), Ok(0));
+    }
+}

@@ -100,7 +100,7 @@ impl CrateTree {
         items: &[syn::Item],
         child_dir: &Path,
     ) -> Result<(), TreeError> {
-        for item in items {
+        for item in items.iter().filter(|item| !is_test_only(item)) {
             match item {
                 syn::Item::Mod(declared) => self.read_child(module, declared, child_dir)?,
                 syn::Item::Use(declared) => {
@@ -153,6 +153,27 @@ impl CrateTree {
         };
         self.read_file(&path, Some(parent), Some(&name), grandchild_dir)
     }
+}
+
+/// Whether an item is compiled only for tests (`#[cfg(test)]`): like `cargo modules`, the
+/// check looks at the code that ships, where a test module is a leaf.
+fn is_test_only(item: &syn::Item) -> bool {
+    let attrs = match item {
+        syn::Item::Mod(item) => &item.attrs,
+        syn::Item::Fn(item) => &item.attrs,
+        syn::Item::Use(item) => &item.attrs,
+        syn::Item::Impl(item) => &item.attrs,
+        syn::Item::Struct(item) => &item.attrs,
+        syn::Item::Enum(item) => &item.attrs,
+        syn::Item::Const(item) => &item.attrs,
+        _ => return false,
+    };
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg")
+            && attr
+                .parse_args::<syn::Ident>()
+                .is_ok_and(|ident| ident == "test")
+    })
 }
 
 fn path_attribute(attrs: &[syn::Attribute]) -> Option<String> {
