@@ -49,8 +49,10 @@ fn canaries() -> Vec<(String, String)> {
 }
 
 /// Pieces of a value that must not appear either: the value, each of its lines, and its first
-/// and last 16 characters (a cut or a half-masked value leaves an edge) — each as it is and as
-/// JSON would escape it (the ledger and every JSON answer hold escaped text).
+/// and last 16 characters (a cut or a half-masked value leaves an edge) — each as it is, as
+/// JSON would escape it (the ledger and every JSON answer hold escaped text), and in the
+/// shapes the worker printed it in: JSON with non-ASCII as `\uXXXX` (Python's `json.dumps`),
+/// and Python's `repr`.
 fn pieces(value: &str) -> Vec<Vec<u8>> {
     let chars: Vec<char> = value.chars().collect();
     let mut texts: Vec<String> = vec![value.to_owned()];
@@ -66,12 +68,52 @@ fn pieces(value: &str) -> Vec<Vec<u8>> {
     for text in texts {
         let escaped = serde_json::to_string(&text).expect("json");
         let escaped = escaped[1..escaped.len() - 1].to_owned();
-        if escaped != text {
-            pieces.push(escaped.into_bytes());
+        for shape in [escaped, json_ascii(&text), python_repr(&text)] {
+            if shape != text && !pieces.contains(&shape.as_bytes().to_vec()) {
+                pieces.push(shape.into_bytes());
+            }
         }
         pieces.push(text.into_bytes());
     }
     pieces
+}
+
+/// A JSON string body with every non-ASCII character as `\uXXXX` (UTF-16), as Python's
+/// `json.dumps` writes it by default.
+fn json_ascii(text: &str) -> String {
+    let escaped = serde_json::to_string(text).expect("json");
+    let mut out = String::new();
+    for c in escaped[1..escaped.len() - 1].chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// The body of Python's `repr` of a str (quotes left out): backslash, quote and the control
+/// characters escaped.
+fn python_repr(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn leak_graph() -> Value {
@@ -198,6 +240,18 @@ fn canary_secrets_reach_no_byte_of_the_home_and_no_observer() {
         .filter(|line| line["record"]["message"] == "value: [REDACTED] :end")
         .count();
     assert_eq!(masked, canaries.len(), "{}", logs.stdout);
+    for shape in [
+        "json: {\"k\": \"[REDACTED]\"}",
+        "json8: {\"k\": \"[REDACTED]\"}",
+        "repr: '[REDACTED]'",
+    ] {
+        let count = logs
+            .ndjson()
+            .iter()
+            .filter(|line| line["record"]["message"] == shape)
+            .count();
+        assert_eq!(count, canaries.len(), "{shape}: {}", logs.stdout);
+    }
 
     let mut observed: Vec<(String, Vec<u8>)> = vec![
         ("run stdout".into(), run_output.stdout.clone().into_bytes()),

@@ -24,8 +24,9 @@ the prefix of the node name:
   garble    prints a reply that is not JSON
   noisy     prints NOISY_LINES numbered lines of 100 bytes to stderr, then outputs null
   flood     prints FLOOD_BYTES bytes of 1 KiB lines to stderr, then outputs null
-  leak      prints every CANARY_* variable to stderr (one after 4,066 bytes of padding on
-            the same line), then outputs null
+  leak      prints every CANARY_* variable to stderr raw, inside JSON (ASCII and UTF-8) and
+            as Python's repr (one raw after 4,066 bytes of padding on the same line), then
+            outputs null
   victim    outputs null when a file spare-<node> exists; otherwise records its pid (as
             both pids) in pids-<node>.json and sleeps until someone kills it
   pause     sleeps PAUSE_MS milliseconds, then outputs null
@@ -133,6 +134,10 @@ def main():
         canaries = [v for k, v in sorted(os.environ.items()) if k.startswith("CANARY_")]
         for value in canaries:
             sys.stderr.write("value: %s :end\n" % value)
+            # The shapes a program prints a value in besides the raw one.
+            sys.stderr.write("json: %s\n" % json.dumps({"k": value}))
+            sys.stderr.write("json8: %s\n" % json.dumps({"k": value}, ensure_ascii=False))
+            sys.stderr.write("repr: %r\n" % value)
         sys.stderr.write("p" * 4066 + canaries[0] + "\n")
         sys.stderr.flush()
         reply({"output": None})
