@@ -138,7 +138,7 @@ fn resolve_target(cli: &Cli) -> anyhow::Result<(Option<String>, Option<cmd::remo
         return Ok((cli.ledger.clone(), None));
     };
     let target = cmd::target::resolve(name)?;
-    if let Some(ledger) = target.ledger.clone() {
+    if let Some(ledger) = target.ledger_location(name)? {
         return Ok((Some(ledger), None));
     }
     // Commands that never touch runs ignore a server target.
