@@ -159,7 +159,8 @@ impl PostgresStore {
         self.append_with_fence(run_id, None, Some(fencing_token), events)
     }
 
-    /// [`RunStore::append_at`](crate::store::RunStore::append_at) under the same fence as [`Self::append_fenced`].
+    /// [`RunStore::append_at`](crate::store::RunStore::append_at) under the same fence as
+    /// [`Self::append_fenced`].
     pub fn append_at_fenced(
         &self,
         run_id: &RunId,
