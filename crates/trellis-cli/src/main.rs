@@ -62,7 +62,7 @@ enum Command {
     /// Check a graph (GraphSpec or GaP) and report every problem, or its identity and bounds.
     Validate(cmd::validate::ValidateArgs),
     /// Start a run of a graph or template and follow it (Ctrl-C only detaches).
-    Run(Box<cmd::run::RunArgs>),
+    Run(Box<cmd::run_args::RunArgs>),
     /// Show one run: phase, active executions, result, token usage, lineage.
     Status(cmd::observe::StatusArgs),
     /// List runs, newest first.

@@ -22,6 +22,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::admission::RunRecord;
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::{RunEvent, StoredEvent, TerminalResult};
@@ -34,7 +35,6 @@ use crate::limits::{
 use crate::snapshot::{
     ControllerInfo, ExecutionSnapshot, ExecutionState, RunHead, RunProgress, RunSnapshot,
 };
-use crate::store::RunRecord;
 use crate::transitions::transition;
 
 /// Why applying an event failed: the event broke a rule, or storage failed underneath.

@@ -2,6 +2,9 @@
 
 use thiserror::Error;
 
+use crate::cursor::Cursor;
+use crate::ids::RunId;
+
 /// Everything that can go wrong in the ledger.
 ///
 /// Messages name runs, cursors and rule violations but never echo submitted payloads, log
@@ -162,5 +165,14 @@ impl LedgerError {
 impl From<trellis_run_model::CursorError> for LedgerError {
     fn from(_: trellis_run_model::CursorError) -> Self {
         Self::InvalidCursor
+    }
+}
+
+/// The error for a cursor past the end of a run.
+pub(crate) fn cursor_ahead(run_id: &RunId, cursor: Cursor, latest: Cursor) -> LedgerError {
+    LedgerError::CursorAhead {
+        run_id: run_id.to_string(),
+        cursor: cursor.to_string(),
+        latest: latest.to_string(),
     }
 }

@@ -21,13 +21,17 @@
 //! Nothing else needs a lock: events are immutable once written, so observers can page
 //! through them while a controller appends.
 
+mod admission;
 pub mod apply;
 pub mod canonical;
+mod clock;
 pub mod cursor;
+mod durability;
 pub mod error;
 pub mod event;
 pub mod ids;
 pub mod limits;
+mod listing;
 pub mod location;
 pub mod logtext;
 pub mod observe;
@@ -42,6 +46,7 @@ pub mod transitions;
 
 pub use apply::fold_snapshot;
 pub use cursor::Cursor;
+pub use durability::Durability;
 pub use error::LedgerError;
 pub use event::{
     CheckpointBefore, CheckpointBeforeKind, EventFilter, GapNodeOutcome, RunEvent, StoredEvent,
@@ -51,7 +56,7 @@ pub use location::{LEDGER_ENV, LedgerLocation, redact_url};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use snapshot::{ControllerInfo, ExecutionSnapshot, RunHead, RunProgress, RunSnapshot};
-pub use sqlite::{BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT, Durability, SqliteOptions, SqliteStore};
+pub use sqlite::{BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT, SqliteOptions, SqliteStore};
 pub use store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore, UnreadableRun};
 pub use transitions::{EventKind, transition};
 pub use trellis_run_model::{

@@ -9,14 +9,14 @@ use trellis_graph::NodeName;
 
 use crate::canonical::sha256_hex;
 use crate::cursor::Cursor;
-use crate::error::LedgerError;
+use crate::error::{LedgerError, cursor_ahead};
 use crate::event::{
     EventFilter, LogLevel, LogStream, RunEvent, StoredEvent, TerminalResult, TokenUsage,
 };
 use crate::ids::{Phase, RunId, RunKind};
 use crate::limits::MAX_EVENTS_PER_PAGE;
 use crate::snapshot::{RunHead, RunSnapshot};
-use crate::store::{RunStore, cursor_ahead};
+use crate::store::RunStore;
 
 /// Domain tag of public execution references, so they never collide with other hashes.
 const EXECUTION_REF_DOMAIN: &str = "trellis.execution-ref/v1";

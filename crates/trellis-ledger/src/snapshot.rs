@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use trellis_graph::NodeName;
 
+use crate::admission::RunRecord;
 use crate::ids::{Phase, RunId, RunKind};
-use crate::store::RunRecord;
 pub use trellis_run_model::ExecutionState;
 use trellis_run_model::{Cursor, TerminalResult, TokenUsage};
 

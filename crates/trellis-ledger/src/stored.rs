@@ -5,13 +5,13 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use crate::admission::RunRecord;
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::{RunEvent, StoredEvent};
 use crate::ids::{RunId, RunKind};
 use crate::limits::{MAX_EVENT_JSON_BYTES, MAX_EVENTS_PER_APPEND};
 use crate::snapshot::{ExecutionSnapshot, RunHead, RunProgress};
-use crate::store::RunRecord;
 
 /// A run's immutable row joined with its mutable head, as stored.
 #[derive(Debug, Default)]

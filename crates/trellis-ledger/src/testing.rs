@@ -21,9 +21,9 @@ pub fn scan_for(store: &dyn RunStore, run_id: &RunId, needle: &str) -> Result<bo
 pub mod postgres {
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    use crate::durability::Durability;
     use crate::error::LedgerError;
     use crate::postgres::{PostgresOptions, PostgresStore};
-    use crate::sqlite::Durability;
 
     /// The variable holding the test server's URL (`scripts/postgres.sh start` sets it).
     pub const URL_ENV: &str = "TRELLIS_TEST_POSTGRES_URL";

@@ -9,6 +9,7 @@ pub mod assets;
 pub mod bearer;
 pub mod openapi;
 pub mod problem;
+mod schemas;
 pub mod streams;
 pub mod team;
 

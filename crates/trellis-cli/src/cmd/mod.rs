@@ -7,6 +7,7 @@ pub mod observe;
 pub mod prune;
 pub mod remote;
 pub mod run;
+pub mod run_args;
 pub mod run_gap;
 pub mod schema;
 pub mod serve;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::cmd::control::{CheckpointsArgs, ResumeArgs};
 use crate::cmd::observe::{FollowArgs, ListArgs, StatusArgs, WatchArgs};
 use crate::cmd::prune::PruneArgs;
-use crate::cmd::run::RunArgs;
+use crate::cmd::run_args::{RunArgs, delivery};
 use crate::cmd::target::Target;
 
 /// A team server and its token.
@@ -219,7 +219,7 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
 
 /// The submit body's `template`: its name and the delivery the flags ask for.
 fn template_choice(name: &str, args: &RunArgs) -> anyhow::Result<Value> {
-    let delivery = crate::cmd::run::delivery(args)?;
+    let delivery = delivery(args)?;
     let mut choice = json!({"name": name});
     if let Some(mode) = delivery.mode {
         choice["delivery"] = json!(mode.as_str());

@@ -3,88 +3,15 @@
 //! `--detach` under a controller process like a GraphSpec run.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::bail;
-use clap::Args;
-use trellis_runtime::gap::{CheckpointMode, GapEvent as RunEvent};
+use trellis_runtime::gap::GapEvent as RunEvent;
 use trellis_runtime::{AdmissionError, GapConnector, GapRunRequest, RuntimeError, StartMode};
 
 use crate::cmd::follow;
-use crate::cmd::run::RunArgs;
+use crate::cmd::run_args::{GapArgs, RunArgs};
 use crate::context::{machine_output, open_runtime};
-
-#[derive(Debug, Args)]
-pub struct GapArgs {
-    /// GaP: top-level inputs (a JSON object file).
-    #[arg(long, value_name = "FILE")]
-    pub inputs: Option<PathBuf>,
-    /// GaP: write dag_trace.json and node_data/ here as the run goes.
-    #[arg(long, value_name = "DIR")]
-    pub trace_dir: Option<PathBuf>,
-    /// GaP: most ready nodes run at once per super-step.
-    #[arg(long, value_name = "N")]
-    pub max_workers: Option<usize>,
-    /// GaP: register the command tools of this manifest (repeatable).
-    #[arg(long, value_name = "FILE")]
-    pub tool_manifest: Vec<PathBuf>,
-    /// GaP: register a Python function as a tool, `NAME=MODULE.py:FUNCTION` (repeatable).
-    #[arg(long, value_name = "SPEC")]
-    pub python_tool: Vec<String>,
-    /// GaP: register the built-in `stub.*` test tools.
-    #[arg(long)]
-    pub stub_tools: bool,
-    /// GaP: skill bundles under DIR (repeatable): contract checks, `gap_skills.*` packages for
-    /// their subgraphs' scripts (`load_prompt`), canonical scripts, and their `tools.py` tools.
-    #[arg(long, value_name = "DIR")]
-    pub skills: Vec<PathBuf>,
-    /// GaP: a Python module whose `get_observation()` feeds the observation stream and whose
-    /// `world_snapshot()` the checkpoints are judged against.
-    #[arg(long, value_name = "MODULE.py", conflicts_with = "connector_command")]
-    pub connector: Option<PathBuf>,
-    /// GaP: a connector program (words split on whitespace) answering JSON lines
-    /// `{"id","op":"get_observation"|"world_snapshot"}` with `{"id","value"}`.
-    #[arg(long, value_name = "COMMAND")]
-    pub connector_command: Option<String>,
-    /// GaP: an environment variable holding a secret (repeatable): its value is masked in
-    /// everything recorded, and a detached controller is handed it (only the name is stored).
-    #[arg(long, value_name = "NAME")]
-    pub secret_env: Vec<String>,
-}
-
-/// `--checkpoints MODE`, shared by both kinds of workflow: a GraphSpec run's workspace
-/// checkpoints are on or off (`warn` and `strict` count as on); a GaP run's are its
-/// `checkpoints/<subgraph>.py` checks, where `on` means `warn`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointsSwitch {
-    On,
-    Off,
-    Warn,
-    Strict,
-}
-
-impl CheckpointsSwitch {
-    /// What a GaP run does with its checks.
-    fn gap_mode(self) -> CheckpointMode {
-        match self {
-            Self::On | Self::Warn => CheckpointMode::Warn,
-            Self::Off => CheckpointMode::Off,
-            Self::Strict => CheckpointMode::Strict,
-        }
-    }
-}
-
-pub fn parse_checkpoints_switch(text: &str) -> Result<CheckpointsSwitch, String> {
-    match text {
-        "on" => Ok(CheckpointsSwitch::On),
-        _ => match CheckpointMode::parse(text) {
-            Some(CheckpointMode::Off) => Ok(CheckpointsSwitch::Off),
-            Some(CheckpointMode::Warn) => Ok(CheckpointsSwitch::Warn),
-            Some(CheckpointMode::Strict) => Ok(CheckpointsSwitch::Strict),
-            None => Err(format!("expected on, off, warn or strict, got {text:?}")),
-        },
-    }
-}
 
 fn connector(args: &GapArgs) -> Option<GapConnector> {
     if let Some(module) = &args.connector {
@@ -216,28 +143,4 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
         }
     }
     Ok(if result.is_success() { 0 } else { 1 })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_checkpoints_switch_reads_both_kinds_of_workflow() {
-        let parsed: Vec<_> = ["on", "off", "warn", "strict", "raise"]
-            .into_iter()
-            .map(|text| parse_checkpoints_switch(text).unwrap().gap_mode())
-            .collect();
-        assert_eq!(
-            parsed,
-            [
-                CheckpointMode::Warn,
-                CheckpointMode::Off,
-                CheckpointMode::Warn,
-                CheckpointMode::Strict,
-                CheckpointMode::Strict
-            ]
-        );
-        assert!(parse_checkpoints_switch("yes").is_err());
-    }
 }

@@ -11,16 +11,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use deadpool_postgres::GenericClient;
 
 use crate::apply::{ExecutionTable, apply_event};
+use crate::clock::now_ms;
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::RunEvent;
 use crate::ids::RunId;
-use crate::postgres::Shared;
 use crate::postgres::error::server_error;
 use crate::postgres::notify::NOTIFY_CHANNEL;
 use crate::postgres::runs::connection;
+use crate::postgres::shared::Shared;
 use crate::snapshot::ExecutionSnapshot;
-use crate::store::now_ms;
 use crate::stored::{parse_execution, parse_kind, stored_cursor, to_i64, to_json_text, to_u64};
 
 /// The executions a batch may read or change: every one it names, loaded up front.
@@ -114,7 +114,7 @@ pub(super) async fn append(
     if let Some(token) = fence {
         // Checked under the head row lock: a controller whose lease was taken over cannot
         // slip a write in between the check and the commit.
-        crate::postgres::leases::check_controller(&tx, id, token, run_id).await?;
+        crate::postgres::fence::check_controller(&tx, id, token, run_id).await?;
     }
     let kind = parse_kind(head.try_get(1).map_err(server_error)?)?;
     let mut cursor = stored_cursor(head.try_get(2).map_err(server_error)?)?;

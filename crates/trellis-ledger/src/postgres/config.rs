@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio_postgres::Config;
 
+use crate::durability::Durability;
 use crate::error::LedgerError;
-use crate::sqlite::Durability;
 
 /// Longest schema name PostgreSQL keeps (NAMEDATALEN - 1).
 const MAX_SCHEMA_BYTES: usize = 63;

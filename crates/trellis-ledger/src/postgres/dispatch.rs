@@ -8,10 +8,11 @@ use deadpool_postgres::GenericClient;
 
 use crate::error::LedgerError;
 use crate::ids::RunId;
+use crate::postgres::PostgresStore;
 use crate::postgres::error::server_error;
-use crate::postgres::leases::check_controller;
+use crate::postgres::fence::check_controller;
 use crate::postgres::runs::connection;
-use crate::postgres::{PostgresStore, Shared};
+use crate::postgres::shared::Shared;
 
 /// The run's row id, locked against deletion for the transaction.
 pub(super) async fn run_row(

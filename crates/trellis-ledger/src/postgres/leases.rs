@@ -15,9 +15,11 @@ use deadpool_postgres::GenericClient;
 
 use crate::error::LedgerError;
 use crate::ids::RunId;
+use crate::postgres::PostgresStore;
 use crate::postgres::error::server_error;
+use crate::postgres::fence::{check_controller, fenced};
 use crate::postgres::runs::connection;
-use crate::postgres::{PostgresStore, Shared};
+use crate::postgres::shared::Shared;
 
 /// A run's controller lease as granted or renewed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,46 +69,12 @@ fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn fenced(detail: impl Into<String>) -> LedgerError {
-    LedgerError::Fenced {
-        detail: detail.into(),
-    }
-}
-
 fn execution_number(value: i64) -> Result<u64, LedgerError> {
     u64::try_from(value).map_err(|_| LedgerError::corrupt("a negative execution number"))
 }
 
 fn run_id_of(text: String) -> Result<RunId, LedgerError> {
     RunId::new(&text).map_err(|_| LedgerError::corrupt("a stored run id is invalid"))
-}
-
-/// Inside an append's transaction, after the run's head row is locked: refuses unless `token`
-/// is the run's unexpired controller lease.
-pub(super) async fn check_controller(
-    client: &impl GenericClient,
-    run: i64,
-    token: i64,
-    run_id: &RunId,
-) -> Result<(), LedgerError> {
-    let statement = client
-        .prepare_cached(
-            "SELECT fencing_token = $2 AND lease_expires_at >= now()
-             FROM run_controllers WHERE run = $1",
-        )
-        .await
-        .map_err(server_error)?;
-    let row = client
-        .query_opt(&statement, &[&run, &token])
-        .await
-        .map_err(server_error)?;
-    match row.map(|row| row.try_get::<_, bool>(0)).transpose() {
-        Ok(Some(true)) => Ok(()),
-        Ok(_) => Err(fenced(format!(
-            "controller token {token} no longer holds run {run_id}"
-        ))),
-        Err(error) => Err(server_error(error)),
-    }
 }
 
 async fn acquire_controller(

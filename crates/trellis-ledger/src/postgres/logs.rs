@@ -7,15 +7,17 @@
 //! so a message holding a NUL byte, which PostgreSQL `text` cannot, still goes through.
 
 use serde::{Deserialize, Serialize};
+use trellis_run_model::{LogLevel, LogStream};
 
 use crate::error::LedgerError;
 use crate::ids::RunId;
+use crate::postgres::PostgresStore;
 use crate::postgres::dispatch::{delete_finished, run_row};
 use crate::postgres::error::server_error;
-use crate::postgres::leases::{Claim, check_controller};
+use crate::postgres::fence::check_controller;
+use crate::postgres::leases::Claim;
 use crate::postgres::runs::connection;
-use crate::postgres::{PostgresStore, Shared};
-use crate::{LogLevel, LogStream};
+use crate::postgres::shared::Shared;
 
 /// One log line of an execution, as its worker host's harness reported it (already masked).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,11 +13,15 @@ mod bridge;
 pub mod config;
 pub mod dispatch;
 mod error;
+mod fence;
 pub mod leases;
 pub mod logs;
 mod notify;
+mod run_store;
 mod runs;
 pub mod schema;
+mod shared;
+mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,19 +34,11 @@ pub use self::config::{PostgresOptions, check_schema_name};
 use self::notify::Listener;
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
-use crate::event::{EventFilter, RunEvent, StoredEvent};
+use crate::event::RunEvent;
 use crate::ids::RunId;
-use crate::snapshot::{RunHead, RunSnapshot};
-use crate::store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore};
 use crate::stored::prepare_batch;
 
-/// What every job of one store shares: the pool, the schema and the notification listener.
-pub(crate) struct Shared {
-    pool: Pool,
-    /// The schema holding the ledger (`current_schema()` of every connection).
-    schema: String,
-    listener: Arc<Listener>,
-}
+use self::shared::Shared;
 
 /// A ledger in a PostgreSQL database. Cheap to share across threads; safe to call from plain
 /// threads and from inside any tokio runtime (see [`bridge`](self) for how).
@@ -163,7 +159,8 @@ impl PostgresStore {
         self.append_with_fence(run_id, None, Some(fencing_token), events)
     }
 
-    /// [`RunStore::append_at`] under the same fence as [`Self::append_fenced`].
+    /// [`RunStore::append_at`](crate::store::RunStore::append_at) under the same fence as
+    /// [`Self::append_fenced`].
     pub fn append_at_fenced(
         &self,
         run_id: &RunId,
@@ -189,98 +186,5 @@ impl PostgresStore {
         self.call(move |shared| async move {
             append::append(&shared, &run_id, expected, fence, prepared).await
         })
-    }
-}
-
-impl RunStore for PostgresStore {
-    fn as_postgres(&self) -> Option<&PostgresStore> {
-        Some(self)
-    }
-
-    fn create_or_get(&self, run: NewRun) -> Result<(RunRecord, Admission), LedgerError> {
-        let submission_json = run.validate()?;
-        self.call(
-            move |shared| async move { runs::create_or_get(&shared, run, submission_json).await },
-        )
-    }
-
-    fn find_by_key(&self, submission_key: &str) -> Result<Option<RunRecord>, LedgerError> {
-        let key = submission_key.to_owned();
-        self.call(move |shared| async move { runs::find_by_key(&shared, &key).await })
-    }
-
-    fn record(&self, run_id: &RunId) -> Result<RunRecord, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move { runs::record(&shared, &run_id).await })
-    }
-
-    fn head(&self, run_id: &RunId) -> Result<RunHead, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move { runs::head(&shared, &run_id).await })
-    }
-
-    fn snapshot(&self, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
-        let id = run_id.clone();
-        let (raw, rows) =
-            self.call(move |shared| async move { runs::snapshot(&shared, &id).await })?;
-        runs::assemble_snapshot(run_id, raw, rows)
-    }
-
-    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<ListedRun>, LedgerError> {
-        let filter = filter.clone();
-        self.call(move |shared| async move { runs::list_runs(&shared, filter).await })
-    }
-
-    fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
-        self.append_checked(run_id, None, events)
-    }
-
-    fn append_at(
-        &self,
-        run_id: &RunId,
-        expected: Cursor,
-        events: &[RunEvent],
-    ) -> Result<Cursor, LedgerError> {
-        self.append_checked(run_id, Some(expected), events)
-    }
-
-    fn events_after(
-        &self,
-        run_id: &RunId,
-        after: Cursor,
-        limit: usize,
-        filter: EventFilter,
-    ) -> Result<Vec<StoredEvent>, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move {
-            runs::events_after(&shared, &run_id, after, limit, filter).await
-        })
-    }
-
-    fn latest_cursor(&self, run_id: &RunId) -> Result<Cursor, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move { runs::latest_cursor(&shared, &run_id).await })
-    }
-
-    fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
-        let run_id = run_id.clone();
-        let needle = needle.to_vec();
-        self.call(
-            move |shared| async move { runs::run_contains_bytes(&shared, &run_id, needle).await },
-        )
-    }
-
-    fn wait_for_change(
-        &self,
-        run_id: &RunId,
-        after: Cursor,
-        timeout: Duration,
-    ) -> Result<Cursor, LedgerError> {
-        let run_id = run_id.clone();
-        let shared = Arc::clone(&self.shared);
-        self.bridge.call(
-            self.operation_timeout.saturating_add(timeout),
-            notify::wait_for_change(shared, run_id, after, timeout),
-        )
     }
 }

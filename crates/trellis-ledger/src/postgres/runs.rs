@@ -6,17 +6,17 @@ use std::collections::BTreeMap;
 use deadpool_postgres::{GenericClient, Object, Pool};
 use tokio_postgres::{IsolationLevel, Row};
 
+use crate::admission::{Admission, NewRun, RunRecord};
 use crate::cursor::Cursor;
-use crate::error::LedgerError;
+use crate::error::{LedgerError, cursor_ahead};
 use crate::event::{EventFilter, StoredEvent};
 use crate::ids::{Phase, RunId, RunKind};
 use crate::limits::MAX_EVENTS_PER_PAGE;
-use crate::postgres::Shared;
+use crate::listing::{ListedRun, RunFilter, UnreadableRun};
 use crate::postgres::error::{pool_error, server_error, violates};
+use crate::postgres::shared::Shared;
 use crate::snapshot::{RunHead, RunProgress, RunSnapshot};
-use crate::store::{
-    Admission, ListedRun, NewRun, RunFilter, RunRecord, UnreadableRun, cursor_ahead,
-};
+
 use crate::stored::{StoredRun, parse_event, parse_execution, to_i64, to_json_text, to_u64};
 
 /// Columns of a run row with its head, in the order [`stored_run`] reads them.

@@ -6,17 +6,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::apply::{ExecutionTable, apply_event};
+use crate::clock::now_ms;
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::RunEvent;
 use crate::ids::RunId;
 use crate::snapshot::ExecutionSnapshot;
+use crate::sqlite::error::storage_error;
 use crate::sqlite::keys::{row_key, run_keys};
-use crate::sqlite::storage_error;
-use crate::sqlite::write::{
-    AppendHead, CachedTransaction, RecentRun, load_append_head, remembered_active,
-};
-use crate::store::now_ms;
+use crate::sqlite::transaction::CachedTransaction;
+use crate::sqlite::write::{AppendHead, RecentRun, load_append_head, remembered_active};
 use crate::stored::{prepare_batch, to_i64, to_u64};
 
 /// Execution rows of one run, read on demand and written back once at the end of a batch.

@@ -2,10 +2,12 @@
 
 mod append;
 mod busy;
+mod error;
 mod keys;
 pub mod paths;
 mod runs;
 pub mod schema;
+mod transaction;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -14,12 +16,15 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
+use self::error::storage_error;
+use crate::admission::{Admission, NewRun, RunRecord};
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::event::{EventFilter, RunEvent, StoredEvent};
 use crate::ids::RunId;
+use crate::listing::{ListedRun, RunFilter};
 use crate::snapshot::{RunHead, RunSnapshot};
-use crate::store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore};
+use crate::store::RunStore;
 
 /// The page size of a new ledger file. A step's commit rewrites whole pages into the WAL (its
 /// new events, its execution rows and the run's head: a few hundred changed bytes each), so
@@ -28,17 +33,7 @@ use crate::store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore}
 /// overflow pages as before. An existing file keeps the page size it was created with.
 pub const LEDGER_PAGE_SIZE: i64 = 2048;
 
-/// How hard a commit works to survive power loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// `synchronous = FULL`: every commit is on disk before `append` returns. The default,
-    /// because a dispatch must be durable before its worker starts.
-    Full,
-    /// `synchronous = NORMAL`: commits survive a process crash but the last few may be lost
-    /// on power failure. Faster; for tests and throwaway state.
-    Normal,
-}
-
+pub use crate::durability::Durability;
 pub use busy::BUSY_TIMEOUT_ENV;
 
 /// How long an operation waits for other processes' locks by default: long enough for a home
@@ -337,39 +332,12 @@ fn is_busy(error: &rusqlite::Error) -> bool {
     )
 }
 
-/// Maps an SQLite failure to a ledger error without its message, which may quote SQL or data.
-pub(crate) fn storage_error(error: rusqlite::Error) -> LedgerError {
-    match error {
-        rusqlite::Error::SqliteFailure(failure, _) => match failure.code {
-            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => LedgerError::Busy,
-            ErrorCode::DatabaseCorrupt => {
-                LedgerError::corrupt("SQLite reported a malformed database")
-            }
-            ErrorCode::NotADatabase => LedgerError::NotALedger {
-                detail: "the file is not an SQLite database".to_owned(),
-            },
-            _ => LedgerError::Storage {
-                code: failure.extended_code,
-            },
-        },
-        rusqlite::Error::FromSqlConversionFailure(..)
-        | rusqlite::Error::IntegralValueOutOfRange(..)
-        | rusqlite::Error::InvalidColumnType(..) => {
-            LedgerError::corrupt("a stored value has an unexpected type")
-        }
-        rusqlite::Error::QueryReturnedNoRows => LedgerError::Internal {
-            detail: "a row the ledger expected is missing".to_owned(),
-        },
-        _ => LedgerError::Internal {
-            detail: "unexpected SQLite interface failure".to_owned(),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LogStream, NewRun, RunKind};
+    use trellis_run_model::LogStream;
+
+    use crate::ids::RunKind;
 
     /// SQLite's number for the connection's `synchronous` setting (2 = FULL, 1 = NORMAL).
     fn synchronous(store: &SqliteStore) -> i64 {

@@ -3,18 +3,18 @@
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
+use crate::admission::{Admission, NewRun, RunRecord};
 use crate::cursor::Cursor;
 use crate::error::LedgerError;
+use crate::error::cursor_ahead;
 use crate::event::{EventFilter, StoredEvent};
 use crate::ids::{Phase, RunId, RunKind};
 use crate::limits::MAX_EVENTS_PER_PAGE;
+use crate::listing::{ListedRun, RunFilter, UnreadableRun};
 use crate::snapshot::{RunHead, RunProgress, RunSnapshot};
+use crate::sqlite::error::storage_error;
 use crate::sqlite::keys::{keys_after, run_keys};
-use crate::sqlite::storage_error;
-use crate::sqlite::write::CachedTransaction;
-use crate::store::{
-    Admission, ListedRun, NewRun, RunFilter, RunRecord, UnreadableRun, cursor_ahead,
-};
+use crate::sqlite::transaction::CachedTransaction;
 use crate::stored::{StoredRun, parse_event, parse_execution, to_i64, to_u64};
 
 /// Columns of a run row with its head, in the order [`run_from_row`] reads them.

@@ -3,7 +3,7 @@
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::LedgerError;
-use crate::sqlite::storage_error;
+use crate::sqlite::error::storage_error;
 
 /// Marks a database file as a Trellis ledger (`PRAGMA application_id`, ASCII "TRLS").
 pub const APPLICATION_ID: i64 = 0x5452_4c53;

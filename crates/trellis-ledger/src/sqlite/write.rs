@@ -1,8 +1,7 @@
-//! Transactions from the statement cache, and what this connection last appended to a run,
-//! reused while nobody else has written to it.
+//! What this connection last appended to a run, reused while nobody else has written to it,
+//! and the head an append starts from.
 
 use std::collections::BTreeMap;
-use std::ops::Deref;
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -10,68 +9,13 @@ use crate::cursor::Cursor;
 use crate::error::LedgerError;
 use crate::ids::{RunId, RunKind};
 use crate::snapshot::{ExecutionSnapshot, RunProgress};
+use crate::sqlite::error::storage_error;
 use crate::sqlite::runs::RUN_SOURCE;
-use crate::sqlite::storage_error;
 use crate::stored::to_u64;
 
 /// Execution snapshots kept for reuse only while a run has at most this many active ones, so
 /// the memory held stays small whatever the run's inputs weigh.
 const MAX_REMEMBERED_EXECUTIONS: usize = 64;
-
-/// A transaction whose BEGIN and COMMIT come from the statement cache: an append is on every
-/// step's critical path and a snapshot or event page on every observer's, and parsing both
-/// statements each time showed in profiles. Rolls back unless committed.
-pub(super) struct CachedTransaction<'c> {
-    conn: &'c Connection,
-    open: bool,
-}
-
-impl<'c> CachedTransaction<'c> {
-    /// An IMMEDIATE transaction: takes the write lock at once, as every append needs it.
-    pub(super) fn write(conn: &'c Connection) -> Result<Self, LedgerError> {
-        Self::begin(conn, "BEGIN IMMEDIATE")
-    }
-
-    /// A DEFERRED transaction: one consistent view for a read of several statements.
-    pub(super) fn read(conn: &'c Connection) -> Result<Self, LedgerError> {
-        Self::begin(conn, "BEGIN DEFERRED")
-    }
-
-    fn begin(conn: &'c Connection, sql: &str) -> Result<Self, LedgerError> {
-        run_cached(conn, sql)?;
-        Ok(Self { conn, open: true })
-    }
-
-    pub(super) fn commit(mut self) -> Result<(), LedgerError> {
-        run_cached(self.conn, "COMMIT")?;
-        self.open = false;
-        Ok(())
-    }
-}
-
-impl Drop for CachedTransaction<'_> {
-    fn drop(&mut self) {
-        if self.open {
-            // Nothing was committed; a failed rollback leaves SQLite to roll back on close.
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-    }
-}
-
-impl Deref for CachedTransaction<'_> {
-    type Target = Connection;
-
-    fn deref(&self) -> &Connection {
-        self.conn
-    }
-}
-
-fn run_cached(conn: &Connection, sql: &str) -> Result<(), LedgerError> {
-    conn.prepare_cached(sql)
-        .and_then(|mut statement| statement.execute([]))
-        .map(drop)
-        .map_err(storage_error)
-}
 
 /// The state of one run as this connection's last append left it. Valid only while nobody
 /// else has written the run since: either the database's `data_version` is unchanged (no

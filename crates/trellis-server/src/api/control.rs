@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use trellis_runtime::ResumeOptions;
 use utoipa::ToSchema;
 
-use super::{ApiState, blocking, json_body, run_id};
-use crate::openapi::{ProblemDoc, RunStatusDoc};
+use super::problems::{blocking, json_body, run_id};
+use super::state::ApiState;
 use crate::problem::Problem;
+use crate::schemas::{ProblemDoc, RunStatusDoc};
 
 /// What a submission or resumption did: `created: true` for a new run, `false` when the key
 /// (or the resumed run) already named it.

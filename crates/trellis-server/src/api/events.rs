@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use trellis_runtime::{Cursor, LogFilter, LogLevel, RunListFilter, RuntimeError};
 use utoipa::IntoParams;
 
-use super::{ApiState, bad_request, blocking, problem_of, run_id};
-use crate::openapi::ProblemDoc;
+use super::problems::{bad_request, blocking, problem_of, run_id};
+use super::state::ApiState;
 use crate::problem::Problem;
+use crate::schemas::ProblemDoc;
 use crate::streams::StreamSlot;
 
 /// A comment line this often keeps proxies and the browser from closing a quiet stream.

@@ -16,11 +16,12 @@ use trellis_runtime::{
 };
 use utoipa::{IntoParams, ToSchema};
 
-use super::{ApiState, admission_problem, bad_request, blocking, internal, json_body, run_id};
-use crate::openapi::{
+use super::problems::{admission_problem, bad_request, blocking, internal, json_body, run_id};
+use super::state::ApiState;
+use crate::problem::Problem;
+use crate::schemas::{
     ExecutionDetailDoc, ProblemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc, SkippedRunDoc,
 };
-use crate::problem::Problem;
 
 /// Runs a list answers by default, and at most.
 const DEFAULT_LIST_LIMIT: usize = 100;

@@ -13,9 +13,10 @@ use trellis_runtime::{DEFAULT_PRUNE_AGE_MS, MAX_CHECKPOINTS_PER_PAGE, PruneOptio
 use utoipa::{IntoParams, ToSchema};
 
 use super::control::{no_options, options_body};
-use super::{ApiState, blocking, run_id};
-use crate::openapi::{CheckpointPageDoc, DiscardedWorkspaceDoc, ProblemDoc, PruneReportDoc};
+use super::problems::{blocking, run_id};
+use super::state::ApiState;
 use crate::problem::Problem;
+use crate::schemas::{CheckpointPageDoc, DiscardedWorkspaceDoc, ProblemDoc, PruneReportDoc};
 
 /// Which page of checkpoints to answer.
 #[derive(Debug, Deserialize, IntoParams)]

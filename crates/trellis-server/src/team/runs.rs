@@ -14,11 +14,12 @@ use trellis_runtime::{
 };
 use utoipa::ToSchema;
 
-use super::TeamState;
+use super::state::TeamState;
+use super::workspaces::WorkspaceError;
 pub use crate::api::control::SubmitAnswer;
-use crate::api::{bad_request, blocking, json_body};
-use crate::openapi::ProblemDoc;
+use crate::api::problems::{bad_request, blocking, json_body};
 use crate::problem::Problem;
+use crate::schemas::ProblemDoc;
 
 /// The longest submission key or title a client may send.
 pub const MAX_KEY_BYTES: usize = 256;
@@ -179,8 +180,8 @@ pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Respo
             request.submission_key.as_deref(),
         )
         .map_err(|error| match error {
-            super::WorkspaceError::BadName(_) => bad_request("request.invalid", error.to_string()),
-            super::WorkspaceError::Create { .. } => Problem::new(
+            WorkspaceError::BadName(_) => bad_request("request.invalid", error.to_string()),
+            WorkspaceError::Create { .. } => Problem::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "runtime.io",
                 error.to_string(),
