@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::graph::*;
 use support::{
-    STATE_TIMEOUT, Sandbox, describe, is_controller_of, process_alive, send_signal,
+    STATE_TIMEOUT, Sandbox, describe, is_controller_of, process_exited, send_signal,
     uniform_worker_plan, wait_until,
 };
 use trellis_runtime::{ExecutionPhase, Runtime, parse_run_id};
@@ -268,7 +268,7 @@ fn kill_after(
     }
     send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
-        (!process_alive(controller)).then_some(())
+        process_exited(controller).then_some(())
     });
     // A worker forked at the moment of the kill holds a copy of the controller's lease until
     // it execs or exits, so the loss may be observable a few milliseconds late.

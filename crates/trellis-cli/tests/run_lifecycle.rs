@@ -8,7 +8,7 @@ mod support;
 use serde_json::{Value, json};
 use support::graph::*;
 use support::{
-    STATE_TIMEOUT, Sandbox, TRELLIS, controller_pid, process_alive, send_signal,
+    STATE_TIMEOUT, Sandbox, TRELLIS, controller_pid, process_alive, process_exited, send_signal,
     uniform_worker_plan, wait_until,
 };
 
@@ -122,7 +122,7 @@ fn force_stop_ends_a_detached_run_and_kills_the_workers_process_group() {
         || (!process_alive(worker) && !process_alive(grandchild)).then_some(()),
     );
     wait_until("the controller to exit", STATE_TIMEOUT, || {
-        (!process_alive(controller)).then_some(())
+        process_exited(controller).then_some(())
     });
     assert_eq!(sandbox.invocations(), ["blockWork"]);
 }
@@ -208,7 +208,7 @@ fn run_killed_mid_way(sandbox: &Sandbox) -> String {
     let controller = controller_pid(&run_id).expect("the controller runs");
     send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
-        (!process_alive(controller)).then_some(())
+        process_exited(controller).then_some(())
     });
     run_id
 }
@@ -327,7 +327,7 @@ fn detecting_a_killed_controller_kills_its_workers_whole_process_group() {
     let controller = controller_pid(&run_id).expect("the controller runs");
     send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
-        (!process_alive(controller)).then_some(())
+        process_exited(controller).then_some(())
     });
 
     assert_eq!(
@@ -407,7 +407,7 @@ fn force_stop_of_a_run_whose_controller_died_kills_the_orphaned_workers() {
     let controller = controller_pid(&run_id).expect("the controller runs");
     send_signal(controller, support::Signal::SIGKILL);
     wait_until("the controller to die", STATE_TIMEOUT, || {
-        (!process_alive(controller)).then_some(())
+        process_exited(controller).then_some(())
     });
 
     // Nothing observed the loss yet: force-stop finds the lease free and ends the run itself.

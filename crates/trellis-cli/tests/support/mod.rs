@@ -432,6 +432,25 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Whether every thread of `pid` has exited. A killed multi-threaded process shows its leader
+/// as a zombie while its other threads may still be exiting, and the descriptors they share
+/// (the run's lease among them) are closed only when the last one is gone: a test that waits
+/// for the leader alone can still find the lease held.
+pub fn process_exited(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.filter_map(Result::ok).all(|task| {
+        let tid: u32 = task.file_name().to_string_lossy().parse().unwrap_or(0);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"));
+        stat.map_or(true, |stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_none_or(|state| state == "Z" || state == "X")
+        })
+    })
+}
+
 pub use nix::sys::signal::Signal;
 
 /// Sends `signal` to `pid` (a process that is already gone is no error).
