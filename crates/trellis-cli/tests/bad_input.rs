@@ -450,3 +450,59 @@ fn a_plan_with_an_absolute_command_cwd_is_refused_before_any_run() {
     );
     assert_no_run(&sandbox);
 }
+
+/// A JSON reader of stdout always gets one object: `validate --json` of a directory or a
+/// missing file says `error` with its code, `run --validate-only --json` of a rejected graph
+/// gives the diagnostics as `validate --json` does. The error still reaches stderr.
+#[test]
+fn json_readers_get_an_object_for_unreadable_graphs_and_rejections() {
+    let sandbox = Sandbox::new();
+    let directory = sandbox.workspace.join("not-a-workflow");
+    std::fs::create_dir_all(&directory).expect("dir");
+    let missing = sandbox.workspace.join("missing.json");
+    for path in [&directory, &missing] {
+        let output = sandbox.trellis(&["validate", "--json", path.to_str().expect("UTF-8")]);
+        assert_eq!(output.code, Some(1), "{output:#?}");
+        let answer = output.json();
+        assert_eq!(answer["status"], "error", "{output:#?}");
+        assert_eq!(answer["code"], "admission.unreadable", "{output:#?}");
+        assert!(output.stderr.contains("trellis: error:"), "{output:#?}");
+    }
+
+    let state = record(&[("value", integer(), true), ("result", integer(), false)]);
+    let rejected = graph(
+        state.clone(),
+        seq(
+            "root",
+            &state,
+            vec![step(
+                "double",
+                record(&[("value", integer(), true)]),
+                record(&[("result", integer(), true)]),
+                &[("value", state_path(&["nowhere"]))],
+                &[("result", "result")],
+            )],
+            &[],
+        ),
+    );
+    let graph_file = sandbox.write_json("rejected.json", &rejected);
+    let input = sandbox.write_json("input.json", &json!({"value": 2}));
+    let plan = sandbox.write_json("plan.json", &uniform_worker_plan(&[]));
+    let output = sandbox.trellis(&[
+        "run",
+        &graph_file,
+        "--input",
+        &input,
+        "--uniform-runtime-config",
+        &plan,
+        "--validate-only",
+        "--json",
+    ]);
+    assert_eq!(output.code, Some(1), "{output:#?}");
+    let answer = output.json();
+    assert_eq!(answer["status"], "rejected", "{output:#?}");
+    let diagnostics = answer["diagnostics"].as_array().expect("diagnostics");
+    assert!(!diagnostics.is_empty(), "{output:#?}");
+    assert!(output.stderr.contains("rejected"), "{output:#?}");
+    assert_no_run(&sandbox);
+}

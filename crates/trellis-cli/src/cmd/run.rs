@@ -54,6 +54,13 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     let admitted = match trellis_runtime::admit(request) {
         Ok(admitted) => admitted,
         Err(AdmissionError::Rejected { shown, diagnostics }) => {
+            if args.json {
+                // The shape of `trellis validate --json`, for a JSON reader of stdout.
+                outln!(
+                    "{}",
+                    serde_json::json!({"status": "rejected", "diagnostics": diagnostics})
+                );
+            }
             eprintln!("✗ {shown} rejected: {} diagnostic(s)\n", diagnostics.len());
             for d in &diagnostics {
                 eprintln!("{}", diagnostic_block(d));
@@ -74,6 +81,13 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         }
         Err(AdmissionError::InputRequired) => {
             bail!("this graph needs an initial input: --input FILE")
+        }
+        Err(other) if args.json && args.validate_only => {
+            outln!(
+                "{}",
+                serde_json::json!({"status": "error", "code": other.code(), "error": other.to_string()})
+            );
+            return Err(other.into());
         }
         Err(other) => return Err(other.into()),
     };

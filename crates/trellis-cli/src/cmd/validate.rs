@@ -48,13 +48,26 @@ impl ValidateArgs {
 
 pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     let path = args.graph_path()?;
-    let report = trellis_runtime::validate(ValidateRequest {
+    let validated = trellis_runtime::validate(ValidateRequest {
         document: GraphSource::File(path.to_path_buf()),
         registry: args.registry.clone(),
         input: args.input.clone().map(InputSource::File),
         skills: args.skills.clone(),
         strict: args.strict,
-    })?;
+    });
+    let report = match validated {
+        Ok(report) => report,
+        // A JSON reader gets one object whatever happened (a directory, a missing or an
+        // unreadable file), and the error still goes to stderr.
+        Err(error) if args.json => {
+            outln!(
+                "{}",
+                serde_json::json!({"status": "error", "code": error.code(), "error": error.to_string()})
+            );
+            return Err(error.into());
+        }
+        Err(error) => return Err(error.into()),
+    };
     if args.json {
         outln!("{}", report.to_json());
         return Ok(report.exit_code());
