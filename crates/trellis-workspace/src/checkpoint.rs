@@ -142,6 +142,23 @@ impl RunCheckpoints {
         state.holds_previous = false;
     }
 
+    /// Clears what a process that died while using the private index left behind: git's
+    /// `<index>.lock` (which makes every later use fail) and the index beside it, which is
+    /// rebuilt on next use. Returns whether a lock was found. Call it only while holding the
+    /// run's lease, before the first use: then no live process of this run can own the lock.
+    pub fn clear_stale_index_lock(&self) -> Result<bool, WorkspaceError> {
+        let _state = self.guard();
+        let mut lock = self.index.clone().into_os_string();
+        lock.push(".lock");
+        let lock = PathBuf::from(lock);
+        if !lock.exists() {
+            return Ok(false);
+        }
+        remove_if_present(&lock)?;
+        remove_if_present(&self.index)?;
+        Ok(true)
+    }
+
     fn guard(&self) -> MutexGuard<'_, IndexState> {
         // A panic while holding the lock leaves nothing half-done that matters: every use
         // starts by bringing the private index up to date.

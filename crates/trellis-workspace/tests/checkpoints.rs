@@ -269,6 +269,39 @@ fn the_private_index_starts_from_a_seed_and_survives_a_corrupt_one() {
     assert_eq!(recovering.take(1, "before work").unwrap().tree, taken.tree);
 }
 
+/// A controller killed while git held the private index leaves `<index>.lock`; every later
+/// checkpoint then fails until the run's next owner clears it.
+#[test]
+fn a_lock_left_by_a_dead_checkpoint_is_cleared_by_the_next_owner() {
+    let repo = repository();
+    let root = repo.path();
+    let state = tempfile::tempdir().unwrap();
+    let first = checkpoints(root, RUN, state.path());
+    write(root, "a.txt", b"a");
+    let taken = first.take(1, "before work").unwrap();
+    let lock = state.path().join(format!("{RUN}.index.lock"));
+    std::fs::write(&lock, b"half-written by a killed git").unwrap();
+
+    let successor = checkpoints(root, RUN, state.path());
+    assert!(
+        successor.take(2, "blocked").is_err(),
+        "git refuses an index whose lock exists"
+    );
+    assert!(successor.clear_stale_index_lock().unwrap());
+    assert!(!lock.exists());
+    assert!(!successor.clear_stale_index_lock().unwrap(), "nothing left");
+    write(root, "b.txt", b"b");
+    let next = successor.take(2, "after the crash").unwrap();
+    assert_ne!(next.tree, taken.tree);
+    assert_eq!(
+        listed_files(root, &next.tree)
+            .iter()
+            .filter(|f| *f == "b.txt")
+            .count(),
+        1
+    );
+}
+
 #[test]
 fn a_repository_without_commits_is_checkpointed_from_nothing() {
     let dir = tempfile::tempdir().unwrap();
