@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use trellis_workspace::WorkspaceError;
 
 use crate::checkpoints::workspace::COPIES_DIR;
-use crate::home::TrellisHome;
+use crate::shared::home::TrellisHome;
 
 /// Names the tmpfs that holds copies (`off`: never in memory). Unset: `/dev/shm`.
 pub const COPIES_TMPFS_ENV: &str = "TRELLIS_COPIES_TMPFS";

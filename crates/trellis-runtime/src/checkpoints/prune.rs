@@ -14,12 +14,12 @@ use trellis_workspace::{
     delete_references, trellis_references,
 };
 
-use crate::checkpoints::api::{retained_workspace, submission_of};
+use crate::api::runtime::Runtime;
 use crate::checkpoints::copy_places::CopyPlaces;
+use crate::checkpoints::operations::{retained_workspace, submission_of};
 use crate::checkpoints::workspace::CHECKPOINT_INDEX;
-use crate::error::RuntimeError;
-use crate::recovery::{Liveness, reconcile};
-use crate::runtime::Runtime;
+use crate::control::recovery::{Liveness, reconcile};
+use crate::shared::error::RuntimeError;
 
 /// How old what `prune` removes by age must be, unless the caller says otherwise: a week.
 pub const DEFAULT_PRUNE_AGE_MS: u64 = 7 * 24 * 60 * 60 * 1000;
