@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use trellis_ledger::LedgerLocation;
 
-use crate::RunId;
+use trellis_run_model::RunId;
 
 /// How to open a runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -16,10 +16,6 @@ use crate::checkpoints::policy::{Before, CheckpointPolicy};
 
 /// The private index of a run's checkpoints, in its run directory.
 pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
-/// Where a run's verifier copies live while they exist, in its run directory, when they are
-/// not in memory (see [`CopyPlaces`]).
-pub const COPIES_DIR: &str = "copies";
-
 /// How a run treats its workspace (stored with the submission; every field has a default so
 /// submissions made before checkpoints existed still read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

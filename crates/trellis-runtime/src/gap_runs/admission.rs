@@ -12,7 +12,7 @@ use trellis_gap::{
 };
 use trellis_ledger::RunId;
 
-use crate::graphspec::admission::AdmissionError;
+use crate::shared::admission_error::AdmissionError;
 
 /// A GaP workflow to run, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -9,17 +9,9 @@ use trellis_agents::lane::find_program;
 use trellis_agents::{AgentLane, AgentOptions, Harness, HarnessKind, detect_installed_cli};
 use trellis_graph::{GraphNode, GraphSpec};
 
-use crate::graphspec::admission::AdmissionError;
 use crate::plan::RuntimePlan;
+use crate::shared::admission_error::AdmissionError;
 use crate::shared::error::RuntimeError;
-
-pub(crate) const NO_AGENT_CLI: &str = "no runtime plan was given and no agent CLI is on PATH. \
-Trellis runs agent steps through Claude Code, Codex or the GitHub Copilot CLI: install one and \
-sign in (`npm install -g @anthropic-ai/claude-code` then `claude`, or `npm install -g \
-@openai/codex` then `codex login`), and run again; Trellis uses the first of claude, codex, \
-copilot it finds. To run without any model, bind every step to a command instead: \
---uniform-runtime-config FILE with {\"kind\":\"command\",\"command\":[\"./worker\"]}, or an \
-exact plan with --runtime-config FILE (see README, \"Running without a model\").";
 
 /// A plan for graphs run without one: nothing to bind for graphs without executables, else
 /// the first installed agent CLI with its default model (said in `notices`).

@@ -13,8 +13,8 @@ use trellis_forge::{ForgeError, GitHub, RepoRef, TaskUrl};
 use trellis_graph::GraphSpec;
 
 use crate::delivery::{DeliveryKind, ForgeSettings, delivery_workers, git_blocking, parse_remote};
-use crate::graphspec::admission::AdmissionError;
 use crate::plan::RuntimePlan;
+use crate::shared::admission_error::AdmissionError;
 
 /// Token variables `--task-from` reads, in order.
 const TASK_TOKEN_VARIABLES: [&str; 2] = ["GH_TOKEN", "GITHUB_TOKEN"];

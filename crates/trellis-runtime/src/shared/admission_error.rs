@@ -4,10 +4,18 @@ use std::path::PathBuf;
 
 use trellis_graph::GraphDiagnostic;
 
-use crate::graphspec::harnesses::NO_AGENT_CLI;
 use crate::plan::PlanError;
 use crate::plan::admission::AdmissionRefusal;
 use crate::shared::templates::{self, DeliveryMode};
+
+/// What admission says when no plan was given and no agent CLI is installed to default to.
+pub(crate) const NO_AGENT_CLI: &str = "no runtime plan was given and no agent CLI is on PATH. \
+Trellis runs agent steps through Claude Code, Codex or the GitHub Copilot CLI: install one and \
+sign in (`npm install -g @anthropic-ai/claude-code` then `claude`, or `npm install -g \
+@openai/codex` then `codex login`), and run again; Trellis uses the first of claude, codex, \
+copilot it finds. To run without any model, bind every step to a command instead: \
+--uniform-runtime-config FILE with {\"kind\":\"command\",\"command\":[\"./worker\"]}, or an \
+exact plan with --runtime-config FILE (see README, \"Running without a model\").";
 
 /// Why admission refused. Each variant has a stable [`AdmissionError::code`]; messages never
 /// carry secret values (plans only name variables).

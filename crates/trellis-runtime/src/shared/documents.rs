@@ -8,7 +8,7 @@ use serde_json::Value;
 use trellis_graph::json::parse_strict;
 use trellis_graph::limits::MAX_DOCUMENT_BYTES;
 
-use crate::graphspec::admission::AdmissionError;
+use crate::shared::admission_error::AdmissionError;
 
 /// What a graph path holds.
 #[derive(Debug, Clone, PartialEq)]

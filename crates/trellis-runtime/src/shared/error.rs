@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use trellis_ledger::LedgerError;
 
-use crate::graphspec::admission::AdmissionError;
 use crate::plan::PlanError;
+use crate::shared::admission_error::AdmissionError;
 
 /// Why a runtime operation failed. Messages never carry secret values.
 #[derive(Debug, thiserror::Error)]

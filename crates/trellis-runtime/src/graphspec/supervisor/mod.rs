@@ -1,11 +1,12 @@
 //! The supervisor loop a controller runs: reduce, record dispatches before starting workers,
 //! record outcomes before reducing again, void losers, honour force-stop and budgets.
 
+mod events;
 mod record;
 mod worker;
 mod workspace;
 
-use record::log_event;
+use events::log_event;
 use worker::{WorkerFuture, worker_future};
 
 use std::collections::{BTreeMap, HashMap};
@@ -119,7 +120,7 @@ pub struct Supervisor {
     log_budgets: HashMap<u64, LogBudget>,
     /// Checkpoints and verifier copies, when the run has a git workspace.
     workspace: Option<RunWorkspace>,
-    /// Step commits left before the test hook [`record::DIE_AFTER_STEP_COMMIT_ENV`] aborts.
+    /// Step commits left before the test hook [`events::DIE_AFTER_STEP_COMMIT_ENV`] aborts.
     step_commits_until_death: Option<u64>,
 }
 
@@ -209,7 +210,7 @@ impl Supervisor {
             events_rx,
             log_budgets: HashMap::new(),
             workspace: None,
-            step_commits_until_death: record::step_commits_until_death(),
+            step_commits_until_death: events::step_commits_until_death(),
         })
     }
 

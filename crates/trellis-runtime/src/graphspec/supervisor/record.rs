@@ -7,31 +7,10 @@ use trellis_ledger::{Cursor, ExecutionState, LogLevel, LogStream, RunEvent, Sett
 
 use futures_util::{FutureExt, StreamExt};
 
+use super::events::{DIE_AFTER_STEP_COMMIT_ENV, log_event};
 use super::{STOP_POLL, Supervisor};
 use crate::shared::error::RuntimeError;
 use crate::shared::log_budget::LogBudget;
-
-pub(super) fn log_event(execution: Option<u64>, stream: LogStream, message: String) -> RunEvent {
-    RunEvent::Log {
-        execution,
-        stream,
-        level: stream.default_level(),
-        message,
-        timestamp_ms: trellis_ledger::store::now_ms(),
-    }
-}
-
-/// Test hook, read by the controller: with `N`, it aborts right after its `N`-th step commit
-/// (outcomes together with the dispatches they lead to), before starting any of those workers.
-/// The kill-point tests use it to pin that a death between that commit and the spawn neither
-/// loses nor repeats a dispatch. Unset (always, outside those tests), it costs nothing.
-pub(crate) const DIE_AFTER_STEP_COMMIT_ENV: &str = "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT";
-
-pub(super) fn step_commits_until_death() -> Option<u64> {
-    std::env::var(DIE_AFTER_STEP_COMMIT_ENV)
-        .ok()
-        .and_then(|text| text.parse().ok())
-}
 
 /// The warning that part of an execution's output was dropped, if any was.
 fn dropped_record(execution: u64, budget: &LogBudget) -> Option<RunEvent> {

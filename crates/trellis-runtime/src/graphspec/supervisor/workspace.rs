@@ -10,7 +10,7 @@ use trellis_graph::NodeName;
 use trellis_ledger::{CheckpointBefore, CheckpointBeforeKind, LogStream, RunEvent};
 
 use super::Supervisor;
-use super::record::log_event;
+use super::events::log_event;
 use crate::checkpoints::policy::Before;
 use crate::checkpoints::workspace::{RunWorkspace, TakenCheckpoint};
 
