@@ -1,15 +1,15 @@
 //! [`Runtime`]: one state directory and its ledger, and every operation on runs.
 
 mod reads;
+mod workspaces;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use trellis_gap::RunEvent as GapEvent;
 use trellis_ledger::{
-    LEDGER_ENV, LedgerError, LedgerLocation, RunId, RunKind, RunRecord, RunStore, TerminalResult,
+    LEDGER_ENV, LedgerError, LedgerLocation, RunId, RunKind, RunStore, TerminalResult,
 };
 
 use crate::api::options::{
@@ -487,15 +487,6 @@ impl Runtime {
             grace,
         )
     }
-}
-
-/// The built-in template a GraphSpec run's graph came from.
-pub(crate) fn template_of(record: &RunRecord) -> Option<String> {
-    record
-        .submission
-        .get("template")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
 }
 
 /// A run title from free text: its first line, without control characters, at most 120

@@ -1,5 +1,6 @@
-//! The run API's checkpoint operations: listing a run's checkpoints, restoring one before a
-//! successor starts, run worktrees and their removal.
+//! A run's checkpoint operations over one ledger and state directory: listing a run's
+//! checkpoints, restoring one before a successor starts, run worktrees and their removal. The
+//! façade (`Runtime`) exposes them; what they need from above comes in [`CheckpointOps`].
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -11,11 +12,10 @@ use trellis_workspace::{
     run_namespace, trellis_references, worktree_base,
 };
 
-use crate::api::runtime::Runtime;
 use crate::checkpoints::copy_places::CopyPlaces;
 use crate::checkpoints::workspace::{CHECKPOINT_INDEX, ResumePoint};
 use crate::shared::error::RuntimeError;
-use crate::shared::home::{Lease, LeaseAttempt};
+use crate::shared::home::{Lease, LeaseAttempt, TrellisHome};
 use crate::shared::submission::Submission;
 
 /// Most checkpoints one page lists.
@@ -148,18 +148,36 @@ fn object_id(text: &str) -> Result<ObjectId, RuntimeError> {
     })
 }
 
-impl Runtime {
+/// Ends a run `runtime_lost` if its controller is gone, as every reader of a run does first;
+/// true when this call ended it.
+pub(crate) type EndIfLost = fn(&dyn RunStore, &TrellisHome, &RunId) -> Result<bool, RuntimeError>;
+
+/// The checkpoint operations of the runs of one ledger and state directory.
+pub(crate) struct CheckpointOps<'a> {
+    pub store: &'a dyn RunStore,
+    pub home: &'a TrellisHome,
+    pub end_if_lost: EndIfLost,
+}
+
+impl CheckpointOps<'_> {
+    /// Fails unless the ledger knows the run; ends it first if its controller is gone.
+    fn known(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+        self.store.head(run_id)?;
+        (self.end_if_lost)(self.store, self.home, run_id)?;
+        Ok(())
+    }
+
     /// A page of the run's checkpoints after checkpoint `after`, at most `limit` (1 to
     /// [`MAX_CHECKPOINTS_PER_PAGE`]).
-    pub fn checkpoints(
+    pub(crate) fn checkpoints(
         &self,
         run_id: &RunId,
         after: Option<u32>,
         limit: usize,
     ) -> Result<CheckpointPage, RuntimeError> {
-        self.store().head(run_id)?;
+        self.store.head(run_id)?;
         let limit = limit.clamp(1, MAX_CHECKPOINTS_PER_PAGE);
-        let mut checkpoints: Vec<CheckpointInfo> = recorded_checkpoints(self.store(), run_id)?
+        let mut checkpoints: Vec<CheckpointInfo> = recorded_checkpoints(self.store, run_id)?
             .into_iter()
             .filter(|c| after.is_none_or(|after| c.id > after))
             .collect();
@@ -182,7 +200,7 @@ impl Runtime {
     /// The run's checkpoint references still in its workspace's repository (none when the
     /// workspace or its repository is gone).
     fn kept_references(&self, run_id: &RunId) -> Result<HashSet<String>, RuntimeError> {
-        let record = self.store().record(run_id)?;
+        let record = self.store.record(run_id)?;
         let Some(submission) = submission_of(&record) else {
             return Ok(HashSet::new());
         };
@@ -199,13 +217,16 @@ impl Runtime {
     }
 
     /// Removes the worktree a finished worktree-mode run kept (and git's record of it).
-    pub fn discard_workspace(&self, run_id: &RunId) -> Result<DiscardedWorkspace, RuntimeError> {
+    pub(crate) fn discard_workspace(
+        &self,
+        run_id: &RunId,
+    ) -> Result<DiscardedWorkspace, RuntimeError> {
         self.known(run_id)?;
-        let head = self.store().head(run_id)?;
+        let head = self.store.head(run_id)?;
         if !head.is_finished() {
             return Err(RuntimeError::StillActive(run_id.to_string()));
         }
-        let record = self.store().record(run_id)?;
+        let record = self.store.record(run_id)?;
         let no_worktree = |reason: &str| RuntimeError::NoRetainedWorkspace {
             run: run_id.to_string(),
             reason: reason.to_owned(),
@@ -231,7 +252,7 @@ impl Runtime {
 
     /// Holds the lease of `workspace`, or says which run holds it.
     fn workspace_lease(&self, workspace: &Path) -> Result<Lease, RuntimeError> {
-        let path = self.home_dir().workspace_lease_path(workspace);
+        let path = self.home.workspace_lease_path(workspace);
         match Lease::try_acquire(&path).map_err(|e| RuntimeError::io("cannot take a lease", e))? {
             LeaseAttempt::Acquired(lease) => Ok(lease),
             LeaseAttempt::HeldElsewhere => Err(RuntimeError::WorkspaceBusy {
@@ -254,12 +275,12 @@ impl Runtime {
         force: bool,
     ) -> Result<Option<ResumePoint>, RuntimeError> {
         let run_dir = self
-            .home_dir()
+            .home
             .run_dir(run_id.as_str())
             .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
         // Verifier copies a controller that died left behind.
         CopyPlaces::of_run(&run_dir, run_id.as_str()).remove_all()?;
-        let checkpoints = recorded_checkpoints(self.store(), run_id)?;
+        let checkpoints = recorded_checkpoints(self.store, run_id)?;
         let git = Git::from_environment();
         let repo = match Repository::discover(&submission.workspace, &git) {
             Ok(Some(repo)) if !checkpoints.is_empty() => repo,
@@ -339,7 +360,7 @@ impl Runtime {
         })?;
         let base = worktree_base(&repo)?;
         let name = RunId::generate().as_str().to_owned();
-        let path = self.home_dir().root().join(WORKTREES_DIR).join(name);
+        let path = self.home.root().join(WORKTREES_DIR).join(name);
         add_worktree(&repo, &path, &base)?;
         let relative = workspace
             .canonicalize()
@@ -352,7 +373,7 @@ impl Runtime {
         Ok(path.join(relative))
     }
 
-    /// Removes a worktree made by [`Runtime::make_worktree`] for a run that never started.
+    /// Removes a worktree made by [`CheckpointOps::make_worktree`] for a run that never started.
     pub(crate) fn drop_worktree(&self, origin: &Path, workspace: &Path) {
         let git = Git::from_environment();
         if let (Ok(Some(origin)), Ok(Some(made))) = (

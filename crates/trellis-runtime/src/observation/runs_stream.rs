@@ -10,7 +10,7 @@ use trellis_ledger::{Cursor, LedgerError, RunFilter, RunHead, RunId, RunStore};
 
 use crate::control::recovery::reconcile;
 use crate::observation::streams::{Polled, Polling, Subscription};
-use crate::observation::views::{RunListFilter, RunSummary};
+use crate::observation::views::{RunListFilter, RunSummary, template_of};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
 
@@ -87,10 +87,7 @@ impl RunsStream {
         }
         let record = self.store.record(&head.run_id)?;
         self.seen.insert(head.run_id.clone(), head.cursor);
-        Ok(Some(RunSummary::of(
-            &head,
-            crate::api::runtime::template_of(&record),
-        )))
+        Ok(Some(RunSummary::of(&head, template_of(&record))))
     }
 }
 

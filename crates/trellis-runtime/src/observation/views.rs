@@ -11,8 +11,8 @@ use trellis_agents::Binding;
 use trellis_graph::{GraphNode, GraphSpec, TerminationWitness, WorkerOutcome};
 use trellis_ledger::observe::{PhaseStatus, execution_ref, status_view};
 use trellis_ledger::{
-    Cursor, ExecutionSnapshot, ExecutionState, Phase, RunHead, RunId, RunKind, RunSnapshot,
-    SettledBy, TokenUsage, VoidReason,
+    Cursor, ExecutionSnapshot, ExecutionState, Phase, RunHead, RunId, RunKind, RunRecord,
+    RunSnapshot, SettledBy, TokenUsage, VoidReason,
 };
 use trellis_verify::VerifiedGraph;
 
@@ -498,4 +498,13 @@ impl Default for RunListFilter {
             limit: 50,
         }
     }
+}
+
+/// The built-in template a GraphSpec run's graph came from.
+pub(crate) fn template_of(record: &RunRecord) -> Option<String> {
+    record
+        .submission
+        .get("template")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 use trellis_ledger::{Cursor, LedgerError, RunFilter, RunHead, RunId, RunKind};
 
-use super::{Runtime, template_of};
+use super::Runtime;
 use crate::checkpoints::operations::retained_workspace;
 use crate::control::recovery::reconcile;
 use crate::graphspec::admission::{Registry, verify};
@@ -14,7 +14,7 @@ use crate::observation::runs_stream::RunsStream;
 use crate::observation::streams::{LogFilter, LogsStream, WatchStream};
 use crate::observation::views::{
     BindingView, ExecutionDetail, ExecutionSummary, GraphBounds, GraphLayout, RunGraph,
-    RunListFilter, RunListing, RunStatus, RunSummary, SkippedRun,
+    RunListFilter, RunListing, RunStatus, RunSummary, SkippedRun, template_of,
 };
 use crate::shared::error::RuntimeError;
 use crate::shared::submission::Submission;
