@@ -16,7 +16,6 @@ use crate::api::options::{
     Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
 };
 use crate::api::validation::{self, ValidateRequest, ValidationReport};
-use crate::checkpoints::workspace::WorkspaceHandling;
 use crate::control::recovery::{TerminalReason, finalize_orphaned, reconcile};
 use crate::control::spawn::{Launched, Start, controller_env};
 use crate::delivery::read_source;
@@ -30,7 +29,7 @@ use crate::graphspec::preparation::prepare;
 use crate::observation::views::RunStatus;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome, default_home};
-use crate::shared::submission::{StoredSource, Submission};
+use crate::shared::submission::{StoredSource, Submission, WorkspaceHandling};
 use crate::worker_host::work::{WorkerOptions, WorkerReport};
 
 /// How long `force_stop` waits for a live controller to settle the run.

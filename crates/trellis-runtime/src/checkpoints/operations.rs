@@ -13,10 +13,10 @@ use trellis_workspace::{
 };
 
 use crate::checkpoints::copy_places::CopyPlaces;
-use crate::checkpoints::workspace::{CHECKPOINT_INDEX, ResumePoint};
+use crate::checkpoints::workspace::CHECKPOINT_INDEX;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome};
-use crate::shared::submission::Submission;
+use crate::shared::submission::{ResumePoint, Submission};
 
 /// Most checkpoints one page lists.
 pub const MAX_CHECKPOINTS_PER_PAGE: usize = 100;

@@ -9,7 +9,7 @@ use trellis_ledger::{RunEvent, RunId, RunStore};
 use trellis_workspace::{ObjectId, Previous};
 
 use crate::checkpoints::policy::CheckpointPolicy;
-use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, ResumePoint, RunWorkspace};
+use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, RunWorkspace};
 use crate::control::lease::{
     CONTROLLER_LEASE_FD, Leases, WORKSPACE_LEASE_FD, controller_attached, inherited_lease,
 };
@@ -22,6 +22,7 @@ use crate::graphspec::reuse::ReuseIndex;
 use crate::graphspec::supervisor::{Harnesses, RunContext, Supervisor};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
+use crate::shared::submission::ResumePoint;
 
 /// How many predecessors a resumed run looks back through for settled work.
 const MAX_LINEAGE: usize = 1024;

@@ -8,11 +8,10 @@ use trellis_ledger::{RunId, RunStore};
 use super::Runtime;
 use crate::checkpoints::operations::{CheckpointOps, CheckpointPage, DiscardedWorkspace};
 use crate::checkpoints::prune::{PruneOptions, PruneReport};
-use crate::checkpoints::workspace::ResumePoint;
 use crate::control::recovery::{Liveness, reconcile};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
-use crate::shared::submission::Submission;
+use crate::shared::submission::{ResumePoint, Submission};
 
 /// Ends `run_id` `runtime_lost` if its controller is gone; true when this call ended it.
 fn end_if_lost(
