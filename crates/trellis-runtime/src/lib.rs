@@ -12,6 +12,10 @@
 //! secret value. `docs/run-api.md` describes the surface; everything else in this crate is
 //! private.
 
+// One room per capability, each a folder whose `mod.rs` says its job and what it may import.
+// Bottom to top: `plan`, `delivery` < `shared` < `checkpoints` < `control` < `observation`,
+// `dispatch`, `gap_runs` < `graphspec` < `worker_host` < `api` (the façade). A room imports only
+// rooms below it; what it needs from above comes in as a parameter (docs/architecture.md).
 mod api;
 mod checkpoints;
 mod control;

@@ -16,7 +16,7 @@ use trellis_ledger::{
     RunFilter, RunHead, RunId, RunRecord, RunSnapshot, RunStore, StoredEvent,
 };
 
-pub use crate::control::spawn::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
+use crate::control::spawn::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
 use crate::shared::error::RuntimeError;
 
 const DEFAULT_CONTROLLER_LEASE: Duration = Duration::from_secs(15);
