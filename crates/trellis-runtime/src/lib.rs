@@ -12,88 +12,68 @@
 //! secret value. `docs/run-api.md` describes the surface; everything else in this crate is
 //! private.
 
-mod admission;
-mod admission_error;
-mod cause;
+// One room per capability, each a folder whose `mod.rs` says its job and what it may import.
+// Bottom to top: `plan`, `delivery` < `shared` < `checkpoints` < `control` < `observation`,
+// `dispatch`, `gap_runs` < `graphspec` < `worker_host` < `api` (the façade). A room imports only
+// rooms below it; what it needs from above comes in as a parameter (docs/architecture.md).
+mod api;
 mod checkpoints;
-mod controller;
+mod control;
 mod delivery;
-mod distributed;
-mod doctor;
-mod documents;
-mod error;
-mod gap_admission;
-mod gap_journal;
-mod gap_launch;
-mod gap_runner;
-mod harnesses;
-mod home;
-mod launch;
-mod log_budget;
-mod options;
+mod dispatch;
+mod gap_runs;
+mod graphspec;
+mod observation;
 mod plan;
-mod plan_admission;
-mod plan_reference;
-mod preflight;
-mod preparation;
-mod recovery;
-mod reuse;
-mod runs_stream;
-mod runtime;
-mod source;
-mod streams;
-mod submission;
-mod supervisor;
-mod templates;
-mod validation;
-mod views;
-mod watch_schema;
+mod shared;
+mod worker_host;
 
-pub use admission::{
-    AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
-    InputSource, PlanSource, WorstCase, admit,
+pub use api::doctor::{CheckState, DoctorCheck, DoctorReport, doctor};
+pub use api::options::{
+    Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
+    WorkspaceOptions,
 };
-pub use cause::{CauseNode, RunCause};
-pub use checkpoints::api::{
+pub use api::runtime::{Runtime, parse_run_id};
+pub use api::validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
+pub use checkpoints::operations::{
     CheckpointInfo, CheckpointPage, DiscardedWorkspace, MAX_CHECKPOINTS_PER_PAGE, RetainedWorkspace,
 };
 pub use checkpoints::prune::{
     DEFAULT_PRUNE_AGE_MS, PruneOptions, PruneReason, PruneReport, PrunedItem, PrunedKind,
 };
-pub use distributed::worker::{WorkerOptions, WorkerReport};
-pub use distributed::{CONTROLLER_LEASE_ENV, DISPATCH_ENV, DispatchMode};
-pub use doctor::{CheckState, DoctorCheck, DoctorReport, doctor};
-pub use documents::{DocumentKind, classify};
-pub use error::RuntimeError;
-pub use gap_admission::{GapConnector, GapOutcome, GapRunRequest};
-pub use launch::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
-pub use options::{
-    Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
-    WorkspaceOptions,
+pub use control::spawn::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
+pub use control::spawn::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
+pub use dispatch::DispatchMode;
+pub use gap_runs::admission::{GapConnector, GapOutcome, GapRunRequest};
+pub use graphspec::admission::{
+    AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
+    InputSource, PlanSource, WorstCase, admit,
 };
-pub use plan::PlanError;
-pub use plan_admission::{AdmissionRefusal, GraphAdmissionError};
-pub use runs_stream::RunsStream;
-pub use runtime::{Runtime, parse_run_id};
-pub use source::{
+pub use graphspec::source::{
     CheckedOut, RunSource, SourceError, SourceRequest, check_out_source, resolve_source,
     url_has_credentials,
 };
-pub use streams::{
+pub use observation::cause::{CauseNode, RunCause};
+pub use observation::runs_stream::RunsStream;
+pub use observation::streams::{
     LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,
     WatchedExecution,
 };
-pub use templates::{
-    DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
-};
-pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
-pub use validation::{ValidateRequest, ValidationReport, VerifiedReport, validate};
-pub use views::{
+pub use observation::views::{
     BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
     GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunListing, RunStatus,
     RunSummary, SkippedRun, Termination,
 };
-pub use watch_schema::watch_update_json_schema;
+pub use observation::watch_schema::watch_update_json_schema;
+pub use plan::PlanError;
+pub use plan::admission::{AdmissionRefusal, GraphAdmissionError};
+pub use shared::documents::{DocumentKind, classify};
+pub use shared::error::RuntimeError;
+pub use shared::templates::{
+    DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
+};
+pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
+pub use worker_host::work::{WorkerOptions, WorkerReport};
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.
 pub use trellis_ledger::observe::{ActiveExecution, ExecutionCounts, PhaseStatus, WatchStatus};
@@ -128,7 +108,7 @@ pub mod testing {
     pub use crate::delivery::{
         ForgeSettings, GitDelivery, SourceRevision, parse_remote, read_source, run_branch,
     };
+    pub use crate::graphspec::reuse::ReuseIndex;
+    pub use crate::graphspec::supervisor::{Harnesses, RunContext, Supervisor, history_of};
     pub use crate::plan::RuntimePlan;
-    pub use crate::reuse::ReuseIndex;
-    pub use crate::supervisor::{Harnesses, RunContext, Supervisor, history_of};
 }

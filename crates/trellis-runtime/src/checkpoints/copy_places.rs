@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 use trellis_workspace::WorkspaceError;
 
-use crate::checkpoints::workspace::COPIES_DIR;
-use crate::home::TrellisHome;
+use crate::shared::home::TrellisHome;
+
+/// Where a run's verifier copies live while they exist, in its run directory, when they are
+/// not in memory (see [`CopyPlaces`]).
+pub const COPIES_DIR: &str = "copies";
 
 /// Names the tmpfs that holds copies (`off`: never in memory). Unset: `/dev/shm`.
 pub const COPIES_TMPFS_ENV: &str = "TRELLIS_COPIES_TMPFS";

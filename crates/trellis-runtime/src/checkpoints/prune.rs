@@ -8,18 +8,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Serialize;
-use trellis_ledger::{RunFilter, RunHead, TerminalResult};
+use trellis_ledger::{RunFilter, RunHead, RunStore, TerminalResult};
 use trellis_workspace::{
     CHECKPOINT_NAMESPACE, Git, ObjectId, Repository, SAVED_NAMESPACE, TrellisReference,
     delete_references, trellis_references,
 };
 
-use crate::checkpoints::api::{retained_workspace, submission_of};
-use crate::checkpoints::copy_places::CopyPlaces;
-use crate::checkpoints::workspace::CHECKPOINT_INDEX;
-use crate::error::RuntimeError;
-use crate::recovery::{Liveness, reconcile};
-use crate::runtime::Runtime;
+use super::copy_places::CopyPlaces;
+use super::operations::{CheckpointOps, retained_workspace, submission_of};
+use super::workspace::CHECKPOINT_INDEX;
+use crate::shared::error::RuntimeError;
 
 /// How old what `prune` removes by age must be, unless the caller says otherwise: a week.
 pub const DEFAULT_PRUNE_AGE_MS: u64 = 7 * 24 * 60 * 60 * 1000;
@@ -94,14 +92,14 @@ pub struct PruneReport {
 }
 
 /// Every run the ledger lists, by id.
-fn all_heads(runtime: &Runtime) -> Result<HashMap<String, RunHead>, RuntimeError> {
+fn all_heads(store: &dyn RunStore) -> Result<HashMap<String, RunHead>, RuntimeError> {
     let mut heads = HashMap::new();
     let mut filter = RunFilter {
         limit: trellis_ledger::limits::MAX_LISTED_RUNS,
         ..RunFilter::default()
     };
     loop {
-        let page = runtime.store().list_runs(&filter)?;
+        let page = store.list_runs(&filter)?;
         let Some(last) = page.iter().rev().find_map(|run| run.as_ref().ok()) else {
             return Ok(heads);
         };
@@ -167,10 +165,10 @@ fn run_of<'a>(reference: &'a str, namespace: &str) -> Option<&'a str> {
 /// References to delete, by repository (its common git directory).
 type Deletions = BTreeMap<PathBuf, Vec<(String, ObjectId)>>;
 
-impl Runtime {
+impl CheckpointOps<'_> {
     /// Removes the checkpoints, saved states and worktrees that no run will use again (see
     /// [`PruneOptions`]), across every repository a run of this ledger worked in.
-    pub fn prune(&self, options: PruneOptions) -> Result<PruneReport, RuntimeError> {
+    pub(crate) fn prune(&self, options: PruneOptions) -> Result<PruneReport, RuntimeError> {
         let cutoff = trellis_ledger::store::now_ms().saturating_sub(options.older_than_ms);
         let git = Git::from_environment();
         let mut report = PruneReport {
@@ -179,7 +177,7 @@ impl Runtime {
             pruned: Vec::new(),
             live_runs_skipped: Vec::new(),
         };
-        let mut heads = all_heads(self)?;
+        let mut heads = all_heads(self.store)?;
         if !options.dry_run {
             self.end_lost_runs(&mut heads, &mut report)?;
         }
@@ -194,7 +192,7 @@ impl Runtime {
             let Some(head) = chains.heads.get(id) else {
                 continue;
             };
-            let record = self.store().record(&head.run_id)?;
+            let record = self.store.record(&head.run_id)?;
             let Some(submission) = submission_of(&record) else {
                 continue;
             };
@@ -266,13 +264,13 @@ impl Runtime {
         report: &mut PruneReport,
     ) -> Result<(), RuntimeError> {
         for head in heads.values_mut().filter(|head| !head.is_finished()) {
-            let copies = CopyPlaces::of_existing_run(self.home_dir(), head.run_id.as_str())
+            let copies = CopyPlaces::of_existing_run(self.home, head.run_id.as_str())
                 .map(|places| places.existing())
                 .unwrap_or_default();
-            if reconcile(self.store(), self.home_dir(), &head.run_id)? != Liveness::FinalizedLost {
+            if !(self.end_if_lost)(self.store, self.home, &head.run_id)? {
                 continue;
             }
-            *head = self.store().head(&head.run_id)?;
+            *head = self.store.head(&head.run_id)?;
             report.pruned.extend(
                 copies
                     .into_iter()
@@ -291,8 +289,7 @@ impl Runtime {
         dry_run: bool,
         report: &mut PruneReport,
     ) -> Result<(), RuntimeError> {
-        let Some(places) = CopyPlaces::of_existing_run(self.home_dir(), head.run_id.as_str())
-        else {
+        let Some(places) = CopyPlaces::of_existing_run(self.home, head.run_id.as_str()) else {
             return Ok(());
         };
         let existing = places.existing();
@@ -323,10 +320,7 @@ impl Runtime {
         }
         for item in &report.pruned {
             if item.kind == PrunedKind::Checkpoints {
-                let index = self
-                    .home_dir()
-                    .run_path(&item.run_id)
-                    .join(CHECKPOINT_INDEX);
+                let index = self.home.run_path(&item.run_id).join(CHECKPOINT_INDEX);
                 match std::fs::remove_file(&index) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(RuntimeError::io("cannot remove a checkpoint index", e));

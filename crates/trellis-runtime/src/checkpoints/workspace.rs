@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use trellis_graph::NodeName;
 use trellis_workspace::{
     Checkpoint, DisposableCopy, Git, Previous, Repository, RunCheckpoints, WorkspaceError,
@@ -13,59 +12,10 @@ use trellis_workspace::{
 
 use crate::checkpoints::copy_places::CopyPlaces;
 use crate::checkpoints::policy::{Before, CheckpointPolicy};
+use crate::shared::submission::WorkspaceHandling;
 
 /// The private index of a run's checkpoints, in its run directory.
 pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
-/// Where a run's verifier copies live while they exist, in its run directory, when they are
-/// not in memory (see [`CopyPlaces`]).
-pub const COPIES_DIR: &str = "copies";
-
-/// How a run treats its workspace (stored with the submission; every field has a default so
-/// submissions made before checkpoints existed still read).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct WorkspaceHandling {
-    /// Record checkpoints before writing waves.
-    pub checkpoints: bool,
-    /// Keep the checkpoints of a run that succeeded (they are always kept for a failed run).
-    pub keep_checkpoints: bool,
-    /// Give each read-only verifier a disposable copy of the workspace.
-    pub verifier_copies: bool,
-    /// Set in worktree mode: the user's checkout the run's worktree was made from (the
-    /// submission's workspace is then the worktree).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worktree_of: Option<PathBuf>,
-}
-
-impl Default for WorkspaceHandling {
-    fn default() -> Self {
-        Self {
-            checkpoints: true,
-            keep_checkpoints: false,
-            verifier_copies: true,
-            worktree_of: None,
-        }
-    }
-}
-
-impl WorkspaceHandling {
-    pub fn is_default(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
-/// Where a successor resumed from a checkpoint starts: the predecessor's checkpoint (its files
-/// were restored before the successor started) and its graph position.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ResumePoint {
-    pub run: String,
-    pub number: u32,
-    /// Executions of the predecessor below this one are reused; the rest run again.
-    pub next_execution: u64,
-    pub commit: String,
-    pub tree: String,
-}
 
 /// A checkpoint just taken, with what it precedes.
 #[derive(Debug, Clone)]

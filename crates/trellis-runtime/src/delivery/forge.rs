@@ -15,8 +15,8 @@ use trellis_graph::WorkerErrorCode;
 
 use super::feedback_log::FeedbackLog;
 use super::git::{DeliveryFailure, Git, Pushed, crash};
-use super::settings::parse_remote;
-use super::{DeliveryKind, GitDelivery, token_variable};
+use super::kind::{DeliveryKind, token_variable};
+use super::settings::{ForgeSettings, parse_remote};
 
 fn forge_failure(error: ForgeError) -> DeliveryFailure {
     let code = if error.is_transient() {
@@ -38,13 +38,12 @@ fn refusal(message: String) -> DeliveryFailure {
 }
 
 fn connect(
-    delivery: &GitDelivery,
+    forge: &ForgeSettings,
     host: &str,
     binding: &DeliveryBinding,
     request: &ExecutionRequest,
 ) -> Result<GitHub, DeliveryFailure> {
-    delivery
-        .forge
+    forge
         .client(host, &token_variable(binding), |name| {
             request.environment.get(name).map(str::to_owned)
         })
@@ -64,7 +63,7 @@ struct Verdict {
 /// Opens or finds the run branch's pull request, then (pr@2, merge) waits for its checks and
 /// reports feedback, and (merge) merges it.
 pub(super) async fn deliver_pull(
-    delivery: &GitDelivery,
+    forge: &ForgeSettings,
     request: &ExecutionRequest,
     binding: &DeliveryBinding,
     kind: DeliveryKind,
@@ -79,7 +78,7 @@ pub(super) async fn deliver_pull(
             pushed.configured_url
         ))
     })?;
-    let github = connect(delivery, &host, binding, request)?;
+    let github = connect(forge, &host, binding, request)?;
     let mut body = input_text(request, "description").unwrap_or("").to_owned();
     if let Some(issue) = input_text(request, "issueNumber").filter(|n| !n.trim().is_empty()) {
         body.push_str(&format!(
@@ -154,12 +153,12 @@ pub(super) async fn deliver_pull(
         }
         DeliveryKind::PullRequest { .. } => {
             output.insert("version".into(), json!("v2"));
-            let watch = Watch::new(delivery, &github, &repo, number, binding, pushed, log);
+            let watch = Watch::new(forge, &github, &repo, number, binding, pushed, log);
             watch.until_ready(git, &url).await?
         }
         DeliveryKind::Merge { version } => {
             output.insert("version".into(), json!(format!("v{version}")));
-            let watch = Watch::new(delivery, &github, &repo, number, binding, pushed, log);
+            let watch = Watch::new(forge, &github, &repo, number, binding, pushed, log);
             let verdict = watch.until_ready(git, &url).await?;
             let (verdict, revision) = if verdict.outcome == "ready" {
                 watch.merge(&url).await?
@@ -233,7 +232,7 @@ struct Watch<'a> {
 
 impl<'a> Watch<'a> {
     fn new(
-        delivery: &GitDelivery,
+        forge: &ForgeSettings,
         github: &'a GitHub,
         repo: &'a RepoRef,
         number: u64,
@@ -248,8 +247,8 @@ impl<'a> Watch<'a> {
             head: &pushed.head,
             branch: &pushed.branch,
             consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
-            poll: delivery.forge.poll,
-            deadline: Instant::now() + delivery.forge.wait_limit,
+            poll: forge.poll,
+            deadline: Instant::now() + forge.wait_limit,
             log,
         }
     }
@@ -428,7 +427,8 @@ fn is_check(item: &FeedbackItem) -> bool {
 /// Posts the report comment on the issue or pull request the input's `url` names, or edits the
 /// one this run lineage already posted there.
 pub(super) async fn post_comment(
-    delivery: &GitDelivery,
+    forge: &ForgeSettings,
+    lineage_key: &str,
     request: &ExecutionRequest,
     binding: &DeliveryBinding,
     log: &(dyn Fn(String) + Sync),
@@ -442,8 +442,8 @@ pub(super) async fn post_comment(
         });
     }
     let task = TaskUrl::parse(url).map_err(forge_failure)?;
-    let github = connect(delivery, &task.host, binding, request)?;
-    let key = format!("run-{}", delivery.lineage_key(request));
+    let github = connect(forge, &task.host, binding, request)?;
+    let key = format!("run-{lineage_key}");
     let marker = ReportMarker::new(&key).map_err(forge_failure)?;
     log(format!(
         "delivery: posting the report on {}",

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use trellis_forge::{ForgeError, GITHUB_API_URL, GitHub, RepoRef, Token};
 
-use super::{DEFAULT_POLL, DEFAULT_WAIT_LIMIT};
+/// Default pause between two looks at a pull request's checks.
+pub(crate) const DEFAULT_POLL: Duration = Duration::from_secs(20);
+/// Default longest wait for checks and mergeability before delivery gives up.
+pub(crate) const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(60 * 60);
 
 /// Where the forge is and how patiently delivery waits on it.
 #[derive(Debug, Clone, PartialEq, Eq)]

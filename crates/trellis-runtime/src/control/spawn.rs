@@ -1,0 +1,182 @@
+//! Starting a detached controller process (`PROGRAM __controller RUN`) for either kind of
+//! run: the environment it is handed, the lease descriptors it inherits, and the wait until it
+//! attached to its run.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use trellis_ledger::{RunId, RunStore};
+
+use super::lease::{CONTROLLER_LEASE_FD, WORKSPACE_LEASE_FD, acquire};
+use crate::shared::error::RuntimeError;
+use crate::shared::home::{Lease, TrellisHome};
+
+/// Says how a controller runs its command and agent bindings: `queue` hands them to worker
+/// hosts (`trellis worker`) through the ledger; anything else, or unset, runs them here.
+pub const DISPATCH_ENV: &str = "TRELLIS_DISPATCH";
+/// The controller lease's time to live in milliseconds (default 15,000); renewed every third.
+pub const CONTROLLER_LEASE_ENV: &str = "TRELLIS_CONTROLLER_LEASE_MS";
+
+/// The hidden subcommand that turns the binary into a run controller.
+pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
+/// How long a live new controller has to attach to its run: generous, because a loaded machine
+/// starting many runs at once can take seconds to schedule it (a controller that dies before
+/// attaching is noticed at once by its free lease).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// Environment variables a controller keeps besides the plan's connection names (four say
+/// where the forge is and how patiently delivery waits on it, the last two whether executions
+/// go to worker hosts and how long the controller's lease row lives).
+const CONTROLLER_ENV: [&str; 15] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "TRELLIS_HOME",
+    "TRELLIS_PYTHON",
+    "GITHUB_API_URL",
+    "GITHUB_SERVER_URL",
+    "TRELLIS_DELIVERY_POLL_MS",
+    "TRELLIS_DELIVERY_WAIT_S",
+    // The kill-point tests' hook (supervisor/record.rs); never set otherwise.
+    "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT",
+    DISPATCH_ENV,
+    CONTROLLER_LEASE_ENV,
+];
+
+/// How a created run is driven.
+pub(crate) enum Start {
+    /// By `program __controller RUN`, a detached process given `env` (and nothing else).
+    Detached {
+        program: PathBuf,
+        env: Vec<(String, String)>,
+    },
+    /// On this thread, until the run ends.
+    InProcess,
+}
+
+/// Whether the submission created a run or matched an existing one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Launched {
+    Started(RunId),
+    Existing(RunId),
+}
+
+/// The environment handed to a controller: a few basics plus the named connection variables
+/// (values come from this process's environment and never touch disk).
+pub(crate) fn controller_env(connection_names: &[String]) -> Vec<(String, String)> {
+    CONTROLLER_ENV
+        .iter()
+        .map(|s| s.to_string())
+        .chain(connection_names.iter().cloned())
+        .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
+        .collect()
+}
+
+/// Starts `program __controller RUN` in its own session in `workspace`, handing it the run's
+/// lease (and the workspace's, when the run holds one) on the agreed descriptors.
+pub(crate) fn spawn_controller(
+    program: &Path,
+    workspace: &Path,
+    run_id: &RunId,
+    env: &[(String, String)],
+    controller_lease: &Lease,
+    workspace_lease: Option<&Lease>,
+    log: File,
+) -> Result<(), RuntimeError> {
+    let controller_fd = controller_lease.file().as_raw_fd();
+    let workspace_fd = workspace_lease.map(|lease| lease.file().as_raw_fd());
+    let stderr = log
+        .try_clone()
+        .map_err(|e| RuntimeError::io("cannot open the controller log", e))?;
+    let mut command = Command::new(program);
+    command
+        .arg(CONTROLLER_SUBCOMMAND)
+        .arg(run_id.as_str())
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(workspace)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(stderr);
+    // SAFETY: only async-signal-safe calls between fork and exec: setsid and dup2.
+    unsafe {
+        command.pre_exec(move || {
+            // A new session: the terminal's Ctrl-C never reaches the controller.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for (from, to) in [
+                (Some(controller_fd), CONTROLLER_LEASE_FD),
+                (workspace_fd, WORKSPACE_LEASE_FD),
+            ] {
+                if let Some(from) = from
+                    && libc::dup2(from, to) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut controller = command.spawn().map_err(|e| {
+        RuntimeError::ControllerStart(format!("cannot start {}: {e}", program.display()))
+    })?;
+    // Reap it when it ends, so a long-lived parent (`trellis serve`) keeps no zombie per run;
+    // the thread only waits and never holds the parent's own exit back.
+    let reaper = std::thread::Builder::new()
+        .name("controller-reaper".to_owned())
+        .stack_size(REAPER_STACK_BYTES)
+        .spawn(move || {
+            let _ = controller.wait();
+        });
+    // Without a thread the child is reaped when this process exits, as before.
+    drop(reaper);
+    Ok(())
+}
+
+/// A reaper thread only blocks in `wait`: a small stack is plenty.
+const REAPER_STACK_BYTES: usize = 64 * 1024;
+
+/// Waits until the new controller attached to its run (or the run already ended).
+pub(crate) fn wait_until_attached(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    home: &TrellisHome,
+) -> Result<(), RuntimeError> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let head = store.head(run_id)?;
+        if head.progress.controller.is_some() || head.is_finished() {
+            return Ok(());
+        }
+        // The lease is free only if the controller already died.
+        let lease_path = home
+            .controller_lease_path(run_id.as_str())
+            .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
+        if let Some(lease) = acquire(&lease_path)? {
+            drop(lease);
+            let log = home
+                .controller_log_path(run_id.as_str())
+                .ok()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            return Err(RuntimeError::ControllerStart(format!(
+                "the controller exited before attaching: {}",
+                log.trim().lines().last().unwrap_or("no output")
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(RuntimeError::ControllerStart(format!(
+                "the controller did not attach within {} seconds",
+                READY_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

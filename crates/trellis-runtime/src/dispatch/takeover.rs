@@ -1,0 +1,109 @@
+//! Taking over the runs whose controller is gone: a serving host starts a detached controller
+//! of its own for each, which takes the run's lease row (only one of several hosts trying at
+//! once gets it; the others' controllers exit), re-attaches to the executions queued on worker
+//! hosts and continues the run from the ledger.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use trellis_ledger::{LEDGER_ENV, LedgerLocation, RunId, RunStore};
+
+use crate::control::lease::acquire;
+use crate::control::spawn::{controller_env, spawn_controller};
+use crate::plan::RuntimePlan;
+use crate::shared::error::RuntimeError;
+use crate::shared::home::TrellisHome;
+
+/// How many orphaned runs one round takes over.
+const MAX_PER_ROUND: usize = 32;
+
+pub(crate) fn take_over_orphans(
+    home: &TrellisHome,
+    store: &dyn RunStore,
+    program: &Path,
+    ledger: Option<&LedgerLocation>,
+    dispatch: Option<super::DispatchMode>,
+    grace: Duration,
+) -> Result<Vec<RunId>, RuntimeError> {
+    let Some(postgres) = store.as_postgres() else {
+        return Ok(Vec::new());
+    };
+    let mut started = Vec::new();
+    for run_id in postgres.orphaned_runs(grace, MAX_PER_ROUND)? {
+        if start_controller(home, store, program, ledger, dispatch, &run_id)? {
+            started.push(run_id);
+        }
+    }
+    Ok(started)
+}
+
+/// Starts a controller of `run_id` on this host; false when the run cannot be driven here
+/// (its workspace is not on this host) or a controller of it here already holds its locks.
+fn start_controller(
+    home: &TrellisHome,
+    store: &dyn RunStore,
+    program: &Path,
+    ledger: Option<&LedgerLocation>,
+    dispatch: Option<super::DispatchMode>,
+    run_id: &RunId,
+) -> Result<bool, RuntimeError> {
+    let record = store.record(run_id)?;
+    let Some(workspace) = record
+        .submission
+        .get("workspace")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+    else {
+        return Ok(false);
+    };
+    if !workspace.is_dir() {
+        eprintln!(
+            "trellis: cannot take run {run_id} over: its workspace {} is not on this host",
+            workspace.display()
+        );
+        return Ok(false);
+    }
+    let lease_path = home
+        .controller_lease_path(run_id.as_str())
+        .map_err(|e| RuntimeError::io("cannot create the run directory", e))?;
+    let Some(controller_lease) = acquire(&lease_path)? else {
+        return Ok(false);
+    };
+    let Some(workspace_lease) = acquire(&home.workspace_lease_path(&workspace))? else {
+        return Ok(false);
+    };
+    let connection_names = record
+        .submission
+        .get("plan")
+        .cloned()
+        .and_then(|plan| serde_json::from_value::<RuntimePlan>(plan).ok())
+        .map(|plan| plan.connection_names())
+        .unwrap_or_default();
+    let mut env = controller_env(&connection_names);
+    super::apply_dispatch(&mut env, dispatch);
+    if let Some(location) = ledger {
+        let text = match location {
+            LedgerLocation::Sqlite(path) => path.display().to_string(),
+            LedgerLocation::Postgres(url) => url.clone(),
+        };
+        env.retain(|(name, _)| name != LEDGER_ENV);
+        env.push((LEDGER_ENV.to_owned(), text));
+    }
+    let log = home
+        .controller_log_path(run_id.as_str())
+        .and_then(|path| OpenOptions::new().create(true).append(true).open(path))
+        .map_err(|e| RuntimeError::io("cannot open the controller log", e))?;
+    let _ = controller_lease.describe(&format!("controller of run {} (taken over)", run_id));
+    spawn_controller(
+        program,
+        &workspace,
+        run_id,
+        &env,
+        &controller_lease,
+        Some(&workspace_lease),
+        log,
+    )?;
+    Ok(true)
+}

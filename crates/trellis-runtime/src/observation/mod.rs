@@ -1,0 +1,9 @@
+//! Reading runs: status and listing views, why a run ended (cause), watch and log streams,
+//! the runs stream and the watch line's schema. Imports `shared`, `checkpoints` (a retained
+//! workspace) and `control` (observers end runs whose controller is gone).
+
+pub(crate) mod cause;
+pub(crate) mod runs_stream;
+pub(crate) mod streams;
+pub(crate) mod views;
+pub(crate) mod watch_schema;

@@ -1,0 +1,103 @@
+//! The submission's preflight: before a run exists, check that its plan's agent lane can work
+//! (the CLI installed and signed in, declared variables set) and that a gateway accepts the
+//! declared key — asked with a model listing, never a model call.
+
+use std::time::Duration;
+
+use trellis_agents::preflight::{PreflightEnv, PreflightProblem, lane_variables, preflight_lane};
+use trellis_agents::{AgentBinding, AgentLane, Binding, HarnessKind, Provider};
+
+use super::runtime_plan::RuntimePlan;
+
+/// Longest the gateway's key check may take; a gateway that does not answer is not judged.
+const GATEWAY_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every problem that would stop the plan's agents, with its fix; empty when all is well
+/// (and always for plans without agent bindings).
+pub(crate) fn preflight(plan: &RuntimePlan) -> Vec<PreflightProblem> {
+    if !plan.has_agents() {
+        return Vec::new();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let lane = match AgentLane::choose(plan.harness, plan.provider, &path) {
+        Ok(lane) => lane,
+        Err(error) => {
+            return vec![PreflightProblem {
+                problem: format!("the plan's agents cannot run: {error}"),
+                fix: "install the plan's agent CLI, or name one that is installed".to_owned(),
+            }];
+        }
+    };
+    let bindings: Vec<(&str, &AgentBinding)> = plan
+        .nodes
+        .iter()
+        .filter_map(|(node, binding)| match binding {
+            Binding::Agent(agent) => Some((node.as_str(), agent)),
+            _ => None,
+        })
+        .collect();
+    let lookup = |name: &str| std::env::var(name).ok();
+    let env = PreflightEnv { lookup: &lookup };
+    let mut problems = preflight_lane(lane, &bindings, &env);
+    if problems.is_empty()
+        && lane.provider == Provider::Gateway
+        && let Some((_, binding)) = bindings.first()
+        && let Some(problem) = probe_gateway(lane.harness, binding)
+    {
+        problems.push(problem);
+    }
+    problems
+}
+
+/// Lists the gateway's models with the declared key: a 401 or 403 means the key is wrong.
+fn probe_gateway(harness: HarnessKind, binding: &AgentBinding) -> Option<PreflightProblem> {
+    let names = lane_variables(Provider::Gateway, binding);
+    let [url_name, key_name] = names.as_slice() else {
+        return None;
+    };
+    let base = std::env::var(url_name).ok()?;
+    let key = std::env::var(key_name).ok()?;
+    // Claude's gateway URL is the Anthropic root; Codex's and Copilot's the OpenAI `/v1` root.
+    let base = base.trim_end_matches('/');
+    let url = match harness {
+        HarnessKind::Claude => format!("{base}/v1/models"),
+        HarnessKind::Codex | HarnessKind::Copilot => format!("{base}/models"),
+    };
+    let status = models_status(&url, &key)?;
+    matches!(status, 401 | 403).then(|| PreflightProblem {
+        problem: format!("the gateway at {url_name} refused the key in {key_name} (HTTP {status})"),
+        fix: format!("export a valid key in {key_name}"),
+    })
+}
+
+/// The HTTP status of `GET url` with the key sent as both providers send it; `None` when the
+/// gateway cannot be asked (unreachable, timed out), which the run itself will report.
+fn models_status(url: &str, key: &str) -> Option<u16> {
+    let url = url.to_owned();
+    let key = key.to_owned();
+    // A thread of its own: submit may be called inside an async runtime (the servers).
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let client = reqwest::Client::builder()
+                .timeout(GATEWAY_PROBE_TIMEOUT)
+                .build()
+                .ok()?;
+            let response = client
+                .get(&url)
+                .header("x-api-key", &key)
+                .header("anthropic-version", "2023-06-01")
+                .bearer_auth(&key)
+                .send()
+                .await
+                .ok()?;
+            Some(response.status().as_u16())
+        })
+    })
+    .join()
+    .ok()
+    .flatten()
+}

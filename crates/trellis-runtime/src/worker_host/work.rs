@@ -1,0 +1,378 @@
+//! `trellis worker`: a host that claims queued node executions from a PostgreSQL ledger, runs
+//! each through the harness its binding names (commands and agent CLIs, started by
+//! `trellis-process`), renews its claim and pushes the execution's log lines while it runs,
+//! and reports the outcome under the claim's fencing token. A worker whose claim expired is refused (`lease.fenced`): it stops
+//! the execution and its late outcome stores nothing.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, SecretEnv};
+use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome};
+use trellis_ledger::postgres::leases::Claim;
+use trellis_ledger::postgres::logs::DispatchLog;
+use trellis_ledger::{LedgerError, LogLevel, LogStream, RunId, RunStore, TokenUsage};
+
+use super::live_logs::{LiveLogs, PUSH_EVERY, Pushed};
+use crate::dispatch::queued::{DispatchPayload, QueuedOutcome};
+use crate::graphspec::admission::readmit;
+use crate::graphspec::harnesses::agent_harness;
+use crate::graphspec::supervisor::{NodeFacts, node_facts};
+use crate::plan::RuntimePlan;
+use crate::shared::error::RuntimeError;
+
+/// How many runs' admitted plans a worker host keeps.
+const MAX_CACHED_RUNS: usize = 64;
+
+/// How a worker host works.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Executions run at once.
+    pub slots: usize,
+    /// Which queued executions it takes: `command`, `claude`, `codex`, `copilot`.
+    pub harnesses: Vec<String>,
+    /// How long a claim lives without a heartbeat (renewed every third of it).
+    pub lease: Duration,
+    /// How long it waits between looks at an empty queue.
+    pub poll: Duration,
+    /// Where agent executions get their private directories.
+    pub scratch: PathBuf,
+}
+
+/// What a worker host did, for its exit report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub completed: u64,
+    /// Outcomes the ledger refused because the claim had expired or been withdrawn.
+    pub fenced: u64,
+}
+
+/// A run's plan and node facts, admitted once per worker host.
+struct RunFacts {
+    plan: RuntimePlan,
+    nodes: HashMap<NodeName, NodeFacts>,
+    agent: Option<Arc<dyn Harness>>,
+}
+
+/// Claims and runs executions until `stop` is cancelled; then stops claiming, cancels what
+/// runs (their claims expire and their controllers settle them `worker_lost`) and returns.
+pub(crate) async fn work(
+    store: Arc<dyn RunStore>,
+    options: WorkerOptions,
+    stop: CancellationToken,
+) -> Result<WorkerReport, RuntimeError> {
+    if store.as_postgres().is_none() {
+        return Err(RuntimeError::Internal(
+            "worker hosts need a PostgreSQL ledger (--ledger postgres://…)".into(),
+        ));
+    }
+    let name = crate::dispatch::holder_name("worker");
+    let facts: Arc<Mutex<HashMap<RunId, Arc<RunFacts>>>> = Arc::default();
+    let mut running = JoinSet::new();
+    let mut report = WorkerReport::default();
+    let slots = options.slots.max(1);
+    loop {
+        while let Some(done) = running.try_join_next() {
+            tally(&mut report, done);
+        }
+        if stop.is_cancelled() {
+            break;
+        }
+        let free = slots.saturating_sub(running.len());
+        let claims = if free == 0 {
+            Vec::new()
+        } else {
+            let (store, name, harnesses, lease) = (
+                store.clone(),
+                name.clone(),
+                options.harnesses.clone(),
+                options.lease,
+            );
+            tokio::task::spawn_blocking(move || {
+                let kinds: Vec<&str> = harnesses.iter().map(String::as_str).collect();
+                store
+                    .as_postgres()
+                    .map_or(Ok(Vec::new()), |p| p.claim(&name, &kinds, free, lease))
+            })
+            .await
+            .map_err(|_| RuntimeError::Internal("the claiming thread failed".into()))?
+            .unwrap_or_else(|error| {
+                eprintln!("trellis worker: cannot claim: {error}");
+                Vec::new()
+            })
+        };
+        let claimed = !claims.is_empty();
+        for claim in claims {
+            let job = Job {
+                store: store.clone(),
+                facts: facts.clone(),
+                lease: options.lease,
+                scratch: options.scratch.clone(),
+                worker: name.clone(),
+                stop: stop.clone(),
+            };
+            running.spawn(job.run(claim));
+        }
+        if claimed && running.len() < slots {
+            continue;
+        }
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(options.poll) => {}
+            Some(done) = running.join_next(), if !running.is_empty() => tally(&mut report, done),
+        }
+    }
+    while let Some(done) = running.join_next().await {
+        tally(&mut report, done);
+    }
+    Ok(report)
+}
+
+fn tally(report: &mut WorkerReport, done: Result<bool, tokio::task::JoinError>) {
+    match done {
+        Ok(true) => report.completed += 1,
+        Ok(false) | Err(_) => report.fenced += 1,
+    }
+}
+
+/// One claimed execution.
+struct Job {
+    store: Arc<dyn RunStore>,
+    facts: Arc<Mutex<HashMap<RunId, Arc<RunFacts>>>>,
+    lease: Duration,
+    scratch: PathBuf,
+    worker: String,
+    stop: CancellationToken,
+}
+
+impl Job {
+    /// Runs the claim to its reported outcome; false when the ledger refused it (fenced).
+    async fn run(self, claim: Claim) -> bool {
+        let cancel = self.stop.child_token();
+        let fenced = Arc::new(AtomicBool::new(false));
+        let heartbeat = tokio::spawn(heartbeat(
+            self.store.clone(),
+            claim.clone(),
+            self.lease,
+            cancel.clone(),
+            fenced.clone(),
+        ));
+        let reported = self.execute(&claim, cancel.clone(), &fenced).await;
+        heartbeat.abort();
+        if fenced.load(Ordering::Relaxed) || self.stop.is_cancelled() {
+            // The claim is gone (or we are stopping): whatever we have is not ours to report.
+            return false;
+        }
+        let json = match serde_json::to_string(&reported) {
+            Ok(json) => json,
+            Err(_) => return false,
+        };
+        let store = self.store.clone();
+        let completed = tokio::task::spawn_blocking(move || {
+            store
+                .as_postgres()
+                .map(|postgres| postgres.complete(&claim, &json))
+        })
+        .await;
+        match completed {
+            Ok(Some(Ok(()))) => true,
+            Ok(Some(Err(LedgerError::Fenced { detail }))) => {
+                eprintln!("trellis worker: outcome refused (lease.fenced): {detail}");
+                false
+            }
+            Ok(Some(Err(error))) => {
+                eprintln!("trellis worker: cannot report an outcome: {error}");
+                false
+            }
+            _ => false,
+        }
+    }
+
+    async fn run_facts(&self, run_id: &RunId) -> Result<Arc<RunFacts>, String> {
+        if let Some(known) = self.facts.lock().ok().and_then(|f| f.get(run_id).cloned()) {
+            return Ok(known);
+        }
+        let (store, id) = (self.store.clone(), run_id.clone());
+        let admitted = tokio::task::spawn_blocking(move || {
+            let record = store.record(&id).map_err(|e| e.to_string())?;
+            readmit(&record.submission, id.as_str()).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|_| "the admission thread failed".to_owned())??;
+        let plan = admitted.submission.plan.clone();
+        let agent = agent_harness(&plan).ok().flatten();
+        let facts = Arc::new(RunFacts {
+            nodes: node_facts(admitted.graph.spec()),
+            plan,
+            agent,
+        });
+        if let Ok(mut cache) = self.facts.lock() {
+            if cache.len() >= MAX_CACHED_RUNS {
+                cache.clear();
+            }
+            cache.insert(run_id.clone(), facts.clone());
+        }
+        Ok(facts)
+    }
+
+    async fn execute(
+        &self,
+        claim: &Claim,
+        cancel: CancellationToken,
+        fenced: &AtomicBool,
+    ) -> QueuedOutcome {
+        let refuse = |message: String| QueuedOutcome {
+            outcome: WorkerOutcome::failure(WorkerErrorCode::Crash),
+            usage: TokenUsage::default(),
+            killed_from_outside: None,
+            logs: vec![DispatchLog {
+                stream: LogStream::System,
+                level: LogLevel::Error,
+                message,
+            }],
+            worker: self.worker.clone(),
+        };
+        let payload: DispatchPayload = match serde_json::from_str(&claim.payload_json) {
+            Ok(payload) => payload,
+            Err(e) => return refuse(format!("unreadable dispatch: {e}")),
+        };
+        let facts = match self.run_facts(&claim.run_id).await {
+            Ok(facts) => facts,
+            Err(why) => return refuse(format!("cannot admit the run on this worker: {why}")),
+        };
+        let node = match NodeName::new(&claim.node) {
+            Ok(node) => node,
+            Err(_) => return refuse(format!("unknown node {:?}", claim.node)),
+        };
+        let (Some(known), Some(binding)) = (facts.nodes.get(&node), facts.plan.nodes.get(&node))
+        else {
+            return refuse(format!("node {node} has no binding or contract"));
+        };
+        let harness: Arc<dyn Harness> = match binding {
+            Binding::Command(_) => Arc::new(ExecHarness),
+            Binding::Agent(_) => match &facts.agent {
+                Some(agent) => agent.clone(),
+                None => return refuse("no agent CLI for this run's plan on this worker".into()),
+            },
+            Binding::GitDelivery(_) => {
+                return refuse("delivery runs on the controller's host, not a worker".into());
+            }
+        };
+        if !payload.workspace.is_dir() {
+            return refuse(format!(
+                "the run's workspace {} is not on this host",
+                payload.workspace.display()
+            ));
+        }
+        let scratch = self
+            .scratch
+            .join(claim.run_id.as_str())
+            .join(claim.execution.to_string());
+        let uses_scratch = matches!(binding, Binding::Agent(_));
+        if uses_scratch && let Err(e) = std::fs::create_dir_all(&scratch) {
+            return refuse(format!("cannot create scratch space: {e}"));
+        }
+        // Values of the variables the plan names come from this host's environment.
+        let secrets = SecretEnv::new(
+            facts
+                .plan
+                .connection_names()
+                .into_iter()
+                .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
+                .collect(),
+        );
+        let request = ExecutionRequest {
+            run_id: claim.run_id.as_str().to_owned(),
+            node,
+            execution: claim.execution,
+            node_instance: payload.node_instance,
+            attempt: payload.attempt,
+            input: payload.input,
+            instructions: known.instructions.clone(),
+            contract: known.contract.clone(),
+            idle_timeout: binding.idle_timeout_ms().map(Duration::from_millis),
+            binding: binding.clone(),
+            workspace: payload.workspace,
+            scratch: scratch.clone(),
+            deadline: known.timeout_ms.map(Duration::from_millis),
+            environment: secrets,
+            base_env: ["PATH", "HOME", "LANG", "TMPDIR"]
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+                .collect(),
+        };
+        let (tx, mut rx) = mpsc::channel(1024);
+        let run = harness.execute(request, tx, cancel.clone());
+        tokio::pin!(run);
+        let mut logs = LiveLogs::new(self.store.clone(), claim.clone());
+        let mut tick = tokio::time::interval(PUSH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let fence = |pushed: Pushed| {
+            if pushed == Pushed::Fenced {
+                // As when a heartbeat is refused: the claim is gone, so is the execution.
+                fenced.store(true, Ordering::Relaxed);
+                cancel.cancel();
+            }
+        };
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                Some(event) = rx.recv() => logs.take(event),
+                pushed = logs.pushed(), if logs.is_pushing() => fence(pushed),
+                _ = tick.tick() => logs.tick(),
+            }
+        };
+        while let Some(event) = rx.recv().await {
+            logs.take(event);
+        }
+        // The last lines go before the outcome, so the controller records them first.
+        fence(logs.flush().await);
+        if uses_scratch {
+            let _ = std::fs::remove_dir_all(&scratch);
+        }
+        QueuedOutcome {
+            outcome: result.outcome,
+            usage: logs.usage,
+            killed_from_outside: result.killed_from_outside,
+            logs: logs.finish(),
+            worker: self.worker.clone(),
+        }
+    }
+}
+
+/// Renews the claim every third of its lease; once the ledger refuses (the claim expired or
+/// was withdrawn), cancels the execution.
+async fn heartbeat(
+    store: Arc<dyn RunStore>,
+    mut claim: Claim,
+    lease: Duration,
+    cancel: CancellationToken,
+    fenced: Arc<AtomicBool>,
+) {
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        let (store, current) = (store.clone(), claim.clone());
+        let renewed = tokio::task::spawn_blocking(move || {
+            store
+                .as_postgres()
+                .map(|postgres| postgres.heartbeat(&current, lease))
+        })
+        .await;
+        match renewed {
+            Ok(Some(Ok(renewed))) => claim = renewed,
+            Ok(Some(Err(LedgerError::Fenced { .. }))) => {
+                fenced.store(true, Ordering::Relaxed);
+                cancel.cancel();
+                return;
+            }
+            // A ledger hiccup: the claim may still be live; try again next tick.
+            _ => {}
+        }
+    }
+}
