@@ -2,7 +2,8 @@
 
 use crate::bridge::{BridgeError, BridgeHooks, BridgeSlot};
 use crate::events::{RunEvent, RunObserver};
-use crate::observation::{ObservationStream, Sample};
+use crate::observation::ObservationStream;
+use crate::sample::Sample;
 use crate::stream::{CancelToken, StreamSlot};
 use crate::tools::{ToolError, ToolRegistry};
 use crate::trace::TraceWriter;
