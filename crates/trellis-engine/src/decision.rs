@@ -9,6 +9,10 @@ pub use trellis_run_model::TerminalResult;
 
 use crate::history::{ExecutionId, NodeInstanceId, Occurrence, VoidReason};
 
+/// The failure reason of a run whose root completes without reaching a terminal node (the
+/// reserved implicit sink; a verified graph never falls through).
+pub const UNHANDLED_REASON: &str = "unhandled";
+
 /// Start one worker execution. The runtime records it (as dispatched) before starting it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -34,12 +34,15 @@ mod decision;
 mod error;
 mod history;
 mod incremental;
+mod outcome;
 mod paths;
 mod replay;
 mod runnable;
 mod shape;
 
-pub use decision::{Dispatch, PromotedValue, Reduction, TerminalResult, TraceDecision, Void};
+pub use decision::{
+    Dispatch, PromotedValue, Reduction, TerminalResult, TraceDecision, UNHANDLED_REASON, Void,
+};
 pub use error::ReplayError;
 pub use history::{
     ExecutionId, ExecutionRecord, ExecutionState, History, NodeInstanceId, Occurrence, VoidReason,
@@ -47,7 +50,3 @@ pub use history::{
 pub use incremental::Reducer;
 pub use replay::reduce;
 pub use runnable::{Refusal, RunnableGraph};
-
-/// The failure reason of a run whose root completes without reaching a terminal node (the
-/// reserved implicit sink; a verified graph never falls through).
-pub const UNHANDLED_REASON: &str = "unhandled";

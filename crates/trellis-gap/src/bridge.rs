@@ -1,10 +1,10 @@
 //! The CPython bridge process: spawn, JSON-lines framing, request multiplexing and crash detection.
 
-use crate::observation::Sample;
+use crate::sample::Sample;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -513,103 +513,6 @@ impl BridgeSlot {
     pub(crate) fn shutdown(&self, grace: Duration) {
         if let Some(bridge) = lock(&self.current).take() {
             bridge.shutdown(grace);
-        }
-    }
-}
-
-/// Imports scripts through a short-lived bridge for the validator's introspection warnings.
-pub struct PythonIntrospector {
-    slot: BridgeSlot,
-}
-
-impl PythonIntrospector {
-    /// A lazily started introspection bridge.
-    pub fn new(config: PythonConfig) -> Self {
-        PythonIntrospector {
-            slot: BridgeSlot::new(config, Arc::new(|_: &str, _: &str| {})),
-        }
-    }
-}
-
-impl Drop for PythonIntrospector {
-    fn drop(&mut self) {
-        self.slot.shutdown(Duration::from_millis(200));
-    }
-}
-
-/// Introspection has no callbacks; a script whose import never finishes is abandoned at the deadline.
-struct IntrospectHooks {
-    deadline: Instant,
-}
-
-const INTROSPECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-impl BridgeHooks for IntrospectHooks {
-    fn tool_call(&self, tool: &str, _: Map<String, Value>) -> Result<Value, (String, String)> {
-        Err((
-            "RuntimeError".to_string(),
-            format!("tool '{tool}' unavailable during introspection"),
-        ))
-    }
-    fn publish(&self, _: Value) {}
-    fn log(&self, _: &str, _: &str) {}
-    fn is_cancelled(&self) -> bool {
-        Instant::now() >= self.deadline
-    }
-}
-
-impl crate::validate::ScriptIntrospector for PythonIntrospector {
-    fn introspect(&self, path: &Path) -> crate::validate::ScriptReport {
-        use crate::validate::{RunSignature, ScriptReport};
-        let failed = |reason: String| ScriptReport {
-            schema_error: Some(reason),
-            ..ScriptReport::default()
-        };
-        if !path.is_file() {
-            return failed(format!("script file not found: {}", path.display()));
-        }
-        let bridge = match self.slot.get() {
-            Ok(bridge) => bridge,
-            Err(e) => return failed(e.to_string()),
-        };
-        let mut payload = Map::new();
-        payload.insert("script_path".to_string(), json!(path.to_string_lossy()));
-        let reply = match bridge.request(
-            "introspect",
-            payload,
-            &IntrospectHooks {
-                deadline: Instant::now() + INTROSPECT_TIMEOUT,
-            },
-            Duration::from_secs(1),
-            None,
-        ) {
-            Ok(reply) => reply,
-            Err(e) => return failed(e.to_string()),
-        };
-        let names = |value: Option<&Value>| -> Option<Vec<String>> {
-            value?.as_array().map(|items| {
-                items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-        };
-        let signature = reply
-            .get("signature")
-            .filter(|s| s.is_object())
-            .map(|s| RunSignature {
-                required: names(s.get("required")).unwrap_or_default(),
-                accepted: names(s.get("accepted")).unwrap_or_default(),
-                var_kw: s.get("var_kw").and_then(Value::as_bool).unwrap_or(false),
-            });
-        ScriptReport {
-            schema_error: reply
-                .get("error")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            signature,
-            returned: names(reply.get("returned")),
         }
     }
 }

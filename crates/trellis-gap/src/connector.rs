@@ -70,7 +70,7 @@ impl PythonConnector {
         if reply.get("missing").and_then(Value::as_bool) == Some(true) {
             return Ok(None);
         }
-        match crate::context::reply_to_result(function, &reply) {
+        match crate::tools::reply_to_result(function, &reply) {
             Ok(value) => Ok(Some(value)),
             Err(error) => Err(error.to_string()),
         }

@@ -1,10 +1,12 @@
-//! Run-wide shared state and the per-node `ctx` handed to tools and bridged Python bodies.
+//! Run-wide shared state and the per-node `ctx` handed to tools and bridged Python bodies, with
+//! the [`Tool`] trait those bodies implement and the registry lookup the `ctx` calls through.
 
 use crate::bridge::{BridgeError, BridgeHooks, BridgeSlot};
 use crate::events::{RunEvent, RunObserver};
-use crate::observation::{ObservationStream, Sample};
+use crate::observation::ObservationStream;
+use crate::sample::Sample;
 use crate::stream::{CancelToken, StreamSlot};
-use crate::tools::{ToolError, ToolRegistry};
+use crate::tools::{ToolDescriptor, ToolError, check_arguments, reply_to_result};
 use crate::trace::TraceWriter;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -49,6 +51,28 @@ impl GuardLimits {
     }
 }
 
+/// A callable tool body.
+pub trait Tool: Send + Sync {
+    /// Runs the tool with keyword arguments; `ctx` gives publish, cancellation and nested calls.
+    fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError>;
+}
+
+impl<F> Tool for F
+where
+    F: Fn(&NodeContext<'_>, Map<String, Value>) -> Result<Value, ToolError> + Send + Sync,
+{
+    fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError> {
+        self(ctx, args)
+    }
+}
+
+/// What a context needs of the run's tool registry (`ToolRegistry` in `tools/`): a tool by
+/// name, or the reference's not-found error.
+pub(crate) trait ToolLookup: Sync {
+    /// The descriptor and body of `name`.
+    fn lookup(&self, name: &str) -> Result<(&ToolDescriptor, Arc<dyn Tool>), ToolError>;
+}
+
 /// How long a script or Python tool body may run, and how long it gets to stop.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BodyTimes {
@@ -58,7 +82,7 @@ pub(crate) struct BodyTimes {
 
 /// State shared by every node of one execution.
 pub(crate) struct RunShared<'a> {
-    pub registry: &'a ToolRegistry,
+    pub registry: &'a dyn ToolLookup,
     pub observer: &'a dyn RunObserver,
     pub bridge: BridgeSlot,
     pub trace: Option<TraceWriter>,
@@ -76,7 +100,7 @@ pub(crate) struct RunShared<'a> {
 
 impl<'a> RunShared<'a> {
     pub(crate) fn new(
-        registry: &'a ToolRegistry,
+        registry: &'a dyn ToolLookup,
         observer: &'a dyn RunObserver,
         bridge: BridgeSlot,
         trace: Option<TraceWriter>,
@@ -222,7 +246,7 @@ impl<'a> NodeContext<'a> {
     pub fn call_tool(&self, name: &str, args: Map<String, Value>) -> Result<Value, ToolError> {
         let (descriptor, body) = self.run.registry.lookup(name)?;
         self.run.check_guard(&descriptor.tags)?;
-        ToolRegistry::check_arguments(descriptor, &args)?;
+        check_arguments(descriptor, &args)?;
         let request = self.trace_id.as_ref().map(|_| args.clone());
         let response = body.call(self, args)?;
         if let (Some(trace), Some(trace_id), Some(request)) =
@@ -290,48 +314,6 @@ fn bridge_tool_error(tool: &str, error: BridgeError) -> ToolError {
             message: other.to_string(),
         },
     }
-}
-
-/// Turns a `run_result` / `run_error` frame into the tool's result.
-pub(crate) fn reply_to_result(tool: &str, reply: &Value) -> Result<Value, ToolError> {
-    if reply.get("kind").and_then(Value::as_str) == Some("run_result") {
-        return Ok(reply.get("value").cloned().unwrap_or(Value::Null));
-    }
-    let error = reply.get("error").cloned().unwrap_or(Value::Null);
-    let text = |key: &str| {
-        error
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let error_type = text("type");
-    let message = text("message");
-    Err(match error_type.as_str() {
-        "GuardLimitExceeded" => ToolError::GuardLimit { message },
-        "TaskCancelled" => ToolError::Cancelled { message },
-        "ToolArgumentError" => ToolError::Argument {
-            tool: tool.to_string(),
-            message,
-        },
-        _ => ToolError::Failed {
-            tool: tool.to_string(),
-            error_type: if error_type.is_empty() {
-                "Exception".into()
-            } else {
-                error_type
-            },
-            message,
-            traceback: error
-                .get("traceback")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            terminal: error
-                .get("terminal")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        },
-    })
 }
 
 impl BridgeHooks for NodeContext<'_> {

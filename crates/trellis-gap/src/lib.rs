@@ -8,6 +8,7 @@ mod connector;
 mod context;
 mod events;
 mod executor;
+mod introspect;
 mod issue;
 mod journal;
 mod loader;
@@ -16,6 +17,7 @@ mod observation;
 mod pyfmt;
 mod refs;
 mod report;
+mod sample;
 mod schema;
 mod skills;
 mod stream;
@@ -24,9 +26,7 @@ mod trace;
 mod trace_diff;
 mod validate;
 
-pub use bridge::{
-    BRIDGE_SOURCE, BridgeError, MAX_BRIDGE_FRAME_BYTES, PythonConfig, PythonIntrospector,
-};
+pub use bridge::{BRIDGE_SOURCE, BridgeError, MAX_BRIDGE_FRAME_BYTES, PythonConfig};
 pub use checkpoint::{CheckpointMode, CheckpointResult};
 pub use connector::{CONNECTOR_CALL_TIMEOUT, CommandConnector, Connector, PythonConnector};
 pub use context::{GuardLimits, NodeContext};
@@ -34,6 +34,7 @@ pub use events::{
     CollectingObserver, ExecutionResult, ExitStatus, NullObserver, RunEvent, RunObserver,
 };
 pub use executor::{DEFAULT_SCRIPT_TIMEOUT, ExecuteOptions, execute};
+pub use introspect::PythonIntrospector;
 pub use issue::{Issue, Severity, graph_validation_message, render_issues};
 pub use journal::{NodeJournal, SettledBody};
 pub use loader::{
@@ -45,12 +46,13 @@ pub use model::{
     OBSERVATION_STREAM, Ref, START, SubgraphDef, ToolCall, Workflow,
 };
 pub use observation::{
-    DEFAULT_OBSERVATION_HZ, ObservationStream, STREAM_MARKER_KEY, Sample, StreamUnavailable,
+    DEFAULT_OBSERVATION_HZ, ObservationStream, STREAM_MARKER_KEY, StreamUnavailable,
     observation_hz, stream_marker,
 };
 pub use pyfmt::{py_repr, py_str};
 pub use refs::{LocalOutputs, ResolveError, ScopeValue, resolve_input, resolve_ref};
 pub use report::{ValidationReport, is_gap_path};
+pub use sample::Sample;
 pub use skills::{
     BundleKind, CanonicalScript, SkillBundle, SkillError, SkillRegistry, parse_skill_md,
 };

@@ -2,6 +2,7 @@
 //! observation every reader sees (stale-tolerant); it stops as soon as the run ends.
 
 use crate::connector::Connector;
+use crate::sample::Sample;
 use crate::stream::CancelToken;
 use serde_json::{Value, json};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -43,16 +44,6 @@ fn epoch_seconds() -> f64 {
 pub struct StreamUnavailable {
     pub seconds: f64,
     pub last_error: Option<String>,
-}
-
-/// One observation and when it was taken.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
-    pub value: Value,
-    /// Wall-clock time of the poll, seconds since the epoch.
-    pub sampled_at: f64,
-    /// Seconds between the poll and this read.
-    pub age_s: f64,
 }
 
 #[derive(Default)]

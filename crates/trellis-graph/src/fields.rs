@@ -1,5 +1,7 @@
 //! The fields of a record type: a map from field name to field kept as a vector sorted by name,
-//! with the `BTreeMap` operations the rest of the workspace uses.
+//! with the `BTreeMap` operations the rest of the workspace uses. The struct itself is declared
+//! in `payload.rs` beside `PayloadType` and `RecordField`, the recursive type it is part of;
+//! its operations live here.
 //!
 //! Records have a handful of fields and a graph has thousands of them (every group state, every
 //! input and output): a B-tree leaf costs about 700 bytes however few entries it holds, a sorted
@@ -10,11 +12,8 @@ use std::borrow::Borrow;
 use serde::{Serialize, Serializer};
 
 use crate::ident::FieldName;
+pub use crate::payload::Fields;
 use crate::payload::RecordField;
-
-/// Record fields, unique and sorted by name (the order a `BTreeMap` iterates in).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Fields(Vec<(FieldName, RecordField)>);
 
 type Entry = (FieldName, RecordField);
 

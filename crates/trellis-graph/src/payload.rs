@@ -5,7 +5,6 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::fields::Fields;
 use crate::ident::{EnumSet, FieldName, FieldPath};
 use crate::json::Json;
 use crate::json::{At, Obj, ParseError, unknown_variant};
@@ -31,6 +30,11 @@ pub struct RecordField {
     pub ty: PayloadType,
     pub required: bool,
 }
+
+/// Record fields, unique and sorted by name (the order a `BTreeMap` iterates in); the map's
+/// operations are in `fields.rs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Fields(pub(crate) Vec<(FieldName, RecordField)>);
 
 const PAYLOAD_KINDS: [&str; 8] = [
     "null", "boolean", "integer", "number", "string", "record", "array", "enum",

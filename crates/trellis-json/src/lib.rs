@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+mod handover;
 pub mod parallel;
 mod scan;
 mod scan_split;
@@ -75,7 +76,7 @@ impl JsonError {
 /// and borrowing from `text`: the tree serde_json would build, or serde_json's refusal.
 pub fn parse<'a>(text: &'a str, arena: &'a mut Arena) -> Result<Json<'a>, JsonError> {
     let (first, second) = arena.halves();
-    if let Some(tree) = scan::scan(text, first, second) {
+    if let Some(tree) = scan_split::scan(text, first, second) {
         return Ok(tree);
     }
     let mut deserializer = serde_json::Deserializer::from_str(text);

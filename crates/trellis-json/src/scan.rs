@@ -1,11 +1,12 @@
 //! A single-pass reader that builds the borrowed [`Json`] tree straight from the text for
 //! documents serde_json would accept unchanged; anything unusual (a syntax error, a repeated
 //! key, deep nesting, a lone surrogate, an unusual number) is left to serde_json, so errors and
-//! edge cases keep serde's exact behaviour. Large documents are read by two threads
-//! (`scan_split.rs`) with the same result.
+//! edge cases keep serde's exact behaviour. `scan_split.rs` decides whether a document is read
+//! by this reader alone or, when large, by two of them on two threads (with the same result).
 
 use serde_json::Number;
 
+use crate::handover::{Level, Pending};
 use crate::tree::{Alloc, Json, JsonObject};
 
 /// Nesting this reader handles itself; deeper documents go to serde_json, whose recursion limit
@@ -41,20 +42,6 @@ impl Fingerprint {
     }
 }
 
-/// Reads `text` as one JSON value, or `None` when serde_json must decide (including every
-/// invalid document). Large documents are read by two threads (see [`crate::scan_split`]);
-/// `second` is the arena half the other thread fills.
-pub(crate) fn scan<'a>(
-    text: &'a str,
-    arena: Alloc<'a>,
-    second: &'a mut bumpalo::Bump,
-) -> Option<Json<'a>> {
-    match crate::scan_split::split_point(text).filter(|_| crate::parallel::second_core()) {
-        Some(at) => crate::scan_split::scan_in_two(text, arena, second, at),
-        None => Scanner::new(text, arena).document(),
-    }
-}
-
 pub(crate) struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
@@ -75,9 +62,9 @@ pub(crate) struct Scanner<'a> {
     /// The deepest container entered so far.
     pub(crate) deepest: usize,
     /// Where a second thread reads the rest of the document from, and its answer.
-    pub(crate) split: Option<crate::scan_split::Pending<'a>>,
+    pub(crate) split: Option<Pending<'a>>,
     /// The second thread's containers still to close, innermost first, once it was joined.
-    pub(crate) spliced: Option<std::vec::IntoIter<crate::scan_split::Level<'a>>>,
+    pub(crate) spliced: Option<std::vec::IntoIter<Level<'a>>>,
 }
 
 impl<'a> Scanner<'a> {
@@ -428,6 +415,7 @@ pub(crate) mod tests {
     use super::*;
     use serde::de::DeserializeSeed;
 
+    use crate::scan_split::scan;
     use crate::tree::Arena;
 
     fn serde_tree<'a>(text: &'a str, arena: Alloc<'a>) -> Option<Json<'a>> {

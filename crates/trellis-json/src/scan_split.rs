@@ -1,6 +1,7 @@
-//! Reads a large document on two threads: a second thread reads from an array item in the
-//! middle of the text to the end, and the calling thread, reading from the start, takes its
-//! result over when it reaches that item, so each thread reads about half of the text.
+//! Reads a document with the scanner, and a large one on two threads: a second thread reads
+//! from an array item in the middle of the text to the end, and the calling thread, reading
+//! from the start, takes its result over when it reaches that item, so each thread reads about
+//! half of the text.
 //!
 //! The second thread starts at a guess (an opening brace after a comma), without knowing how
 //! deep it is or which containers enclose it: it reads the rest of that array, then whatever
@@ -12,8 +13,9 @@
 //! decide, are those of reading on one thread.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::sync_channel;
 
+use crate::handover::{Entries, Level, Pending, Rest};
 use crate::scan::{SCAN_DEPTH, Scanner};
 use crate::tree::{Alloc, Json};
 
@@ -31,29 +33,18 @@ const HELPER_BASE: usize = SCAN_DEPTH;
 /// Stack of the second thread, as large as a main thread's.
 const HELPER_STACK_BYTES: usize = 8 << 20;
 
-/// The split point and where the second thread's answer arrives.
-pub(crate) struct Pending<'a> {
-    pub(crate) at: usize,
-    answer: Receiver<Option<Rest<'a>>>,
-}
-
-/// What the second thread read: the containers it closed, innermost first.
-struct Rest<'a> {
-    levels: Vec<Level<'a>>,
-    /// Deepest container it entered, counted from [`HELPER_BASE`].
-    deepest: usize,
-}
-
-/// The entries of one container after the split point, and the position after its closing
-/// bracket or brace.
-pub(crate) struct Level<'a> {
-    entries: Entries<'a>,
-    end: usize,
-}
-
-enum Entries<'a> {
-    Items(Vec<Json<'a>>),
-    Members(Vec<(&'a str, Json<'a>)>),
+/// Reads `text` as one JSON value, or `None` when serde_json must decide (including every
+/// invalid document). Large documents are read by two threads (see the module documentation);
+/// `second` is the arena half the other thread fills.
+pub(crate) fn scan<'a>(
+    text: &'a str,
+    arena: Alloc<'a>,
+    second: &'a mut bumpalo::Bump,
+) -> Option<Json<'a>> {
+    match split_point(text).filter(|_| crate::parallel::second_core()) {
+        Some(at) => scan_in_two(text, arena, second, at),
+        None => Scanner::new(text, arena).document(),
+    }
 }
 
 /// Where a second thread should start: the first opening brace after the middle of a large
@@ -454,7 +445,7 @@ mod tests {
         assert_eq!(split_point(&text[..SPLIT_MIN_BYTES - 1]), None);
         let mut arena = Arena::new();
         let (first, second) = arena.halves();
-        let tree = crate::scan::scan(&text, first, second);
+        let tree = super::scan(&text, first, second);
         assert!(matches!(tree, Some(Json::Object(_))));
     }
 }

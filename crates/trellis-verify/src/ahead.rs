@@ -23,23 +23,23 @@ const PARALLEL_TAIL_NODES: usize = 256;
 /// The analyzer's passes and then the structural folds: the bounds of a graph clean so far
 /// and, when a second core prepared it meanwhile, what is known of its identity. Without a
 /// second core, for small graphs and for graphs that already have diagnostics, this is
-/// [`crate::analyze_passes`] followed by [`crate::fold_bounds`].
+/// [`crate::passes::analyze_passes`] followed by [`crate::passes::fold_bounds`].
 pub(crate) fn analyze_with_identity(
     spec: &GraphSpec,
     index: &Index<'_>,
     diags: &mut Diags,
 ) -> (Option<StructuralBounds>, Option<Identity>) {
     if !diags.is_empty() || index.len() < PARALLEL_TAIL_NODES {
-        let order = crate::analyze_passes(spec, index, diags);
-        return (crate::fold_bounds(index, order, diags), None);
+        let order = crate::passes::analyze_passes(spec, index, diags);
+        return (crate::passes::fold_bounds(index, order, diags), None);
     }
     let (order, ahead) = beside(
         || Ahead::compute(spec, index),
-        || crate::analyze_passes(spec, index, diags),
+        || crate::passes::analyze_passes(spec, index, diags),
     );
     match ahead {
         Some(ahead) => ahead.settle(index, order, diags),
-        None => (crate::fold_bounds(index, order, diags), None),
+        None => (crate::passes::fold_bounds(index, order, diags), None),
     }
 }
 
@@ -98,9 +98,9 @@ impl Ahead {
             {
                 (Some(bounds), Some(Identity::Ready(identity)))
             }
-            Ahead::Predicted { .. } => (crate::fold_bounds(index, order, diags), None),
+            Ahead::Predicted { .. } => (crate::passes::fold_bounds(index, order, diags), None),
             Ahead::Tail(tail) => (
-                crate::fold_bounds(index, order, diags),
+                crate::passes::fold_bounds(index, order, diags),
                 Some(Identity::Tail(tail)),
             ),
         }
@@ -164,7 +164,7 @@ fn predict_bounds(index: &Index<'_>) -> Option<StructuralBounds> {
     if !scratch.is_empty() {
         return None;
     }
-    crate::bounds_of(index, order?, &fold)
+    crate::passes::bounds_of(index, order?, &fold)
 }
 
 #[cfg(test)]
@@ -239,7 +239,7 @@ mod tests {
                 let (refolded, none) =
                     Ahead::compute(&spec, &index).settle(&index, Some(other.clone()), &mut diags);
                 assert!(none.is_none(), "{name}");
-                let expected = crate::bounds_of(&index, other, &folds(&index));
+                let expected = crate::passes::bounds_of(&index, other, &folds(&index));
                 assert_eq!(refolded, expected, "{name}");
             }
             assert!(diags.is_empty(), "{name}");

@@ -430,7 +430,9 @@ impl WorkerRegistry for BuiltinRegistry {
 /// together with the analyzer's diagnostics.
 pub fn verify_builtin(spec: &GraphSpec) -> Verification {
     match BuiltinRegistry::for_graph(spec) {
-        Ok(registry) => crate::verify_with(spec, &registry, Vec::new()),
-        Err(admission) => crate::verify_with(spec, &BuiltinRegistry::default(), admission),
+        Ok(registry) => crate::admission::verify_with(spec, &registry, Vec::new()),
+        Err(admission) => {
+            crate::admission::verify_with(spec, &BuiltinRegistry::default(), admission)
+        }
     }
 }

@@ -23,46 +23,6 @@ pub(crate) fn extend(base: &[PathSegment], steps: &[Step]) -> Path {
     path
 }
 
-/// A location below a node, kept unmaterialized until a diagnostic needs it (building paths
-/// eagerly dominated verification time on large graphs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct At {
-    pub(crate) node: crate::nodeset::NodeId,
-    steps: [Step; 4],
-    len: usize,
-}
-
-impl At {
-    pub(crate) fn node(node: crate::nodeset::NodeId) -> Self {
-        At {
-            node,
-            steps: [Step::Index(0); 4],
-            len: 0,
-        }
-    }
-
-    /// One more step; locations are at most four steps below a node.
-    pub(crate) fn with(mut self, step: Step) -> Self {
-        if self.len < self.steps.len() {
-            self.steps[self.len] = step;
-            self.len += 1;
-        }
-        self
-    }
-
-    pub(crate) fn field(self, name: &'static str) -> Self {
-        self.with(Step::Field(name))
-    }
-
-    pub(crate) fn index(self, i: usize) -> Self {
-        self.with(Step::Index(i))
-    }
-
-    pub(crate) fn path(&self, index: &crate::index::Index) -> Path {
-        extend(&index.path(self.node), &self.steps[..self.len])
-    }
-}
-
 /// Collects diagnostics in emission order; they are sorted once at the end.
 #[derive(Debug, Default)]
 pub(crate) struct Diags {

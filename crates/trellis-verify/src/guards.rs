@@ -2,7 +2,8 @@
 
 use trellis_graph::{ControlSelector, ControlSource, DiagnosticCode, EnumSet, Guard, NodeName};
 
-use crate::diag::{At, Diags, Step, extend};
+use crate::at::At;
+use crate::diag::{Diags, Step, extend};
 use crate::domain::{domain, key_of};
 use crate::index::Index;
 use crate::nodeset::NodeId;

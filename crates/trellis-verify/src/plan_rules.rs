@@ -192,5 +192,5 @@ impl BuiltinRegistry {
 /// Verifies a graph whose admission under a runtime plan already passed, against the registry
 /// synthesized from its declarations.
 pub fn verify_declared(spec: &GraphSpec) -> Verification {
-    crate::verify_with(spec, &BuiltinRegistry::declared(spec), Vec::new())
+    crate::admission::verify_with(spec, &BuiltinRegistry::declared(spec), Vec::new())
 }

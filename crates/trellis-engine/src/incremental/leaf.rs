@@ -14,8 +14,8 @@ use super::value::PValue;
 use crate::decision::{PromotedValue, TraceDecision};
 use crate::error::ReplayError;
 use crate::history::{ExecutionId, ExecutionRecord, VoidReason};
+use crate::outcome::channel_label;
 use crate::paths::select;
-use crate::replay::channel_label;
 
 impl Machine {
     /// Attaches a recorded dispatch to the waiting leaf of its occurrence.

@@ -160,7 +160,7 @@ impl Reducer {
         let terminal = match (&machine.root_outcome, voids.is_empty()) {
             (Some(Outcome::Terminal(_, result)), true) => Some(result.clone()),
             (Some(Outcome::Continue(_)), true) => Some(TerminalResult::Failed {
-                reason: crate::UNHANDLED_REASON.to_owned(),
+                reason: crate::decision::UNHANDLED_REASON.to_owned(),
             }),
             _ => None,
         };
@@ -283,7 +283,7 @@ impl Reducer {
             .id(record.occurrence.node.as_str())
             .map(|n| &plan.node(n).kind)
             .is_some_and(|k| matches!(k, PlanKind::Exec(e) if e.verifier));
-        if crate::replay::outcome_fits(outcome, verifier) {
+        if crate::outcome::outcome_fits(outcome, verifier) {
             Ok(())
         } else {
             Err(ReplayError::OutcomeKindMismatch(record.execution))

@@ -11,6 +11,7 @@ use super::{At, Blocked, DispatchRequest, Replay, Status};
 use crate::decision::{PromotedValue, TraceDecision};
 use crate::error::ReplayError;
 use crate::history::{ExecutionRecord, Occurrence};
+use crate::outcome::channel_label;
 use crate::paths::{bind, select, set_path};
 
 impl<'g> Replay<'g, '_> {
@@ -205,18 +206,4 @@ impl<'g> Replay<'g, '_> {
         };
         value.ok_or_else(missing)
     }
-}
-
-/// `node.channel.path`, naming what a write binding reads.
-pub(crate) fn channel_label(binding: &trellis_graph::WriteBinding) -> String {
-    let channel = match binding.value.channel {
-        OutputChannel::Out => "out",
-        OutputChannel::Signal => "signal",
-        OutputChannel::Diagnostic => "diagnostic",
-    };
-    format!(
-        "{}.{channel}.{}",
-        binding.value.node,
-        binding.value.path.dotted()
-    )
 }

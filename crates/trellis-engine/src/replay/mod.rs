@@ -9,18 +9,18 @@ mod parallel;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
-use trellis_graph::{GraphNode, WorkerOutcome, WorkerRef};
+use trellis_graph::{GraphNode, WorkerRef};
 
 use crate::decision::{Dispatch, Reduction, TerminalResult, TraceDecision, Void};
 use crate::error::ReplayError;
 use crate::history::{
     ExecutionId, ExecutionRecord, History, NodeInstanceId, Occurrence, VoidReason,
 };
+use crate::outcome::outcome_fits;
 use crate::paths::fill_root_state;
 use crate::runnable::RunnableGraph;
 use crate::shape::Shape;
 use context::Context;
-pub(crate) use exec::channel_label;
 
 /// Reduces `history` from scratch: the reference semantics.
 ///
@@ -255,7 +255,7 @@ impl<'g, 'h> Replay<'g, 'h> {
             Status::Terminal(..) => {}
             Status::Continue(_) if voids.is_empty() => {
                 reduction.terminal = Some(TerminalResult::Failed {
-                    reason: crate::UNHANDLED_REASON.to_owned(),
+                    reason: crate::decision::UNHANDLED_REASON.to_owned(),
                 });
             }
             Status::Continue(_) => {}
@@ -348,13 +348,4 @@ fn validate(shape: &Shape, history: &History) -> Result<(), ReplayError> {
         }
     }
     Ok(())
-}
-
-/// Steps settle as `verified` or `error`, verifiers as `verifier` or `error`.
-pub(crate) fn outcome_fits(outcome: &WorkerOutcome, verifier: bool) -> bool {
-    match outcome {
-        WorkerOutcome::Verified { .. } => !verifier,
-        WorkerOutcome::Verifier { .. } => verifier,
-        WorkerOutcome::Error { .. } => true,
-    }
 }

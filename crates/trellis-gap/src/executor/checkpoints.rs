@@ -60,7 +60,7 @@ impl Executor<'_> {
             Err(error) => return self.checkpoint_problem(sg_name, call_site, error.to_string()),
         };
         if reply.get("kind").and_then(Value::as_str) != Some("checkpoint_results") {
-            let error = crate::context::reply_to_result("checkpoints", &reply)
+            let error = crate::tools::reply_to_result("checkpoints", &reply)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_else(|| "unexpected reply".into());

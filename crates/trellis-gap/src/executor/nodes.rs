@@ -257,7 +257,7 @@ impl Executor<'_> {
         if reply.get("kind").and_then(Value::as_str) == Some("run_error") && ctx.is_cancelled() {
             return Err(ExecError::Cancelled(format!("node '{full_id}' cancelled")));
         }
-        crate::context::reply_to_result(script, &reply).map_err(|e| match e {
+        crate::tools::reply_to_result(script, &reply).map_err(|e| match e {
             crate::tools::ToolError::Failed {
                 error_type,
                 message,

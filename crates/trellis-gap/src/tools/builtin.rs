@@ -22,6 +22,15 @@ fn add(registry: &mut ToolRegistry, descriptor: ToolDescriptor, body: impl super
     let _ = registry.register(descriptor, Arc::new(body));
 }
 
+impl ToolRegistry {
+    /// A registry holding the built-in `stub.*` tools used by tests and benchmarks.
+    pub fn with_builtin_stubs() -> Self {
+        let mut registry = Self::new();
+        register_stubs(&mut registry);
+        registry
+    }
+}
+
 /// Registers `stub.noop`, `stub.echo`, `stub.const`, `stub.double`, `stub.fail`, `stub.sleep`,
 /// `stub.counter` and the streaming `stub.ticker`.
 pub(super) fn register_stubs(registry: &mut ToolRegistry) {

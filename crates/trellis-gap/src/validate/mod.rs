@@ -1,82 +1,22 @@
 //! Structural validator: rules W1–W8, S1–S12, the skill contract (S4, SK1–SK4), the unnumbered
 //! checks in the reference's order, and Trellis's subgraph nesting rules (W9, W10) last.
 
+mod graph;
 mod nesting;
+mod options;
 mod skill;
 mod subgraph;
 
+pub(crate) use graph::{adjacency, reachable_from};
 pub use nesting::MAX_SUBGRAPH_NESTING;
+pub use options::{RunSignature, ScriptIntrospector, ScriptReport, ValidateOptions};
+
+use options::Scripts;
 
 use crate::issue::Issue;
 use crate::model::*;
-use crate::skills::SkillRegistry;
-use crate::tools::ToolRegistry;
-use indexmap::{IndexMap, IndexSet};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
-
-/// The `run()` parameters of a script, `ctx`, `*args` and `**kwargs` left out.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunSignature {
-    /// Parameters without a default.
-    pub required: Vec<String>,
-    /// Every named parameter.
-    pub accepted: Vec<String>,
-    /// `run()` takes `**kwargs`.
-    pub var_kw: bool,
-}
-
-/// What importing a script told the validator.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ScriptReport {
-    /// Why the typed schema could not be read (a "could not introspect schema" warning).
-    pub schema_error: Option<String>,
-    /// `run()`'s signature; `None` when the script did not import or has no `run`.
-    pub signature: Option<RunSignature>,
-    /// Field names of `run()`'s return TypedDict, when it declares one.
-    pub returned: Option<Vec<String>>,
-}
-
-/// Something that can import a script and read its `run()` (the validator's Python side).
-pub trait ScriptIntrospector: Send + Sync {
-    /// Imports the script at `path` and reports its schema and signature.
-    fn introspect(&self, path: &Path) -> ScriptReport;
-}
-
-/// Optional registries; without them the related checks are skipped, as in the reference.
-#[derive(Clone, Copy, Default)]
-pub struct ValidateOptions<'a> {
-    /// Enables the "tool is not registered" warnings.
-    pub tool_registry: Option<&'a ToolRegistry>,
-    /// Enables S4 and SK1–SK4.
-    pub skill_registry: Option<&'a SkillRegistry>,
-    /// Enables the "could not introspect schema" warnings and SK3/SK4.
-    pub script_introspector: Option<&'a dyn ScriptIntrospector>,
-    /// Generation-time reconciliation: a subgraph naming a bundle must cover exactly the
-    /// bundle's exit conditions with `success_values ∪ {on_error}` (needs `skill_registry`).
-    pub reconcile_exits: bool,
-}
-
-/// Imports each script once per validation.
-pub(crate) struct Scripts<'a> {
-    introspector: Option<&'a dyn ScriptIntrospector>,
-    reports: std::cell::RefCell<HashMap<std::path::PathBuf, ScriptReport>>,
-}
-
-impl Scripts<'_> {
-    /// The report of `path`, `None` without an introspector.
-    pub(crate) fn report(&self, path: &Path) -> Option<ScriptReport> {
-        let introspector = self.introspector?;
-        if let Some(report) = self.reports.borrow().get(path) {
-            return Some(report.clone());
-        }
-        let report = introspector.introspect(path);
-        self.reports
-            .borrow_mut()
-            .insert(path.to_path_buf(), report.clone());
-        Some(report)
-    }
-}
+use indexmap::IndexMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Validates a loaded workflow; never fails, returns every issue in reference order.
 pub fn validate(workflow: &Workflow, options: &ValidateOptions<'_>) -> Vec<Issue> {
@@ -118,40 +58,6 @@ pub fn validate(workflow: &Workflow, options: &ValidateOptions<'_>) -> Vec<Issue
 
 fn declared_or_virtual<T>(nodes: &IndexMap<String, T>, name: &str) -> bool {
     name == START || name == END || nodes.contains_key(name)
-}
-
-/// Forward adjacency over static edges plus every conditional mapping edge.
-pub(crate) fn adjacency<'a>(
-    edges: &'a [(String, String)],
-    conditional: &'a IndexMap<String, ConditionalEdge>,
-) -> IndexMap<&'a str, Vec<&'a str>> {
-    let mut adj: IndexMap<&str, Vec<&str>> = IndexMap::new();
-    for (src, dst) in edges {
-        adj.entry(src.as_str()).or_default().push(dst.as_str());
-    }
-    for (src, ce) in conditional {
-        for target in ce.mapping.values() {
-            adj.entry(src.as_str()).or_default().push(target.as_str());
-        }
-    }
-    adj
-}
-
-/// Every name reachable from `start` (excluding `start` itself unless revisited).
-pub(crate) fn reachable_from<'a>(
-    adj: &IndexMap<&'a str, Vec<&'a str>>,
-    start: &'a str,
-) -> IndexSet<&'a str> {
-    let mut seen = IndexSet::new();
-    let mut stack = vec![start];
-    while let Some(node) = stack.pop() {
-        for &next in adj.get(node).map(Vec::as_slice).unwrap_or(&[]) {
-            if seen.insert(next) {
-                stack.push(next);
-            }
-        }
-    }
-    seen
 }
 
 fn workflow_rules(wf: &Workflow, issues: &mut Vec<Issue>) {

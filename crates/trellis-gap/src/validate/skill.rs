@@ -1,7 +1,7 @@
 //! The skill contract (SK1–SK4) of a subgraph whose `skill` names a registered bundle, and the
 //! generation-time exit reconciliation, with the reference's wording, severities and order.
 
-use super::Scripts;
+use super::options::Scripts;
 use crate::issue::{Issue, Severity};
 use crate::model::{NodeType, SubgraphDef};
 use crate::pyfmt::{py_list, py_str_repr};

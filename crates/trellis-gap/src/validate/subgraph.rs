@@ -1,6 +1,7 @@
 //! Subgraph-level rules (S1–S12 and unnumbered checks) and introspection warnings.
 
-use super::{ValidateOptions, adjacency, reachable_from};
+use super::graph::{adjacency, reachable_from};
+use super::options::ValidateOptions;
 use crate::issue::Issue;
 use crate::model::*;
 use crate::pyfmt::{py_list, py_str_repr};
@@ -352,7 +353,7 @@ pub(super) fn introspection_warnings(
     sg: &SubgraphDef,
     workflow_dir: &Path,
     options: &ValidateOptions<'_>,
-    scripts: &super::Scripts<'_>,
+    scripts: &super::options::Scripts<'_>,
     issues: &mut Vec<Issue>,
 ) {
     for (name, node) in &sg.nodes {

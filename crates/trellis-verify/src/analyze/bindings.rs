@@ -9,7 +9,7 @@ use trellis_graph::{
 };
 
 use super::{Analyzer, Scope};
-use crate::diag::At;
+use crate::at::At;
 use crate::flow::{Effects, Flow, Ty, WriteFact, record_possible, required_paths};
 use crate::nodeset::NodeId;
 use crate::predicate::never;

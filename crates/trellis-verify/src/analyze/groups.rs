@@ -9,7 +9,8 @@ use trellis_graph::{ControlSource, DiagnosticCode, GraphNode, PayloadType};
 
 use super::promote::Rule;
 use super::{Analyzer, MapScope, Scope};
-use crate::diag::{At, Step};
+use crate::at::At;
+use crate::diag::Step;
 use crate::flow::{Effects, Flow, Tracker, WriteFact, record_possible};
 use crate::guards;
 use crate::merge::keep_promoted;

@@ -13,7 +13,8 @@ use std::rc::Rc;
 use trellis_graph::{DiagnosticCode, GraphNode, NodeName, PayloadType, RecordField};
 
 use crate::assign::{Assignments, Ceiling, Check, Classified, ControlFacts, Presence};
-use crate::diag::{ASSIGNMENT_CEILING, At, Diags, Path, Step, extend};
+use crate::at::At;
+use crate::diag::{ASSIGNMENT_CEILING, Diags, Path, Step, extend};
 use crate::flow::{Effects, Flow, SPath, Ty};
 use crate::index::Index;
 use crate::nodeset::NodeId;

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use trellis_graph::{DiagnosticCode, FieldPath, PayloadType};
 
 use super::{Analyzer, Scope};
-use crate::diag::At;
+use crate::at::At;
 use crate::flow::Effects;
 use crate::nodeset::NodeId;
 

@@ -1,10 +1,10 @@
 //! Enumeration of a check's dimensions (§6.4 steps 6–7): the product with conflicting
 //! combinations skipped, the ceiling count, and the correlation filter.
 
-use super::dims::{Dim, entries};
+use super::ceiling::{ASSIGNMENT_LIMIT, Ceiling};
+use super::dim::{Dim, entries};
 use super::expansion::Expansion;
 use super::program::{JoinLabels, Layout, Program};
-use super::{ASSIGNMENT_LIMIT, Ceiling};
 use crate::domain::is_correlation_key;
 use crate::index::Index;
 use crate::nodeset::NodeId;

@@ -9,7 +9,7 @@ use crate::index::Index;
 use crate::nodeset::NodeId;
 use crate::predicate::{Pred, guards_of};
 
-use super::ControlFacts;
+use super::facts::FactsRef;
 use super::program::Layout;
 use super::resolved::GuardTable;
 
@@ -99,7 +99,7 @@ impl<'g> Expansion<'g> {
     pub(crate) fn expand(
         &mut self,
         index: &Index<'g>,
-        facts: &ControlFacts<'g>,
+        facts: FactsRef<'_, 'g>,
         roots: &[Pred<'g>],
     ) {
         self.layout.clear();
@@ -108,7 +108,7 @@ impl<'g> Expansion<'g> {
         self.present.clear();
         self.pred_keys.clear();
         self.uses.clear();
-        let table = &facts.guards;
+        let table = facts.guards;
         for root in roots {
             self.add_pred(index, table, root);
         }

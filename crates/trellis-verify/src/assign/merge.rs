@@ -4,7 +4,8 @@
 //! few facts per key, so candidates that agree on those lead to the same answers (the four
 //! error labels of a step that every guard lists together, for example).
 
-use super::dims::{Dim, DimList, entries};
+use super::dim::{Dim, entries};
+use super::dims::DimList;
 use super::program::{JoinLabels, Layout, Program};
 use crate::domain::is_correlation_key;
 use crate::index::Index;

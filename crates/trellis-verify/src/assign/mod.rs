@@ -1,9 +1,12 @@
 //! The legal-control-assignment engine (§6.4): expands a check's guards with join correlations
 //! and map presence, builds scalar and aggregate dimensions, enumerates and filters them.
 
+mod ceiling;
+mod dim;
 mod dims;
 mod enumerate;
 mod expansion;
+mod facts;
 mod merge;
 mod options;
 pub(crate) mod program;
@@ -17,35 +20,15 @@ use crate::index::{FastMap, Index};
 use crate::nodeset::NodeId;
 use crate::predicate::{Pred, never_holds};
 
+pub(crate) use ceiling::{ASSIGNMENT_LIMIT, Ceiling};
 pub(crate) use expansion::Expansion;
+use facts::FactsRef;
+pub(crate) use facts::{Correlation, Presence};
 pub(crate) use space::{Assignments, Classified};
 
-use dims::{DimList, Filter};
+use dims::DimList;
+use enumerate::Filter;
 use program::Program;
-
-/// Most assignments (and dimension candidates) one finite check may produce.
-pub(crate) const ASSIGNMENT_LIMIT: usize = 65_536;
-
-/// The check's space exceeded the ceiling; callers treat the outcome as unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ceiling;
-
-/// A par's join correlation: when its `joined`/`raced` fact takes the positive label
-/// (`reached`/`satisfied`) the `positive` predicate holds, for the negative label `negative`.
-#[derive(Debug)]
-pub(crate) struct Correlation<'g> {
-    pub(crate) positive: Pred<'g>,
-    pub(crate) negative: Pred<'g>,
-    /// The predicates whose guards the correlation reads (branch completions and the like).
-    pub(crate) parts: Vec<Pred<'g>>,
-}
-
-/// When a node inside a map body executes for one item.
-#[derive(Debug)]
-pub(crate) struct Presence<'g> {
-    pub(crate) owner: NodeId,
-    pub(crate) pred: Pred<'g>,
-}
 
 /// Control facts the dataflow walk records for later checks.
 #[derive(Debug, Default)]
@@ -56,6 +39,17 @@ pub(crate) struct ControlFacts<'g> {
     pub(crate) guards: resolved::GuardTable<'g>,
     /// The buffers of the check being prepared, kept for the next one.
     workspace: RefCell<Workspace<'g>>,
+}
+
+impl<'g> ControlFacts<'g> {
+    /// The recorded facts, without the workspace.
+    fn view(&self) -> FactsRef<'_, 'g> {
+        FactsRef {
+            correlations: &self.correlations,
+            presence: &self.presence,
+            guards: &self.guards,
+        }
+    }
 }
 
 /// A check ready to enumerate: its keys, compiled predicates, filters and dimensions (steps
@@ -90,7 +84,7 @@ impl<'g> Workspace<'g> {
         roots: &[Pred<'g>],
         merge: bool,
     ) -> Result<(), Ceiling> {
-        self.expansion.expand(index, facts, roots);
+        self.expansion.expand(index, facts.view(), roots);
         self.program.clear();
         self.root_ops.clear();
         self.filters.clear();
@@ -107,7 +101,7 @@ impl<'g> Workspace<'g> {
             if let Some(c) = facts.correlations.get(par) {
                 let positive = compiler.compile(&c.positive);
                 let negative = compiler.compile(&c.negative);
-                self.filters.push(dims::filter(
+                self.filters.push(enumerate::filter(
                     index,
                     &self.expansion.layout,
                     *par,
@@ -123,7 +117,7 @@ impl<'g> Workspace<'g> {
         }
         dims::DimBuilder {
             index,
-            facts,
+            facts: facts.view(),
             expansion: &self.expansion,
             program: &self.program,
             filters: &self.filters,

@@ -6,9 +6,9 @@ use std::sync::OnceLock;
 
 use trellis_graph::ControlSource;
 
-use super::dims::Dim;
+use super::ceiling::{ASSIGNMENT_LIMIT, Ceiling};
+use super::dim::Dim;
 use super::program::Layout;
-use super::{ASSIGNMENT_LIMIT, Ceiling};
 use crate::domain::{ERROR_LABELS, error_domain};
 
 /// A slot of an outcome row that counts nothing.
