@@ -30,6 +30,21 @@ pub struct PostgresOptions {
     /// `Full` waits for every commit to reach the server's disk (`synchronous_commit = on`);
     /// `Normal` does not (a server crash may lose the last commits), for tests.
     pub durability: Durability,
+    /// How long a call keeps retrying while the server cannot be reached (a restart, a
+    /// failover, a dropped connection) before it fails with `Unavailable`
+    /// (`TRELLIS_LEDGER_OUTAGE_MS`, default 30 s). An append that may have landed before the
+    /// connection broke is looked for first and never stored twice.
+    pub outage_window: Duration,
+}
+
+/// The variable that sets [`PostgresOptions::outage_window`] in milliseconds.
+pub const OUTAGE_WINDOW_ENV: &str = "TRELLIS_LEDGER_OUTAGE_MS";
+
+fn default_outage_window() -> Duration {
+    std::env::var(OUTAGE_WINDOW_ENV)
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(30), Duration::from_millis)
 }
 
 impl Default for PostgresOptions {
@@ -41,6 +56,7 @@ impl Default for PostgresOptions {
             lock_timeout: Duration::from_secs(5),
             operation_timeout: Duration::from_secs(60),
             durability: Durability::Full,
+            outage_window: default_outage_window(),
         }
     }
 }

@@ -8,6 +8,24 @@ use tokio_postgres::error::SqlState;
 
 use crate::error::LedgerError;
 
+/// Unavailability that waiting does not cure: the server answered, and said no.
+const REFUSED_CREDENTIALS: &str = "the ledger server refused the credentials";
+const MISSING_DATABASE: &str = "the ledger database does not exist on the server";
+const FAILED_AUTHENTICATION: &str = "authentication with the ledger server failed";
+
+/// Whether `error` is an outage worth riding out: the server could not be reached, closed the
+/// connection, was shutting down or did not answer in time (not a refusal of the credentials
+/// or of the database, which retrying cannot fix).
+pub(crate) fn is_outage(error: &LedgerError) -> bool {
+    match error {
+        LedgerError::Unavailable { detail } => {
+            ![REFUSED_CREDENTIALS, MISSING_DATABASE, FAILED_AUTHENTICATION]
+                .contains(&detail.as_str())
+        }
+        _ => false,
+    }
+}
+
 /// The ledger error for a failed statement or connection.
 pub(crate) fn server_error(error: tokio_postgres::Error) -> LedgerError {
     if let Some(state) = error.code() {
@@ -32,7 +50,7 @@ pub(crate) fn server_error(error: tokio_postgres::Error) -> LedgerError {
         );
     }
     if text.starts_with("authentication error") {
-        return LedgerError::unavailable("authentication with the ledger server failed");
+        return LedgerError::unavailable(FAILED_AUTHENTICATION);
     }
     if text.starts_with("timeout") {
         return LedgerError::unavailable("the ledger server did not answer in time");
@@ -55,11 +73,9 @@ fn state_error(state: &SqlState) -> LedgerError {
         | SqlState::T_R_SERIALIZATION_FAILURE
         | SqlState::T_R_DEADLOCK_DETECTED => LedgerError::Busy,
         SqlState::INVALID_PASSWORD | SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
-            LedgerError::unavailable("the ledger server refused the credentials")
+            LedgerError::unavailable(REFUSED_CREDENTIALS)
         }
-        SqlState::INVALID_CATALOG_NAME => {
-            LedgerError::unavailable("the ledger database does not exist on the server")
-        }
+        SqlState::INVALID_CATALOG_NAME => LedgerError::unavailable(MISSING_DATABASE),
         SqlState::TOO_MANY_CONNECTIONS
         | SqlState::CANNOT_CONNECT_NOW
         | SqlState::ADMIN_SHUTDOWN

@@ -17,6 +17,7 @@ mod fence;
 pub mod leases;
 pub mod logs;
 mod notify;
+mod outage;
 mod run_store;
 mod runs;
 pub mod schema;
@@ -46,6 +47,7 @@ pub struct PostgresStore {
     shared: Arc<Shared>,
     bridge: Bridge,
     operation_timeout: Duration,
+    outage_window: Duration,
     described: String,
 }
 
@@ -106,6 +108,7 @@ impl PostgresStore {
             shared,
             bridge,
             operation_timeout: options.operation_timeout,
+            outage_window: options.outage_window,
             described,
         })
     }
@@ -182,9 +185,11 @@ impl PostgresStore {
             .into_iter()
             .map(|(event, text)| (event.into_owned(), text))
             .collect();
-        let run_id = run_id.clone();
-        self.call(move |shared| async move {
-            append::append(&shared, &run_id, expected, fence, prepared).await
+        self.append_riding_out(run_id, expected, &prepared, |batch| {
+            let run_id = run_id.clone();
+            self.call(move |shared| async move {
+                append::append(&shared, &run_id, expected, fence, batch).await
+            })
         })
     }
 }

@@ -22,36 +22,49 @@ impl RunStore for PostgresStore {
 
     fn create_or_get(&self, run: NewRun) -> Result<(RunRecord, Admission), LedgerError> {
         let submission_json = run.validate()?;
-        self.call(
-            move |shared| async move { runs::create_or_get(&shared, run, submission_json).await },
-        )
+        // Idempotent on the submission key: repeating it after an outage finds the run.
+        self.riding_out(|| {
+            let (run, submission_json) = (run.clone(), submission_json.clone());
+            self.call(move |shared| async move {
+                runs::create_or_get(&shared, run, submission_json).await
+            })
+        })
     }
 
     fn find_by_key(&self, submission_key: &str) -> Result<Option<RunRecord>, LedgerError> {
-        let key = submission_key.to_owned();
-        self.call(move |shared| async move { runs::find_by_key(&shared, &key).await })
+        self.riding_out(|| {
+            let key = submission_key.to_owned();
+            self.call(move |shared| async move { runs::find_by_key(&shared, &key).await })
+        })
     }
 
     fn record(&self, run_id: &RunId) -> Result<RunRecord, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move { runs::record(&shared, &run_id).await })
+        self.riding_out(|| {
+            let run_id = run_id.clone();
+            self.call(move |shared| async move { runs::record(&shared, &run_id).await })
+        })
     }
 
     fn head(&self, run_id: &RunId) -> Result<RunHead, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move { runs::head(&shared, &run_id).await })
+        self.riding_out(|| {
+            let run_id = run_id.clone();
+            self.call(move |shared| async move { runs::head(&shared, &run_id).await })
+        })
     }
 
     fn snapshot(&self, run_id: &RunId) -> Result<RunSnapshot, LedgerError> {
-        let id = run_id.clone();
-        let (raw, rows) =
-            self.call(move |shared| async move { runs::snapshot(&shared, &id).await })?;
+        let (raw, rows) = self.riding_out(|| {
+            let id = run_id.clone();
+            self.call(move |shared| async move { runs::snapshot(&shared, &id).await })
+        })?;
         runs::assemble_snapshot(run_id, raw, rows)
     }
 
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<ListedRun>, LedgerError> {
-        let filter = filter.clone();
-        self.call(move |shared| async move { runs::list_runs(&shared, filter).await })
+        self.riding_out(|| {
+            let filter = filter.clone();
+            self.call(move |shared| async move { runs::list_runs(&shared, filter).await })
+        })
     }
 
     fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
@@ -74,15 +87,16 @@ impl RunStore for PostgresStore {
         limit: usize,
         filter: EventFilter,
     ) -> Result<Vec<StoredEvent>, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move {
-            runs::events_after(&shared, &run_id, after, limit, filter).await
+        self.riding_out(|| {
+            let run_id = run_id.clone();
+            self.call(move |shared| async move {
+                runs::events_after(&shared, &run_id, after, limit, filter).await
+            })
         })
     }
 
     fn latest_cursor(&self, run_id: &RunId) -> Result<Cursor, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move { runs::latest_cursor(&shared, &run_id).await })
+        self.riding_out(|| self.latest_cursor_once(run_id))
     }
 
     fn run_contains_bytes(&self, run_id: &RunId, needle: &[u8]) -> Result<bool, LedgerError> {
