@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
-use support::graph::composite_graph;
+use support::graph::{chain_graph, chain_output, composite_graph};
 use support::{TRELLIS, send_signal, uniform_worker_plan};
 use trellis_ledger::testing::postgres::{TestSchema, server_url};
 use trellis_ledger::{EventFilter, RunEvent, RunId, RunStore, SettledBy, fold_snapshot};
@@ -392,4 +392,187 @@ fn runs_survive_a_killed_worker_and_a_crashed_serving_host() {
     );
     // The kills must have hit something, or the test proved nothing.
     assert!(taken_over > 0, "no run was ever taken over");
+}
+
+/// A serving host and its controllers on a ledger that goes away: every connection to the
+/// PostgreSQL server passes a loopback proxy that, at seeded random moments while the runs
+/// work, cuts them all and refuses new ones for 1–5 s. Every run must still succeed with the
+/// right output, each of its steps must have been called exactly once, no execution may settle
+/// twice or be settled by Trellis instead of its worker (`runtime_lost`), and every snapshot
+/// must equal the fold of its events. Bounded for CI (`TRELLIS_OUTAGE_SEEDS`, default 2, runs
+/// per seed `TRELLIS_OUTAGE_RUNS`, default 3, outages per seed `TRELLIS_OUTAGES`, default 3).
+#[test]
+fn runs_ride_out_ledger_outages() {
+    let url = match server_url() {
+        Ok(Some(url)) => url,
+        Ok(None) => return eprintln!("skipped: no PostgreSQL test server"),
+        Err(message) => panic!("{message}"),
+    };
+    let seeds = setting("TRELLIS_OUTAGE_SEEDS", 2);
+    let runs = setting("TRELLIS_OUTAGE_RUNS", 3);
+    let outages = setting("TRELLIS_OUTAGES", 3);
+    let mut away = 0.0;
+    for seed in 1..=seeds {
+        away += outage_seed(&url, seed, runs, outages);
+        eprintln!("seed {seed}: {runs} runs ended well through {outages} outages");
+    }
+    eprintln!(
+        "{} runs over {seeds} seeds: none lost, no step called twice, {away:.1} s without a ledger",
+        seeds * runs
+    );
+}
+
+/// Steps of the chain each outage run works through, and how long each takes.
+const OUTAGE_CHAIN_STEPS: usize = 28;
+const OUTAGE_STEP_MS: &str = "600";
+
+async fn submit_chain(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    v: i64,
+) -> Result<String, String> {
+    let body = json!({
+        "submissionKey": key,
+        "workspace": key,
+        "graph": chain_graph(OUTAGE_CHAIN_STEPS),
+        "input": {"v": v},
+        "plan": {"uniform": uniform_worker_plan(&[("WORKER_DELAY_MS", OUTAGE_STEP_MS)])},
+    });
+    let answer = client
+        .post(format!("{base}/api/v1/runs"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = answer.status();
+    let answer: Value = answer.json().await.map_err(|e| e.to_string())?;
+    match answer["runId"].as_str() {
+        Some(run) if status.is_success() => Ok(run.to_owned()),
+        _ => Err(format!("{status}: {answer}")),
+    }
+}
+
+/// One seed of [`runs_ride_out_ledger_outages`]; the seconds the ledger was away.
+fn outage_seed(url: &str, seed: u64, runs: u64, outages: u64) -> f64 {
+    use trellis_testkit::fault_proxy::{FaultProxy, upstream_of};
+
+    let schema = TestSchema::create(url).expect("schema");
+    let upstream = upstream_of(url).expect("a host:port test server URL");
+    let proxy = FaultProxy::start(upstream).expect("proxy");
+    let ledger = proxy.url(&schema.location_url());
+    let root = tempfile::Builder::new()
+        .prefix("trellis-outage-")
+        .tempdir()
+        .expect("temp dir");
+    let root_path = root.path().canonicalize().expect("canonical");
+    let keep_logs = std::env::var_os("TRELLIS_KEEP_OUTAGE_LOGS").is_some();
+    let workspaces = root_path.join("workspaces");
+    let serve = Host::spawn(
+        &root_path,
+        "serve",
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-env",
+            "TEAM_TOKEN",
+            "--workspaces",
+            workspaces.to_str().expect("UTF-8"),
+            "--ledger",
+            &ledger,
+        ],
+        // Longer than any outage: a lease lost to an outage would be a lost run.
+        &[
+            ("TEAM_TOKEN", TOKEN),
+            ("TRELLIS_CONTROLLER_LEASE_MS", "9000"),
+        ],
+    );
+    let base = format!("http://{}", serve.address.as_deref().expect("address"));
+    let client = reqwest::Client::new();
+    let http = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("an HTTP runtime");
+    let keys: Vec<String> = (0..runs).map(|i| format!("outage-{seed}-{i}")).collect();
+    let run_ids: Vec<RunId> = keys
+        .iter()
+        .zip(1..)
+        .map(|(key, v)| {
+            let run = http
+                .block_on(submit_chain(&client, &base, key, v))
+                .unwrap_or_else(|e| panic!("seed {seed}: submit: {e}"));
+            RunId::new(&run).expect("run id")
+        })
+        .collect();
+    let mut dice = Dice(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut away = 0.0;
+    for _ in 0..outages {
+        // Outages at random points of the runs, the ledger back for a while in between.
+        std::thread::sleep(Duration::from_millis(1500 + dice.below(2500)));
+        let length = Duration::from_millis(1000 + dice.below(4000));
+        away += length.as_secs_f64();
+        proxy.outage(length).join().expect("outage");
+    }
+    let store = schema.open().expect("open the ledger");
+    let deadline = Instant::now() + seed_timeout(runs);
+    for run in &run_ids {
+        while !store.head(run).expect("head").is_finished() {
+            if Instant::now() > deadline {
+                let kept = root.keep();
+                panic!(
+                    "seed {seed}: run {run} did not finish; logs in {}",
+                    kept.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for ((run, key), v) in run_ids.iter().zip(&keys).zip(1..) {
+        let snapshot = store.snapshot(run).expect("snapshot");
+        let terminal = serde_json::to_value(&snapshot.head.progress.terminal).expect("terminal");
+        let expected =
+            json!({"status": "succeeded", "output": chain_output(OUTAGE_CHAIN_STEPS, v)});
+        if terminal != expected {
+            let kept = root.keep();
+            panic!(
+                "seed {seed}: run {run} ended {terminal}; logs in {}",
+                kept.display()
+            );
+        }
+        let events = every_event(&store, run);
+        let mut settled: BTreeMap<u64, usize> = BTreeMap::new();
+        for event in &events {
+            match &event.event {
+                RunEvent::NodeCompleted {
+                    execution,
+                    settled_by,
+                    ..
+                } => {
+                    assert!(settled_by.is_none(), "run {run}: {event:?}");
+                    *settled.entry(*execution).or_default() += 1;
+                }
+                RunEvent::ControllerAttached { .. } => {}
+                _ => {}
+            }
+        }
+        assert!(settled.values().all(|n| *n == 1), "run {run}: {settled:?}");
+        let record = store.record(run).expect("record");
+        assert_eq!(fold_snapshot(&record, &events).expect("fold"), snapshot);
+        // Each step was called exactly once: no settled call ran again.
+        let calls = std::fs::read_to_string(workspaces.join(key).join("invocations.log"))
+            .expect("the worker's invocation log");
+        assert_eq!(
+            calls.lines().count(),
+            OUTAGE_CHAIN_STEPS,
+            "run {run}: {calls}"
+        );
+    }
+    drop(serve);
+    drop(store);
+    if keep_logs {
+        eprintln!("logs kept in {}", root.keep().display());
+    }
+    away
 }

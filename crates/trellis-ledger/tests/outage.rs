@@ -6,10 +6,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{new_run, run_id, started};
@@ -18,6 +15,7 @@ use trellis_ledger::testing::postgres::{TestSchema, server_url};
 use trellis_ledger::{
     Cursor, EventFilter, PostgresOptions, PostgresStore, RunEvent, RunId, RunStore,
 };
+use trellis_testkit::fault_proxy::{FaultProxy, upstream_of};
 
 fn server() -> Option<String> {
     let url = server_url().unwrap_or_else(|message| panic!("{message}"));
@@ -27,132 +25,9 @@ fn server() -> Option<String> {
     url
 }
 
-/// A TCP proxy in front of the server whose faults a test switches on.
-struct Proxy {
-    address: SocketAddr,
-    refusing: Arc<AtomicBool>,
-    cut_after_commit: Arc<AtomicBool>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl Proxy {
-    fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let address = listener.local_addr().expect("address");
-        let proxy = Self {
-            address,
-            refusing: Arc::new(AtomicBool::new(false)),
-            cut_after_commit: Arc::new(AtomicBool::new(false)),
-            open: Arc::new(Mutex::new(Vec::new())),
-        };
-        let (refusing, cut, open) = (
-            Arc::clone(&proxy.refusing),
-            Arc::clone(&proxy.cut_after_commit),
-            Arc::clone(&proxy.open),
-        );
-        std::thread::spawn(move || {
-            for client in listener.incoming().map_while(Result::ok) {
-                if refusing.load(Ordering::SeqCst) {
-                    // As a server that is down: the connection ends at once.
-                    drop(client);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(upstream) else {
-                    continue;
-                };
-                let mut tracked = open.lock().expect("lock");
-                tracked.extend(client.try_clone().ok());
-                tracked.extend(server.try_clone().ok());
-                drop(tracked);
-                // Set while a cut is under way: the server's answer is never relayed.
-                let muted = Arc::new(AtomicBool::new(false));
-                let to_server = Fault {
-                    cut: Some(Arc::clone(&cut)),
-                    muted: Arc::clone(&muted),
-                };
-                pump(client.try_clone(), server.try_clone(), to_server);
-                let to_client = Fault { cut: None, muted };
-                pump(server.try_clone(), client.try_clone(), to_client);
-            }
-        });
-        proxy
-    }
-
-    /// Cuts every open connection and refuses new ones for `length`.
-    fn outage(&self, length: Duration) -> std::thread::JoinHandle<()> {
-        self.refusing.store(true, Ordering::SeqCst);
-        for stream in self.open.lock().expect("lock").drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-        let refusing = Arc::clone(&self.refusing);
-        std::thread::spawn(move || {
-            std::thread::sleep(length);
-            refusing.store(false, Ordering::SeqCst);
-        })
-    }
-
-    fn url(&self, server_url: &str) -> String {
-        let (scheme, rest) = server_url.split_once("://").expect("scheme");
-        let (user_info, after_at) = rest.rsplit_once('@').expect("user info");
-        let tail = after_at.find(['/', '?']).map_or("", |at| &after_at[at..]);
-        format!("{scheme}://{user_info}@{}{tail}", self.address)
-    }
-}
-
-/// The fault one direction of a connection may inject.
-struct Fault {
-    /// Client to server: when armed, the next chunk holding `COMMIT` reaches the server and
-    /// then both connections are cut.
-    cut: Option<Arc<AtomicBool>>,
-    /// Server to client: set once such a cut began, so no answer comes back.
-    muted: Arc<AtomicBool>,
-}
-
-/// Copies `from` to `to` on a thread, injecting `fault`.
-fn pump(from: std::io::Result<TcpStream>, to: std::io::Result<TcpStream>, fault: Fault) {
-    let (Ok(mut from), Ok(mut to)) = (from, to) else {
-        return;
-    };
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 16 * 1024];
-        while let Ok(read) = from.read(&mut buffer) {
-            let chunk = &buffer[..read];
-            let commits = chunk.windows(6).any(|window| window == b"COMMIT");
-            let cutting = commits
-                && fault
-                    .cut
-                    .as_ref()
-                    .is_some_and(|cut| cut.swap(false, Ordering::SeqCst));
-            if cutting {
-                fault.muted.store(true, Ordering::SeqCst);
-            }
-            if read == 0 || fault.muted.load(Ordering::SeqCst) && fault.cut.is_none() {
-                break;
-            }
-            if to.write_all(chunk).is_err() {
-                break;
-            }
-            if cutting {
-                // Let the server commit, then cut before its answer can come back.
-                std::thread::sleep(Duration::from_millis(200));
-                break;
-            }
-        }
-        let _ = from.shutdown(Shutdown::Both);
-        let _ = to.shutdown(Shutdown::Both);
-    });
-}
-
-fn upstream(url: &str) -> SocketAddr {
-    let rest = url.split_once("://").expect("scheme").1;
-    let after_at = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
-    let host_port = after_at.split(['/', '?']).next().expect("host");
-    host_port.parse().expect("a host:port URL on loopback")
-}
-
 struct Setup {
     schema: TestSchema,
-    proxy: Proxy,
+    proxy: FaultProxy,
     /// The store under test, connected through the proxy.
     store: PostgresStore,
     /// A store connected straight to the server, for checking what was stored.
@@ -162,7 +37,8 @@ struct Setup {
 
 fn setup(url: &str, outage_window: Duration) -> Setup {
     let schema = TestSchema::create(url).expect("schema");
-    let proxy = Proxy::start(upstream(url));
+    let upstream = upstream_of(url).expect("a host:port URL on loopback");
+    let proxy = FaultProxy::start(upstream).expect("proxy");
     let options = PostgresOptions {
         outage_window,
         connect_timeout: Duration::from_secs(2),

@@ -30,6 +30,7 @@
 
 mod anthropic;
 pub mod cli;
+pub mod fault_proxy;
 pub mod git;
 pub mod github;
 /// Where the public conformance vectors are, for test suites that cannot depend on the graph

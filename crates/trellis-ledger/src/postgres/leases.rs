@@ -146,7 +146,6 @@ async fn renew_controller(
                     heartbeat_at = now()
              FROM runs r
              WHERE r.run_id = $1 AND c.run = r.id AND c.fencing_token = $2
-               AND c.lease_expires_at >= now()
              RETURNING (extract(epoch FROM c.lease_expires_at) * 1000)::bigint",
         )
         .await
@@ -388,20 +387,30 @@ impl PostgresStore {
         holder: &str,
         ttl: Duration,
     ) -> Result<Option<ControllerLease>, LedgerError> {
-        let (run_id, holder) = (run_id.clone(), holder.to_owned());
-        self.call(move |shared| async move {
-            acquire_controller(&shared, run_id, holder, millis(ttl)).await
+        // The same holder asking again keeps its token, so an attempt whose answer an
+        // outage lost is repeated safely.
+        self.riding_out(|| {
+            let (run_id, holder) = (run_id.clone(), holder.to_owned());
+            self.call(move |shared| async move {
+                acquire_controller(&shared, run_id, holder, millis(ttl)).await
+            })
         })
     }
 
-    /// Extends a live controller lease; [`LedgerError::Fenced`] once it expired or was taken.
+    /// Extends a controller lease; [`LedgerError::Fenced`] once another holder took it. A
+    /// lease that expired while nobody took it (an outage outlasted it) is taken back: its
+    /// token is still the run's, so no other controller can have written in between.
     pub fn renew_controller(
         &self,
         lease: &ControllerLease,
         ttl: Duration,
     ) -> Result<ControllerLease, LedgerError> {
-        let lease = lease.clone();
-        self.call(move |shared| async move { renew_controller(&shared, lease, millis(ttl)).await })
+        self.riding_out(|| {
+            let lease = lease.clone();
+            self.call(
+                move |shared| async move { renew_controller(&shared, lease, millis(ttl)).await },
+            )
+        })
     }
 
     /// Queues node executions for worker hosts, only while `controller_token` holds the run.

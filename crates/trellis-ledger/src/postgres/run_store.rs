@@ -113,11 +113,13 @@ impl RunStore for PostgresStore {
         after: Cursor,
         timeout: Duration,
     ) -> Result<Cursor, LedgerError> {
-        let run_id = run_id.clone();
-        let shared = Arc::clone(&self.shared);
-        self.bridge.call(
-            self.operation_timeout.saturating_add(timeout),
-            wait::wait_for_change(shared, run_id, after, timeout),
-        )
+        self.riding_out(|| {
+            let run_id = run_id.clone();
+            let shared = Arc::clone(&self.shared);
+            self.bridge.call(
+                self.operation_timeout.saturating_add(timeout),
+                wait::wait_for_change(shared, run_id, after, timeout),
+            )
+        })
     }
 }

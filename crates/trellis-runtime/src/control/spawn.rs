@@ -30,7 +30,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Environment variables a controller keeps besides the plan's connection names (four say
 /// where the forge is and how patiently delivery waits on it, the last two whether executions
 /// go to worker hosts and how long the controller's lease row lives).
-const CONTROLLER_ENV: [&str; 15] = [
+const CONTROLLER_ENV: [&str; 20] = [
     "PATH",
     "HOME",
     "LANG",
@@ -47,6 +47,13 @@ const CONTROLLER_ENV: [&str; 15] = [
     "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT",
     DISPATCH_ENV,
     CONTROLLER_LEASE_ENV,
+    // How a PostgreSQL ledger is reached, as the host that starts the controller reaches it:
+    // the driver's variables (a password kept out of the URL) and the outage window.
+    "PGPASSWORD",
+    "PGUSER",
+    "PGHOST",
+    "PGDATABASE",
+    trellis_ledger::postgres::config::OUTAGE_WINDOW_ENV,
 ];
 
 /// How a created run is driven.

@@ -11,9 +11,9 @@ mod kind;
 mod settings;
 
 pub(crate) use git::git_blocking;
-pub use git::{SourceRevision, read_source, without_userinfo};
 #[cfg(feature = "testing")]
 pub use git::run_branch;
+pub use git::{SourceRevision, read_source, without_userinfo};
 pub use harness::GitDelivery;
 pub(crate) use kind::{DeliveryKind, delivery_workers, token_variable};
 pub use settings::{ForgeSettings, parse_remote};

@@ -78,6 +78,7 @@ pub(crate) fn holder_name(role: &str) -> String {
 /// When a renewal is refused the hold is lost: every fenced append fails from then on.
 pub(crate) struct ControllerHold {
     lease: ControllerLease,
+    ttl: Duration,
     lost: Arc<AtomicBool>,
     stop: Option<std::sync::mpsc::Sender<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
@@ -99,6 +100,7 @@ impl ControllerHold {
         else {
             return Ok(None);
         };
+        let held = lease.clone();
         let lost = Arc::new(AtomicBool::new(false));
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let renewer = {
@@ -109,7 +111,8 @@ impl ControllerHold {
                 .map_err(|e| RuntimeError::io("cannot start the lease renewal thread", e))?
         };
         Ok(Some(Self {
-            lease,
+            lease: held,
+            ttl,
             lost,
             stop: Some(stop),
             renewer: Some(renewer),
@@ -118,6 +121,16 @@ impl ControllerHold {
 
     pub(crate) fn token(&self) -> i64 {
         self.lease.fencing_token
+    }
+
+    /// The ledger as this hold writes it: fenced by its token, taking the lease back when an
+    /// outage outlasted it and nobody took it.
+    pub(crate) fn fenced_store(&self, inner: Arc<dyn RunStore>) -> FencedStore {
+        FencedStore {
+            inner,
+            token: self.lease.fencing_token,
+            retake: Some((self.lease.clone(), self.ttl)),
+        }
     }
 
     /// Whether a renewal was refused (another controller took the run over).
@@ -169,11 +182,34 @@ impl Drop for ControllerHold {
 pub(crate) struct FencedStore {
     inner: Arc<dyn RunStore>,
     token: i64,
+    /// The lease to take back before giving up on a fenced append (a controller's; a
+    /// one-off writer such as force-stop has none).
+    retake: Option<(ControllerLease, Duration)>,
 }
 
 impl FencedStore {
     pub(crate) fn new(inner: Arc<dyn RunStore>, token: i64) -> Self {
-        Self { inner, token }
+        Self {
+            inner,
+            token,
+            retake: None,
+        }
+    }
+
+    /// Runs a fenced write; refused because the lease expired during an outage while nobody
+    /// took it, the lease is taken back and the write tried once more.
+    fn fenced_write(
+        &self,
+        write: impl Fn(&PostgresStore) -> Result<Cursor, LedgerError>,
+    ) -> Result<Cursor, LedgerError> {
+        let postgres = self.postgres()?;
+        match (write(postgres), &self.retake) {
+            (Err(LedgerError::Fenced { .. }), Some((lease, ttl))) => {
+                postgres.renew_controller(lease, *ttl)?;
+                write(postgres)
+            }
+            (result, _) => result,
+        }
     }
 
     fn postgres(&self) -> Result<&PostgresStore, LedgerError> {
@@ -213,7 +249,7 @@ impl RunStore for FencedStore {
     }
 
     fn append(&self, run_id: &RunId, events: &[RunEvent]) -> Result<Cursor, LedgerError> {
-        self.postgres()?.append_fenced(run_id, self.token, events)
+        self.fenced_write(|postgres| postgres.append_fenced(run_id, self.token, events))
     }
 
     fn append_at(
@@ -222,8 +258,9 @@ impl RunStore for FencedStore {
         expected: Cursor,
         events: &[RunEvent],
     ) -> Result<Cursor, LedgerError> {
-        self.postgres()?
-            .append_at_fenced(run_id, expected, self.token, events)
+        self.fenced_write(|postgres| {
+            postgres.append_at_fenced(run_id, expected, self.token, events)
+        })
     }
 
     fn events_after(

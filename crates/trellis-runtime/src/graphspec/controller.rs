@@ -15,7 +15,7 @@ use crate::control::lease::{
 };
 use crate::delivery::{ForgeSettings, GitDelivery, delivery_workers};
 use crate::dispatch::queued::{QueuedHarness, RunQueue};
-use crate::dispatch::{ControllerHold, FencedStore, dispatch_to_workers};
+use crate::dispatch::{ControllerHold, dispatch_to_workers};
 use crate::graphspec::admission::{Readmitted, readmit};
 use crate::graphspec::harnesses::agent_harness;
 use crate::graphspec::reuse::ReuseIndex;
@@ -203,7 +203,7 @@ fn drive(
                 "another controller holds run {run_id}"
             )));
         };
-        let fenced: Arc<dyn RunStore> = Arc::new(FencedStore::new(store, hold.token()));
+        let fenced: Arc<dyn RunStore> = Arc::new(hold.fenced_store(store));
         (fenced, Some(hold))
     } else {
         (store, None)
