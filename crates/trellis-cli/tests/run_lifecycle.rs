@@ -130,6 +130,11 @@ fn force_stop_ends_a_detached_run_and_kills_the_workers_process_group() {
 /// State `{value, result?, final?}`: `doubleFirst` doubles `value` into `result`, then
 /// `gateSecond` (which waits for the file `open-gateSecond`) adds one into `final`.
 fn two_step_graph() -> Value {
+    two_step_graph_with("gateSecond")
+}
+
+/// `doubleFirst` then `second` (each routed to a `fail` node on an error), then `done`.
+fn two_step_graph_with(second_step: &str) -> Value {
     let state = record(&[
         ("value", integer(), true),
         ("result", integer(), false),
@@ -158,14 +163,14 @@ fn two_step_graph() -> Value {
                         &state,
                         vec![
                             step(
-                                "gateSecond",
+                                second_step,
                                 value_in,
                                 result_out,
                                 &[("value", state_path(&["result"]))],
                                 &[("final", "result")],
                             ),
                             unless_failed(
-                                "gateSecond",
+                                second_step,
                                 &state,
                                 succeed(
                                     "done",
@@ -312,6 +317,55 @@ fn resume_reruns_only_the_node_that_had_not_settled() {
     let again = sandbox.trellis(&["resume", &run_id]);
     assert_eq!(again.code, Some(1), "a run is resumed once: {again:?}");
     assert!(again.stderr.contains("already resumed"), "{again:?}");
+}
+
+/// A run that ended failed because a step failed (a forge answering 502, say) can be fixed by
+/// a resume: the failure that routed it to its `fail` node runs again, what succeeded is
+/// reused, and a resume of a run that failed again fails again without a loop.
+#[test]
+fn resume_runs_again_the_failure_that_ended_the_run() {
+    let sandbox = Sandbox::new();
+    let args = sandbox.run_args(
+        &two_step_graph_with("flakySecond"),
+        &json!({"value": 20}),
+        &uniform_worker_plan(&[]),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let failed = sandbox.trellis(&args).ndjson();
+    let first = failed[0]["runId"].as_str().expect("receipt").to_owned();
+    assert_eq!(
+        failed.last().expect("events")["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "worker_failed"})
+    );
+
+    // Resumed while the cause persists: it runs again, and fails again.
+    let again = sandbox.trellis(&["resume", &first, "--json"]).ndjson();
+    let second = again[0]["runId"].as_str().expect("receipt").to_owned();
+    assert_eq!(
+        again.last().expect("events")["status"]["terminalResult"]["status"],
+        "failed"
+    );
+    assert_eq!(
+        sandbox.invocation_count("flakySecond"),
+        2,
+        "the failure ran again"
+    );
+
+    std::fs::write(sandbox.workspace.join("fixed-flakySecond"), b"").expect("fix it");
+    let resumed = sandbox
+        .trellis(&["resume", &second, "--json"])
+        .success()
+        .ndjson();
+    assert_eq!(
+        resumed.last().expect("events")["status"]["terminalResult"],
+        json!({"status": "succeeded", "output": {"final": 41}})
+    );
+    assert_eq!(
+        sandbox.invocation_count("doubleFirst"),
+        1,
+        "what succeeded is reused across the lineage"
+    );
+    assert_eq!(sandbox.invocation_count("flakySecond"), 3);
 }
 
 #[test]

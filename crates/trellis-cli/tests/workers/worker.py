@@ -20,6 +20,8 @@ the prefix of the node name:
   slow      sleeps far longer than any test waits
   noop      output null
   refuse    exits 75 (a refusal)
+  flaky     exits 75 (a refusal) until a file fixed-<node> exists in the workspace, then
+            outputs {"result": value + 1}
   crash     exits 3 (a crash)
   garble    prints a reply that is not JSON
   noisy     prints NOISY_LINES numbered lines of 100 bytes to stderr, then outputs null
@@ -116,6 +118,11 @@ def main():
         reply({"output": None})
     elif node.startswith("refuse"):
         sys.exit(75)
+    elif node.startswith("flaky"):
+        if not os.path.exists("fixed-" + node):
+            print("%s: the service answered 502" % node, file=sys.stderr)
+            sys.exit(75)
+        reply({"output": {"result": given["value"] + 1}})
     elif node.startswith("crash"):
         sys.exit(3)
     elif node.startswith("garble"):

@@ -2,6 +2,7 @@
 //! taken by an in-process driver), re-admits the stored submission, builds the harnesses and
 //! drives the supervisor to the run's end.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use trellis_agents::{ExecHarness, Harness, SecretEnv};
@@ -20,6 +21,7 @@ use crate::graphspec::admission::{Readmitted, readmit};
 use crate::graphspec::harnesses::agent_harness;
 use crate::graphspec::reuse::ReuseIndex;
 use crate::graphspec::supervisor::{Harnesses, RunContext, Supervisor};
+use crate::observation::cause::run_cause;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
 use crate::shared::submission::ResumePoint;
@@ -42,6 +44,25 @@ fn lineage(
         snapshots.push(snapshot);
     }
     Ok(snapshots)
+}
+
+/// The failed executions that ended or routed a run of the lineage to its failure (its
+/// cause): a resume runs them again rather than reusing the failure, so it can fix it.
+fn failures_to_retry(
+    store: &dyn RunStore,
+    lineage: &[trellis_ledger::RunSnapshot],
+) -> Result<BTreeSet<(RunId, u64)>, RuntimeError> {
+    let mut retried = BTreeSet::new();
+    for snapshot in lineage {
+        let record = store.record(&snapshot.head.run_id)?;
+        let Some(cause) = run_cause(store, snapshot, record.submission.get("graph"))? else {
+            continue;
+        };
+        for node in cause.nodes.iter().filter(|node| node.status == "error") {
+            retried.insert((snapshot.head.run_id.clone(), node.execution_id));
+        }
+    }
+    Ok(retried)
 }
 
 /// The ids of a run's predecessors, nearest first (whose checkpoints its success prunes).
@@ -220,7 +241,7 @@ fn drive(
             .collect(),
     );
     let Inherited { lineage, workspace } = inherited;
-    let reuse = ReuseIndex::from_lineage(&lineage);
+    let reuse = ReuseIndex::from_lineage_retrying(&lineage, &failures_to_retry(&*store, &lineage)?);
     // The lineage's first run names the delivery branch and report marker across resumes.
     let lineage_key = lineage
         .last()

@@ -1,12 +1,12 @@
 //! Resume: the settled outcomes of the runs a resumed run descends from, matched to its
 //! dispatches so settled work is reused instead of run again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde_json::Value;
 use trellis_engine::{Dispatch, Occurrence};
 use trellis_graph::WorkerOutcome;
-use trellis_ledger::{ExecutionState, ReusedOutcome, RunSnapshot};
+use trellis_ledger::{ExecutionState, ReusedOutcome, RunId, RunSnapshot};
 
 /// One genuinely settled execution of the predecessor.
 #[derive(Debug, Clone)]
@@ -31,10 +31,21 @@ impl ReuseIndex {
     /// occurrence takes the newest run's settled outcomes, continued by the later outcomes an
     /// older run had settled but no newer run got as far as re-settling: a resumed run that
     /// died while still reusing its predecessor's work must not lose the rest of it.
+    #[cfg(any(test, feature = "testing"))]
     pub fn from_lineage(snapshots: &[RunSnapshot]) -> Self {
+        Self::from_lineage_retrying(snapshots, &BTreeSet::new())
+    }
+
+    /// As [`ReuseIndex::from_lineage`], leaving out the executions in `retried` (run and
+    /// execution): the failures that ended or routed a run of the lineage to its failure run
+    /// again, so a resume can fix what failed (a forge that answered 502, a flaky tool).
+    pub fn from_lineage_retrying(
+        snapshots: &[RunSnapshot],
+        retried: &BTreeSet<(RunId, u64)>,
+    ) -> Self {
         let mut by_occurrence: HashMap<Occurrence, VecDeque<Reusable>> = HashMap::new();
         for snapshot in snapshots {
-            for (occurrence, older) in settled_by_occurrence(snapshot) {
+            for (occurrence, older) in settled_by_occurrence(snapshot, retried) {
                 let known = by_occurrence.entry(occurrence).or_default();
                 let already = known.len();
                 known.extend(older.into_iter().skip(already));
@@ -72,9 +83,14 @@ impl ReuseIndex {
     }
 }
 
-/// One run's genuinely settled executions per occurrence, in dispatch (execution id) order.
-fn settled_by_occurrence(snapshot: &RunSnapshot) -> HashMap<Occurrence, Vec<Reusable>> {
+/// One run's genuinely settled executions per occurrence, in dispatch (execution id) order,
+/// up to the first one `retried` names (nothing after it can be trusted either).
+fn settled_by_occurrence(
+    snapshot: &RunSnapshot,
+    retried: &BTreeSet<(RunId, u64)>,
+) -> HashMap<Occurrence, Vec<Reusable>> {
     let mut by_occurrence: HashMap<Occurrence, Vec<Reusable>> = HashMap::new();
+    let mut cut: BTreeSet<Occurrence> = BTreeSet::new();
     for (&execution, e) in &snapshot.executions {
         let ExecutionState::Completed {
             outcome,
@@ -88,6 +104,11 @@ fn settled_by_occurrence(snapshot: &RunSnapshot) -> HashMap<Occurrence, Vec<Reus
             node: e.node.clone(),
             map_indices: e.map_indices.clone(),
         };
+        if cut.contains(&occurrence) || retried.contains(&(snapshot.head.run_id.clone(), execution))
+        {
+            cut.insert(occurrence);
+            continue;
+        }
         by_occurrence.entry(occurrence).or_default().push(Reusable {
             outcome: (**outcome).clone(),
             source: ReusedOutcome {
