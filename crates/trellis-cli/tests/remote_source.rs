@@ -136,7 +136,18 @@ fn remote_run_end_to_end(ledger: Option<&str>) {
         origin.to_str().expect("UTF-8")
     );
     assert_eq!(git(checkout, &["symbolic-ref", "--short", "HEAD"]), "main");
-    assert_eq!(git(checkout, &["rev-parse", "HEAD"]), pushed);
+    // Delivery committed on the run branch only: the checkout's branch stays at the source,
+    // the pushed commit (kept under refs/trellis/deliveries/) builds on it.
+    assert_eq!(git(checkout, &["rev-parse", "HEAD"]), head_before);
+    git(
+        checkout,
+        &[
+            "merge-base",
+            "--is-ancestor",
+            head_before.as_str(),
+            pushed.as_str(),
+        ],
+    );
 
     // The same submission again (same key) finds the same run and leaves the checkout be.
     let mut again: Vec<&str> = GREETING_RUN.to_vec();
