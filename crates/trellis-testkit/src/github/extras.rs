@@ -95,7 +95,10 @@ impl World {
                 branch,
                 rules,
             } => {
-                if let Some(bad) = rules.iter().find(|r| !r.get("type").is_some_and(Value::is_string)) {
+                if let Some(bad) = rules
+                    .iter()
+                    .find(|r| !r.get("type").is_some_and(Value::is_string))
+                {
                     return Err(format!("rule {bad} has no \"type\""));
                 }
                 self.extras_mut(&repository)?.rules.insert(branch, rules);

@@ -18,7 +18,10 @@ fn node_id(issue_id: u64) -> String {
 }
 
 pub(crate) fn answer(world: &mut World, body: &Value) -> Answer {
-    let query = body.get("query").and_then(Value::as_str).unwrap_or_default();
+    let query = body
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let variables = body.get("variables").cloned().unwrap_or(Value::Null);
     if query.contains("enqueuePullRequest") {
         enqueue(world, &variables)
@@ -33,7 +36,12 @@ pub(crate) fn answer(world: &mut World, body: &Value) -> Answer {
 }
 
 fn pull_request(world: &mut World, variables: &Value) -> Answer {
-    let text = |key: &str| variables.get(key).and_then(Value::as_str).unwrap_or_default();
+    let text = |key: &str| {
+        variables
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     let full = format!("{}/{}", text("owner"), text("name"));
     let number = variables.get("number").and_then(Value::as_u64).unwrap_or(0);
     if world.repo(&full).is_none() {
@@ -76,7 +84,10 @@ fn pull_request(world: &mut World, variables: &Value) -> Answer {
 }
 
 fn enqueue(world: &mut World, variables: &Value) -> Answer {
-    let id = variables.get("id").and_then(Value::as_str).unwrap_or_default();
+    let id = variables
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let found = world.repos.iter().find_map(|(key, repo)| {
         repo.issues
             .values()
@@ -119,7 +130,13 @@ fn enqueue(world: &mut World, variables: &Value) -> Answer {
         repo.extras.queue.push(number);
     }
     repo.extras.removals.remove(&number);
-    let position = repo.extras.queue.iter().position(|n| *n == number).unwrap_or(0) + 1;
+    let position = repo
+        .extras
+        .queue
+        .iter()
+        .position(|n| *n == number)
+        .unwrap_or(0)
+        + 1;
     ok(json!({"data": {"enqueuePullRequest": {"mergeQueueEntry": {
         "state": "QUEUED",
         "position": position,

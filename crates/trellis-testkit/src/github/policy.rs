@@ -87,12 +87,20 @@ impl Extras {
             }
         }
         let linear_history = protection.is_some_and(|p| p.linear_history)
-            || self.rules_of(branch, "required_linear_history").next().is_some();
+            || self
+                .rules_of(branch, "required_linear_history")
+                .next()
+                .is_some();
         let ruleset_methods: Option<Vec<String>> = self
             .rules_of(branch, "pull_request")
             .filter_map(|r| r.pointer("/parameters/allowed_merge_methods"))
             .filter_map(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .next();
         let methods = [
             ("merge", self.allow_merge_commit),
@@ -110,7 +118,10 @@ impl Extras {
         .map(|(method, _)| method)
         .collect();
         let names_required = protection.is_some_and(|p| !p.required_checks.is_empty())
-            || self.rules_of(branch, "required_status_checks").next().is_some();
+            || self
+                .rules_of(branch, "required_status_checks")
+                .next()
+                .is_some();
         BranchPolicy {
             required: names_required.then_some(required),
             methods,
@@ -127,4 +138,3 @@ impl BranchPolicy {
             .is_none_or(|r| r.iter().any(|c| c == name))
     }
 }
-

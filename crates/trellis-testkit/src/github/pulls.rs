@@ -41,8 +41,8 @@ fn blockers(repo: &Repo, number: u64, head_sha: &str, base: &str) -> Vec<String>
     }
     let statuses: Vec<_> = repo.statuses.iter().filter(|s| s.sha == head_sha).collect();
     for name in policy.required.iter().flatten() {
-        let reported = runs.iter().any(|r| &r.name == name)
-            || statuses.iter().any(|s| &s.context == name);
+        let reported =
+            runs.iter().any(|r| &r.name == name) || statuses.iter().any(|s| &s.context == name);
         if !reported {
             found.push(format!("Required status check \"{name}\" is expected."));
         }

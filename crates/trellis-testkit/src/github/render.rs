@@ -196,10 +196,18 @@ impl Links {
         let (slug, details) = if actions {
             (
                 "github-actions",
-                format!("{}/actions/runs/{}/job/{}", self.repo_web(repo), run.id + 1_000_000, run.id),
+                format!(
+                    "{}/actions/runs/{}/job/{}",
+                    self.repo_web(repo),
+                    run.id + 1_000_000,
+                    run.id
+                ),
             )
         } else {
-            ("fake-ci", format!("{}/runs/{}", self.repo_web(repo), run.id))
+            (
+                "fake-ci",
+                format!("{}/runs/{}", self.repo_web(repo), run.id),
+            )
         };
         json!({
             "app": {"slug": slug, "name": slug},

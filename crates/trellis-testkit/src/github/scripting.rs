@@ -61,7 +61,13 @@ impl FakeGitHub {
     }
 
     /// Adds a conversation comment to an issue or pull request; returns its id.
-    pub fn add_issue_comment(&self, repository: &str, number: u64, author: &str, body: &str) -> u64 {
+    pub fn add_issue_comment(
+        &self,
+        repository: &str,
+        number: u64,
+        author: &str,
+        body: &str,
+    ) -> u64 {
         self.id(Action::AddIssueComment {
             repository: repository.into(),
             number,
