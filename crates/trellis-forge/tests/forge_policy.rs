@@ -9,7 +9,7 @@ use trellis_forge::{
     FeedbackItem, GitHub, MergeBlocker, MergeMethod, MergeOutcome, MergeRequest, ProtectionAccess,
     PullAction, PullRequestDraft, PullUpdate, RepoRef, ReportMarker, Token,
 };
-use trellis_testkit::github::FakeGitHub;
+use trellis_testkit::github::{Auth, FakeGitHub};
 
 const TOKEN: &str = "ghp_policy_c0ffee";
 const BASE: &str = "1111111111111111111111111111111111111111";
@@ -140,12 +140,16 @@ async fn a_failing_actions_check_brings_a_clean_bounded_labelled_log_excerpt() {
         logs_call.iter().map(|c| c.status).collect::<Vec<_>>(),
         [302, 410]
     );
+    let downloads: Vec<_> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.path.starts_with("/_blobs/"))
+        .collect();
+    assert_eq!(downloads.len(), 1);
     assert_eq!(
-        fake.calls()
-            .iter()
-            .filter(|c| c.path.starts_with("/_blobs/"))
-            .count(),
-        1
+        downloads[0].auth,
+        Auth::Missing,
+        "the token is not sent to the download origin"
     );
 }
 

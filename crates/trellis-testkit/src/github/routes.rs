@@ -280,9 +280,11 @@ fn route(
         ("GET", ["actions", "jobs", id, "logs"]) => {
             let log = number(id).and_then(|id| repo(world, &full).extras.job_logs.get(&id));
             match (log, number(id)) {
+                // Like GitHub's download host, the blob is on another origin (`localhost`
+                // rather than `127.0.0.1`), so clients drop the credential on the redirect.
                 (Some(log), Some(id)) if log.status == 200 => redirect(format!(
                     "{}/_blobs/job-logs/{full}/{id}?sig=fake-signature",
-                    links.api
+                    links.api.replacen("127.0.0.1", "localhost", 1)
                 )),
                 (Some(log), _) => {
                     let status = StatusCode::from_u16(log.status).unwrap_or(StatusCode::GONE);
