@@ -231,6 +231,122 @@ impl GitHub {
         result
     }
 
+    /// A request to `url` with GitHub's headers and the token.
+    fn request(&self, method: Method, url: String) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, url)
+            .header(ACCEPT, "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", API_VERSION)
+            .header(USER_AGENT, AGENT)
+            .header(AUTHORIZATION, format!("Bearer {}", self.token.value()))
+    }
+
+    fn unreachable(&self, error: reqwest::Error) -> ForgeError {
+        ForgeError::Unreachable {
+            api: self.api.clone(),
+            message: error.without_url().to_string(),
+        }
+    }
+
+    /// GETs `path` as text, following GitHub's redirect to a download URL (reqwest drops the
+    /// `Authorization` header when the redirect leaves the API's host), and keeps only the last
+    /// `max_bytes` bytes of the body; the flag tells whether anything before them was dropped.
+    /// Read once, without retries: what it fetches is optional.
+    pub(crate) async fn get_tail(
+        &self,
+        path: &str,
+        max_bytes: usize,
+        op: &Op<'_>,
+    ) -> Result<(Vec<u8>, bool), ForgeError> {
+        let mut response = self
+            .request(Method::GET, format!("{}{path}", self.api))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers().clone();
+            let text = response.text().await.unwrap_or_default();
+            return Err(self.status_error(status, &headers, &text, op));
+        }
+        let mut tail: Vec<u8> = Vec::new();
+        let mut dropped = false;
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.unreachable(e))? {
+            tail.extend_from_slice(&chunk);
+            if tail.len() > max_bytes.saturating_mul(2) {
+                let cut = tail.len() - max_bytes;
+                tail.drain(..cut);
+                dropped = true;
+            }
+        }
+        if tail.len() > max_bytes {
+            let cut = tail.len() - max_bytes;
+            tail.drain(..cut);
+            dropped = true;
+        }
+        Ok((tail, dropped))
+    }
+
+    /// The GraphQL endpoint that belongs to the REST base: `…/graphql` on github.com,
+    /// `https://HOST/api/graphql` for GitHub Enterprise Server's `https://HOST/api/v3`.
+    pub(crate) fn graphql_url(&self) -> String {
+        match self.api.strip_suffix("/api/v3") {
+            Some(host) => format!("{host}/api/graphql"),
+            None => format!("{}/graphql", self.api),
+        }
+    }
+
+    /// One GraphQL call (never retried: mutations go through here); answers its `data`.
+    /// GraphQL errors (a 200 with `errors`) become [`ForgeError::GraphQl`], or `Forbidden` /
+    /// `NotFound` when GitHub types them so.
+    pub(crate) async fn graphql(
+        &self,
+        query: &str,
+        variables: Value,
+        op: &Op<'_>,
+    ) -> Result<Value, ForgeError> {
+        let body = serde_json::json!({"query": query, "variables": variables});
+        let response = self
+            .request(Method::POST, self.graphql_url())
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(|e| self.unreachable(e))?;
+        if !status.is_success() {
+            return Err(self.status_error(status, &headers, &text, op));
+        }
+        let answer: Value = serde_json::from_str(&text).map_err(|e| ForgeError::Decode {
+            action: op.action.to_owned(),
+            message: e.to_string(),
+        })?;
+        if let Some(first) = answer
+            .get("errors")
+            .and_then(Value::as_array)
+            .and_then(|errors| errors.first())
+        {
+            let message = truncate(first.get("message").and_then(Value::as_str).unwrap_or(""));
+            return Err(match first.get("type").and_then(Value::as_str) {
+                Some("FORBIDDEN") => ForgeError::Forbidden {
+                    repository: op.repo.to_string(),
+                    action: op.action.to_owned(),
+                    message,
+                },
+                Some("NOT_FOUND") => ForgeError::NotFound {
+                    repository: op.repo.to_string(),
+                    resource: op.resource.clone().unwrap_or_else(|| "an object".into()),
+                },
+                _ => ForgeError::GraphQl {
+                    action: op.action.to_owned(),
+                    message,
+                },
+            });
+        }
+        Ok(answer.get("data").cloned().unwrap_or(Value::Null))
+    }
+
     async fn send_once(
         &self,
         method: Method,
@@ -239,23 +355,14 @@ impl GitHub {
         body: Option<&Value>,
         op: &Op<'_>,
     ) -> Result<(String, bool), ForgeError> {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.api))
-            .header(ACCEPT, "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", API_VERSION)
-            .header(USER_AGENT, AGENT)
-            .header(AUTHORIZATION, format!("Bearer {}", self.token.value()));
+        let mut request = self.request(method, format!("{}{path}", self.api));
         if !query.is_empty() {
             request = request.query(query);
         }
         if let Some(body) = body {
             request = request.json(body);
         }
-        let unreachable = |e: reqwest::Error| ForgeError::Unreachable {
-            api: self.api.clone(),
-            message: e.without_url().to_string(),
-        };
+        let unreachable = |e: reqwest::Error| self.unreachable(e);
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status();
         let headers = response.headers().clone();

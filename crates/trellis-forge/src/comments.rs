@@ -33,7 +33,7 @@ impl ReportMarker {
             });
         }
         Ok(ReportMarker {
-            line: format!("<!-- trellis-report:{key} -->"),
+            line: format!("{MARKER_PREFIX}{key} -->"),
         })
     }
 
@@ -54,6 +54,17 @@ impl ReportMarker {
             .and_then(|b| b.lines().next())
             .is_some_and(|first| first.trim() == self.line)
     }
+}
+
+/// The prefix every report marker line starts with.
+const MARKER_PREFIX: &str = "<!-- trellis-report:";
+
+/// Whether a comment body is a Trellis report (its first line is any report marker): such
+/// comments are never feedback.
+pub fn is_report_comment(body: &str) -> bool {
+    body.lines()
+        .next()
+        .is_some_and(|first| first.trim().starts_with(MARKER_PREFIX))
 }
 
 /// What [`GitHub::post_report`] did.

@@ -55,6 +55,8 @@ pub enum ForgeError {
     TemplateTakesNoUrl { template: String },
     #[error("{marker:?} is not a report key (1 to 128 of A-Z a-z 0-9 . _ : -)")]
     InvalidReportKey { marker: String },
+    #[error("GitHub's GraphQL API refused to {action}: {message}")]
+    GraphQl { action: String, message: String },
     #[error("more than {limit} pages of {what}; giving up")]
     TooManyPages { what: String, limit: usize },
 }
@@ -88,6 +90,7 @@ impl ForgeError {
             Self::TemplateTakesNoUrl { .. } => "forge.template_takes_no_url",
             Self::InvalidReportKey { .. } => "forge.invalid_report_key",
             Self::TooManyPages { .. } => "forge.too_many_pages",
+            Self::GraphQl { .. } => "forge.graphql_refused",
         }
     }
 

@@ -1,138 +1,28 @@
-//! Feedback on a pull request — requested changes, inline review comments, failing check runs
-//! and commit statuses — as a structured list a delivery verifier turns into its `rejected`
-//! diagnostic. Items carry stable keys so feedback already routed back is not reported twice.
+//! Feedback on a pull request — requested changes, inline review comments, conversation
+//! comments, review summaries, failing check runs (with job-log excerpts) and commit statuses —
+//! as a structured list a delivery verifier turns into its `rejected` diagnostic. Items
+//! ([`FeedbackItem`], in `item.rs`) carry stable keys so feedback already routed back is not
+//! reported twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use reqwest::Method;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::client::{MAX_PAGES, Op, PER_PAGE};
-use crate::models::{CheckRun, CheckRuns, CombinedStatus, CommitStatus, Review, ReviewComment};
+use crate::conversation::review_summaries;
+use crate::item::FeedbackItem;
+use crate::models::{
+    CheckRun, CheckRuns, CombinedStatus, CommitStatus, Review, ReviewComment, login,
+};
+use crate::policy::MergePolicy;
 use crate::{ForgeError, GitHub, RepoRef};
 
-/// Longest quoted text of one item, and of a whole diagnostic message.
-const MAX_ITEM_CHARS: usize = 2_000;
-const MAX_MESSAGE_CHARS: usize = 16_000;
-
-/// One thing a reviewer or a check asks the change to fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FeedbackItem {
-    /// A reviewer's latest review requests changes.
-    ChangesRequested {
-        review_id: u64,
-        author: String,
-        body: String,
-        url: String,
-    },
-    /// An inline comment on a line of the diff (`line` is `None` once the line is outdated).
-    ReviewComment {
-        comment_id: u64,
-        author: String,
-        path: String,
-        line: Option<u64>,
-        body: String,
-        url: String,
-    },
-    /// A completed check run on the head commit that is not green.
-    FailingCheck {
-        name: String,
-        conclusion: String,
-        summary: String,
-        url: String,
-    },
-    /// A commit status on the head commit in `failure` or `error`.
-    FailingStatus {
-        context: String,
-        state: String,
-        description: String,
-        url: String,
-    },
-}
-
-fn short_hash(text: &str) -> String {
-    hex::encode(&Sha256::digest(text.as_bytes())[..4])
-}
-
-fn clip(text: &str) -> String {
-    let text = text.trim();
-    let mut out: String = text.chars().take(MAX_ITEM_CHARS).collect();
-    if text.chars().count() > MAX_ITEM_CHARS {
-        out.push('…');
-    }
-    out
-}
-
-impl FeedbackItem {
-    /// A stable key: the same feedback gets the same key on every look; an edited comment or
-    /// a check failing on a new commit gets a new one.
-    pub fn key(&self, head_sha: &str) -> String {
-        match self {
-            Self::ChangesRequested {
-                review_id, body, ..
-            } => format!("review:{review_id}:{}", short_hash(body)),
-            Self::ReviewComment {
-                comment_id, body, ..
-            } => format!("review-comment:{comment_id}:{}", short_hash(body)),
-            Self::FailingCheck { name, .. } => format!("check:{name}@{head_sha}"),
-            Self::FailingStatus { context, .. } => format!("status:{context}@{head_sha}"),
-        }
-    }
-
-    /// One readable entry of a diagnostic.
-    pub fn describe(&self) -> String {
-        let with_url = |text: String, url: &str| {
-            if url.is_empty() {
-                text
-            } else {
-                format!("{text}\n   ({url})")
-            }
-        };
-        match self {
-            Self::ChangesRequested {
-                author, body, url, ..
-            } => with_url(format!("{author} requested changes: {}", clip(body)), url),
-            Self::ReviewComment {
-                author,
-                path,
-                line,
-                body,
-                url,
-                ..
-            } => {
-                let place = line.map_or_else(|| path.clone(), |l| format!("{path}:{l}"));
-                with_url(
-                    format!("{author} commented on {place}: {}", clip(body)),
-                    url,
-                )
-            }
-            Self::FailingCheck {
-                name,
-                conclusion,
-                summary,
-                url,
-            } => {
-                let summary = if summary.trim().is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", clip(summary))
-                };
-                with_url(format!("check {name} ended {conclusion}{summary}"), url)
-            }
-            Self::FailingStatus {
-                context,
-                state,
-                description,
-                url,
-            } => with_url(
-                format!("status {context} is {state}: {}", clip(description)),
-                url,
-            ),
-        }
-    }
-}
+/// Longest diagnostic message: room for a few log excerpts ([`crate::LOG_EXCERPT_BYTES`]
+/// each) beside the reviews.
+const MAX_MESSAGE_CHARS: usize = 32_000;
+/// Job logs downloaded for one look at the feedback, at most.
+const MAX_LOGS: usize = 4;
 
 /// The feedback on a pull request's current head.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -264,13 +154,40 @@ impl GitHub {
     }
 
     /// The feedback on pull request `number` that is not in `acknowledged` (keys from earlier
-    /// rounds, see [`Feedback::keys`]).
+    /// rounds, see [`Feedback::keys`]): requested changes, review comments, conversation
+    /// comments and review summaries, and every failing check run and status (with a job-log
+    /// excerpt for failing GitHub Actions checks).
     pub async fn pull_feedback(
         &self,
         repo: &RepoRef,
         number: u64,
         acknowledged: &BTreeSet<String>,
     ) -> Result<Feedback, ForgeError> {
+        self.feedback_with(repo, number, acknowledged, None).await
+    }
+
+    /// As [`GitHub::pull_feedback`], but when `policy` names required checks only those are
+    /// feedback and only those are waited for: other failing or pending checks and statuses
+    /// do not count (see [`GitHub::merge_policy`]).
+    pub async fn pull_feedback_under(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        acknowledged: &BTreeSet<String>,
+        policy: &MergePolicy,
+    ) -> Result<Feedback, ForgeError> {
+        self.feedback_with(repo, number, acknowledged, Some(policy))
+            .await
+    }
+
+    async fn feedback_with(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        acknowledged: &BTreeSet<String>,
+        policy: Option<&MergePolicy>,
+    ) -> Result<Feedback, ForgeError> {
+        let counts = |name: &str| policy.is_none_or(|p| p.check_counts(name));
         let pull = self.pull(repo, number).await?;
         let head = pull.head.sha.clone();
         let reviews = self.reviews(repo, number).await?;
@@ -299,9 +216,23 @@ impl GitHub {
                 url: comment.html_url,
             });
         }
+        items.extend(review_summaries(&reviews));
+        items.extend(self.conversation_items(repo, number).await?);
         let mut pending = Vec::new();
+        let mut jobs = BTreeMap::new();
+        let seen: BTreeSet<String> = runs
+            .iter()
+            .map(|r| r.name.clone())
+            .chain(status.statuses.iter().map(|s| s.context.clone()))
+            .collect();
         for run in runs {
+            if !counts(&run.name) {
+                continue;
+            }
             if run.is_failing() {
+                if run.is_actions_job() {
+                    jobs.insert(run.name.clone(), run.id);
+                }
                 let output = run.output.unwrap_or(crate::models::CheckOutput {
                     title: None,
                     summary: None,
@@ -311,6 +242,7 @@ impl GitHub {
                     conclusion: run.conclusion.unwrap_or_default(),
                     summary: output.summary.or(output.title).unwrap_or_default(),
                     url: run.html_url.unwrap_or_default(),
+                    log: None,
                 });
             } else if !run.is_green() {
                 pending.push(format!("check {}", run.name));
@@ -323,6 +255,9 @@ impl GitHub {
             target_url,
         } in status.statuses
         {
+            if !counts(&context) {
+                continue;
+            }
             match state.as_str() {
                 "failure" | "error" => items.push(FeedbackItem::FailingStatus {
                     context,
@@ -334,7 +269,22 @@ impl GitHub {
                 _ => {}
             }
         }
+        if let Some(policy) = policy {
+            for missing in policy.unreported_checks(&seen) {
+                pending.push(format!("check {missing} (not reported yet)"));
+            }
+        }
         items.retain(|item| !acknowledged.contains(&item.key(&head)));
+        let mut fetched = 0;
+        for item in &mut items {
+            if let FeedbackItem::FailingCheck { name, log, .. } = item
+                && let Some(job) = jobs.get(name.as_str())
+                && fetched < MAX_LOGS
+            {
+                fetched += 1;
+                *log = Some(self.job_log_excerpt(repo, name, *job).await);
+            }
+        }
         Ok(Feedback {
             number,
             url: pull.html_url,
@@ -343,8 +293,4 @@ impl GitHub {
             pending,
         })
     }
-}
-
-pub(crate) fn login(user: Option<&crate::models::User>) -> String {
-    user.map_or_else(|| "someone".to_owned(), |u| u.login.clone())
 }

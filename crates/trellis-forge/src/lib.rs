@@ -25,25 +25,36 @@
 //! # Ok(()) }
 //! ```
 
+mod body;
 mod client;
 mod closing;
 mod comments;
+mod conversation;
 mod error;
 mod feedback;
+mod item;
+mod logs;
 mod merge;
 pub mod models;
+mod policy;
 mod pulls;
+mod queue;
 mod repo;
 mod task;
 mod task_url;
 mod token;
 
+pub use body::{BODY_BEGIN, BODY_END, with_owned_section};
 pub use client::{GITHUB_API_URL, GitHub};
-pub use comments::{CommentAction, CommentOutcome, ReportMarker, body_hash};
+pub use comments::{CommentAction, CommentOutcome, ReportMarker, body_hash, is_report_comment};
 pub use error::ForgeError;
-pub use feedback::{Feedback, FeedbackItem};
-pub use merge::{MergeBlocker, MergeMethod, MergeOutcome, MergeRequest};
+pub use feedback::Feedback;
+pub use item::FeedbackItem;
+pub use logs::{LOG_EXCERPT_BYTES, LOG_EXCERPT_LINES, LogExcerpt, excerpt_log, strip_ansi};
+pub use merge::{MergeBlocker, MergeOutcome, MergeRequest};
+pub use policy::{MergeMethod, MergePolicy, MergeQueueRule, ProtectionAccess};
 pub use pulls::{PullAction, PullOutcome, PullRequestDraft, PullUpdate};
+pub use queue::QueueEntry;
 pub use repo::RepoRef;
 pub use task::{HeadScope, LinkedIssue, MAX_LINKED_ISSUES, ReviewScope, TaskContext};
 pub use task_url::{TaskKind, TaskUrl};

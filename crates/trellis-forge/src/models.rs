@@ -94,6 +94,11 @@ pub struct PullRequest {
     pub user: Option<User>,
 }
 
+/// A user's login, or "someone" when GitHub gives none (a deleted account).
+pub(crate) fn login(user: Option<&User>) -> String {
+    user.map_or_else(|| "someone".to_owned(), |u| u.login.clone())
+}
+
 impl PullRequest {
     pub fn is_open(&self) -> bool {
         self.state == "open"
@@ -113,6 +118,11 @@ pub struct IssueComment {
     #[serde(default)]
     pub user: Option<User>,
     pub html_url: String,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Changes with every edit: with the id, what tells an edited comment from one already seen.
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -128,6 +138,8 @@ pub struct Review {
     pub html_url: String,
     #[serde(default)]
     pub commit_id: Option<String>,
+    #[serde(default)]
+    pub submitted_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -165,9 +177,29 @@ pub struct CheckRun {
     pub html_url: Option<String>,
     #[serde(default)]
     pub output: Option<CheckOutput>,
+    #[serde(default)]
+    pub details_url: Option<String>,
+    /// The app that ran the check: `github-actions` for Actions jobs, whose check run id is
+    /// the job id (what the job-logs API takes).
+    #[serde(default)]
+    pub app: Option<CheckApp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct CheckApp {
+    #[serde(default)]
+    pub slug: Option<String>,
 }
 
 impl CheckRun {
+    /// Whether GitHub Actions ran it (so its log can be downloaded by its id).
+    pub fn is_actions_job(&self) -> bool {
+        self.app
+            .as_ref()
+            .and_then(|a| a.slug.as_deref())
+            .is_some_and(|slug| slug == "github-actions")
+    }
+
     /// Completed with a conclusion that lets a merge through.
     pub fn is_green(&self) -> bool {
         self.status == "completed"

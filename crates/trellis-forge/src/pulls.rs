@@ -4,6 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::body::with_owned_section;
 use crate::client::Op;
 use crate::models::{Branch, Issue, PullRequest, Repository};
 use crate::{ForgeError, GitHub, RepoRef};
@@ -16,6 +17,8 @@ pub struct PullRequestDraft {
     /// The branch to merge into.
     pub base: String,
     pub title: String,
+    /// What goes inside the body section Trellis owns ([`crate::BODY_BEGIN`] …
+    /// [`crate::BODY_END`]); the rest of the body belongs to people.
     pub body: String,
     pub draft: bool,
 }
@@ -144,7 +147,8 @@ impl GitHub {
     }
 
     /// The one open pull request for `draft.head`: found by head branch when it exists (then
-    /// brought to the draft's title, body and base), opened otherwise. A retried or resumed
+    /// brought to the draft's title and base, and its Trellis body section to the draft's
+    /// body — text outside the section markers is kept byte for byte), opened otherwise. A retried or resumed
     /// delivery therefore never opens a second one; a concurrent opener that wins the race is
     /// found through GitHub's "already exists" refusal.
     pub async fn find_or_create_pull(
@@ -164,7 +168,7 @@ impl GitHub {
             "title": draft.title,
             "head": draft.head,
             "base": draft.base,
-            "body": draft.body,
+            "body": with_owned_section(None, &draft.body),
             "draft": draft.draft,
         });
         let path = format!("{}/pulls", repo.api_path());
@@ -189,10 +193,10 @@ impl GitHub {
         existing: PullRequest,
         draft: &PullRequestDraft,
     ) -> Result<PullOutcome, ForgeError> {
+        let body = with_owned_section(existing.body.as_deref(), &draft.body);
         let update = PullUpdate {
             title: (existing.title != draft.title).then(|| draft.title.clone()),
-            body: (existing.body.as_deref().unwrap_or_default() != draft.body)
-                .then(|| draft.body.clone()),
+            body: (existing.body.as_deref().unwrap_or_default() != body).then_some(body),
             base: (existing.base.reference != draft.base).then(|| draft.base.clone()),
         };
         if update == PullUpdate::default() {

@@ -239,6 +239,7 @@ async fn merges_only_when_mergeable_and_green_and_only_once() {
     let request = MergeRequest {
         method: MergeMethod::Squash,
         expected_head: Some(HEAD.into()),
+        ..MergeRequest::default()
     };
     let blocked = github
         .merge_when_green(&repo(), number, &request)
@@ -319,6 +320,7 @@ async fn a_merged_pull_request_is_found_from_githubs_list_shape() {
     let request = MergeRequest {
         method: MergeMethod::Merge,
         expected_head: Some(HEAD.into()),
+        ..MergeRequest::default()
     };
     let merged = github
         .merge_when_green(&repo(), number, &request)
@@ -360,6 +362,7 @@ async fn a_moved_head_blocks_the_merge() {
     let request = MergeRequest {
         method: MergeMethod::Merge,
         expected_head: Some(HEAD.into()),
+        ..MergeRequest::default()
     };
     let outcome = github
         .merge_when_green(&repo(), number, &request)

@@ -148,6 +148,77 @@ pub enum Action {
         number: u64,
         mergeable: Option<bool>,
     },
+    /// Sets the repository's allowed merge methods (`allow_merge_commit`… of
+    /// `GET /repos/{o}/{r}`; all true by default).
+    #[serde(rename_all = "camelCase")]
+    SetMergeMethods {
+        repository: String,
+        #[serde(default = "yes")]
+        allow_merge_commit: bool,
+        #[serde(default = "yes")]
+        allow_squash_merge: bool,
+        #[serde(default = "yes")]
+        allow_rebase_merge: bool,
+    },
+    /// Replaces the active ruleset rules of `branch`: GitHub's rule objects (`{"type":
+    /// "required_status_checks", "parameters": {…}}`, `pull_request`, `required_linear_history`,
+    /// `merge_queue`…), served by `GET /rules/branches/{branch}` and enforced by the merge.
+    SetBranchRules {
+        repository: String,
+        branch: String,
+        rules: Vec<serde_json::Value>,
+    },
+    /// Sets (or with `remove`, removes) classic branch protection of `branch`; `readable:
+    /// false` makes `GET …/protection` answer 403 as for a token without admin permission.
+    #[serde(rename_all = "camelCase")]
+    SetBranchProtection {
+        repository: String,
+        branch: String,
+        #[serde(default)]
+        required_checks: Vec<String>,
+        #[serde(default)]
+        strict: bool,
+        #[serde(default)]
+        required_approvals: u64,
+        #[serde(default)]
+        linear_history: bool,
+        #[serde(default = "yes")]
+        readable: bool,
+        #[serde(default)]
+        remove: bool,
+    },
+    /// Makes the check run `name` (on `sha` or the head of `pull`; set it first) a GitHub
+    /// Actions job with this log: `GET /actions/jobs/{id}/logs` answers 302 to a plain-text
+    /// download of it, or `status` (403, 404, 410) instead.
+    SetJobLog {
+        repository: String,
+        #[serde(default)]
+        sha: Option<String>,
+        #[serde(default)]
+        pull: Option<u64>,
+        name: String,
+        log: String,
+        #[serde(default)]
+        status: Option<u16>,
+    },
+    /// The merge queue merges a queued pull request; answers `{"sha": …}`.
+    CompleteMergeQueue { repository: String, number: u64 },
+    /// The merge queue removes a queued pull request (at its current head) for `reason`.
+    RemoveFromMergeQueue {
+        repository: String,
+        number: u64,
+        reason: String,
+    },
+    /// A person edits a conversation comment (its `updated_at` moves).
+    EditIssueComment {
+        repository: String,
+        id: u64,
+        body: String,
+    },
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn one() -> u32 {

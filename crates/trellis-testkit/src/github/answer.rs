@@ -17,6 +17,10 @@ pub(crate) struct Answer {
     pub link: Option<String>,
     /// Answer with GitHub's exhausted rate-limit headers.
     pub rate_limited: bool,
+    /// A `Location` header (GitHub's 302 to a download URL).
+    pub location: Option<String>,
+    /// A plain-text body instead of `body` (a downloaded log).
+    pub text: Option<String>,
 }
 
 pub(crate) fn ok(body: Value) -> Answer {
@@ -25,6 +29,25 @@ pub(crate) fn ok(body: Value) -> Answer {
         body,
         link: None,
         rate_limited: false,
+        location: None,
+        text: None,
+    }
+}
+
+/// GitHub's 302 to a download URL.
+pub(crate) fn redirect(location: String) -> Answer {
+    Answer {
+        status: StatusCode::FOUND,
+        location: Some(location),
+        ..ok(Value::Null)
+    }
+}
+
+/// A plain-text download.
+pub(crate) fn plain(text: String) -> Answer {
+    Answer {
+        text: Some(text),
+        ..ok(Value::Null)
     }
 }
 
@@ -43,8 +66,7 @@ pub(crate) fn fail(status: StatusCode, message: &str) -> Answer {
             "documentation_url": "https://docs.github.com/rest",
             "status": status.as_u16().to_string(),
         }),
-        link: None,
-        rate_limited: false,
+        ..ok(Value::Null)
     }
 }
 

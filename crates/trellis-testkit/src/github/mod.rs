@@ -11,9 +11,13 @@
 
 mod action;
 mod answer;
+mod extras;
+mod graphql;
+mod policy;
 mod pulls;
 mod render;
 mod routes;
+mod scripting;
 mod world;
 
 use std::net::{Ipv4Addr, SocketAddr};

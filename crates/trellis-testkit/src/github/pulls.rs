@@ -10,8 +10,10 @@ use super::answer::{Answer, fail, invalid, not_found, ok, paged};
 use super::render::Links;
 use super::world::{Repo, World, is_pull, repo, repo_key};
 
-/// Whether reviews or checks hold a pull request back (GitHub's `blocked`).
-fn blockers(repo: &Repo, number: u64, head_sha: &str) -> Vec<String> {
+/// Whether reviews or checks hold a pull request back (GitHub's `blocked`): every check, or
+/// only the required ones when the base branch's rules or protection name any.
+fn blockers(repo: &Repo, number: u64, head_sha: &str, base: &str) -> Vec<String> {
+    let policy = repo.extras.policy(base);
     let mut latest: BTreeMap<&str, &str> = BTreeMap::new();
     for review in repo.reviews.iter().filter(|r| r.number == number) {
         if review.state != "COMMENTED" {
@@ -23,7 +25,8 @@ fn blockers(repo: &Repo, number: u64, head_sha: &str) -> Vec<String> {
         .filter(|(_, state)| **state == "CHANGES_REQUESTED")
         .map(|(author, _)| format!("Changes requested by {author}."))
         .collect();
-    for run in repo.runs_on(head_sha) {
+    let runs = repo.runs_on(head_sha);
+    for run in runs.iter().filter(|r| policy.counts(&r.name)) {
         let green = run.status == "completed"
             && matches!(
                 run.conclusion.as_deref(),
@@ -36,7 +39,15 @@ fn blockers(repo: &Repo, number: u64, head_sha: &str) -> Vec<String> {
             ));
         }
     }
-    for status in repo.statuses.iter().filter(|s| s.sha == head_sha) {
+    let statuses: Vec<_> = repo.statuses.iter().filter(|s| s.sha == head_sha).collect();
+    for name in policy.required.iter().flatten() {
+        let reported =
+            runs.iter().any(|r| &r.name == name) || statuses.iter().any(|s| &s.context == name);
+        if !reported {
+            found.push(format!("Required status check \"{name}\" is expected."));
+        }
+    }
+    for status in statuses.iter().filter(|s| policy.counts(&s.context)) {
         if status.state != "success" {
             found.push(format!(
                 "Required status check \"{}\" is not green.",
@@ -52,7 +63,7 @@ fn render_pull(world: &World, links: &Links, full: &str, number: u64) -> Option<
     let issue = repo.issues.get(&number)?;
     let pull = issue.pull.as_ref()?;
     let head_repo = world.repo(&pull.head_repository);
-    let blocked = !blockers(repo, number, &pull.head_sha).is_empty();
+    let blocked = !blockers(repo, number, &pull.head_sha, &pull.base_ref).is_empty();
     Some(links.pull(repo, head_repo, issue, pull, blocked))
 }
 
@@ -235,12 +246,35 @@ pub(crate) fn merge_pull(world: &mut World, full: &str, number: u64, body: &Valu
             "Head branch was modified. Review and try the merge again.",
         );
     }
-    let blocking = blockers(repo, number, &pull.head_sha);
+    let policy = repo.extras.policy(&pull.base_ref);
+    if policy.merge_queue {
+        return fail(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Repository rule violations found\n\nChanges must be made through the merge queue",
+        );
+    }
+    let blocking = blockers(repo, number, &pull.head_sha, &pull.base_ref);
     if let Some(first) = blocking.first() {
         return fail(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("Repository rule violations found\n\n{first}"),
         );
+    }
+    let method = body
+        .get("merge_method")
+        .and_then(Value::as_str)
+        .unwrap_or("merge");
+    if !policy.methods.contains(&method) {
+        let message = match method {
+            "merge" if policy.linear_history => {
+                "Repository rule violations found\n\nThis branch must not contain merge commits."
+            }
+            "merge" => "Merge commits are not allowed on this repository.",
+            "squash" => "Squash merges are not allowed on this repository.",
+            "rebase" => "Rebase merges are not allowed on this repository.",
+            _ => return invalid("merge_method", "invalid", None),
+        };
+        return fail(StatusCode::METHOD_NOT_ALLOWED, message);
     }
     let sha = world.fresh_sha();
     let at = world.now();

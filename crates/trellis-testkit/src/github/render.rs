@@ -41,6 +41,9 @@ impl Links {
             "url": self.repo_api(repo),
             "default_branch": repo.default_branch,
             "archived": false,
+            "allow_merge_commit": repo.extras.allow_merge_commit,
+            "allow_squash_merge": repo.extras.allow_squash_merge,
+            "allow_rebase_merge": repo.extras.allow_rebase_merge,
         })
     }
 
@@ -186,15 +189,35 @@ impl Links {
         })
     }
 
+    /// A check run; one with a job log is a GitHub Actions job (app `github-actions`, a
+    /// `…/actions/runs/…/job/{id}` details URL), others come from a third-party CI app.
     pub fn check_run(&self, repo: &Repo, run: &CheckRun) -> Value {
+        let actions = repo.extras.job_logs.contains_key(&run.id);
+        let (slug, details) = if actions {
+            (
+                "github-actions",
+                format!(
+                    "{}/actions/runs/{}/job/{}",
+                    self.repo_web(repo),
+                    run.id + 1_000_000,
+                    run.id
+                ),
+            )
+        } else {
+            (
+                "fake-ci",
+                format!("{}/runs/{}", self.repo_web(repo), run.id),
+            )
+        };
         json!({
+            "app": {"slug": slug, "name": slug},
+            "details_url": details,
             "id": run.id,
             "name": run.name,
             "head_sha": run.sha,
             "status": run.status,
             "conclusion": run.conclusion,
             "html_url": format!("{}/runs/{}", self.repo_web(repo), run.id),
-            "details_url": format!("{}/runs/{}", self.repo_web(repo), run.id),
             "output": {"title": run.name, "summary": run.summary},
         })
     }

@@ -11,7 +11,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::answer::{Answer, created, fail, injected, invalid, not_found, ok, paged};
+use super::answer::{
+    Answer, created, fail, injected, invalid, not_found, ok, paged, plain, redirect,
+};
+use super::extras::{render_protection, render_rules};
 use super::pulls::{create_pull, list_pulls, merge_pull, update_pull, with_pull};
 use super::render::{Links, combined_state};
 use super::world::{Action, Issue, Pull, Repo, World, is_pull, repo, repo_key};
@@ -115,8 +118,16 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if let Some(control) = path.strip_prefix("/__fake/") {
         return self::control(&shared, &parts.method, control, body).into_response();
     }
+    // GitHub Enterprise Server serves GraphQL at /api/graphql, github.com at /graphql.
+    let path = if raw_path == "/api/graphql" {
+        "/graphql".to_owned()
+    } else {
+        path
+    };
     let mut hold = None;
     let answer = match auth {
+        // Download URLs are signed: they take no credential (clients must not send one).
+        _ if path.starts_with("/_blobs/") => blob(&lock(&shared.world), &path),
         Auth::Missing => fail(StatusCode::UNAUTHORIZED, "Requires authentication"),
         Auth::Rejected => fail(StatusCode::UNAUTHORIZED, "Bad credentials"),
         Auth::Accepted => {
@@ -134,6 +145,8 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 .map(|(_, _, millis)| std::time::Duration::from_millis(*millis));
             if let Some((status, rate_limited)) = world.failures.pop_front() {
                 injected(status, rate_limited)
+            } else if path == "/graphql" && parts.method == Method::POST {
+                super::graphql::answer(&mut world, &body)
             } else {
                 route(
                     &mut world,
@@ -162,7 +175,19 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if let Some(hold) = hold {
         tokio::time::sleep(hold).await;
     }
-    let mut response = (answer.status, axum::Json(answer.body)).into_response();
+    let mut response = match answer.text {
+        Some(text) => (
+            answer.status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+        None if answer.status == StatusCode::FOUND => answer.status.into_response(),
+        None => (answer.status, axum::Json(answer.body)).into_response(),
+    };
+    if let Some(location) = answer.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
     // Pages link with absolute URLs, as GitHub's do.
     let link = answer
         .link
@@ -233,6 +258,41 @@ fn route(
     let number = |s: &str| s.parse::<u64>().ok();
     match (method.as_str(), rest) {
         ("GET", []) => ok(links.repository(repo(world, &full))),
+        ("GET", ["branches", branch @ .., "protection"]) if !branch.is_empty() => {
+            let branch = branch.join("/");
+            let repo = repo(world, &full);
+            match repo.extras.protection.get(&branch) {
+                Some(p) if !p.readable => fail(
+                    StatusCode::FORBIDDEN,
+                    "Resource not accessible by personal access token",
+                ),
+                Some(p) => ok(render_protection(
+                    &format!("{}/repos/{full}", links.api),
+                    &branch,
+                    p,
+                )),
+                None => fail(StatusCode::NOT_FOUND, "Branch not protected"),
+            }
+        }
+        ("GET", ["rules", "branches", branch @ ..]) if !branch.is_empty() => {
+            paged(render_rules(repo(world, &full), &branch.join("/")), query)
+        }
+        ("GET", ["actions", "jobs", id, "logs"]) => {
+            let log = number(id).and_then(|id| repo(world, &full).extras.job_logs.get(&id));
+            match (log, number(id)) {
+                // Like GitHub's download host, the blob is on another origin (`localhost`
+                // rather than `127.0.0.1`), so clients drop the credential on the redirect.
+                (Some(log), Some(id)) if log.status == 200 => redirect(format!(
+                    "{}/_blobs/job-logs/{full}/{id}?sig=fake-signature",
+                    links.api.replacen("127.0.0.1", "localhost", 1)
+                )),
+                (Some(log), _) => {
+                    let status = StatusCode::from_u16(log.status).unwrap_or(StatusCode::GONE);
+                    fail(status, status.canonical_reason().unwrap_or("Gone"))
+                }
+                _ => not_found(),
+            }
+        }
         ("GET", ["branches", branch @ ..]) if !branch.is_empty() => {
             let branch = branch.join("/");
             match world.branch_sha(&full, &branch) {
@@ -397,4 +457,21 @@ fn update_comment(
         .iter()
         .find(|c| Some(c.id) == id)
         .map_or_else(not_found, |c| ok(links.comment(repo, c)))
+}
+
+/// A signed download: `/_blobs/job-logs/{owner}/{repo}/{job id}` serves the job's log text.
+fn blob(world: &World, path: &str) -> Answer {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let ["_blobs", "job-logs", owner, name, id] = parts.as_slice() else {
+        return not_found();
+    };
+    let log = id.parse::<u64>().ok().and_then(|id| {
+        world
+            .repo(&format!("{owner}/{name}"))
+            .and_then(|r| r.extras.job_logs.get(&id))
+    });
+    match log {
+        Some(log) => plain(log.text.clone()),
+        None => not_found(),
+    }
 }

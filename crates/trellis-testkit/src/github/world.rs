@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 pub use super::action::Action;
+use super::policy::Extras;
 
 /// The whole fake: every repository, keyed by lowercased `owner/name` (GitHub's names are
 /// case-insensitive).
@@ -40,6 +41,8 @@ pub(crate) struct Repo {
     /// Checks CI runs on every commit (see `Action::RequireChecks`).
     pub required_checks: Vec<String>,
     pub statuses: Vec<Status>,
+    /// Merge methods, rules, protection, job logs, merge queue.
+    pub extras: Extras,
 }
 
 impl Repo {
@@ -227,6 +230,7 @@ impl World {
                     check_runs: Vec::new(),
                     required_checks: Vec::new(),
                     statuses: Vec::new(),
+                    extras: Extras::default(),
                 };
                 self.repos.insert(repo_key(&repository), repo);
                 Ok(json!({"id": id}))
@@ -415,6 +419,13 @@ impl World {
                 }
                 Ok(json!({}))
             }
+            extra @ (Action::SetMergeMethods { .. }
+            | Action::SetBranchRules { .. }
+            | Action::SetBranchProtection { .. }
+            | Action::SetJobLog { .. }
+            | Action::CompleteMergeQueue { .. }
+            | Action::RemoveFromMergeQueue { .. }
+            | Action::EditIssueComment { .. }) => self.apply_extra(extra),
             Action::SetMergeable {
                 repository,
                 number,
