@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 use trellis_agents::binding::PullRequestFeedback;
 use trellis_agents::{DeliveryBinding, ExecutionRequest};
 use trellis_forge::{
-    CommentAction, FeedbackItem, ForgeError, GitHub, MergeBlocker, MergeOutcome, MergeRequest,
-    PullAction, PullRequestDraft, RepoRef, ReportMarker, TaskKind, TaskUrl,
+    CommentAction, FeedbackItem, ForgeError, GitHub, MergeBlocker, MergeOutcome, MergePolicy,
+    MergeRequest, PullAction, PullRequestDraft, RepoRef, ReportMarker, TaskKind, TaskUrl,
 };
 use trellis_graph::WorkerErrorCode;
 
@@ -153,12 +153,16 @@ pub(super) async fn deliver_pull(
         }
         DeliveryKind::PullRequest { .. } => {
             output.insert("version".into(), json!("v2"));
-            let watch = Watch::new(forge, &github, &repo, number, binding, pushed, log);
+            let policy = read_policy(&github, &repo, &pushed.target_branch, log).await?;
+            let watch =
+                Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
             watch.until_ready(git, &url).await?
         }
         DeliveryKind::Merge { version } => {
             output.insert("version".into(), json!(format!("v{version}")));
-            let watch = Watch::new(forge, &github, &repo, number, binding, pushed, log);
+            let policy = read_policy(&github, &repo, &pushed.target_branch, log).await?;
+            let watch =
+                Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
             let verdict = watch.until_ready(git, &url).await?;
             let (verdict, revision) = if verdict.outcome == "ready" {
                 watch.merge(&url).await?
@@ -217,9 +221,30 @@ fn already_merged(
     })
 }
 
+/// The target branch's merge policy (rulesets, branch protection, allowed methods, a merge
+/// queue), read once per delivery; what could not be read is logged as a note.
+async fn read_policy(
+    github: &GitHub,
+    repo: &RepoRef,
+    branch: &str,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<MergePolicy, DeliveryFailure> {
+    let policy = github
+        .merge_policy(repo, branch)
+        .await
+        .map_err(forge_failure)?;
+    for note in &policy.notes {
+        log(format!("delivery: merge policy of {branch}: {note}"));
+    }
+    Ok(policy)
+}
+
 /// Repeated looks at one pull request.
 struct Watch<'a> {
     github: &'a GitHub,
+    /// What the target branch requires: which checks count, how it may be merged (none read:
+    /// every check counts and the requested method is used).
+    policy: Option<&'a MergePolicy>,
     repo: &'a RepoRef,
     number: u64,
     head: &'a str,
@@ -242,6 +267,7 @@ impl<'a> Watch<'a> {
     ) -> Self {
         Self {
             github,
+            policy: None,
             repo,
             number,
             head: &pushed.head,
@@ -251,6 +277,12 @@ impl<'a> Watch<'a> {
             deadline: Instant::now() + forge.wait_limit,
             log,
         }
+    }
+
+    /// Judges the pull request under the target branch's merge policy.
+    fn under(mut self, policy: &'a MergePolicy) -> Self {
+        self.policy = Some(policy);
+        self
     }
 
     async fn pause(&self, waiting_for: &str, said: &mut String) -> Result<(), DeliveryFailure> {
@@ -278,11 +310,19 @@ impl<'a> Watch<'a> {
         let mut said = String::new();
         loop {
             let acknowledged = log_file.acknowledged(self.head);
-            let mut feedback = self
-                .github
-                .pull_feedback(self.repo, self.number, &acknowledged)
-                .await
-                .map_err(forge_failure)?;
+            let feedback = match self.policy {
+                Some(policy) => {
+                    self.github
+                        .pull_feedback_under(self.repo, self.number, &acknowledged, policy)
+                        .await
+                }
+                None => {
+                    self.github
+                        .pull_feedback(self.repo, self.number, &acknowledged)
+                        .await
+                }
+            };
+            let mut feedback = feedback.map_err(forge_failure)?;
             if !self.consider_feedback {
                 feedback.items.retain(is_check);
             }
@@ -343,15 +383,25 @@ impl<'a> Watch<'a> {
     async fn merge(&self, url: &str) -> Result<(Verdict, String), DeliveryFailure> {
         let request = MergeRequest {
             expected_head: Some(self.head.to_owned()),
+            // A branch behind a merge queue is merged by enqueueing the pull request.
+            use_merge_queue: true,
             ..MergeRequest::default()
         };
         let mut said = String::new();
         loop {
-            let outcome = self
-                .github
-                .merge_when_green(self.repo, self.number, &request)
-                .await
-                .map_err(forge_failure)?;
+            let outcome = match self.policy {
+                Some(policy) => {
+                    self.github
+                        .merge_when_green_under(self.repo, self.number, &request, policy)
+                        .await
+                }
+                None => {
+                    self.github
+                        .merge_when_green(self.repo, self.number, &request)
+                        .await
+                }
+            };
+            let outcome = outcome.map_err(forge_failure)?;
             let blockers = match &outcome {
                 MergeOutcome::Merged { sha, already } => {
                     let how = if *already {
