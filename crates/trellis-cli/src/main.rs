@@ -115,6 +115,16 @@ fn with_runtime(
 }
 
 fn main() -> ExitCode {
+    // A worker host's step guard: before any parsing, as light as a process can be.
+    let mut args = std::env::args_os().skip(1);
+    if args
+        .next()
+        .is_some_and(|first| first == trellis_runtime::GUARD_COMMAND)
+    {
+        let rest: Vec<std::ffi::OsString> = args.collect();
+        let code = trellis_runtime::run_guard(&rest);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = Cli::parse();
     let outcome = match resolve_target(&cli) {
         Ok((ledger, Some(remote))) => remote_command(&cli.command, &remote, ledger.as_deref()),

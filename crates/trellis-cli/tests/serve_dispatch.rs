@@ -219,3 +219,64 @@ fn a_worker_hosts_lines_reach_the_ledger_while_the_execution_runs() {
     drop(worker);
     drop(server);
 }
+
+/// A worker host killed with SIGKILL takes its steps with it: each runs under a guard that
+/// kills the step's process group once the host is gone, so nothing it started lives on
+/// beside the copy the run dispatches again when the claim expires.
+#[test]
+fn a_killed_worker_hosts_steps_die_with_it_within_the_claim_lease() {
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
+    };
+    let ledger = schema.location_url();
+    let store = schema.open().expect("a store on the test schema");
+    let sandbox = Sandbox::new();
+    let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    let lease = Duration::from_millis(1500);
+    let mut worker = sandbox
+        .command(&[
+            "worker",
+            "--ledger",
+            &ledger,
+            "--poll-ms",
+            "50",
+            "--lease-ms",
+            &lease.as_millis().to_string(),
+        ])
+        .spawn()
+        .expect("start trellis worker");
+    let run = submit_graph(&base, "orphans", one_step_graph("blockStep"));
+    let run_id = RunId::new(&run).expect("a run id");
+    let record = store.record(&run_id).expect("the run's record");
+    let workspace = std::path::PathBuf::from(
+        record.submission["workspace"]
+            .as_str()
+            .expect("the run's workspace"),
+    );
+    let pids_file = workspace.join("pids-blockStep.json");
+    let pids: Value = wait_until("the step to record its pids", STATE_TIMEOUT, || {
+        std::fs::read(&pids_file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+    });
+    let step = u32::try_from(pids["worker"].as_u64().expect("pid")).expect("u32");
+    let grandchild = u32::try_from(pids["grandchild"].as_u64().expect("pid")).expect("u32");
+    assert!(support::process_alive(step) && support::process_alive(grandchild));
+
+    // Only the host dies, as with `kill -9` or an out-of-memory kill: not its group.
+    support::send_signal(worker.id(), support::Signal::SIGKILL);
+    let _ = worker.wait();
+    let killed = Instant::now();
+    wait_until(
+        "the orphaned step and its child to die",
+        STATE_TIMEOUT,
+        || (!support::process_alive(step) && !support::process_alive(grandchild)).then_some(()),
+    );
+    let gone_after = killed.elapsed();
+    assert!(
+        gone_after < lease,
+        "the orphans lived {gone_after:?}, past the {lease:?} claim lease"
+    );
+    eprintln!("orphaned step gone {gone_after:?} after its host");
+    drop(server);
+}

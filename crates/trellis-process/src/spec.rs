@@ -83,7 +83,18 @@ fn resolve_program(spec: &ProcessSpec) -> Result<PathBuf, String> {
 /// The std command for `spec`, every stdio piped, in a new process group.
 pub(crate) fn std_command(spec: &ProcessSpec) -> Result<Command, String> {
     let program = resolve_program(spec)?;
-    let mut command = Command::new(&program);
+    let mut command = match crate::guard::guard_program() {
+        // The guard leads the group and runs the program inside it (guard.rs).
+        Some(guard) => {
+            let mut command = Command::new(guard);
+            command
+                .arg(crate::guard::GUARD_SUBCOMMAND)
+                .arg("--")
+                .arg(&program);
+            command
+        }
+        None => Command::new(&program),
+    };
     command
         .args(&spec.args)
         .current_dir(working_directory(&spec.cwd))

@@ -457,6 +457,16 @@ impl Runtime {
         self.store.as_postgres().is_some()
     }
 
+    /// The `trellis` program controllers and step guards run as: the one this runtime was
+    /// given, else this process's own executable.
+    fn trellis_program(&self) -> Result<std::path::PathBuf, RuntimeError> {
+        match &self.controller_program {
+            Some(program) => Ok(program.clone()),
+            None => std::env::current_exe()
+                .map_err(|e| RuntimeError::io("cannot locate the trellis binary", e)),
+        }
+    }
+
     /// Works as a worker host (`trellis worker`) until `stop` is cancelled: claims queued
     /// executions from this runtime's PostgreSQL ledger and reports their outcomes.
     pub async fn work(
@@ -464,6 +474,9 @@ impl Runtime {
         options: WorkerOptions,
         stop: tokio_util::sync::CancellationToken,
     ) -> Result<WorkerReport, RuntimeError> {
+        // A step of a worker host must not outlive it (beside the copy the run dispatches
+        // again once the claim expires): every child runs under a guard of this program.
+        trellis_process::die_with_this_process(self.trellis_program()?);
         crate::worker_host::work::work(self.store.clone(), options, stop).await
     }
 
@@ -472,11 +485,7 @@ impl Runtime {
     /// the runs it started controllers for. Each controller takes the run's lease itself, so
     /// when several hosts try at once exactly one drives the run.
     pub fn take_over_orphans(&self, grace: Duration) -> Result<Vec<RunId>, RuntimeError> {
-        let program = match &self.controller_program {
-            Some(program) => program.clone(),
-            None => std::env::current_exe()
-                .map_err(|e| RuntimeError::io("cannot locate the trellis binary", e))?,
-        };
+        let program = self.trellis_program()?;
         crate::dispatch::takeover::take_over_orphans(
             &self.home,
             self.store.as_ref(),
