@@ -258,14 +258,16 @@ pub fn run(command: &TargetCommand) -> anyhow::Result<u8> {
         TargetCommand::List => {
             let (_, file) = load()?;
             for (name, target) in &file.targets {
-                let shown = serde_json::json!({
+                let mut shown = serde_json::json!({
                     "name": name,
                     "url": target.url,
                     "tokenEnv": target.token_env,
-                    "passwordEnv": target.password_env,
                     // A ledger URL may carry a password: shown redacted.
                     "ledger": target.ledger.as_deref().map(redacted_ledger),
                 });
+                if let Some(variable) = &target.password_env {
+                    shown["passwordEnv"] = serde_json::json!(variable);
+                }
                 outln!("{shown}");
             }
             Ok(0)
