@@ -172,6 +172,16 @@ pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Respo
                 format!("`{what}` is longer than {MAX_KEY_BYTES} bytes"),
             ));
         }
+        // A control character (NUL among them) cannot travel to the run's controller.
+        if text
+            .as_ref()
+            .is_some_and(|text| text.chars().any(char::is_control))
+        {
+            return Err(bad_request(
+                "request.invalid",
+                format!("`{what}` holds a control character"),
+            ));
+        }
     }
     let workspace = state
         .workspaces
