@@ -97,11 +97,15 @@ impl Registry {
                 if open.live.len() + open.closing < self.capacity {
                     return;
                 }
-                let victim = open
-                    .live
-                    .iter()
-                    .find(|(_, connection)| !connection.is_trusted())
-                    .map(|(id, _)| *id);
+                // One at a time: while an evicted connection is closing, its place is coming.
+                let victim = (open.closing == 0)
+                    .then(|| {
+                        open.live
+                            .iter()
+                            .find(|(_, connection)| !connection.is_trusted())
+                            .map(|(id, _)| *id)
+                    })
+                    .flatten();
                 if let Some(id) = victim
                     && let Some(connection) = open.live.remove(&id)
                 {

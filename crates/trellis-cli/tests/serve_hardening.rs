@@ -1,0 +1,452 @@
+//! `trellis serve` and `trellis ui` against clients that are slow, hostile or merely not the
+//! user, on loopback: 2,000 idle and half-sent connections do not keep an authenticated client
+//! from an answer within 2 s, nor the server's descriptors past its cap; HTTPS with a
+//! certificate made for the test; plain http beyond loopback refused without `--insecure`; a
+//! `trellis ui` page and API that answer only the browser that used the one-time launch link;
+//! problem answers for a bad query string and a control character in a submission key.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::Sandbox;
+use support::serve::{Server, TOKEN_ENV};
+
+const TOKEN: &str = "trellis_hardening_token_0f1e2d3c4b5a6978";
+
+/// How many slow connections the test opens: 2,000, or what the open-file limit leaves room
+/// for (the limit is raised to its hard limit first; the count is printed).
+fn slow_connection_count() -> usize {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 2_000;
+    };
+    let soft = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    };
+    let room = usize::try_from(soft.saturating_sub(256)).unwrap_or(usize::MAX);
+    2_000.min(room)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        // A fresh connection per request: each one must get past the slow ones.
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("client")
+}
+
+/// Descriptors the process `pid` holds open (Linux), if readable.
+fn open_descriptors(pid: u32) -> Option<usize> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()
+        .map(Iterator::count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_neither_starve_authenticated_requests_nor_exhaust_descriptors() {
+    let count = slow_connection_count();
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let client = client();
+    let runs = format!("{}/api/v1/runs", server.base);
+    // Half the connections say nothing; half send most of a request head and stop. While
+    // they are being opened, an authenticated client asks every 100 ms (figures printed).
+    let opened = Instant::now();
+    let opener = tokio::task::spawn_blocking(move || {
+        let mut slow = Vec::with_capacity(count);
+        for index in 0..count {
+            let Ok(mut stream) = TcpStream::connect(&address) else {
+                continue;
+            };
+            if index % 2 == 1 {
+                let _ = stream.write_all(b"GET /api/v1/runs HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+            }
+            slow.push(stream);
+        }
+        slow
+    });
+    let mut during = Vec::new();
+    while !opener.is_finished() {
+        let started = Instant::now();
+        let answer = client.get(&runs).bearer_auth(TOKEN).send().await;
+        let ok = answer.is_ok_and(|answer| answer.status().as_u16() == 200);
+        during.push(started.elapsed());
+        assert!(ok, "an authenticated request failed during the flood");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let slow = opener.await.expect("opener");
+    during.sort();
+    eprintln!(
+        "opened {} of {count} slow connections in {:?}; {} authenticated requests meanwhile: \
+         median {:?}, worst {:?}",
+        slow.len(),
+        opened.elapsed(),
+        during.len(),
+        during.get(during.len() / 2).copied().unwrap_or_default(),
+        during.last().copied().unwrap_or_default(),
+    );
+    assert!(
+        slow.len() >= count * 9 / 10,
+        "could not open the connections"
+    );
+
+    let mut latencies = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let answer = client
+            .get(&runs)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("an authenticated request is answered");
+        let status = answer.status().as_u16();
+        let body = answer.text().await.expect("body");
+        latencies.push(started.elapsed());
+        assert_eq!(status, 200, "{body}");
+    }
+    let worst = latencies.iter().max().copied().unwrap_or_default();
+    let mut sorted = latencies.clone();
+    sorted.sort();
+    eprintln!(
+        "20 authenticated requests beside {} slow connections: median {:?}, worst {:?}",
+        slow.len(),
+        sorted[sorted.len() / 2],
+        worst
+    );
+    assert!(worst < Duration::from_secs(2), "{latencies:?}");
+
+    // The server holds no more than its cap (1,024 by default) plus its own few files.
+    if let Some(held) = open_descriptors(server.pid()) {
+        eprintln!("the server holds {held} descriptors");
+        assert!(held <= 1_024 + 128, "{held} descriptors open");
+    }
+    // An unauthenticated request is answered 401 and its connection closed.
+    let refused = client.get(&runs).send().await.expect("answered");
+    assert_eq!(refused.status().as_u16(), 401);
+    assert_eq!(
+        refused
+            .headers()
+            .get("connection")
+            .and_then(|v| v.to_str().ok()),
+        Some("close")
+    );
+    drop(slow);
+    let _ = server.kill();
+}
+
+#[tokio::test]
+async fn half_sent_requests_are_closed_after_the_header_timeout() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(
+        &sandbox,
+        TOKEN,
+        None,
+        &["--header-timeout", "1", "--body-timeout", "1"],
+        &[],
+    );
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).expect("connect");
+    stream
+        .write_all(b"GET /api/v1/runs HTTP/1.1\r\nHost: x\r\n")
+        .expect("write");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    let closed_after = started.elapsed();
+    eprintln!("a half-sent request head was closed after {closed_after:?}");
+    assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
+
+    // An authenticated request whose body never comes: 408, as a problem.
+    let mut stream = TcpStream::connect(&address).expect("connect");
+    let head = format!(
+        "POST /api/v1/validate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.contains(r#""code":"request.body_timeout""#),
+        "{answer}"
+    );
+    let _ = server.kill();
+}
+
+#[test]
+fn plain_http_beyond_loopback_is_refused_without_insecure() {
+    let sandbox = Sandbox::new();
+    for listen in ["0.0.0.0:0", "192.0.2.1:8420", "[::]:0"] {
+        let refused = sandbox.trellis_with_env(
+            &["serve", "--listen", listen, "--token-env", TOKEN_ENV],
+            &[(TOKEN_ENV, TOKEN)],
+        );
+        assert_ne!(refused.code, Some(0), "{refused:#?}");
+        for hint in ["plain http", "--tls-cert", "--insecure", "127.0.0.1"] {
+            assert!(refused.stderr.contains(hint), "{hint}: {}", refused.stderr);
+        }
+    }
+    let help = sandbox.trellis(&["serve", "--help"]).success();
+    for flag in [
+        "--tls-cert",
+        "--tls-key",
+        "--insecure",
+        "--header-timeout",
+        "--body-timeout",
+        "--idle-timeout",
+        "--max-body",
+        "--max-connections",
+    ] {
+        assert!(help.stdout.contains(flag), "{flag} in --help");
+    }
+}
+
+/// A self-signed certificate for `trellis.test` and 127.0.0.1 made with the openssl CLI:
+/// `(certificate, key)` paths, or `None` (printed) when openssl is missing.
+fn self_signed(sandbox: &Sandbox) -> Option<(String, String)> {
+    let dir = sandbox.workspace.join("tls");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let certificate = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=trellis.test"])
+        .args(["-addext", "subjectAltName=DNS:trellis.test,IP:127.0.0.1"])
+        // A leaf, not a CA: webpki refuses a CA certificate as a server's own.
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&certificate)
+        .output();
+    match made {
+        Ok(output) if output.status.success() => Some((
+            certificate.to_str().expect("UTF-8").to_owned(),
+            key.to_str().expect("UTF-8").to_owned(),
+        )),
+        other => {
+            eprintln!("skipping the TLS test: openssl could not make a certificate: {other:?}");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn serve_speaks_https_with_the_given_certificate() {
+    let sandbox = Sandbox::new();
+    let Some((certificate, key)) = self_signed(&sandbox) else {
+        return;
+    };
+    let server = Server::start(
+        &sandbox,
+        TOKEN,
+        None,
+        &["--tls-cert", &certificate, "--tls-key", &key],
+        &[],
+    );
+    assert_eq!(server.listening["tls"], json!(true));
+    let address: std::net::SocketAddr = server
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("address");
+    let pem = std::fs::read(&certificate).expect("certificate");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"))
+        .resolve("trellis.test", address)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let url = format!("https://trellis.test:{}/api/v1/runs", address.port());
+    let answer = client
+        .get(&url)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("an HTTPS request");
+    assert_eq!(answer.status().as_u16(), 200);
+    let body: Value = answer.json().await.expect("json");
+    assert!(body["runs"].is_array(), "{body}");
+    // Plain http to the TLS port gets no answer from the API.
+    let plain = client
+        .get(format!("http://{address}/api/v1/runs"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || !plain.is_ok_and(|answer| answer.status().is_success()),
+        "plain http was served"
+    );
+    // A client that does not trust the certificate does not get through.
+    let untrusting = reqwest::Client::builder()
+        .resolve("trellis.test", address)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    assert!(untrusting.get(&url).send().await.is_err());
+    let _ = server.kill();
+}
+
+#[tokio::test]
+async fn bad_query_strings_and_control_characters_answer_problems() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let client = client();
+    let query = client
+        .get(format!("{}/api/v1/runs?limit=many", server.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(query.status().as_u16(), 400);
+    let problem: Value = query.json().await.expect("a problem as JSON");
+    assert_eq!(problem["code"], "request.invalid_query", "{problem}");
+    for key in ["a\u{0}b", "line\nbreak", "bell\u{7}", "del\u{7f}"] {
+        let answer = client
+            .post(format!("{}/api/v1/runs", server.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({"submissionKey": key, "graph": {}}))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(answer.status().as_u16(), 400, "{key:?}");
+        let problem: Value = answer.json().await.expect("a problem as JSON");
+        assert_eq!(problem["code"], "request.invalid", "{problem}");
+    }
+    let _ = server.kill();
+}
+
+/// A running `trellis ui`, killed when dropped.
+struct Ui {
+    child: Child,
+    base: String,
+    launch: String,
+}
+
+impl Drop for Ui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_ui(sandbox: &Sandbox) -> Ui {
+    let mut child = sandbox
+        .command(&["ui", "--listen", "127.0.0.1:0"])
+        .spawn()
+        .expect("start trellis ui");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut base = None;
+    let mut launch = None;
+    while base.is_none() || launch.is_none() {
+        let line = lines
+            .next()
+            .and_then(Result::ok)
+            .expect("trellis ui prints where it serves");
+        let url = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .map(str::to_owned);
+        if line.starts_with("trellis ui: serving") {
+            base = url.map(|url| url.trim_end_matches('/').to_owned());
+        } else if line.starts_with("trellis ui: open") {
+            launch = url;
+        }
+    }
+    Ui {
+        child,
+        base: base.expect("base"),
+        launch: launch.expect("launch link"),
+    }
+}
+
+#[tokio::test]
+async fn the_ui_answers_only_the_browser_that_used_its_one_time_link() {
+    let sandbox = Sandbox::new();
+    let ui = start_ui(&sandbox);
+    assert!(ui.launch.contains("/launch/"), "{}", ui.launch);
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    // Another account on this machine, without the link: no data, no page token.
+    let runs = format!("{}/api/v1/runs", ui.base);
+    let without = client.get(&runs).send().await.expect("answered");
+    assert_eq!(without.status().as_u16(), 401);
+    let page = client
+        .get(format!("{}/", ui.base))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(page.status().as_u16(), 401);
+    let page = page.text().await.expect("page");
+    assert!(!page.contains("trellis-token"), "{page}");
+
+    // The link signs one browser in, once.
+    let first = client.get(&ui.launch).send().await.expect("answered");
+    assert_eq!(first.status().as_u16(), 200);
+    let cookie = first
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session cookie")
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().expect("name=value").to_owned();
+    let again = client.get(&ui.launch).send().await.expect("answered");
+    assert_eq!(again.status().as_u16(), 403, "the link works once");
+    assert!(again.headers().get("set-cookie").is_none());
+
+    let with = client
+        .get(&runs)
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(with.status().as_u16(), 200);
+    let page = client
+        .get(format!("{}/", ui.base))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("answered")
+        .text()
+        .await
+        .expect("page");
+    assert!(
+        page.contains(r#"<meta name="trellis-token" content=""#),
+        "{page}"
+    );
+    assert!(
+        !page.contains(r#"<meta name="trellis-token" content="""#),
+        "{page}"
+    );
+}
