@@ -25,6 +25,9 @@ beforeAll(async () => {
     throw error;
   });
   await page.addInitScript(recordStates);
+  // Only the browser that opens the one-time link may use the server: sign this one in.
+  await page.goto(target.launch);
+  await page.waitForURL(`${target.url}/`);
 });
 
 /**
