@@ -94,34 +94,31 @@ impl LocalPage {
 
     /// The first problem with a request, if any: `Err(response)` answers it instead;
     /// `Ok(true)` when it came from the session (or its launch link, which is checked later).
-    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Response> {
-        self.check_host(headers)
-            .map_err(IntoResponse::into_response)?;
+    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Refusal> {
+        self.check_host(headers).map_err(Refusal::Plain)?;
         // The launch link is opened from outside (a file, a terminal): no site checks, its
         // handler checks the one-time secret.
         if method == Method::GET && path.starts_with(LAUNCH_PREFIX) {
             return Ok(false);
         }
-        self.check_site(headers)
-            .map_err(IntoResponse::into_response)?;
+        self.check_site(headers).map_err(Refusal::Plain)?;
         // The bundle's scripts and styles are the same for everyone and hold no data.
         if (method == Method::GET || method == Method::HEAD) && path.starts_with("/assets/") {
             return Ok(self.session.admits(headers));
         }
         if !self.session.admits(headers) {
             return Err(if path.starts_with("/api/") {
-                closing(Problem::new(
+                Refusal::Closing(Problem::new(
                     StatusCode::UNAUTHORIZED,
                     "no_session",
                     "this server serves only the browser that opened the one-time link \
                      `trellis ui` printed",
                 ))
             } else {
-                no_session_page()
+                Refusal::NoSession
             });
         }
-        self.check_change(method, headers)
-            .map_err(IntoResponse::into_response)?;
+        self.check_change(method, headers).map_err(Refusal::Plain)?;
         Ok(true)
     }
 
@@ -219,24 +216,45 @@ impl AccessPolicy {
     }
 
     /// `Ok(trusted)`: the request may go on (and came from an authenticated client).
-    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Response> {
+    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Refusal> {
         match self {
             Self::LocalPage(local) => local.check(method, path, headers),
-            Self::Bearer(tokens) => {
-                check_bearer(tokens, headers)
-                    .map(|()| true)
-                    .map_err(|problem| {
-                        let challenge = problem.status == StatusCode::UNAUTHORIZED;
-                        let mut response = closing(problem);
-                        if challenge {
-                            response.headers_mut().insert(
-                                header::WWW_AUTHENTICATE,
-                                header::HeaderValue::from_static("Bearer"),
-                            );
-                        }
-                        response
-                    })
+            Self::Bearer(tokens) => check_bearer(tokens, headers)
+                .map(|()| true)
+                .map_err(Refusal::Bearer),
+        }
+    }
+}
+
+/// Why a request is refused, and so how it is answered.
+enum Refusal {
+    /// A problem answer.
+    Plain(Problem),
+    /// A problem answer after which the connection is closed.
+    Closing(Problem),
+    /// A refused bearer token: closing, with a `WWW-Authenticate` challenge on a 401.
+    Bearer(Problem),
+    /// A browser without the session: the page saying how to get in.
+    NoSession,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Plain(problem) => problem.into_response(),
+            Self::Closing(problem) => closing(problem),
+            Self::Bearer(problem) => {
+                let challenge = problem.status == StatusCode::UNAUTHORIZED;
+                let mut response = closing(problem);
+                if challenge {
+                    response.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static("Bearer"),
+                    );
+                }
+                response
             }
+            Self::NoSession => no_session_page(),
         }
     }
 }
@@ -292,6 +310,6 @@ pub async fn enforce(
             }
             next.run(request).await
         }
-        Err(response) => response,
+        Err(refusal) => refusal.into_response(),
     }
 }

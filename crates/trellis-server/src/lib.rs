@@ -29,14 +29,12 @@ use axum::routing::get;
 pub use access::{AccessPolicy, LocalPage, NotLoopback, TOKEN_HEADER};
 pub use api::{ApiState, routes};
 pub use bearer::{BearerTokens, TokenError};
+pub use listen::body::MAX_BODY_BYTES;
 pub use listen::{Limits, TlsConfig, TlsError, serve_with};
 pub use problem::Problem;
 pub use secret::PageToken;
 pub use session::LaunchSecrets;
 pub use streams::{DEFAULT_MAX_STREAMS, StreamSlot, StreamSlots};
-
-/// The largest request body accepted: a graph document at its parse limit plus its envelope.
-pub const MAX_BODY_BYTES: usize = trellis_graph::limits::MAX_DOCUMENT_BYTES + 64 * 1024;
 
 /// The whole application: `api` under `/api/v1`, the page and its assets, all behind `policy`.
 pub fn app(api: Router, policy: AccessPolicy) -> Router {

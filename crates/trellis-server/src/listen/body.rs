@@ -14,6 +14,12 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::problem::Problem;
 
+/// The largest request body accepted: a graph document at its parse limit plus its envelope.
+pub const MAX_BODY_BYTES: usize = trellis_graph::limits::MAX_DOCUMENT_BYTES + 64 * 1024;
+
+/// Default: how long a request body may take to arrive.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long a request body may take and how large it may be, per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyLimits {
@@ -24,8 +30,8 @@ pub struct BodyLimits {
 impl Default for BodyLimits {
     fn default() -> Self {
         Self {
-            timeout: super::DEFAULT_BODY_TIMEOUT,
-            max_bytes: crate::MAX_BODY_BYTES,
+            timeout: DEFAULT_BODY_TIMEOUT,
+            max_bytes: MAX_BODY_BYTES,
         }
     }
 }

@@ -22,15 +22,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-pub use body::BodyLimits;
+pub use body::{BodyLimits, DEFAULT_BODY_TIMEOUT, MAX_BODY_BYTES};
 pub use connections::Connection;
 use connections::{Registration, Registry};
 pub use tls::{TlsConfig, TlsError};
 
 /// Default: how long the head of a connection's first request may take to arrive.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default: how long a request body may take to arrive.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default: how long a kept-alive connection may wait for the head of its next request.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default: how many connections may be open at once.
