@@ -201,6 +201,19 @@ fn plain_http_beyond_loopback_is_refused_without_insecure() {
             assert!(refused.stderr.contains(hint), "{hint}: {}", refused.stderr);
         }
     }
+    // A certificate that is not PEM is refused at startup, naming the file.
+    let bogus = sandbox.workspace.join("bogus.pem");
+    std::fs::write(&bogus, "not a certificate\n").expect("write");
+    let bogus = bogus.to_str().expect("UTF-8 path");
+    let refused = sandbox.trellis_with_env(
+        &["serve", "--listen", "127.0.0.1:0", "--token-env", TOKEN_ENV]
+            .into_iter()
+            .chain(["--tls-cert", bogus, "--tls-key", bogus])
+            .collect::<Vec<_>>(),
+        &[(TOKEN_ENV, TOKEN)],
+    );
+    assert_ne!(refused.code, Some(0), "{refused:#?}");
+    assert!(refused.stderr.contains("bogus.pem"), "{}", refused.stderr);
     let help = sandbox.trellis(&["serve", "--help"]).success();
     for flag in [
         "--tls-cert",
