@@ -320,6 +320,27 @@ async fn serve_speaks_https_with_the_given_certificate() {
         .build()
         .expect("client");
     assert!(untrusting.get(&url).send().await.is_err());
+
+    // The CLI reaches it as a named https target once told to trust the certificate
+    // (SSL_CERT_FILE, read with the system's roots); without that it refuses the server.
+    let targets = sandbox.home.with_file_name("targets.json");
+    let targets = targets.to_str().expect("UTF-8 path").to_owned();
+    let base = format!("https://{address}");
+    let env = [("TRELLIS_TARGETS", targets.as_str()), (TOKEN_ENV, TOKEN)];
+    sandbox
+        .trellis_with_env(
+            &["target", "add", "team", &base, "--token-env", TOKEN_ENV],
+            &env,
+        )
+        .success();
+    let trusted = [env[0], env[1], ("SSL_CERT_FILE", certificate.as_str())];
+    let listed = sandbox
+        .trellis_with_env(&["--target", "team", "list", "--json"], &trusted)
+        .success();
+    assert!(listed.json()["runs"].is_array(), "{listed:#?}");
+    let refused = sandbox.trellis_with_env(&["--target", "team", "list", "--json"], &env);
+    assert_ne!(refused.code, Some(0));
+    assert!(refused.stderr.contains("certificate"), "{}", refused.stderr);
     let _ = server.kill();
 }
 
