@@ -5,9 +5,9 @@
 //! by its `Host`), refuses requests that a browser marks as coming from another site (`Origin`,
 //! `Sec-Fetch-Site`), serves run data and the page only to the browser session that used the
 //! launch link (see [`crate::session`]: other local accounts get nothing), and accepts a state
-//! change only as a JSON POST that carries the per-launch token it wrote into that page. `trellis serve` uses
-//! [`AccessPolicy::Bearer`]: every request carries `Authorization: Bearer TOKEN` naming one of
-//! the tokens the server was started with (see [`crate::bearer`]).
+//! change only as a JSON POST that carries the per-launch token it wrote into that page.
+//! `trellis serve` uses [`AccessPolicy::Bearer`]: every request carries `Authorization: Bearer
+//! TOKEN` naming one of the tokens the server was started with (see [`crate::bearer`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -92,8 +92,9 @@ impl LocalPage {
         self.session.launch(offered)
     }
 
-    /// The first problem with a request, if any: `Err(response)` answers it instead;
-    /// `Ok(true)` when it came from the session (or its launch link, which is checked later).
+    /// The first problem with a request, if any, as the refusal that answers it; else whether
+    /// it came from the session (`false` for the launch link, whose handler checks its secret,
+    /// and for assets fetched without the cookie).
     fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Refusal> {
         self.check_host(headers).map_err(Refusal::Plain)?;
         // The launch link is opened from outside (a file, a terminal): no site checks, its
