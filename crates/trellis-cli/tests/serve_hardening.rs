@@ -3,7 +3,8 @@
 //! from an answer within 2 s, nor the server's descriptors past its cap; HTTPS with a
 //! certificate made for the test; plain http beyond loopback refused without `--insecure`; a
 //! `trellis ui` page and API that answer only the browser that used the one-time launch link;
-//! problem answers for a bad query string and a control character in a submission key.
+//! problem answers for a bad query string and a control character in a submission key, and no
+//! workspace directory left by a refused submission.
 
 mod support;
 
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::Sandbox;
-use support::serve::{Server, TOKEN_ENV};
+use support::serve::{Server, TOKEN_ENV, served_workspaces};
 
 const TOKEN: &str = "trellis_hardening_token_0f1e2d3c4b5a6978";
 
@@ -370,6 +371,50 @@ async fn bad_query_strings_and_control_characters_answer_problems() {
         let problem: Value = answer.json().await.expect("a problem as JSON");
         assert_eq!(problem["code"], "request.invalid", "{problem}");
     }
+    // A key the ledger refuses (empty) with a graph it admits: 400 run.invalid, not 500.
+    let template = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates/single-worker.json"),
+    )
+    .expect("template");
+    let graph: Value = serde_json::from_str(&template).expect("graph");
+    let answer = client
+        .post(format!("{}/api/v1/runs", server.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({
+            "submissionKey": "",
+            "graph": graph,
+            "task": "nothing",
+            "plan": {"uniform": {"kind": "command", "command": ["true"]}},
+            "noPreflight": true,
+        }))
+        .send()
+        .await
+        .expect("answered");
+    let status = answer.status().as_u16();
+    let problem: Value = answer.json().await.expect("a problem as JSON");
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (400, Some("run.invalid")),
+        "{problem}"
+    );
+    // A graph admission refuses, under a key: 422, and no workspace directory is left behind.
+    let answer = client
+        .post(format!("{}/api/v1/runs", server.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({"submissionKey": "refused-1", "graph": {"profile": 1}}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(answer.status().as_u16(), 422);
+    let left: Vec<_> = std::fs::read_dir(served_workspaces(&sandbox))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "refused submissions left {left:?}");
     let _ = server.kill();
 }
 
