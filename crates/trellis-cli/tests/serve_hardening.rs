@@ -144,6 +144,105 @@ async fn slow_clients_neither_starve_authenticated_requests_nor_exhaust_descript
     let _ = server.kill();
 }
 
+/// A `trellis serve` started under `ulimit -n 256` (soft and hard), killed when dropped.
+struct Limited {
+    child: Child,
+    base: String,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Drop for Limited {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_with_few_descriptors(sandbox: &Sandbox) -> Limited {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 256 && exec "$0" "$@""#)
+        .arg(support::TRELLIS)
+        .args(["serve", "--listen", "127.0.0.1:0", "--token-env", TOKEN_ENV])
+        .env("TRELLIS_HOME", &sandbox.home)
+        .env(TOKEN_ENV, TOKEN)
+        .env_remove("TRELLIS_LEDGER")
+        .env_remove("TRELLIS_DISPATCH")
+        .current_dir(&sandbox.workspace)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start trellis serve under ulimit");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let first = BufReader::new(stdout)
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .expect("trellis serve says where it listens");
+    let listening: Value = serde_json::from_str(&first).expect("a JSON line");
+    let address = listening["listening"].as_str().expect("address").to_owned();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    Limited {
+        child,
+        base: format!("http://{address}"),
+        stderr: Some(stderr),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_256_descriptors_the_cap_is_lowered_and_the_api_still_answers() {
+    let sandbox = Sandbox::new();
+    let mut server = start_with_few_descriptors(&sandbox);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let count = slow_connection_count();
+    let slow = tokio::task::spawn_blocking(move || {
+        (0..count)
+            .filter_map(|_| TcpStream::connect(&address).ok())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("opener");
+    let client = client();
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let started = Instant::now();
+        let answer = client
+            .get(format!("{}/api/v1/runs", server.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("an authenticated request is answered");
+        assert_eq!(answer.status().as_u16(), 200);
+        worst = worst.max(started.elapsed());
+    }
+    let held = open_descriptors(server.child.id());
+    eprintln!(
+        "under ulimit -n 256, beside {} idle connections: worst of 20 authenticated requests \
+         {worst:?}; the server holds {held:?} descriptors",
+        slow.len()
+    );
+    assert!(worst < Duration::from_secs(2), "{worst:?}");
+    assert!(held.is_none_or(|held| held < 256), "{held:?}");
+    drop(slow);
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+    let stderr = server
+        .stderr
+        .take()
+        .map(|reader| reader.join().unwrap_or_default())
+        .unwrap_or_default();
+    assert!(
+        stderr.contains("--max-connections 1024 lowered to 128"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn half_sent_requests_are_closed_after_the_header_timeout() {
     let sandbox = Sandbox::new();
