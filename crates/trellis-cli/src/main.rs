@@ -84,7 +84,8 @@ enum Command {
     /// List or show the built-in graph templates.
     #[command(subcommand)]
     Template(cmd::template::TemplateCommand),
-    /// Serve the web UI on loopback: watch, inspect and steer runs, check graphs visually.
+    /// Serve the web UI on loopback, to you only (open the one-time link it prints, or use
+    /// --open): watch, inspect and steer runs, check graphs visually.
     Ui(cmd::ui::UiArgs),
     /// Print a JSON Schema of a document Trellis reads (for editors).
     Schema(cmd::schema::SchemaArgs),

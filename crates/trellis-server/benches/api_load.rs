@@ -133,7 +133,13 @@ fn main() {
             .await
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        tokio::spawn(trellis_server::serve_with(
+            listener,
+            app,
+            trellis_server::Limits::default(),
+            None,
+            std::future::pending(),
+        ));
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(clients as usize)
             .build()

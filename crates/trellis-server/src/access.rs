@@ -3,10 +3,11 @@
 //! `trellis ui` uses [`AccessPolicy::LocalPage`]: the server listens on loopback only, answers
 //! only requests addressed to its own loopback host names (a DNS-rebinding page is turned away
 //! by its `Host`), refuses requests that a browser marks as coming from another site (`Origin`,
-//! `Sec-Fetch-Site`), and accepts a state change only as a JSON POST that carries the
-//! per-process token it wrote into the page it served. `trellis serve` uses
-//! [`AccessPolicy::Bearer`]: every request carries `Authorization: Bearer TOKEN` naming one of
-//! the tokens the server was started with (see [`crate::bearer`]).
+//! `Sec-Fetch-Site`), serves run data and the page only to the browser session that used the
+//! launch link (see [`crate::session`]: other local accounts get nothing), and accepts a state
+//! change only as a JSON POST that carries the per-launch token it wrote into that page.
+//! `trellis serve` uses [`AccessPolicy::Bearer`]: every request carries `Authorization: Bearer
+//! TOKEN` naming one of the tokens the server was started with (see [`crate::bearer`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,53 +18,14 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::bearer::BearerTokens;
+use crate::listen::body::closing;
+use crate::listen::connections::Connection;
 use crate::problem::Problem;
+use crate::secret::PageToken;
+use crate::session::{LAUNCH_PREFIX, LaunchSecrets, Session, no_session_page};
 
 /// The header a page sends its token in.
 pub const TOKEN_HEADER: &str = "x-trellis-token";
-
-/// A random per-process secret handed to the page (never logged).
-#[derive(Clone)]
-pub struct PageToken(String);
-
-impl PageToken {
-    /// 32 random bytes from the operating system, as hex.
-    pub fn generate() -> Result<Self, getrandom::Error> {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes)?;
-        Ok(Self(
-            bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
-        ))
-    }
-
-    /// A fixed token, for tests.
-    pub fn from_text(text: impl Into<String>) -> Self {
-        Self(text.into())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Compares in time independent of where the texts differ.
-    fn matches(&self, offered: &[u8]) -> bool {
-        let expected = self.0.as_bytes();
-        if expected.len() != offered.len() {
-            return false;
-        }
-        expected
-            .iter()
-            .zip(offered)
-            .fold(0u8, |difference, (a, b)| difference | (a ^ b))
-            == 0
-    }
-}
-
-impl std::fmt::Debug for PageToken {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("PageToken(…)")
-    }
-}
 
 /// The access rules of one server process.
 #[derive(Debug, Clone)]
@@ -74,12 +36,14 @@ pub enum AccessPolicy {
     Bearer(BearerTokens),
 }
 
-/// The host names a loopback server answers to, and the page token.
+/// The host names a loopback server answers to, its session and the page token.
 #[derive(Debug, Clone)]
 pub struct LocalPage {
     hosts: Vec<String>,
     origins: Vec<String>,
     token: PageToken,
+    launch_path: String,
+    session: Arc<Session>,
 }
 
 /// Why a listen address is refused for a local page server.
@@ -89,7 +53,7 @@ pub struct NotLoopback(pub SocketAddr);
 
 impl LocalPage {
     /// The policy for a server bound to `address`, which must be a loopback address.
-    pub fn new(address: SocketAddr, token: PageToken) -> Result<Self, NotLoopback> {
+    pub fn new(address: SocketAddr, secrets: LaunchSecrets) -> Result<Self, NotLoopback> {
         if !address.ip().is_loopback() {
             return Err(NotLoopback(address));
         }
@@ -103,7 +67,9 @@ impl LocalPage {
         Ok(Self {
             hosts,
             origins,
-            token,
+            token: secrets.page,
+            launch_path: format!("{LAUNCH_PREFIX}{}", secrets.launch.as_str()),
+            session: Arc::new(Session::new(port, secrets.session, secrets.launch)),
         })
     }
 
@@ -111,8 +77,53 @@ impl LocalPage {
         &self.token
     }
 
-    /// The first problem with `request`'s headers, if any.
-    fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Problem> {
+    /// The path of the one-time launch link (`/launch/SECRET`): never log it.
+    pub fn launch_path(&self) -> &str {
+        &self.launch_path
+    }
+
+    /// The name of the session cookie the launch link sets.
+    pub fn cookie_name(&self) -> &str {
+        self.session.cookie_name()
+    }
+
+    /// The answer to `GET /launch/{offered}`.
+    pub(crate) fn launch(&self, offered: &str) -> Response {
+        self.session.launch(offered)
+    }
+
+    /// The first problem with a request, if any, as the refusal that answers it; else whether
+    /// it came from the session (`false` for the launch link, whose handler checks its secret,
+    /// and for assets fetched without the cookie).
+    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Refusal> {
+        self.check_host(headers).map_err(Refusal::Plain)?;
+        // The launch link is opened from outside (a file, a terminal): no site checks, its
+        // handler checks the one-time secret.
+        if method == Method::GET && path.starts_with(LAUNCH_PREFIX) {
+            return Ok(false);
+        }
+        self.check_site(headers).map_err(Refusal::Plain)?;
+        // The bundle's scripts and styles are the same for everyone and hold no data.
+        if (method == Method::GET || method == Method::HEAD) && path.starts_with("/assets/") {
+            return Ok(self.session.admits(headers));
+        }
+        if !self.session.admits(headers) {
+            return Err(if path.starts_with("/api/") {
+                Refusal::Closing(Problem::new(
+                    StatusCode::UNAUTHORIZED,
+                    "no_session",
+                    "this server serves only the browser that opened the one-time link \
+                     `trellis ui` printed",
+                ))
+            } else {
+                Refusal::NoSession
+            });
+        }
+        self.check_change(method, headers).map_err(Refusal::Plain)?;
+        Ok(true)
+    }
+
+    fn check_host(&self, headers: &HeaderMap) -> Result<(), Problem> {
         let host = headers
             .get(header::HOST)
             .and_then(|value| value.to_str().ok())
@@ -123,6 +134,10 @@ impl LocalPage {
                 "this server answers only to its own loopback address",
             ));
         }
+        Ok(())
+    }
+
+    fn check_site(&self, headers: &HeaderMap) -> Result<(), Problem> {
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("").to_ascii_lowercase();
             if !self.origins.contains(&origin) {
@@ -141,6 +156,11 @@ impl LocalPage {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// A state change is a JSON POST carrying the page token.
+    fn check_change(&self, method: &Method, headers: &HeaderMap) -> Result<(), Problem> {
         if method == Method::GET || method == Method::HEAD {
             return Ok(());
         }
@@ -196,10 +216,46 @@ impl AccessPolicy {
         }
     }
 
-    fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Problem> {
+    /// `Ok(trusted)`: the request may go on (and came from an authenticated client).
+    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Refusal> {
         match self {
-            Self::LocalPage(local) => local.check(method, headers),
-            Self::Bearer(tokens) => check_bearer(tokens, headers),
+            Self::LocalPage(local) => local.check(method, path, headers),
+            Self::Bearer(tokens) => check_bearer(tokens, headers)
+                .map(|()| true)
+                .map_err(Refusal::Bearer),
+        }
+    }
+}
+
+/// Why a request is refused, and so how it is answered.
+enum Refusal {
+    /// A problem answer.
+    Plain(Problem),
+    /// A problem answer after which the connection is closed.
+    Closing(Problem),
+    /// A refused bearer token: closing, with a `WWW-Authenticate` challenge on a 401.
+    Bearer(Problem),
+    /// A browser without the session: the page saying how to get in.
+    NoSession,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Plain(problem) => problem.into_response(),
+            Self::Closing(problem) => closing(problem),
+            Self::Bearer(problem) => {
+                let challenge = problem.status == StatusCode::UNAUTHORIZED;
+                let mut response = closing(problem);
+                if challenge {
+                    response.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static("Bearer"),
+                    );
+                }
+                response
+            }
+            Self::NoSession => no_session_page(),
         }
     }
 }
@@ -240,24 +296,21 @@ fn unauthorized(code: &'static str, message: &str) -> Problem {
     Problem::new(StatusCode::UNAUTHORIZED, code, message)
 }
 
-/// Middleware: refuses a request the policy does not allow, before any handler runs.
+/// Middleware: refuses a request the policy does not allow, before any handler runs (and
+/// before its body is read). A refused bearer request closes its connection; an accepted one
+/// marks its connection trusted, so it is not closed to make room for others.
 pub async fn enforce(
     State(policy): State<Arc<AccessPolicy>>,
     request: Request,
     next: Next,
 ) -> Response {
-    match policy.check(request.method(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(problem) => {
-            let challenge = problem.status == StatusCode::UNAUTHORIZED;
-            let mut response = problem.into_response();
-            if challenge {
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static("Bearer"),
-                );
+    match policy.check(request.method(), request.uri().path(), request.headers()) {
+        Ok(trusted) => {
+            if trusted && let Some(connection) = request.extensions().get::<Arc<Connection>>() {
+                connection.mark_trusted();
             }
-            response
+            next.run(request).await
         }
+        Err(refusal) => refusal.into_response(),
     }
 }

@@ -5,7 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use include_dir::{Dir, include_dir};
 
-use crate::access::PageToken;
+use crate::secret::PageToken;
 
 static BUNDLE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../ui/dist");
 

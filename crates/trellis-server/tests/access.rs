@@ -1,5 +1,6 @@
-//! The access policy of `trellis ui` as a client meets it: Host and Origin checks, the page
-//! token on state changes, bounded bodies, bounded streams, and the served page.
+//! The access policy of `trellis ui` as a client meets it: Host and Origin checks, the
+//! session cookie the one-time launch link sets (nothing but the bundle's assets without it),
+//! the page token on state changes, bounded bodies, bounded streams, and the served page.
 
 use std::net::SocketAddr;
 
@@ -11,10 +12,23 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 use trellis_server::{
-    AccessPolicy, LocalPage, MAX_BODY_BYTES, PageToken, StreamSlots, TOKEN_HEADER, app,
+    AccessPolicy, LaunchSecrets, LocalPage, MAX_BODY_BYTES, PageToken, StreamSlots, TOKEN_HEADER,
+    app,
 };
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+const LAUNCH: &str = "1111111111111111aaaaaaaaaaaaaaaa";
+const SESSION: &str = "2222222222222222bbbbbbbbbbbbbbbb";
+/// The session cookie the launch link sets.
+const COOKIE: &str = "trellis_ui_4173=2222222222222222bbbbbbbbbbbbbbbb";
+
+fn secrets() -> LaunchSecrets {
+    LaunchSecrets {
+        page: PageToken::from_text(TOKEN),
+        launch: PageToken::from_text(LAUNCH),
+        session: PageToken::from_text(SESSION),
+    }
+}
 
 fn address() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 4173))
@@ -27,7 +41,7 @@ fn server() -> Router {
             "/echo",
             post(|axum::Json(body): axum::Json<Value>| async move { axum::Json(body) }),
         );
-    let policy = LocalPage::new(address(), PageToken::from_text(TOKEN)).expect("loopback");
+    let policy = LocalPage::new(address(), secrets()).expect("loopback");
     app(api, AccessPolicy::LocalPage(policy))
 }
 
@@ -36,6 +50,7 @@ fn get_request(path: &str) -> axum::http::request::Builder {
         .method("GET")
         .uri(path)
         .header(header::HOST, "127.0.0.1:4173")
+        .header(header::COOKIE, COOKIE)
 }
 
 fn post_request(path: &str) -> axum::http::request::Builder {
@@ -43,6 +58,7 @@ fn post_request(path: &str) -> axum::http::request::Builder {
         .method("POST")
         .uri(path)
         .header(header::HOST, "127.0.0.1:4173")
+        .header(header::COOKIE, COOKIE)
         .header(header::CONTENT_TYPE, "application/json")
         .header(TOKEN_HEADER, TOKEN)
 }
@@ -71,6 +87,7 @@ async fn a_request_for_its_own_host_is_served() {
         let request = Request::builder()
             .uri("/api/v1/ping")
             .header(header::HOST, host)
+            .header(header::COOKIE, COOKIE)
             .body(Body::empty())
             .expect("request");
         let (status, body) = send(request).await;
@@ -137,6 +154,7 @@ async fn a_state_change_needs_the_page_token_and_a_json_body() {
         .method("POST")
         .uri("/api/v1/echo")
         .header(header::HOST, "127.0.0.1:4173")
+        .header(header::COOKIE, COOKIE)
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from("{}"))
         .expect("request");
@@ -147,6 +165,7 @@ async fn a_state_change_needs_the_page_token_and_a_json_body() {
         .method("POST")
         .uri("/api/v1/echo")
         .header(header::HOST, "127.0.0.1:4173")
+        .header(header::COOKIE, COOKIE)
         .header(header::CONTENT_TYPE, "application/json")
         .header(TOKEN_HEADER, "0123456789abcdef0123456789abcdeX")
         .body(Body::from("{}"))
@@ -165,6 +184,7 @@ async fn a_state_change_needs_the_page_token_and_a_json_body() {
         .method("POST")
         .uri("/api/v1/echo")
         .header(header::HOST, "127.0.0.1:4173")
+        .header(header::COOKIE, COOKIE)
         .header(header::CONTENT_TYPE, "text/plain")
         .header(TOKEN_HEADER, TOKEN)
         .body(Body::from("{}"))
@@ -179,6 +199,7 @@ async fn a_state_change_needs_the_page_token_and_a_json_body() {
         .method("DELETE")
         .uri("/api/v1/echo")
         .header(header::HOST, "127.0.0.1:4173")
+        .header(header::COOKIE, COOKIE)
         .body(Body::empty())
         .expect("request");
     assert_eq!(send(delete).await.0, StatusCode::METHOD_NOT_ALLOWED);
@@ -270,10 +291,9 @@ async fn unknown_paths_answer_problems() {
 
 #[test]
 fn a_local_page_server_refuses_to_listen_beyond_loopback() {
-    let token = PageToken::from_text(TOKEN);
-    assert!(LocalPage::new(SocketAddr::from(([0, 0, 0, 0], 4173)), token.clone()).is_err());
-    assert!(LocalPage::new(SocketAddr::from(([192, 168, 1, 2], 4173)), token.clone()).is_err());
-    assert!(LocalPage::new("[::1]:4173".parse().expect("addr"), token).is_ok());
+    assert!(LocalPage::new(SocketAddr::from(([0, 0, 0, 0], 4173)), secrets()).is_err());
+    assert!(LocalPage::new(SocketAddr::from(([192, 168, 1, 2], 4173)), secrets()).is_err());
+    assert!(LocalPage::new("[::1]:4173".parse().expect("addr"), secrets()).is_ok());
 }
 
 #[test]
@@ -294,4 +314,121 @@ fn generated_tokens_differ() {
     assert_ne!(one.as_str(), two.as_str());
     assert_eq!(one.as_str().len(), 64);
     assert!(!format!("{one:?}").contains(one.as_str()));
+}
+
+#[tokio::test]
+async fn without_the_session_cookie_nothing_but_the_assets_is_served() {
+    let bare = |path: &str| {
+        Request::builder()
+            .uri(path)
+            .header(header::HOST, "127.0.0.1:4173")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let (status, body) = send(bare("/api/v1/ping")).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNAUTHORIZED, "no_session")
+    );
+    // The page says how to get in and holds no token.
+    let (status, body) = send(bare("/")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let page = body.as_str().unwrap_or("");
+    assert!(page.contains("one-time link"), "{page}");
+    assert!(
+        !page.contains(TOKEN) && !page.contains("trellis-token"),
+        "{page}"
+    );
+    // A wrong session value is no better than none; nor is a state change with the token.
+    let guessed = Request::builder()
+        .uri("/api/v1/ping")
+        .header(header::HOST, "127.0.0.1:4173")
+        .header(
+            header::COOKIE,
+            "trellis_ui_4173=2222222222222222bbbbbbbbbbbbbbbX",
+        )
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(send(guessed).await.0, StatusCode::UNAUTHORIZED);
+    let change = Request::builder()
+        .method("POST")
+        .uri("/api/v1/echo")
+        .header(header::HOST, "127.0.0.1:4173")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(TOKEN_HEADER, TOKEN)
+        .body(Body::from("{}"))
+        .expect("request");
+    assert_eq!(send(change).await.0, StatusCode::UNAUTHORIZED);
+    // The bundle's scripts are not secret.
+    let (status, body) = send(get_request("/").body(Body::empty()).expect("request")).await;
+    assert_eq!(status, StatusCode::OK);
+    let page = body.as_str().unwrap_or("").to_owned();
+    let script = page
+        .split("src=\"/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page loads a script");
+    assert_eq!(send(bare(&format!("/{script}"))).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_launch_link_sets_the_session_cookie_once() {
+    let server = server();
+    let open = |path: &str, site: &str| {
+        Request::builder()
+            .uri(path)
+            .header(header::HOST, "127.0.0.1:4173")
+            // Opened from a file or a terminal: the browser calls that another site.
+            .header("sec-fetch-site", site)
+            .body(Body::empty())
+            .expect("request")
+    };
+    let wrong = server
+        .clone()
+        .oneshot(open("/launch/1111111111111111aaaaaaaaaaaaaaaX", "none"))
+        .await
+        .expect("infallible");
+    assert_eq!(wrong.status(), StatusCode::FORBIDDEN);
+    assert!(wrong.headers().get(header::SET_COOKIE).is_none());
+
+    let first = server
+        .clone()
+        .oneshot(open(&format!("/launch/{LAUNCH}"), "cross-site"))
+        .await
+        .expect("infallible");
+    assert_eq!(first.status(), StatusCode::OK);
+    let cookie = first
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(cookie.starts_with(&format!("{COOKIE};")), "{cookie}");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    let bytes = first.into_body().collect().await.expect("body").to_bytes();
+    assert!(
+        String::from_utf8_lossy(&bytes).contains(r#"http-equiv="refresh" content="0; url=/""#),
+        "the launch page moves on to the app"
+    );
+
+    let again = server
+        .clone()
+        .oneshot(open(&format!("/launch/{LAUNCH}"), "none"))
+        .await
+        .expect("infallible");
+    assert_eq!(again.status(), StatusCode::FORBIDDEN, "the link works once");
+    assert!(again.headers().get(header::SET_COOKIE).is_none());
+
+    // The cookie it set opens the API.
+    let with_cookie = server
+        .oneshot(
+            get_request("/api/v1/ping")
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(with_cookie.status(), StatusCode::OK);
 }

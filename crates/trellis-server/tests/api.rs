@@ -16,11 +16,18 @@ use trellis_runtime::{
     RuntimeOptions, StartMode, SubmitOptions,
 };
 use trellis_server::{
-    AccessPolicy, ApiState, LocalPage, PageToken, StreamSlots, TOKEN_HEADER, app, routes,
+    AccessPolicy, ApiState, LaunchSecrets, LocalPage, PageToken, StreamSlots, TOKEN_HEADER, app,
+    routes,
 };
 
 const TOKEN: &str = "fedcba9876543210fedcba9876543210";
 const HOST: &str = "127.0.0.1:4173";
+const SESSION: &str = "00112233445566778899aabbccddeeff";
+
+/// The session cookie the server's one-time launch link would have set.
+fn cookie() -> String {
+    format!("trellis_ui_4173={SESSION}")
+}
 const CANARY_VARIABLE: &str = "TRELLIS_UI_CANARY_SECRET";
 
 fn nothing() -> Value {
@@ -108,7 +115,12 @@ fn drive_run(secret: bool) -> Fixture {
 
 fn server_with(runtime: &Arc<Runtime>, slots: StreamSlots) -> Router {
     let address = HOST.parse().expect("address");
-    let policy = LocalPage::new(address, PageToken::from_text(TOKEN)).expect("loopback");
+    let secrets = LaunchSecrets {
+        page: PageToken::from_text(TOKEN),
+        launch: PageToken::from_text("launch-secret"),
+        session: PageToken::from_text(SESSION),
+    };
+    let policy = LocalPage::new(address, secrets).expect("loopback");
     let api = routes(ApiState::new(Arc::clone(runtime), slots));
     app(api, AccessPolicy::LocalPage(policy))
 }
@@ -120,6 +132,7 @@ fn server(runtime: &Arc<Runtime>) -> Router {
 fn get(path: &str) -> Request<Body> {
     Request::get(path)
         .header(header::HOST, HOST)
+        .header(header::COOKIE, cookie())
         .body(Body::empty())
         .expect("request")
 }
@@ -127,6 +140,7 @@ fn get(path: &str) -> Request<Body> {
 fn post(path: &str, body: &Value) -> Request<Body> {
     Request::post(path)
         .header(header::HOST, HOST)
+        .header(header::COOKIE, cookie())
         .header(header::CONTENT_TYPE, "application/json")
         .header(TOKEN_HEADER, TOKEN)
         .body(Body::from(body.to_string()))
@@ -292,6 +306,7 @@ async fn the_watch_stream_resumes_after_the_cursor_it_is_given() {
     let seen = &updates[2];
     let resumed = Request::get(&watch)
         .header(header::HOST, HOST)
+        .header(header::COOKIE, cookie())
         .header("last-event-id", seen.id.clone().expect("id"))
         .body(Body::empty())
         .expect("request");
@@ -302,6 +317,7 @@ async fn the_watch_stream_resumes_after_the_cursor_it_is_given() {
     assert_eq!(parse_sse(&text(&router, get(&after)).await.1), again);
     let both = Request::get(format!("{watch}?after=c1:1"))
         .header(header::HOST, HOST)
+        .header(header::COOKIE, cookie())
         .header("last-event-id", seen.id.clone().expect("id"))
         .body(Body::empty())
         .expect("request");
@@ -394,6 +410,7 @@ async fn control_actions_need_the_token_and_answer_with_codes() {
 
     let without_token = Request::post(format!("/api/v1/runs/{run}/force-stop"))
         .header(header::HOST, HOST)
+        .header(header::COOKIE, cookie())
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from("{}"))
         .expect("request");

@@ -19,6 +19,8 @@ export interface RunSetup {
 
 export interface Target {
   url: string;
+  /** The one-time launch link `trellis ui` printed: opening it signs the browser in. */
+  launch: string;
   /** Starts a software-change run; `hold` binds its worker to a command that never finishes. */
   startRun: (title: string, hold: boolean, setup?: RunSetup) => Promise<string>;
   /** The workspace directory a run started by `startRun` works in. */
@@ -60,16 +62,18 @@ function commitAll(dir: string) {
   }
 }
 
-function waitForUrl(child: ChildProcess): Promise<string> {
+/** Where `trellis ui` serves, and its one-time launch link (both printed on its stdout). */
+function waitForUrl(child: ChildProcess): Promise<{ url: string; launch: string }> {
   return new Promise((resolveUrl, reject) => {
     let seen = "";
     const timer = setTimeout(() => reject(new Error(`trellis ui did not start: ${seen}`)), 20_000);
     child.stdout?.on("data", (chunk: Buffer) => {
       seen += chunk.toString("utf8");
-      const match = /serving (http:\/\/[^\s]+?)\/?\s/.exec(seen);
-      if (match?.[1]) {
+      const served = /serving (http:\/\/[^\s]+?)\/?\s/.exec(seen);
+      const launch = /open (http:\/\/[^\s]+\/launch\/[0-9a-f]+)\s/.exec(seen);
+      if (served?.[1] && launch?.[1]) {
         clearTimeout(timer);
-        resolveUrl(match[1]);
+        resolveUrl({ url: served[1], launch: launch[1] });
       }
     });
     child.stderr?.on("data", (chunk: Buffer) => (seen += chunk.toString("utf8")));
@@ -83,12 +87,13 @@ export async function startTarget(): Promise<Target> {
   const env: NodeJS.ProcessEnv = { ...process.env, TRELLIS_HOME: join(root, "home") };
   delete env.TRELLIS_LEDGER;
   const server = spawn(TRELLIS, ["ui", "--listen", "127.0.0.1:0"], { env, stdio: ["ignore", "pipe", "pipe"] });
-  const url = await waitForUrl(server);
+  const { url, launch } = await waitForUrl(server);
   let workspaces = 0;
   const workspaceOf = new Map<string, string>();
 
   return {
     url,
+    launch,
     workspaceOf: (runId) => {
       const workspace = workspaceOf.get(runId);
       if (!workspace) throw new Error(`no workspace recorded for ${runId}`);

@@ -25,6 +25,9 @@ beforeAll(async () => {
     throw error;
   });
   await page.addInitScript(recordStates);
+  // Only the browser that opens the one-time link may use the server: sign this one in.
+  await page.goto(target.launch);
+  await page.waitForURL(`${target.url}/`);
 });
 
 /**
@@ -265,5 +268,24 @@ describe("trellis ui in Chromium", () => {
     const pinned = page.locator('[data-testid="node-worker"]:has([data-testid="diagnostic-pin"])');
     await expect.poll(() => pinned.count(), { timeout: 10_000 }).toBeGreaterThan(0);
     await page.screenshot({ path: `${SCREENSHOTS}/validate-page.png` });
+  });
+  test("another browser without the one-time link gets neither runs nor the page token", async () => {
+    // The signed-in page cannot read its session cookie (HttpOnly).
+    await page.goto(`${target.url}/#/`);
+    await expect(page.evaluate(() => document.cookie)).resolves.toBe("");
+    const other = await launchBrowser();
+    try {
+      const stranger = await other.context.newPage();
+      const front = await stranger.goto(`${target.url}/`);
+      expect(front?.status()).toBe(401);
+      await expect(stranger.content()).resolves.not.toContain("trellis-token");
+      const runs = await stranger.goto(`${target.url}/api/v1/runs`);
+      expect(runs?.status()).toBe(401);
+      // The link was used by the suite's browser: it works once.
+      const reused = await stranger.goto(target.launch);
+      expect(reused?.status()).toBe(403);
+    } finally {
+      await other.close();
+    }
   });
 });

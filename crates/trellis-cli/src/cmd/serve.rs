@@ -1,5 +1,6 @@
-//! `trellis serve`: the team server — the run API over HTTP with bearer tokens, for other hosts
-//! and people — and `trellis serve token create`, which makes a token and keeps only its digest.
+//! `trellis serve`: the team server — the run API over HTTP(S) with bearer tokens, for other
+//! hosts and people, under timeouts and a connection cap — and `trellis serve token create`,
+//! which makes a token and keeps only its digest.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,8 +11,9 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use trellis_runtime::{DispatchMode, Runtime, StartMode};
 use trellis_server::bearer::append_new_token;
+use trellis_server::listen::{self, BodyLimits, Limits, TlsConfig};
 use trellis_server::team::{self, TeamState};
-use trellis_server::{BearerTokens, DEFAULT_MAX_STREAMS};
+use trellis_server::{BearerTokens, DEFAULT_MAX_STREAMS, MAX_BODY_BYTES};
 
 use crate::context::open_runtime;
 
@@ -44,6 +46,83 @@ pub struct ServeArgs {
     /// Open event streams allowed at once.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Allow plain HTTP on a non-loopback address (bearer tokens then cross the network in
+    /// clear text): only behind a TLS-terminating proxy or on a network you trust.
+    #[arg(long)]
+    pub insecure: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// The limits a server on a network needs (see docs/team-server.md).
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Seconds a new connection may take to complete its TLS handshake and send the head of
+    /// its first request; then it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = listen::DEFAULT_HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// Seconds a request body may take to arrive (408 after that).
+    #[arg(long, value_name = "SECS", default_value_t = listen::DEFAULT_BODY_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout: u64,
+    /// Seconds a kept-alive connection may wait for (the head of) its next request.
+    #[arg(long, value_name = "SECS", default_value_t = listen::DEFAULT_IDLE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Largest request body in bytes (413 above it; at most the default).
+    #[arg(long, value_name = "BYTES", default_value_t = MAX_BODY_BYTES)]
+    pub max_body: usize,
+    /// Connections open at once (lowered to what the open-file limit allows). At the cap, the
+    /// oldest connection that has not yet sent an accepted request is closed to make room.
+    #[arg(long, value_name = "N", default_value_t = listen::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+}
+
+impl LimitArgs {
+    /// The limits, the connection cap fitted under the open-file limit (raised to its hard
+    /// limit first); says so when it had to lower the cap.
+    pub fn limits(&self) -> Limits {
+        let mut max_connections = self.max_connections;
+        if let Some(fits) = listen::connections_within_descriptor_limit()
+            && fits < max_connections
+        {
+            eprintln!(
+                "trellis: --max-connections {max_connections} lowered to {fits}: the open-file limit (ulimit -n) allows no more"
+            );
+            max_connections = fits;
+        }
+        Limits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+            body: BodyLimits {
+                timeout: Duration::from_secs(self.body_timeout),
+                max_bytes: self.max_body.min(MAX_BODY_BYTES),
+            },
+            max_connections,
+        }
+    }
+}
+
+/// Refuses to send bearer tokens in clear text beyond this host: plain HTTP on a non-loopback
+/// address needs `--insecure`.
+fn check_transport(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.tls_cert.is_none() && !args.listen.ip().is_loopback() && !args.insecure {
+        bail!(
+            "refusing to serve bearer tokens over plain http on {} (not a loopback address): \
+             give --tls-cert FILE --tls-key FILE to serve https, listen on 127.0.0.1 (behind a \
+             TLS-terminating proxy), or add --insecure if the network is trusted",
+            args.listen
+        );
+    }
+    Ok(())
 }
 
 /// `--dispatch`: where executions run.
@@ -89,6 +168,11 @@ pub fn run(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
 }
 
 fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
+    check_transport(args)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(certificate), Some(key)) => Some(TlsConfig::from_pem_files(certificate, key)?),
+        _ => None,
+    };
     let mut tokens = BearerTokens::new();
     for file in &args.tokens {
         tokens.add_file(file)?;
@@ -121,6 +205,8 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         args.max_streams.max(1),
     )?;
     let app = team::app(state, tokens.clone());
+    let limits = args.limits.limits();
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -133,17 +219,23 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         // The first stdout line says where we listen (port 0 picks one); token names only.
         outln!(
             "{}",
-            serde_json::json!({"listening": address.to_string(), "tokens": tokens.names().collect::<Vec<_>>()})
+            serde_json::json!({
+                "listening": address.to_string(),
+                "tls": tls.is_some(),
+                "tokens": tokens.names().collect::<Vec<_>>(),
+            })
         );
-        eprintln!("trellis: serving the team API on http://{address}/api/v1 (OpenAPI: /openapi.json)");
+        eprintln!(
+            "trellis: serving the team API on {scheme}://{address}/api/v1 (OpenAPI: /openapi.json)"
+        );
         let takeover = runtime_for_takeover.map(|runtime| tokio::spawn(take_over_orphans(runtime)));
-        let outcome = tokio::select! {
-            served = axum::serve(listener, app) => served.context("the server stopped"),
-            _ = shutdown_signal() => {
-                eprintln!("trellis: stopping");
-                Ok(())
-            }
+        let stopping = async {
+            shutdown_signal().await;
+            eprintln!("trellis: stopping");
         };
+        let outcome = listen::serve_with(listener, app, limits, tls, stopping)
+            .await
+            .context("the server stopped");
         if let Some(takeover) = takeover {
             takeover.abort();
         }

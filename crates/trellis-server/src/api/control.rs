@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use trellis_runtime::ResumeOptions;
 use utoipa::ToSchema;
 
+use super::extract::Path;
 use super::problems::{blocking, json_body, run_id};
 use super::state::ApiState;
 use crate::problem::Problem;

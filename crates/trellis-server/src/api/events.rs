@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use trellis_runtime::{Cursor, LogFilter, LogLevel, RunListFilter, RuntimeError};
 use utoipa::IntoParams;
 
+use super::extract::{Path, Query};
 use super::problems::{bad_request, blocking, problem_of, run_id};
 use super::state::ApiState;
 use crate::problem::Problem;

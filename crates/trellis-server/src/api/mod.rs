@@ -8,6 +8,7 @@
 
 pub(crate) mod control;
 pub(crate) mod events;
+pub(crate) mod extract;
 pub(crate) mod problems;
 pub(crate) mod reads;
 pub(crate) mod state;

@@ -65,7 +65,9 @@ fn status_of(code: &str) -> StatusCode {
             StatusCode::NOT_FOUND
         }
         "run.checkpoint_pruned" => StatusCode::GONE,
-        "run.invalid_id" | "cursor.invalid" | "cursor.ahead" | "cursor.stale" => {
+        // `run.invalid`: the ledger refused the submission's key or title (empty, too long,
+        // a control character).
+        "run.invalid" | "run.invalid_id" | "cursor.invalid" | "cursor.ahead" | "cursor.stale" => {
             StatusCode::BAD_REQUEST
         }
         "submission.conflict"

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ use trellis_runtime::{
 };
 use utoipa::{IntoParams, ToSchema};
 
+use super::extract::{Path, Query};
 use super::problems::{admission_problem, bad_request, blocking, internal, json_body, run_id};
 use super::state::ApiState;
 use crate::problem::Problem;

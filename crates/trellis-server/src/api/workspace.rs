@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use trellis_runtime::{DEFAULT_PRUNE_AGE_MS, MAX_CHECKPOINTS_PER_PAGE, PruneOptions};
 use utoipa::{IntoParams, ToSchema};
 
 use super::control::{no_options, options_body};
+use super::extract::{Path, Query};
 use super::problems::{blocking, run_id};
 use super::state::ApiState;
 use crate::problem::Problem;

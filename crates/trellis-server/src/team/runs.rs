@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use trellis_runtime::{
-    AdmitRequest, ConfigSource, DeliveryMode, GraphSource, InputSource, PlanSource, SubmitOptions,
-    TemplateDelivery, WorkspaceOptions,
+    AdmitRequest, ConfigSource, DeliveryMode, GraphSource, InputSource, PlanSource, RuntimeError,
+    SubmitOptions, TemplateDelivery, WorkspaceOptions,
 };
 use utoipa::ToSchema;
 
@@ -161,7 +161,7 @@ fn admit_request(
     ),
 )]
 pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Response, Problem> {
-    let mut request: SubmitRequest = json_body(&body)?;
+    let request: SubmitRequest = json_body(&body)?;
     for (what, text) in [
         ("submissionKey", &request.submission_key),
         ("title", &request.title),
@@ -172,10 +172,20 @@ pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Respo
                 format!("`{what}` is longer than {MAX_KEY_BYTES} bytes"),
             ));
         }
+        // A control character (NUL among them) cannot travel to the run's controller.
+        if text
+            .as_ref()
+            .is_some_and(|text| text.chars().any(char::is_control))
+        {
+            return Err(bad_request(
+                "request.invalid",
+                format!("`{what}` holds a control character"),
+            ));
+        }
     }
-    let workspace = state
+    let (workspace, created) = state
         .workspaces
-        .directory(
+        .directory_created(
             request.workspace.as_deref(),
             request.submission_key.as_deref(),
         )
@@ -187,6 +197,56 @@ pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Respo
                 error.to_string(),
             ),
         })?;
+    let receipt = match start(&state, request, workspace.clone()).await {
+        Ok(receipt) => receipt,
+        Err(Refused {
+            problem,
+            before_run,
+        }) => {
+            // A refused submission leaves no directory behind, unless it was there before or
+            // a run may already work in it.
+            if created && before_run {
+                let _ = tokio::fs::remove_dir_all(&workspace).await;
+            }
+            return Err(problem);
+        }
+    };
+    let status = if receipt.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let answer = SubmitAnswer {
+        run_id: receipt.run_id.as_str().to_owned(),
+        created: receipt.created,
+    };
+    Ok((status, Json(answer)).into_response())
+}
+
+/// A refused submission: its problem, and whether it was refused before any run was created.
+struct Refused {
+    problem: Problem,
+    before_run: bool,
+}
+
+impl From<Problem> for Refused {
+    fn from(problem: Problem) -> Self {
+        Self {
+            problem,
+            before_run: true,
+        }
+    }
+}
+
+/// Refusals of `submit` that come before it creates the run.
+const BEFORE_RUN: [&str; 3] = ["run.not_submittable", "run.preflight", "run.invalid"];
+
+/// Checks out the source, admits and submits the run working in `workspace`.
+async fn start(
+    state: &TeamState,
+    mut request: SubmitRequest,
+    workspace: std::path::PathBuf,
+) -> Result<trellis_runtime::Receipt, Refused> {
     if let Some(source) = request.source.take() {
         super::workspaces::prepare_source(&state.workspaces, &workspace, source).await?;
     }
@@ -199,19 +259,12 @@ pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Respo
     };
     let admit = admit_request(request, workspace)?;
     let runtime = state.api.runtime.clone();
-    let receipt = blocking(move || {
-        let admitted = runtime.admit(admit)?;
-        runtime.submit(admitted, options)
-    })
-    .await?;
-    let status = if receipt.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    let answer = SubmitAnswer {
-        run_id: receipt.run_id.as_str().to_owned(),
-        created: receipt.created,
-    };
-    Ok((status, Json(answer)).into_response())
+    let admitted = blocking(move || runtime.admit(admit).map_err(RuntimeError::Admission)).await?;
+    let runtime = state.api.runtime.clone();
+    blocking(move || runtime.submit(admitted, options))
+        .await
+        .map_err(|problem| Refused {
+            before_run: BEFORE_RUN.contains(&problem.code),
+            problem,
+        })
 }

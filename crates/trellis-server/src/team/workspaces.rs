@@ -121,6 +121,16 @@ impl WorkspaceRoot {
         name: Option<&str>,
         submission_key: Option<&str>,
     ) -> Result<PathBuf, WorkspaceError> {
+        self.directory_created(name, submission_key)
+            .map(|(path, _)| path)
+    }
+
+    /// Like [`WorkspaceRoot::directory`], and whether this call created it.
+    pub fn directory_created(
+        &self,
+        name: Option<&str>,
+        submission_key: Option<&str>,
+    ) -> Result<(PathBuf, bool), WorkspaceError> {
         let name = match (name, submission_key) {
             (Some(name), _) => {
                 check_name(name)?;
@@ -133,11 +143,12 @@ impl WorkspaceRoot {
             (None, None) => format!("run-{}", trellis_runtime::RunId::generate().as_str()),
         };
         let path = self.root.join(name);
+        let existed = path.is_dir();
         std::fs::create_dir_all(&path).map_err(|cause| WorkspaceError::Create {
             path: path.clone(),
             cause,
         })?;
-        Ok(path)
+        Ok((path, !existed))
     }
 }
 
