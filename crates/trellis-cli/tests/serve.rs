@@ -345,7 +345,7 @@ async fn the_cli_runs_and_observes_through_a_named_target() {
     let listed = cli(&["target", "list"]).success();
     assert_eq!(
         listed.json(),
-        json!({"name": "team", "url": server.base, "tokenEnv": "TEAM_TOKEN", "passwordEnv": null, "ledger": null})
+        json!({"name": "team", "url": server.base, "tokenEnv": "TEAM_TOKEN", "ledger": null})
     );
     assert!(
         !std::fs::read_to_string(&targets)
