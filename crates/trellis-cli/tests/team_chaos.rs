@@ -169,6 +169,23 @@ fn chaos_graph() -> Value {
     graph
 }
 
+/// Submits `body` to the team API; the new run's id, or what the server said.
+async fn post_run(client: &reqwest::Client, base: &str, body: &Value) -> Result<String, String> {
+    let answer = client
+        .post(format!("{base}/api/v1/runs"))
+        .bearer_auth(TOKEN)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = answer.status();
+    let answer: Value = answer.json().await.map_err(|e| e.to_string())?;
+    match answer["runId"].as_str() {
+        Some(run) if status.is_success() => Ok(run.to_owned()),
+        _ => Err(format!("{status}: {answer}")),
+    }
+}
+
 async fn submit(client: &reqwest::Client, base: &str, key: &str) -> Result<String, String> {
     let items: Vec<Value> = (1..=MAP_ITEMS)
         .map(|value| json!({"value": value}))
@@ -179,19 +196,7 @@ async fn submit(client: &reqwest::Client, base: &str, key: &str) -> Result<Strin
         "input": {"items": items, "round": 0},
         "plan": {"uniform": uniform_worker_plan(&[])},
     });
-    let answer = client
-        .post(format!("{base}/api/v1/runs"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = answer.status();
-    let answer: Value = answer.json().await.map_err(|e| e.to_string())?;
-    match answer["runId"].as_str() {
-        Some(run) if status.is_success() => Ok(run.to_owned()),
-        _ => Err(format!("{status}: {answer}")),
-    }
+    post_run(client, base, &body).await
 }
 
 fn every_event(store: &dyn RunStore, run: &RunId) -> Vec<trellis_ledger::StoredEvent> {
@@ -439,19 +444,7 @@ async fn submit_chain(
         "input": {"v": v},
         "plan": {"uniform": uniform_worker_plan(&[("WORKER_DELAY_MS", OUTAGE_STEP_MS)])},
     });
-    let answer = client
-        .post(format!("{base}/api/v1/runs"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = answer.status();
-    let answer: Value = answer.json().await.map_err(|e| e.to_string())?;
-    match answer["runId"].as_str() {
-        Some(run) if status.is_success() => Ok(run.to_owned()),
-        _ => Err(format!("{status}: {answer}")),
-    }
+    post_run(client, base, &body).await
 }
 
 /// One seed of [`runs_ride_out_ledger_outages`]; the seconds the ledger was away.
