@@ -115,6 +115,28 @@ async fn withdraw(
     tx.commit().await.map_err(server_error)
 }
 
+async fn controller_abandoned(
+    shared: &Shared,
+    run_id: RunId,
+    after_ms: i64,
+) -> Result<bool, LedgerError> {
+    let client = connection(shared).await?;
+    let row = client
+        .query_opt(
+            "SELECT 1 FROM runs r
+             JOIN run_heads h ON h.run = r.id
+             LEFT JOIN run_controllers c ON c.run = r.id
+             WHERE r.run_id = $1 AND h.phase <> 'finished'
+               AND ((c.run IS NULL
+                     AND r.created_at_ms < (extract(epoch FROM now()) * 1000)::bigint - $2)
+                    OR c.lease_expires_at < now() - $2::bigint * interval '1 millisecond')",
+            &[&run_id.as_str(), &after_ms],
+        )
+        .await
+        .map_err(server_error)?;
+    Ok(row.is_some())
+}
+
 async fn orphaned_runs(
     shared: &Shared,
     grace_ms: i64,
@@ -177,6 +199,22 @@ impl PostgresStore {
 
     /// Unfinished GraphSpec runs whose controller lease expired, or that never had one and
     /// were created more than `grace` ago: runs another host may take over. Oldest first.
+    /// Whether `run_id` is unfinished and its controller lease expired more than `after` ago
+    /// (or it never had one, `after` past its creation): no host took it over in that time.
+    pub fn controller_abandoned(
+        &self,
+        run_id: &RunId,
+        after: Duration,
+    ) -> Result<bool, LedgerError> {
+        let after_ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
+        self.riding_out(|| {
+            let run_id = run_id.clone();
+            self.call(
+                move |shared| async move { controller_abandoned(&shared, run_id, after_ms).await },
+            )
+        })
+    }
+
     pub fn orphaned_runs(&self, grace: Duration, limit: usize) -> Result<Vec<RunId>, LedgerError> {
         let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);

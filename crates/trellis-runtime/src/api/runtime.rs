@@ -16,7 +16,7 @@ use crate::api::options::{
     Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
 };
 use crate::api::validation::{self, ValidateRequest, ValidationReport};
-use crate::control::recovery::{TerminalReason, finalize_orphaned, reconcile};
+use crate::control::recovery::{TerminalReason, finalize_abandoned, finalize_orphaned, reconcile};
 use crate::control::spawn::{Launched, Start, controller_env};
 use crate::delivery::read_source;
 use crate::dispatch::DispatchMode;
@@ -34,6 +34,10 @@ use crate::worker_host::work::{WorkerOptions, WorkerReport};
 
 /// How long `force_stop` waits for a live controller to settle the run.
 const STOP_WAIT: Duration = Duration::from_secs(15);
+/// How long past its controller lease a run on a shared ledger waits for a serving host to
+/// take it over before an observer ends it (`TRELLIS_ABANDONED_AFTER_MS`).
+const ABANDONED_AFTER: Duration = Duration::from_secs(30);
+const ABANDONED_AFTER_ENV: &str = "TRELLIS_ABANDONED_AFTER_MS";
 
 /// The run API over one state directory and its ledger. Cheap to share (`Arc<Runtime>`):
 /// every method takes `&self` and may be called from any thread.
@@ -312,6 +316,27 @@ impl Runtime {
     pub(crate) fn known(&self, run_id: &RunId) -> Result<(), RuntimeError> {
         self.store.head(run_id)?;
         reconcile(self.store.as_ref(), &self.home, run_id)?;
+        self.end_if_abandoned(run_id)
+    }
+
+    /// On a shared ledger, a run whose controller lease expired [`ABANDONED_AFTER`] ago was
+    /// taken over by no serving host (a team without one, or all of them down): whoever
+    /// observes it takes its lease and ends it `runtime_lost`, so it never reads `running`
+    /// for ever. A serving host, when there is one, takes such runs over well before.
+    pub(crate) fn end_if_abandoned(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+        let Some(postgres) = self.store.as_postgres() else {
+            return Ok(());
+        };
+        let after = crate::dispatch::lease_setting(ABANDONED_AFTER_ENV, ABANDONED_AFTER);
+        if !postgres.controller_abandoned(run_id, after)? {
+            return Ok(());
+        }
+        let observer = crate::dispatch::holder_name("observer");
+        let Some(lease) = postgres.acquire_controller(run_id, &observer, STOP_WAIT)? else {
+            return Ok(());
+        };
+        let fenced = crate::dispatch::FencedStore::new(self.store.clone(), lease.fencing_token);
+        finalize_abandoned(&fenced, run_id)?;
         Ok(())
     }
 

@@ -127,6 +127,13 @@ pub fn finalize_orphaned(
     finalize_and_kill(store, run_id, reason, true)
 }
 
+/// Like [`finalize`] for a run on a shared ledger whose controller was on some host and is
+/// gone (the caller holds its lease): nothing is killed here, since the process groups the
+/// run recorded belong to that host, where pids mean other processes.
+pub fn finalize_abandoned(store: &dyn RunStore, run_id: &RunId) -> Result<bool, RuntimeError> {
+    finalize_and_kill(store, run_id, TerminalReason::RuntimeLost, false)
+}
+
 fn finalize_and_kill(
     store: &dyn RunStore,
     run_id: &RunId,

@@ -85,6 +85,7 @@ impl Runtime {
     fn summary_of(&self, mut head: RunHead) -> Result<RunSummary, RuntimeError> {
         if !head.is_finished() {
             reconcile(self.store.as_ref(), &self.home, &head.run_id)?;
+            self.end_if_abandoned(&head.run_id)?;
             head = self.store.head(&head.run_id)?;
         }
         let record = self.store.record(&head.run_id)?;
