@@ -154,6 +154,15 @@ fn killed_in_the_second_repair_round(resume: &[&str]) {
     let kept = git(root, &["for-each-ref", "--format=%(refname)", &namespace]);
     assert_eq!(kept.lines().count(), 3, "kept for the resume: {kept}");
 
+    // A controller killed mid-checkpoint leaves git's lock on the run's private index; the
+    // resume, holding the workspace, clears it instead of failing on it.
+    let lock = sandbox
+        .home
+        .join("runs")
+        .join(&run)
+        .join("checkpoint.index.lock");
+    std::fs::write(&lock, b"left by a killed git").unwrap();
+
     let mut args = vec!["resume", run.as_str()];
     args.extend_from_slice(resume);
     args.extend(["--detach", "--json"]);

@@ -291,6 +291,9 @@ impl CheckpointOps<'_> {
         let _lease = self.workspace_lease(&submission.workspace)?;
         let recorded =
             RunCheckpoints::new(repo, run_id.as_str(), run_dir.join(CHECKPOINT_INDEX), None)?;
+        // The run has ended and we hold its workspace: a lock its private index still has was
+        // left by a controller killed mid-checkpoint, and would make every git call fail.
+        recorded.clear_stale_index_lock()?;
         let current = recorded.snapshot()?;
         let end = recorded.recorded_end()?;
         let keep = format!(

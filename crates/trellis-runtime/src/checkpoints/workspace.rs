@@ -67,6 +67,9 @@ impl RunWorkspace {
                     let index = run_dir.join(CHECKPOINT_INDEX);
                     let checkpoints =
                         RunCheckpoints::new(repo, run, index, continuation.seed_index)?;
+                    // Opened by the run's controller, which holds its lease: a lock on the
+                    // private index is a dead predecessor's (a controller taken over).
+                    checkpoints.clear_stale_index_lock()?;
                     if let Some(previous) = continuation.previous {
                         checkpoints.set_previous(previous);
                     }
