@@ -168,6 +168,12 @@ pub(crate) fn wait_until_attached(
             .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
         if let Some(lease) = acquire(&lease_path)? {
             drop(lease);
+            // A fast controller may have attached, finished and exited between the head read
+            // above and this look at its lease: only a head still without it means it died.
+            let head = store.head(run_id)?;
+            if head.progress.controller.is_some() || head.is_finished() {
+                return Ok(());
+            }
             let log = home
                 .controller_log_path(run_id.as_str())
                 .ok()
