@@ -261,6 +261,24 @@ fn check_run(store: &dyn RunStore, run: &RunId) -> Damage {
     damage
 }
 
+/// Waits until every run finished; the first one still running after `limit`, if any.
+fn unfinished_after<'r>(
+    store: &dyn RunStore,
+    run_ids: &'r [RunId],
+    limit: Duration,
+) -> Option<&'r RunId> {
+    let deadline = Instant::now() + limit;
+    for run in run_ids {
+        while !store.head(run).expect("head").is_finished() {
+            if Instant::now() > deadline {
+                return Some(run);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    None
+}
+
 fn one_seed(url: &str, seed: u64, runs: u64) -> Vec<Damage> {
     let schema = TestSchema::create(url).expect("schema");
     let ledger = schema.location_url();
@@ -351,19 +369,13 @@ fn one_seed(url: &str, seed: u64, runs: u64) -> Vec<Damage> {
         }
     }
     let store = schema.open().expect("open the ledger");
-    let deadline = Instant::now() + seed_timeout(runs);
-    for run in &run_ids {
-        while !store.head(run).expect("head").is_finished() {
-            if Instant::now() > deadline {
-                // Keep the hosts' logs for whoever reads the failure.
-                let kept = root.keep();
-                panic!(
-                    "seed {seed}: run {run} did not finish; logs in {}",
-                    kept.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    if let Some(run) = unfinished_after(&store, &run_ids, seed_timeout(runs)) {
+        // Keep the hosts' logs for whoever reads the failure.
+        let kept = root.keep();
+        panic!(
+            "seed {seed}: run {run} did not finish; logs in {}",
+            kept.display()
+        );
     }
     let damage = run_ids.iter().map(|run| check_run(&store, run)).collect();
     drop(workers);
@@ -509,18 +521,13 @@ fn outage_seed(url: &str, seed: u64, runs: u64, outages: u64) -> f64 {
         proxy.outage(length).join().expect("outage");
     }
     let store = schema.open().expect("open the ledger");
-    let deadline = Instant::now() + seed_timeout(runs);
-    for run in &run_ids {
-        while !store.head(run).expect("head").is_finished() {
-            if Instant::now() > deadline {
-                let kept = root.keep();
-                panic!(
-                    "seed {seed}: run {run} did not finish; logs in {}",
-                    kept.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    if let Some(run) = unfinished_after(&store, &run_ids, seed_timeout(runs)) {
+        // Keep the hosts' logs for whoever reads the failure.
+        let kept = root.keep();
+        panic!(
+            "seed {seed}: run {run} did not finish; logs in {}",
+            kept.display()
+        );
     }
     for ((run, key), v) in run_ids.iter().zip(&keys).zip(1..) {
         let snapshot = store.snapshot(run).expect("snapshot");
