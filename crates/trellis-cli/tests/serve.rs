@@ -446,3 +446,99 @@ async fn the_cli_runs_and_observes_through_a_named_target() {
     assert_eq!(cli(&["--target", "team", "list"]).code, Some(1));
     stop(server);
 }
+
+/// The ids of the runs the server lists.
+async fn listed_runs(server: &Server) -> Vec<String> {
+    let (code, list) = call(server, reqwest::Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(code, 200, "{list}");
+    list["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|run| run["runId"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A server killed between creating a run and starting its controller (the test hook aborts
+/// it right there) leaves a run nobody drives. The client's retry with the same key gets a run
+/// that runs: the dead run's successor, whether or not someone looked at the dead run first
+/// (looking ends it `runtime_lost`). A second retry finds that same successor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_server_died_before_starting_the_controller_gets_a_run_that_runs() {
+    let sandbox = Sandbox::new();
+    for (key, looked_at_first) in [("revive-unlooked", false), ("revive-looked-at", true)] {
+        let dying = Server::start(
+            &sandbox,
+            TOKEN,
+            None,
+            &[],
+            &[("TRELLIS_TEST_DIE_BEFORE_CONTROLLER_START", "1")],
+        );
+        let before = listed_runs(&dying).await;
+        let sent = client()
+            .post(format!("{}/api/v1/runs", dying.base))
+            .bearer_auth(TOKEN)
+            .json(&doubling_submission(key, 21))
+            .send()
+            .await;
+        assert!(sent.is_err(), "the server died mid-submission: {sent:?}");
+        stop(dying);
+
+        let server = start(&sandbox, None);
+        let dead: Vec<String> = listed_runs(&server)
+            .await
+            .into_iter()
+            .filter(|run| !before.contains(run))
+            .collect();
+        assert_eq!(dead.len(), 1, "the dying server created one run: {dead:?}");
+        let dead = &dead[0];
+        if looked_at_first {
+            let seen = status(&server, dead).await;
+            assert_eq!(
+                seen["status"]["terminalResult"],
+                json!({"status": "failed", "reason": "runtime_lost"}),
+                "{seen}"
+            );
+        }
+
+        let (code, retried) = call(
+            &server,
+            reqwest::Method::POST,
+            "/api/v1/runs",
+            Some(doubling_submission(key, 21)),
+        )
+        .await;
+        assert_eq!(
+            (code, &retried["created"]),
+            (201, &json!(true)),
+            "{retried}"
+        );
+        let revived = retried["runId"].as_str().expect("run id").to_owned();
+        assert_ne!(&revived, dead);
+        let updates = watch_to_end(&server, &revived).await;
+        assert_eq!(
+            updates.last().expect("updates")["status"]["terminalResult"],
+            json!({"status": "succeeded", "output": {"result": 42}})
+        );
+        let dead_status = status(&server, dead).await;
+        assert_eq!(dead_status["successor"], revived.as_str(), "{dead_status}");
+        assert_eq!(
+            dead_status["status"]["terminalResult"]["reason"],
+            "runtime_lost"
+        );
+
+        let (code, again) = call(
+            &server,
+            reqwest::Method::POST,
+            "/api/v1/runs",
+            Some(doubling_submission(key, 21)),
+        )
+        .await;
+        assert_eq!(code, 200, "{again}");
+        assert_eq!(
+            (again["runId"].as_str(), &again["created"]),
+            (Some(revived.as_str()), &json!(false))
+        );
+        stop(server);
+    }
+}

@@ -1,6 +1,7 @@
 //! [`Runtime`]: one state directory and its ledger, and every operation on runs.
 
 mod reads;
+mod revival;
 mod workspaces;
 
 use std::path::{Path, PathBuf};
@@ -191,18 +192,17 @@ impl Runtime {
             .clone()
             .map(|origin| (origin, submission.workspace.clone()));
         let connection_names = submission.plan.connection_names();
-        let launched = self
-            .start(options.start, &connection_names)
-            .and_then(|start| {
-                self.launch(LaunchRequest {
-                    start,
-                    submission,
-                    title,
-                    submission_key,
-                    identity,
-                    predecessor: None,
-                })
-            });
+        let start_mode = options.start;
+        let launched = self.start(start_mode, &connection_names).and_then(|start| {
+            self.launch(LaunchRequest {
+                start,
+                submission,
+                title,
+                submission_key,
+                identity,
+                predecessor: None,
+            })
+        });
         // A worktree made for a run that never started (or that repeated an earlier
         // submission, which has its own) goes again.
         if let Some((origin, made)) = worktree
@@ -210,7 +210,7 @@ impl Runtime {
         {
             self.drop_worktree(&origin, &made);
         }
-        launched
+        self.revive_unstarted(launched?, start_mode)
     }
 
     /// How a run is started: `env_names` are the variables its controller is handed besides
@@ -287,7 +287,8 @@ impl Runtime {
             predecessor: None,
             run,
         };
-        self.launch_gap(launch, start)
+        let receipt = self.launch_gap(launch, start)?;
+        self.revive_unstarted(receipt, start)
     }
 
     fn launch_gap(&self, launch: GapLaunch, start: StartMode) -> Result<Receipt, RuntimeError> {

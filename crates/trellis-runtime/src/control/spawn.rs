@@ -21,6 +21,19 @@ pub const DISPATCH_ENV: &str = "TRELLIS_DISPATCH";
 /// The controller lease's time to live in milliseconds (default 15,000); renewed every third.
 pub const CONTROLLER_LEASE_ENV: &str = "TRELLIS_CONTROLLER_LEASE_MS";
 
+/// Test hook, read by the submitting process: set, it aborts right after creating a run and
+/// before starting its controller, as a host killed at that moment would. The revival tests
+/// use it to pin that the client's retry gets a run that runs. Unset (always, outside those
+/// tests), it costs one environment lookup per submission.
+pub const DIE_BEFORE_CONTROLLER_START_ENV: &str = "TRELLIS_TEST_DIE_BEFORE_CONTROLLER_START";
+
+/// Aborts the process when the test hook [`DIE_BEFORE_CONTROLLER_START_ENV`] is set.
+pub(crate) fn die_before_controller_start_if_asked() {
+    if std::env::var_os(DIE_BEFORE_CONTROLLER_START_ENV).is_some() {
+        std::process::abort();
+    }
+}
+
 /// The hidden subcommand that turns the binary into a run controller.
 pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 /// How long a live new controller has to attach to its run: generous, because a loaded machine

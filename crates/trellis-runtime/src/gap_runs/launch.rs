@@ -10,7 +10,9 @@ use super::admission::{self as gap_admission, GapRun};
 use super::journal::Lineage;
 use super::runner as gap_runner;
 use crate::control::lease::{CONTROLLER_LEASE_FD, inherited_lease};
-use crate::control::spawn::{Launched, Start, spawn_controller, wait_until_attached};
+use crate::control::spawn::{
+    Launched, Start, die_before_controller_start_if_asked, spawn_controller, wait_until_attached,
+};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome};
 
@@ -74,6 +76,7 @@ pub(crate) fn launch(
     if admission == Admission::Existing {
         return Ok(Launched::Existing(record.run_id));
     }
+    die_before_controller_start_if_asked();
     let _ = lease.describe(&format!("controller of gap run {}", run_id.as_str()));
     let (program, env) = match start {
         Start::InProcess => {

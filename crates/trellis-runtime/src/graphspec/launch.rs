@@ -10,7 +10,9 @@ use trellis_ledger::{Admission, NewRun, RunId, RunKind, RunStore};
 
 use crate::control::lease::{Leases, acquire};
 use crate::control::recovery::reconcile;
-use crate::control::spawn::{Launched, Start, spawn_controller, wait_until_attached};
+use crate::control::spawn::{
+    Launched, Start, die_before_controller_start_if_asked, spawn_controller, wait_until_attached,
+};
 use crate::graphspec::controller::drive_in_process;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{TrellisHome, lease_note};
@@ -106,6 +108,7 @@ pub(crate) fn launch(
         discard_run_dir(&lease_path);
         return Ok(Launched::Existing(record.run_id));
     }
+    die_before_controller_start_if_asked();
     let _ = workspace_lease.describe(&format!("run {}", run_id.as_str()));
     let _ = controller_lease.describe(&format!("controller of run {}", run_id.as_str()));
     let (program, env) = match &request.start {
