@@ -135,6 +135,66 @@ fn a_worker_printing_100_mb_keeps_the_ledger_within_its_budget() {
     eprintln!("100 MB of stderr: home is {bytes} bytes; {}", dropped[0]);
 }
 
+/// Issue 29 #13: eighteen steps printing 6 MB each made a 152 MB ledger. Ten steps printing
+/// 4 MB each (every one within its own budget) stop at the run's budget: the ledger keeps at
+/// most that, and the first step cut short says it was the run's budget that was spent.
+#[test]
+fn many_chatty_steps_keep_the_ledger_within_the_run_budget() {
+    let sandbox = Sandbox::new();
+    let state = record(&[("value", integer(), true)]);
+    let names: Vec<String> = (0..10).map(|i| format!("flood{i}")).collect();
+    let mut children: Vec<Value> = names.iter().map(|name| step_named(name)).collect();
+    children.push(unless_failed(
+        names.last().expect("steps"),
+        &state,
+        succeed("done", null(), &[]),
+    ));
+    let graph = graph(state.clone(), seq("root", &state, children, &[]));
+    let args = sandbox.run_args(
+        &graph,
+        &json!({"value": 1}),
+        &uniform_worker_plan(&[("FLOOD_BYTES", "4194304")]),
+    );
+    let (run, terminal) = run_foreground(&sandbox, &args);
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    sandbox.wait_no_processes();
+    let messages = log_messages(&sandbox, &run);
+    let kept: u64 = messages
+        .iter()
+        .filter(|m| m.starts_with("fff"))
+        .map(|m| m.len() as u64)
+        .sum();
+    assert!(
+        kept <= trellis_runtime::MAX_RUN_LOG_BYTES,
+        "{kept} bytes of output kept"
+    );
+    assert!(
+        kept > trellis_runtime::MAX_RUN_LOG_BYTES - 2 * 1024 * 1024,
+        "the budget is used, not wasted: {kept} bytes kept"
+    );
+    let dropped: Vec<&String> = messages
+        .iter()
+        .filter(|m| m.contains("of output dropped"))
+        .collect();
+    assert!(!dropped.is_empty(), "the cut is said");
+    assert!(
+        dropped.iter().all(|m| m.ends_with("per run")),
+        "{dropped:?}"
+    );
+    // The ledger's 2 KiB pages hold one of these 1 KiB lines each: about twice what is kept.
+    let bytes = home_bytes(&sandbox.home);
+    assert!(
+        bytes < 72 * 1024 * 1024,
+        "the home holds {bytes} bytes: {:?}",
+        std::process::Command::new("du")
+            .args(["-ab"])
+            .arg(&sandbox.home)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    );
+    eprintln!("10 x 4 MB of stderr: home is {bytes} bytes; {kept} bytes of output kept");
+}
+
 /// Issue 19 #1 and #2: connection values with a line break, unicode, JSON-special characters,
 /// or right after 4,066 bytes of padding never reach the home directory or any observer.
 #[test]

@@ -69,6 +69,10 @@ pub use plan::PlanError;
 pub use plan::admission::{AdmissionRefusal, GraphAdmissionError};
 pub use shared::documents::{DocumentKind, classify};
 pub use shared::error::RuntimeError;
+/// How much of its workers' output a run records, per execution and per run.
+pub use shared::log_budget::{
+    MAX_EXECUTION_LOG_BYTES, MAX_EXECUTION_LOG_LINES, MAX_RUN_LOG_BYTES, MAX_RUN_LOG_LINES,
+};
 pub use shared::templates::{
     DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
 };

@@ -22,7 +22,7 @@ use crate::control::lease::controller_attached;
 use crate::control::recovery::TerminalReason;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome};
-use crate::shared::log_budget::LogBudget;
+use crate::shared::log_budget::{LogBudget, RunLogBudget};
 
 /// Largest workflow result or progress payload recorded in one event (the ledger bounds one
 /// event to `MAX_EVENT_JSON_BYTES`; the rest is the event's envelope).
@@ -58,8 +58,9 @@ const STOP_POLL: Duration = Duration::from_millis(200);
 struct LedgerObserver<'a> {
     ledger: Mutex<Sender<RunEvent>>,
     forward: &'a (dyn Fn(&GapEvent) + Send + Sync),
-    /// Each node's output lines against its log budget (run-level lines under `None`).
-    budgets: Mutex<HashMap<Option<String>, LogBudget>>,
+    /// Each node's output lines against its log budget (run-level lines under `None`), and
+    /// the run's.
+    budgets: Mutex<(HashMap<Option<String>, LogBudget>, RunLogBudget)>,
     /// Masks the run's declared secret values in everything recorded.
     redactor: Redactor,
 }
@@ -68,13 +69,18 @@ impl LedgerObserver<'_> {
     /// Whether a line of `node` still fits its log budget.
     fn admit(&self, node: &Option<String>, bytes: usize) -> bool {
         let mut budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
-        budgets.entry(node.clone()).or_default().admit(bytes)
+        let (nodes, run) = &mut *budgets;
+        nodes
+            .entry(node.clone())
+            .or_default()
+            .admit_within(run, bytes)
     }
 
     /// One warning per node whose output was cut short by its budget.
     fn dropped_records(&self) -> Vec<RunEvent> {
         let budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
         budgets
+            .0
             .iter()
             .filter_map(|(node, budget)| {
                 let note = budget.dropped_note()?;
@@ -266,7 +272,7 @@ pub(crate) fn drive(
     let observer = LedgerObserver {
         ledger: Mutex::new(sender),
         forward,
-        budgets: Mutex::new(HashMap::new()),
+        budgets: Mutex::new((HashMap::new(), RunLogBudget::default())),
         redactor: redactor.clone(),
     };
     let result = trellis_gap::execute(&run.workflow, run.options, &observer);

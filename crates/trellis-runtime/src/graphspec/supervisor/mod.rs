@@ -34,7 +34,7 @@ use crate::control::recovery::{TerminalReason, finalize};
 use crate::graphspec::reuse::ReuseIndex;
 use crate::plan::{Budget, RuntimePlan};
 use crate::shared::error::RuntimeError;
-use crate::shared::log_budget::LogBudget;
+use crate::shared::log_budget::{LogBudget, RunLogBudget};
 
 /// How often the loop re-reads the ledger for a force-stop request when nothing else happens.
 const STOP_POLL: Duration = Duration::from_millis(200);
@@ -118,6 +118,8 @@ pub struct Supervisor {
     initial_head: Option<RunHead>,
     /// How much of each execution's output was recorded (and dropped).
     log_budgets: HashMap<u64, LogBudget>,
+    /// What the run as a whole has kept of its executions' output.
+    run_log_budget: RunLogBudget,
     /// Checkpoints and verifier copies, when the run has a git workspace.
     workspace: Option<RunWorkspace>,
     /// Step commits left before the test hook [`events::DIE_AFTER_STEP_COMMIT_ENV`] aborts.
@@ -209,6 +211,7 @@ impl Supervisor {
             events_tx,
             events_rx,
             log_budgets: HashMap::new(),
+            run_log_budget: RunLogBudget::default(),
             workspace: None,
             step_commits_until_death: events::step_commits_until_death(),
         })

@@ -166,7 +166,7 @@ impl Supervisor {
                             .log_budgets
                             .entry(execution)
                             .or_default()
-                            .admit(message.len())
+                            .admit_within(&mut self.run_log_budget, message.len())
                     {
                         continue;
                     }
