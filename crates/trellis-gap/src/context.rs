@@ -6,6 +6,7 @@ use crate::events::{RunEvent, RunObserver};
 use crate::observation::ObservationStream;
 use crate::sample::Sample;
 use crate::stream::{CancelToken, StreamSlot};
+use crate::timeouts::ScriptTimeouts;
 use crate::tools::{ToolDescriptor, ToolError, check_arguments, reply_to_result};
 use crate::trace::TraceWriter;
 use serde_json::{Map, Value, json};
@@ -74,10 +75,10 @@ pub(crate) trait ToolLookup: Sync {
 }
 
 /// How long a script or Python tool body may run, and how long it gets to stop.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct BodyTimes {
     pub cancel_grace: Duration,
-    pub script_timeout: Duration,
+    pub script_timeouts: ScriptTimeouts,
 }
 
 /// State shared by every node of one execution.
@@ -94,8 +95,8 @@ pub(crate) struct RunShared<'a> {
     pub observation: Option<Arc<ObservationStream>>,
     /// Every Nth stream read is traced (`$GAP_TRACE_STREAM_SAMPLE_N`, default 1; 0: none).
     pub stream_sample_every: u64,
-    /// Longest a script or Python tool body may run.
-    pub script_timeout: Duration,
+    /// Longest each script, router or Python tool body may run.
+    pub script_timeouts: ScriptTimeouts,
 }
 
 impl<'a> RunShared<'a> {
@@ -117,7 +118,7 @@ impl<'a> RunShared<'a> {
             guard_limits,
             guard_counts: Mutex::new([0; 3]),
             cancel_grace: times.cancel_grace,
-            script_timeout: times.script_timeout,
+            script_timeouts: times.script_timeouts,
             observation: None,
             stream_sample_every: std::env::var("GAP_TRACE_STREAM_SAMPLE_N")
                 .ok()
@@ -295,7 +296,7 @@ impl<'a> NodeContext<'a> {
             payload,
             self,
             self.run.cancel_grace,
-            Some(self.run.script_timeout),
+            Some(self.run.script_timeouts.of(&self.node_id)),
         )
     }
 }

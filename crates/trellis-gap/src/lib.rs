@@ -21,6 +21,7 @@ mod sample;
 mod schema;
 mod skills;
 mod stream;
+mod timeouts;
 mod tools;
 mod trace;
 mod trace_diff;
@@ -57,6 +58,7 @@ pub use skills::{
     BundleKind, CanonicalScript, SkillBundle, SkillError, SkillRegistry, parse_skill_md,
 };
 pub use stream::{CancelToken, StreamSlot, StreamTimeout};
+pub use timeouts::{META_SCRIPT_TIMEOUT, META_SCRIPT_TIMEOUTS};
 pub use tools::{Tool, ToolDescriptor, ToolError, ToolRegistry, load_command_manifest};
 pub use trace_diff::{
     Divergence, NodeAgreement, TraceDiff, TraceDiffError, diff_traces, first_difference,

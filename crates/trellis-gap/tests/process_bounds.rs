@@ -259,3 +259,66 @@ fn cancelling_a_run_stops_a_hanging_script() {
         "the bridge {bridge} still runs the stuck body"
     );
 }
+
+/// Issue 29 #13: a workflow bounds its scripts itself — `meta.script_timeouts_s` for one node,
+/// `meta.script_timeout_s` for all — over the run's default (300 s here).
+#[test]
+fn a_workflow_sets_its_script_time_limits_in_meta() {
+    for meta in [
+        json!({"script_timeouts_s": {"x": 0.8}, "script_timeout_s": 600}),
+        json!({"script_timeout_s": 0.8}),
+    ] {
+        let mut workflow = single(json!({"type": "script", "script": "scripts/hang.py"}));
+        workflow["meta"] = meta.clone();
+        let scratch = Scratch::new(&workflow);
+        let dir = tempfile::tempdir().unwrap();
+        script(&scratch, "hang.py", &hanging(&dir.path().join("pid")));
+        let (result, _) = run_with(&scratch, ToolRegistry::new(), |o| {
+            o.script_timeout = Duration::from_secs(300);
+            o.cancel_grace = Duration::from_millis(200);
+        });
+        let error = result.error.expect("the node fails");
+        assert!(
+            error.contains("TimeoutError") && error.contains("did not finish within 0.8s"),
+            "{meta}: {error}"
+        );
+        let bridge = read_pid(&dir.path().join("pid"));
+        assert!(gone_soon(bridge), "the bridge {bridge} still runs");
+    }
+}
+
+/// The two `meta` keys are checked before a run: a limit that is not a positive number, or
+/// one naming no script, router or tool node, is an error saying where.
+#[test]
+fn bad_script_time_limits_are_refused_by_validation() {
+    let mut workflow = single(json!({"type": "script", "script": "scripts/ok.py"}));
+    workflow["meta"] = json!({
+        "script_timeout_s": "soon",
+        "script_timeouts_s": {"x": -1, "done": 5, "nowhere.y": 5},
+    });
+    let scratch = Scratch::new(&workflow);
+    let issues = trellis_gap::validate(&scratch.load(), &trellis_gap::ValidateOptions::default());
+    let located: Vec<(String, String)> = issues
+        .iter()
+        .map(|issue| (issue.node_id.clone(), issue.message.clone()))
+        .collect();
+    let at = |location: &str| {
+        located
+            .iter()
+            .find(|(at, _)| at == location)
+            .map(|(_, message)| message.clone())
+            .unwrap_or_else(|| panic!("no issue at {location}: {located:?}"))
+    };
+    assert!(at("workflow.meta.script_timeout_s").contains("number of seconds above 0"));
+    assert!(at("workflow.meta.script_timeouts_s.x").contains("number of seconds above 0"));
+    assert!(at("workflow.meta.script_timeouts_s.done").contains("names no script"));
+    assert!(at("workflow.meta.script_timeouts_s.nowhere.y").contains("names no script"));
+    let mut fine = single(json!({"type": "script", "script": "scripts/ok.py"}));
+    fine["meta"] = json!({"script_timeout_s": 30, "script_timeouts_s": {"x": 2.5}});
+    let fine = Scratch::new(&fine);
+    assert!(
+        trellis_gap::validate(&fine.load(), &trellis_gap::ValidateOptions::default())
+            .iter()
+            .all(|issue| !issue.node_id.starts_with("workflow.meta")),
+    );
+}

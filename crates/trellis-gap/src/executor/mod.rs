@@ -19,6 +19,7 @@ use crate::model::{IN, Workflow};
 use crate::observation::{DEFAULT_OBSERVATION_HZ, ObservationStream, observation_hz};
 use crate::skills::SkillRegistry;
 use crate::stream::CancelToken;
+use crate::timeouts::ScriptTimeouts;
 use crate::tools::{ToolError, ToolRegistry};
 use crate::trace::TraceWriter;
 use crate::validate::{ValidateOptions, validate};
@@ -58,8 +59,9 @@ pub struct ExecuteOptions {
     /// Grace period for cooperative cancellation (default `$GAP_PARALLEL_CANCEL_GRACE_S`, else 2 s).
     pub cancel_grace: Duration,
     /// Longest a script, router or Python tool body may run before it is stopped like a
-    /// cancelled one and its node fails with a timeout (default `$GAP_SCRIPT_TIMEOUT_S`, else
-    /// [`DEFAULT_SCRIPT_TIMEOUT`]).
+    /// cancelled one and its node fails with a timeout, unless the workflow's `meta` says
+    /// otherwise (`script_timeout_s`, `script_timeouts_s`; default `$GAP_SCRIPT_TIMEOUT_S`,
+    /// else [`DEFAULT_SCRIPT_TIMEOUT`]).
     pub script_timeout: Duration,
     /// How long a `$ref` to a streaming node waits for its first publish.
     pub stream_publish_timeout: Duration,
@@ -289,7 +291,7 @@ fn run_validated(
         options.guard_limits,
         BodyTimes {
             cancel_grace: options.cancel_grace,
-            script_timeout: options.script_timeout,
+            script_timeouts: ScriptTimeouts::from_meta(&workflow.meta, options.script_timeout),
         },
     );
     run.observation = observation;

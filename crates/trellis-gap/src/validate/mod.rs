@@ -53,6 +53,7 @@ pub fn validate(workflow: &Workflow, options: &ValidateOptions<'_>) -> Vec<Issue
     }
     w8_inputs_bound(workflow, &mut issues);
     nesting::nesting_rules(workflow, &mut issues);
+    crate::timeouts::timeout_rules(workflow, &mut issues);
     issues
 }
 
