@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use support::{STATE_TIMEOUT, Sandbox, Signal, controller_pid, python, send_signal, wait_until};
+use support::{
+    STATE_TIMEOUT, Sandbox, Signal, controller_pid, process_alive, python, send_signal, wait_until,
+};
 
 fn workers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/checkpoint_workers")
@@ -300,6 +302,84 @@ fn resume_from_a_checkpoint_refuses_a_workspace_changed_after_the_run_ended_unle
         "the user's own fix"
     );
     sandbox.wait_no_processes();
+}
+
+/// Issue 29 #9: `resume --from-checkpoint` rewrites the work tree with git; a resume killed
+/// mid-restore (SIGKILL, nothing to clean up) must not leave that git running. Here git's
+/// `read-tree` is held in a wrapper that notes its pid and sleeps: once the resume is killed
+/// the wrapper is gone within a moment, not 30 s later.
+#[test]
+fn a_resume_killed_mid_restore_leaves_no_git_behind() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    user_repository(root);
+    let run = sandbox.start_software_change(&failing_plan(), &[]);
+    assert_eq!(sandbox.wait_finished(&run)["status"], "failed");
+
+    let real_git = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .expect("sh")
+            .stdout,
+    )
+    .expect("UTF-8");
+    let wrappers = tempfile::tempdir().expect("tempdir");
+    let pid_file = wrappers.path().join("read-tree.pid");
+    let wrapper = wrappers.path().join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" read-tree \"*) echo $$ > '{}'; sleep 30;; esac\nexec {} \"$@\"\n",
+            pid_file.display(),
+            real_git.trim()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let path = format!(
+        "{}:{}",
+        wrappers.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut resume = sandbox.spawn_with_env(
+        &[
+            "resume",
+            &run,
+            "--from-checkpoint",
+            "1",
+            "--force",
+            "--detach",
+        ],
+        &[("PATH", path.as_str())],
+    );
+    let deadline = std::time::Instant::now() + STATE_TIMEOUT;
+    let git_pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            break pid;
+        }
+        if let Ok(Some(_)) = resume.child.try_wait() {
+            let output = support::finish(resume, STATE_TIMEOUT, &["resume"]);
+            panic!("the resume ended before its restore reached read-tree: {output:#?}");
+        }
+        assert!(std::time::Instant::now() < deadline, "no read-tree");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(process_alive(git_pid));
+    let _ = resume.child.kill();
+    let _ = resume.child.wait();
+    wait_until(
+        "git to stop with the resume",
+        std::time::Duration::from_secs(5),
+        || (!process_alive(git_pid)).then_some(()),
+    );
 }
 
 #[test]

@@ -52,6 +52,8 @@ pub fn resume(runtime: &Runtime, args: &ResumeArgs) -> anyhow::Result<u8> {
         from_checkpoint: args.from_checkpoint,
         force: args.force,
     };
+    // A restore rewrites the work tree with git: killing this command must stop it too.
+    runtime.tie_children_to_this_process()?;
     let receipt = runtime.resume(&previous, options)?;
     follow::after_launch(
         runtime,

@@ -493,6 +493,16 @@ impl Runtime {
         }
     }
 
+    /// From now on every child this process starts through the process runner (git of a
+    /// checkpoint restore, a worker host's steps) runs under a guard of this program that
+    /// kills the child's process group once this process is gone, however it died: a killed
+    /// `trellis resume` leaves no git rewriting the work tree. Detached controllers are not
+    /// children of this kind and live on.
+    pub fn tie_children_to_this_process(&self) -> Result<(), RuntimeError> {
+        trellis_process::die_with_this_process(self.trellis_program()?);
+        Ok(())
+    }
+
     /// Works as a worker host (`trellis worker`) until `stop` is cancelled: claims queued
     /// executions from this runtime's PostgreSQL ledger and reports their outcomes.
     pub async fn work(
@@ -501,8 +511,8 @@ impl Runtime {
         stop: tokio_util::sync::CancellationToken,
     ) -> Result<WorkerReport, RuntimeError> {
         // A step of a worker host must not outlive it (beside the copy the run dispatches
-        // again once the claim expires): every child runs under a guard of this program.
-        trellis_process::die_with_this_process(self.trellis_program()?);
+        // again once the claim expires).
+        self.tie_children_to_this_process()?;
         crate::worker_host::work::work(self.store.clone(), options, stop).await
     }
 
