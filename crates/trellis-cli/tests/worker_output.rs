@@ -66,6 +66,27 @@ fn run_foreground(sandbox: &Sandbox, args: &[String]) -> (String, Value) {
     (run, terminal)
 }
 
+/// Issue 29 #12: a worker must not inherit its controller's leases (the run's and the
+/// workspace's lock files): a child holding one keeps a killed controller's run "running".
+/// The worker lists what each of its descriptors names: nothing under the state directory.
+#[test]
+fn workers_inherit_no_lease_descriptor() {
+    let sandbox = Sandbox::new();
+    let args = one_step_args(&sandbox, step_named("fdsWork"), &[]);
+    let (_, terminal) = run_foreground(&sandbox, &args);
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    let listing = std::fs::read_to_string(sandbox.workspace.join("fds-fdsWork.txt"))
+        .expect("the worker listed its descriptors");
+    let home = sandbox.home.to_string_lossy().into_owned();
+    assert!(listing.lines().count() >= 3, "{listing}");
+    for line in listing.lines() {
+        assert!(
+            !line.contains(&home) && !line.ends_with(".lock"),
+            "a worker holds {line}: {listing}"
+        );
+    }
+}
+
 /// Issue 19 #3: 10,000 lines of 100 bytes left 2,428 in the ledger, with no marker.
 #[test]
 fn ten_thousand_stderr_lines_all_reach_the_ledger() {

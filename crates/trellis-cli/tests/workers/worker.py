@@ -32,6 +32,8 @@ the prefix of the node name:
   victim    outputs null when a file spare-<node> exists; otherwise records its pid (as
             both pids) in pids-<node>.json and sleeps until someone kills it
   pause     sleeps PAUSE_MS milliseconds, then outputs null
+  fds       writes what each of its open descriptors names, one per line, to fds-<node>.txt,
+            then outputs null
 """
 
 import json
@@ -131,6 +133,16 @@ def main():
         for i in range(int(os.environ.get("NOISY_LINES", "0"))):
             sys.stderr.write(("noisy line %06d " % i).ljust(99, ".") + "\n")
         sys.stderr.flush()
+        reply({"output": None})
+    elif node.startswith("fds"):
+        names = []
+        for fd in sorted(os.listdir("/proc/self/fd"), key=int):
+            try:
+                names.append("%s %s" % (fd, os.readlink("/proc/self/fd/" + fd)))
+            except OSError:
+                pass  # the descriptor listdir itself used, closed by now
+        with open("fds-%s.txt" % node, "w") as out:
+            out.write("\n".join(names) + "\n")
         reply({"output": None})
     elif node.startswith("flood"):
         line = b"f" * 1023 + b"\n"
