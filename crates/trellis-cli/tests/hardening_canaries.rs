@@ -139,9 +139,10 @@ struct Server {
 }
 
 impl Server {
-    fn start(sandbox: &Sandbox) -> Self {
+    /// Serves the sandbox's ledger, or `ledger` when given.
+    fn start(sandbox: &Sandbox, ledger: Option<&str>) -> Self {
         let workspaces = sandbox.home.with_file_name("served");
-        let mut command = sandbox.command(&[
+        let mut args = vec![
             "serve",
             "--listen",
             "127.0.0.1:0",
@@ -149,7 +150,11 @@ impl Server {
             "TEAM_TOKEN",
             "--workspaces",
             workspaces.to_str().expect("UTF-8"),
-        ]);
+        ];
+        if let Some(ledger) = ledger {
+            args.extend(["--ledger", ledger]);
+        }
+        let mut command = sandbox.command(&args);
         command.env("TEAM_TOKEN", TOKEN);
         let mut child = command.spawn().expect("start trellis serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -211,6 +216,29 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
+/// Panics naming every canary piece (and the API token) found in an observed source.
+fn assert_no_leak(canaries: &[(String, String)], observed: &[(String, Vec<u8>)]) {
+    let mut leaks = Vec::new();
+    for (name, value) in canaries {
+        for piece in pieces(value) {
+            for (source, bytes) in observed {
+                if contains(bytes, &piece) {
+                    leaks.push(format!(
+                        "{name}: {:?} in {source}",
+                        String::from_utf8_lossy(&piece)
+                    ));
+                }
+            }
+        }
+    }
+    for (source, bytes) in observed {
+        if contains(bytes, TOKEN.as_bytes()) {
+            leaks.push(format!("the API token in {source}"));
+        }
+    }
+    assert!(leaks.is_empty(), "leaked:\n{}", leaks.join("\n"));
+}
+
 #[test]
 fn canary_secrets_reach_no_byte_of_the_home_and_no_observer() {
     let sandbox = Sandbox::new();
@@ -268,7 +296,7 @@ fn canary_secrets_reach_no_byte_of_the_home_and_no_observer() {
         let output = sandbox.trellis(args).success();
         observed.push((args.join(" "), output.stdout.into_bytes()));
     }
-    let server = Server::start(&sandbox);
+    let server = Server::start(&sandbox, None);
     for path in [
         "/api/v1/runs".to_owned(),
         format!("/api/v1/runs/{run}"),
@@ -282,29 +310,129 @@ fn canary_secrets_reach_no_byte_of_the_home_and_no_observer() {
     drop(server);
     observed.extend(files_under(&sandbox.home));
 
-    let mut leaks = Vec::new();
-    for (name, value) in &canaries {
-        for piece in pieces(value) {
-            for (source, bytes) in &observed {
-                if contains(bytes, &piece) {
-                    leaks.push(format!(
-                        "{name}: {:?} in {source}",
-                        String::from_utf8_lossy(&piece)
-                    ));
-                }
-            }
-        }
-    }
-    for (source, bytes) in &observed {
-        if contains(bytes, TOKEN.as_bytes()) {
-            leaks.push(format!("the API token in {source}"));
-        }
-    }
-    assert!(leaks.is_empty(), "leaked:\n{}", leaks.join("\n"));
+    assert_no_leak(&canaries, &observed);
     eprintln!(
         "{} canaries × {} observed sources (incl. {} files of the home): no leak",
         canaries.len(),
         observed.len(),
         files_under(&sandbox.home).len()
     );
+}
+
+/// `pg_dump` of the newest installed PostgreSQL (Debian keeps it outside `PATH`), if any.
+fn pg_dump() -> Option<std::path::PathBuf> {
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("bin/pg_dump"))
+        .filter(|path| path.exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// The same canaries on a PostgreSQL ledger, the step run by a worker host (`trellis worker`,
+/// whose environment holds the values the plan names): no row of the run's schema (the whole
+/// schema, dumped), no file under the home, no CLI observer and no API answer of `trellis
+/// serve` holds any piece of them.
+#[test]
+fn on_postgresql_through_a_worker_host_canaries_reach_no_row_file_or_observer() {
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
+    };
+    let ledger = schema.location_url();
+    let sandbox = Sandbox::new();
+    let canaries = canaries();
+    let env: Vec<(&str, &str)> = canaries
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let mut worker = sandbox.command(&["worker", "--ledger", &ledger, "--poll-ms", "50"]);
+    worker.envs(env.iter().copied());
+    let worker = worker.spawn().expect("start trellis worker");
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let worker = Killed(worker);
+
+    let mut plan = uniform_worker_plan(&[]);
+    plan["connections"] = json!(canaries.iter().map(|(name, _)| name).collect::<Vec<_>>());
+    let mut args = sandbox.run_args(&leak_graph(), &json!({"value": 1}), &plan);
+    args.extend(["--ledger".to_owned(), ledger.clone()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut run_env = env.clone();
+    run_env.push(("TRELLIS_DISPATCH", "queue"));
+    let run_output = finish(
+        sandbox.spawn_with_env(&args, &run_env),
+        COMMAND_TIMEOUT,
+        &args,
+    );
+    let lines = run_output.ndjson();
+    let run = lines[0]["runId"].as_str().expect("receipt").to_owned();
+    assert_eq!(
+        lines.last().expect("events")["status"]["terminalResult"]["status"],
+        "succeeded",
+        "{run_output:#?}"
+    );
+    drop(worker);
+
+    let logs = sandbox
+        .trellis(&["logs", &run, "--ledger", &ledger])
+        .success();
+    let masked = logs
+        .ndjson()
+        .iter()
+        .filter(|line| line["record"]["message"] == "value: [REDACTED] :end")
+        .count();
+    assert_eq!(
+        masked,
+        canaries.len(),
+        "the worker host printed them: {}",
+        logs.stdout
+    );
+
+    let mut observed: Vec<(String, Vec<u8>)> = vec![
+        ("run stdout".into(), run_output.stdout.clone().into_bytes()),
+        ("run stderr".into(), run_output.stderr.clone().into_bytes()),
+        ("logs".into(), logs.stdout.into_bytes()),
+    ];
+    for args in [
+        &["status", &run, "--json"][..],
+        &["watch", &run][..],
+        &["list", "--json"][..],
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--ledger", &ledger]);
+        let output = sandbox.trellis(&args).success();
+        observed.push((args.join(" "), output.stdout.into_bytes()));
+    }
+    let server = Server::start(&sandbox, Some(&ledger));
+    for path in [
+        "/api/v1/runs".to_owned(),
+        format!("/api/v1/runs/{run}"),
+        format!("/api/v1/runs/{run}/executions/1"),
+        format!("/api/v1/runs/{run}/watch"),
+        format!("/api/v1/runs/{run}/logs"),
+    ] {
+        observed.push((format!("GET {path}"), server.get(&path)));
+    }
+    drop(server);
+    observed.extend(files_under(&sandbox.home));
+    let dump =
+        pg_dump().expect("pg_dump beside the PostgreSQL server scripts/postgres.sh installs");
+    let dumped = std::process::Command::new(dump)
+        .args(["--data-only", "--schema", schema.name(), schema.url()])
+        .output()
+        .expect("run pg_dump");
+    assert!(dumped.status.success(), "{dumped:?}");
+    assert!(
+        contains(&dumped.stdout, b"REDACTED"),
+        "the dump holds the run's masked lines"
+    );
+    observed.push(("the ledger's schema, dumped".into(), dumped.stdout));
+    assert_no_leak(&canaries, &observed);
 }
