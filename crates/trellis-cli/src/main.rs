@@ -69,8 +69,12 @@ enum Command {
     List(cmd::observe::ListArgs),
     /// Follow a run until it ends: a live view on a terminal, NDJSON status events otherwise.
     Watch(cmd::observe::WatchArgs),
-    /// Stream a run's log lines as NDJSON: replays, then follows until it ends.
-    Logs(cmd::observe::FollowArgs),
+    /// Stream a run's log lines as NDJSON: replays, then follows until it ends (`--execution`
+    /// for one execution's, `--node`, `--level`).
+    Logs(cmd::logs::LogsArgs),
+    /// Follow one execution's live output (by id, `ex-…` reference or node): replays, then
+    /// follows until it settles; Ctrl-C detaches.
+    Attach(cmd::logs::AttachArgs),
     /// Stop a run now: its workers are killed and it ends `force_stopped`.
     ForceStop(cmd::control::ForceStopArgs),
     /// Continue a failed run in a successor that reuses every settled outcome.
@@ -174,7 +178,8 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::Status(args) => with_runtime(ledger, |rt| cmd::observe::status(rt, args)),
         Command::List(args) => with_runtime(ledger, |rt| cmd::observe::list(rt, args)),
         Command::Watch(args) => with_runtime(ledger, |rt| cmd::observe::watch(rt, args)),
-        Command::Logs(args) => with_runtime(ledger, |rt| cmd::observe::logs(rt, args)),
+        Command::Logs(args) => with_runtime(ledger, |rt| cmd::logs::logs(rt, args)),
+        Command::Attach(args) => with_runtime(ledger, |rt| cmd::logs::attach(rt, args)),
         Command::ForceStop(args) => with_runtime(ledger, |rt| cmd::control::force_stop(rt, args)),
         Command::Resume(args) => with_runtime(ledger, |rt| cmd::control::resume(rt, args)),
         Command::Checkpoints(args) => {
@@ -206,7 +211,8 @@ fn remote_command(
         Command::Status(args) => cmd::remote::status(remote, args),
         Command::List(args) => cmd::remote::list(remote, args),
         Command::Watch(args) => cmd::remote::watch(remote, args),
-        Command::Logs(args) => cmd::remote::logs(remote, args),
+        Command::Logs(args) => cmd::logs::remote_logs(remote, args),
+        Command::Attach(args) => cmd::logs::remote_attach(remote, args),
         Command::ForceStop(args) => cmd::remote::force_stop(remote, &args.run),
         Command::Resume(args) => cmd::remote::resume(remote, args),
         Command::Checkpoints(args) => cmd::remote::checkpoints(remote, args),

@@ -129,3 +129,67 @@ fn every_watch_line_matches_the_published_schema() {
     uncounted.as_object_mut().map(|o| o.remove("counts"));
     assert!(!validator.is_valid(&uncounted));
 }
+
+/// Issue 37: `trellis attach RUN NODE` follows one execution live — its first line arrives
+/// while it still runs — and exits once it settles, saying how; `logs --execution` keeps only
+/// that execution's lines, by node, id or reference; a reference naming nothing is refused.
+#[test]
+fn attach_follows_a_running_execution_live_and_exits_when_it_settles() {
+    use std::io::BufRead;
+    let sandbox = Sandbox::new();
+    let run = sandbox.start_detached(&sandbox.run_args(
+        &support::graph::one_step_graph("gate"),
+        &json!({"value": 1}),
+        &support::uniform_worker_plan(&[]),
+    ));
+    let (attach, stdout) = sandbox.spawn_reading(&["attach", &run, "gate"]);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let first = lines.next().expect("a line").expect("readable");
+    assert_eq!(first, "gate attempt 1 starting");
+    // The gate waits for a file only this test writes: the line came while it ran.
+    let status = sandbox.status(&run);
+    assert_eq!(status["status"]["phase"], "running", "{status}");
+    std::fs::write(sandbox.workspace.join("open-gate"), "").expect("open the gate");
+    let attached = support::finish(attach, support::STATE_TIMEOUT, &["attach"]);
+    assert_eq!(attached.code, Some(0), "{attached:#?}");
+    assert!(
+        attached.stderr.contains("(gate) completed"),
+        "{attached:#?}"
+    );
+    sandbox.wait_finished(&run);
+
+    let by_node = sandbox
+        .trellis(&["logs", &run, "--execution", "gate"])
+        .success()
+        .ndjson();
+    assert!(!by_node.is_empty());
+    assert!(
+        by_node.iter().all(|line| line["node"] == "gate"),
+        "{by_node:?}"
+    );
+    let id = by_node[0]["executionId"].as_u64().expect("id").to_string();
+    let reference = by_node[0]["execution"]
+        .as_str()
+        .expect("reference")
+        .to_owned();
+    for named in [id.as_str(), reference.as_str()] {
+        let lines = sandbox
+            .trellis(&["logs", &run, "--execution", named])
+            .success()
+            .ndjson();
+        assert_eq!(lines, by_node, "--execution {named}");
+    }
+    let all = sandbox.trellis(&["logs", &run]).success().ndjson();
+    assert!(all.len() >= by_node.len());
+    let unknown = sandbox.trellis(&["logs", &run, "--execution", "ex-nothing"]);
+    assert_eq!(unknown.code, Some(1), "{unknown:#?}");
+    assert!(unknown.stderr.contains("ex-nothing"), "{unknown:#?}");
+    let replayed = sandbox
+        .trellis(&["attach", &run, &id, "--json"])
+        .success()
+        .ndjson();
+    assert_eq!(
+        replayed, by_node,
+        "attach to a settled execution replays it and ends"
+    );
+}

@@ -542,3 +542,64 @@ async fn a_retry_after_the_server_died_before_starting_the_controller_gets_a_run
         stop(server);
     }
 }
+
+/// Issue 37: `attach` and `logs --execution` through a named target: the execution's first
+/// line arrives while it runs on the server's host, and attach exits once it settled.
+#[test]
+fn attach_follows_an_execution_through_a_named_target() {
+    use std::io::BufRead;
+    let sandbox = Sandbox::new();
+    let server = start(&sandbox, None);
+    let targets = sandbox.home.with_file_name("targets.json");
+    let targets = targets.to_str().expect("UTF-8 path").to_owned();
+    let env = [("TRELLIS_TARGETS", targets.as_str()), ("TEAM_TOKEN", TOKEN)];
+    let base = server.base.clone();
+    sandbox
+        .trellis_with_env(
+            &["target", "add", "team", &base, "--token-env", "TEAM_TOKEN"],
+            &env,
+        )
+        .success();
+    let mut run_args = sandbox.run_args(
+        &support::graph::one_step_graph("gate"),
+        &json!({"value": 1}),
+        &uniform_worker_plan(&[]),
+    );
+    run_args.splice(0..0, ["--target".to_owned(), "team".to_owned()]);
+    run_args.extend(["--no-source".to_owned(), "--detach".to_owned()]);
+    let args: Vec<&str> = run_args.iter().map(String::as_str).collect();
+    let receipt = sandbox.trellis_with_env(&args, &env).success().json();
+    let run = receipt["runId"].as_str().expect("run id").to_owned();
+
+    let mut command = sandbox.command(&["--target", "team", "attach", &run, "gate"]);
+    command.envs(env);
+    let mut attach = command.spawn().expect("start attach");
+    let stdout = attach.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let first = lines.next().expect("a line").expect("readable");
+    assert_eq!(first, "gate attempt 1 starting");
+    for workspace in std::fs::read_dir(served_workspaces(&sandbox))
+        .expect("workspaces")
+        .filter_map(Result::ok)
+    {
+        let _ = std::fs::write(workspace.path().join("open-gate"), "");
+    }
+    let deadline = std::time::Instant::now() + STATE_TIMEOUT;
+    let code = loop {
+        if let Some(status) = attach.try_wait().expect("wait") {
+            break status.code();
+        }
+        assert!(std::time::Instant::now() < deadline, "attach never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+    let lines = sandbox
+        .trellis_with_env(
+            &["--target", "team", "logs", &run, "--execution", "gate"],
+            &env,
+        )
+        .success()
+        .ndjson();
+    assert!(!lines.is_empty() && lines.iter().all(|line| line["node"] == "gate"));
+    stop(server);
+}

@@ -54,11 +54,9 @@ pub use graphspec::source::{
     url_has_credentials,
 };
 pub use observation::cause::{CauseNode, RunCause};
+pub use observation::logs::{LogEntry, LogFilter, LogRecord, LogsStream};
 pub use observation::runs_stream::RunsStream;
-pub use observation::streams::{
-    LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,
-    WatchedExecution,
-};
+pub use observation::streams::{Subscription, WatchStream, WatchUpdate, WatchedExecution};
 pub use observation::views::{
     BindingView, ControllerView, ExecutionDetail, ExecutionPhase, ExecutionSummary, GraphBounds,
     GraphLayout, LayoutNode, OutcomeSummary, RunGraph, RunListFilter, RunListing, RunStatus,

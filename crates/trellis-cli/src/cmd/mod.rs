@@ -3,6 +3,7 @@
 pub mod control;
 pub mod doctor;
 pub mod follow;
+pub mod logs;
 pub mod observe;
 pub mod prune;
 pub mod remote;

@@ -1,13 +1,10 @@
-//! `trellis status | list | watch | logs`: read-only views of runs. Observers never own a run;
+//! `trellis status | list | watch`: read-only views of runs (`logs.rs` has `logs`, `attach`). Observers never own a run;
 //! interrupting them only detaches.
-
-use std::io::Write;
 
 use anyhow::anyhow;
 use clap::Args;
 use trellis_runtime::{
-    Cursor, ExecutionPhase, LogFilter, PhaseStatus, RunListFilter, RunStatus, Runtime,
-    TerminalResult,
+    Cursor, ExecutionPhase, PhaseStatus, RunListFilter, RunStatus, Runtime, TerminalResult,
 };
 
 use crate::cmd::follow::print_watch;
@@ -172,7 +169,7 @@ pub fn list(runtime: &Runtime, args: &ListArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn parse_after(after: Option<&str>) -> anyhow::Result<Cursor> {
+pub(crate) fn parse_after(after: Option<&str>) -> anyhow::Result<Cursor> {
     match after {
         None => Ok(Cursor::START),
         Some(text) => Cursor::parse(text).map_err(|e| anyhow!("{e}")),
@@ -201,16 +198,5 @@ pub fn watch(runtime: &Runtime, args: &WatchArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     print_watch(runtime, &run, after)?;
-    Ok(0)
-}
-
-pub fn logs(runtime: &Runtime, args: &FollowArgs) -> anyhow::Result<u8> {
-    let run = run_id(&args.run)?;
-    let after = parse_after(args.after.as_deref())?;
-    let mut out = std::io::stdout().lock();
-    for entry in runtime.logs(&run, after, LogFilter::default())? {
-        writeln!(out, "{}", serde_json::to_string(&entry?)?)?;
-        out.flush()?;
-    }
     Ok(0)
 }

@@ -10,7 +10,7 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::cmd::control::{CheckpointsArgs, ResumeArgs};
-use crate::cmd::observe::{FollowArgs, ListArgs, StatusArgs, WatchArgs};
+use crate::cmd::observe::{ListArgs, StatusArgs, WatchArgs};
 use crate::cmd::prune::PruneArgs;
 use crate::cmd::run_args::{RunArgs, delivery};
 use crate::cmd::target::Target;
@@ -82,6 +82,21 @@ impl Remote {
     /// Prints every data event's data of an SSE route (the run API's unnamed `message`
     /// events) as one line, until the stream ends.
     fn stream(&self, path: &str) -> anyhow::Result<()> {
+        self.stream_data(path, &mut |data| {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{data}")?;
+            out.flush()?;
+            Ok(())
+        })
+    }
+
+    /// Reads the server-sent events at `path` until `end`, handing each unnamed event's data
+    /// to `on_data`; a `problem` event fails.
+    pub(crate) fn stream_data(
+        &self,
+        path: &str,
+        on_data: &mut dyn FnMut(&str) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         self.runtime.block_on(async {
             let mut response = self
                 .request(reqwest::Method::GET, path)
@@ -94,7 +109,6 @@ impl Remote {
             }
             let mut pending = String::new();
             let mut event = String::new();
-            let mut out = std::io::stdout().lock();
             while let Some(chunk) = response.chunk().await.context("the stream broke")? {
                 pending.push_str(&String::from_utf8_lossy(&chunk));
                 while let Some(end) = pending.find('\n') {
@@ -107,12 +121,11 @@ impl Remote {
                         event = name.trim().to_owned();
                     } else if let Some(data) = line.strip_prefix("data:") {
                         match event.as_str() {
-                            "" | "message" => writeln!(out, "{}", data.trim())?,
+                            "" | "message" => on_data(data.trim())?,
                             "problem" => bail!("the stream failed: {}", data.trim()),
                             "end" => return Ok(()),
                             _ => {}
                         }
-                        out.flush()?;
                     }
                 }
             }
@@ -140,7 +153,7 @@ fn read_json(path: &Path, what: &str) -> anyhow::Result<Value> {
     serde_json::from_slice(&bytes).with_context(|| format!("{what} {} is not JSON", path.display()))
 }
 
-fn path_segment(run: &str) -> anyhow::Result<&str> {
+pub(crate) fn path_segment(run: &str) -> anyhow::Result<&str> {
     // Run ids are checked by the server; this only keeps a path out of the URL.
     if run.is_empty() || run.contains(['/', '?', '#', '%']) {
         bail!("{run:?} is not a run id");
@@ -259,13 +272,6 @@ pub fn watch(remote: &Remote, args: &WatchArgs) -> anyhow::Result<u8> {
     let run = path_segment(&args.follow.run)?;
     let query = after_query(args.follow.after.as_deref())?;
     remote.stream(&format!("/runs/{run}/watch{query}"))?;
-    Ok(0)
-}
-
-pub fn logs(remote: &Remote, args: &FollowArgs) -> anyhow::Result<u8> {
-    let run = path_segment(&args.run)?;
-    let query = after_query(args.after.as_deref())?;
-    remote.stream(&format!("/runs/{run}/logs{query}"))?;
     Ok(0)
 }
 

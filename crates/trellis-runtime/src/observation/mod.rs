@@ -1,8 +1,11 @@
-//! Reading runs: status and listing views, why a run ended (cause), watch and log streams,
+//! Reading runs: status and listing views, why a run ended (cause), watch and log streams (and
+//! `attach`'s follower of one execution),
 //! the runs stream and the watch line's schema. Imports `shared`, `checkpoints` (a retained
 //! workspace) and `control` (observers end runs whose controller is gone).
 
+pub(crate) mod attach;
 pub(crate) mod cause;
+pub(crate) mod logs;
 pub(crate) mod runs_stream;
 pub(crate) mod streams;
 pub(crate) mod views;

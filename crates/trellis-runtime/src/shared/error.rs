@@ -47,6 +47,8 @@ pub enum RuntimeError {
     AlreadyResumed { run: String, successor: String },
     #[error("run {run} has no execution {execution}")]
     UnknownExecution { run: String, execution: u64 },
+    #[error("run {run}: {why}")]
+    UnresolvedExecution { run: String, why: String },
     #[error("{0}")]
     NotSubmittable(String),
     #[error("submission key already used by run {0}")]
@@ -105,7 +107,9 @@ impl RuntimeError {
             Self::StillActive(_) => "run.still_active",
             Self::NothingToResume(_) => "run.nothing_to_resume",
             Self::AlreadyResumed { .. } => "run.already_resumed",
-            Self::UnknownExecution { .. } => "run.unknown_execution",
+            Self::UnknownExecution { .. } | Self::UnresolvedExecution { .. } => {
+                "run.unknown_execution"
+            }
             Self::NotSubmittable(_) => "run.not_submittable",
             Self::KeyInUse(_) => "submission.key_in_use",
             Self::UnknownCheckpoint { .. } => "run.unknown_checkpoint",

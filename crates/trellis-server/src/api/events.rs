@@ -102,8 +102,14 @@ pub struct LogsQuery {
     pub node: Option<String>,
     /// Only lines at least this severe: `debug` (all), `info`, `warn` or `error`.
     pub level: Option<String>,
-    /// Only lines of this execution id.
-    pub execution: Option<u64>,
+    /// Only lines of this execution: its id, its public reference (`ex-…`) or its node (the
+    /// node's one active execution, else its latest).
+    pub execution: Option<String>,
+    /// With `execution`: end the stream once that execution has settled (`attach`), not when
+    /// the run finishes.
+    #[serde(default, rename = "untilSettled")]
+    #[param(rename = "untilSettled")]
+    pub until_settled: bool,
 }
 
 /// The run's recorded changes: one unnamed event per change (its data a `WatchUpdate`, its
@@ -177,14 +183,23 @@ pub async fn logs(
 ) -> Result<Response, Problem> {
     let run = run_id(&run)?;
     let after = resume_cursor(&headers, query.after.as_deref())?;
-    let filter = LogFilter {
-        node: query.node.filter(|node| !node.is_empty()),
-        execution: query.execution,
-        min_level: level_of(query.level.as_deref())?,
-    };
+    let min_level = level_of(query.level.as_deref())?;
     let slot = state.slots.take()?;
     let runtime = Arc::clone(&state.runtime);
-    let lines = blocking(move || runtime.logs(&run, after, filter)).await?;
+    let lines = blocking(move || {
+        let execution = match query.execution.as_deref().filter(|e| !e.is_empty()) {
+            Some(reference) => Some(runtime.resolve_execution(&run, reference)?),
+            None => None,
+        };
+        let filter = LogFilter {
+            node: query.node.filter(|node| !node.is_empty()),
+            execution,
+            min_level,
+            until_settled: query.until_settled && execution.is_some(),
+        };
+        runtime.logs(&run, after, filter)
+    })
+    .await?;
     let events = lines.subscribe().map(|item| {
         Ok(match item {
             Ok(line) => data_event(None, Some(line.cursor), &line),

@@ -9,9 +9,11 @@ use super::Runtime;
 use crate::checkpoints::operations::retained_workspace;
 use crate::control::recovery::reconcile;
 use crate::graphspec::admission::{Registry, verify};
+use crate::observation::attach::resolve_execution;
 use crate::observation::cause::run_cause;
+use crate::observation::logs::{LogFilter, LogsStream};
 use crate::observation::runs_stream::RunsStream;
-use crate::observation::streams::{LogFilter, LogsStream, WatchStream};
+use crate::observation::streams::WatchStream;
 use crate::observation::views::{
     BindingView, ExecutionDetail, ExecutionSummary, GraphBounds, GraphLayout, RunGraph,
     RunListFilter, RunListing, RunStatus, RunSummary, SkippedRun, template_of,
@@ -104,6 +106,31 @@ impl Runtime {
     pub fn watch(&self, run_id: &RunId, after: Cursor) -> Result<WatchStream, RuntimeError> {
         self.known(run_id)?;
         WatchStream::new(self.store.clone(), self.home.clone(), run_id.clone(), after)
+    }
+
+    /// The execution `reference` names in the run: an execution id, a public reference
+    /// (`ex-…`), or a node (its one active execution, else its latest).
+    pub fn resolve_execution(&self, run_id: &RunId, reference: &str) -> Result<u64, RuntimeError> {
+        self.known(run_id)?;
+        let snapshot = self.store.snapshot(run_id)?;
+        resolve_execution(run_id, &snapshot, reference)
+    }
+
+    /// One execution's log lines after `after`, then live until the execution settles (or
+    /// the run ends): what `trellis attach` prints. Returns the execution's id too.
+    pub fn attach(
+        &self,
+        run_id: &RunId,
+        reference: &str,
+        after: Cursor,
+    ) -> Result<(u64, LogsStream), RuntimeError> {
+        let execution = self.resolve_execution(run_id, reference)?;
+        let filter = LogFilter {
+            execution: Some(execution),
+            until_settled: true,
+            ..LogFilter::default()
+        };
+        Ok((execution, self.logs(run_id, after, filter)?))
     }
 
     /// A run's log lines after `after` that `filter` selects, until it ends.
