@@ -74,8 +74,6 @@ struct IndexState {
     /// Whether the private index still holds exactly that tree, so that what `git add`
     /// reports updating is exactly what changed since it.
     holds_previous: bool,
-    /// The packs this run's checkpoints wrote, rolled up as they grow.
-    own_packs: OwnPacks,
 }
 
 /// The checkpoints of one run in one repository.
@@ -90,6 +88,8 @@ pub struct RunCheckpoints {
     seed: Option<PathBuf>,
     /// Serializes every use of the private index.
     state: Mutex<IndexState>,
+    /// The packs Trellis's checkpoints wrote in this repository, rolled up as they grow.
+    own_packs: OwnPacks,
 }
 
 /// The reference namespace of `run`'s checkpoints, refusing names git would refuse or that
@@ -113,6 +113,7 @@ impl RunCheckpoints {
     ) -> Result<Self, WorkspaceError> {
         Ok(Self {
             namespace: run_namespace(run)?,
+            own_packs: OwnPacks::of(&repo),
             repo,
             index,
             seed,
@@ -168,8 +169,8 @@ impl RunCheckpoints {
     }
 
     /// Records the working tree as checkpoint `number`; `message` (one line) says what it
-    /// precedes and becomes the commit's message. The packs it writes count as the run's own
-    /// and are rolled up when they grow past a few (see `packs`).
+    /// precedes and becomes the commit's message. The packs it writes count as Trellis's own
+    /// in this repository and are rolled up when they grow past a few (see `packs`).
     pub fn take(&self, number: u32, message: &str) -> Result<Checkpoint, WorkspaceError> {
         let mut state = self.guard();
         let packs_before = pack_names(&pack_dir(&self.repo));
@@ -194,10 +195,10 @@ impl RunCheckpoints {
             tree: tree.clone(),
         });
         state.holds_previous = true;
-        state.own_packs.record(&pack_dir(&self.repo), &packs_before);
-        // Upkeep: a roll-up that fails leaves more packs to read, never a wrong checkpoint,
-        // and is tried again after the next one.
-        let _ = state.own_packs.consolidate(&self.repo);
+        // Upkeep: a list or roll-up that fails leaves more packs to read, never a wrong
+        // checkpoint, and is tried again after the next one.
+        let _ = self.own_packs.record(&pack_dir(&self.repo), &packs_before);
+        let _ = self.own_packs.consolidate(&self.repo);
         Ok(Checkpoint {
             number,
             commit,
@@ -278,7 +279,7 @@ impl RunCheckpoints {
         state.holds_previous = false;
         let packs_before = pack_names(&pack_dir(&self.repo));
         self.stage_everything()?;
-        state.own_packs.record(&pack_dir(&self.repo), &packs_before);
+        let _ = self.own_packs.record(&pack_dir(&self.repo), &packs_before);
         self.write_tree()
     }
 

@@ -1,11 +1,14 @@
-//! Keeps the packs a run's checkpoints write few. Every checkpoint adds packs (`git add`'s
+//! Keeps the packs Trellis's checkpoints write few. Every checkpoint adds packs (`git add`'s
 //! blobs, `fast-import`'s trees and commit), and every git process looks through every pack
-//! index it finds, so hundreds of checkpoints would slow each later one down until the
-//! user's `gc`. The packs this run wrote (and only those) are rolled up into one whenever
-//! they grow past a few, in a geometric progression (a pack is rolled up again only when the
-//! smaller ones together come near its size), so each object is rewritten a few times at
-//! most. Rolling up keeps every object of the packs it reads: nothing reachable or not is
-//! lost, the user's packs and loose objects are never read, rewritten or removed.
+//! index it finds, so hundreds of checkpoints — within one run or over many runs in one
+//! repository — would slow each later one down until the user's `gc`. The packs Trellis wrote
+//! in a repository (and only those) are listed in a file beside its objects
+//! (`trellis/own-packs` in git's common directory, shared by every run and worktree, guarded by
+//! a lock file) and rolled up into one whenever they grow past a few, in a geometric
+//! progression (a pack is rolled up again only when the smaller ones together come near its
+//! size), so each object is rewritten a few times at most. Rolling up keeps every object of the
+//! packs it reads: nothing reachable or not is lost, the user's packs and loose objects are
+//! never read, rewritten or removed.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -14,116 +17,209 @@ use std::path::{Path, PathBuf};
 use crate::error::WorkspaceError;
 use crate::repo::Repository;
 
-/// Most packs of a run's own before they are rolled up.
+/// Most packs of Trellis's own in a repository before they are rolled up.
 pub(crate) const MAX_OWN_PACKS: usize = 8;
 /// A pack that stays must hold at least this many times the objects of all smaller ones.
 const GROWTH_FACTOR: u64 = 2;
 
-/// A pack this run wrote: its name (`pack-<hash>`) and how many objects it holds.
+/// A pack Trellis wrote: its name (`pack-<hash>`) and how many objects it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OwnPack {
     pub name: String,
     pub objects: u64,
 }
 
-/// The packs a run wrote, found by listing the pack directory around each of its writes.
-#[derive(Debug, Default)]
+/// The packs Trellis wrote in one repository, kept in its list file; every change happens
+/// under the list's lock, so runs in worktrees of one repository take turns.
+#[derive(Debug)]
 pub(crate) struct OwnPacks {
+    /// `<common dir>/trellis/own-packs`.
+    list: PathBuf,
+}
+
+/// The list, locked for one change.
+struct Locked {
+    _lock: std::fs::File,
+    list: PathBuf,
     packs: Vec<OwnPack>,
 }
 
+impl Locked {
+    fn save(&self) -> Result<(), WorkspaceError> {
+        let text: String = self
+            .packs
+            .iter()
+            .map(|pack| format!("{} {}\n", pack.name, pack.objects))
+            .collect();
+        let temporary = self.list.with_extension("tmp");
+        std::fs::write(&temporary, text)
+            .and_then(|()| std::fs::rename(&temporary, &self.list))
+            .map_err(|e| WorkspaceError::io(format!("cannot write {}", self.list.display()), e))
+    }
+}
+
 impl OwnPacks {
-    /// Adds the packs in `after` that were not in `before` (listings of the pack directory
-    /// just before and after one of this run's writes) and are complete (no `.keep`: a pack
-    /// still being written by someone holds one).
-    pub(crate) fn record(&mut self, pack_dir: &Path, before: &BTreeSet<String>) {
-        for name in pack_names(pack_dir).difference(before) {
-            if pack_dir.join(format!("{name}.keep")).exists() {
-                continue;
-            }
-            if let Some(objects) = object_count(&pack_dir.join(format!("{name}.pack"))) {
-                self.packs.push(OwnPack {
-                    name: name.clone(),
-                    objects,
-                });
-            }
+    /// The list of the packs Trellis wrote in `repo`.
+    pub(crate) fn of(repo: &Repository) -> Self {
+        Self {
+            list: repo.common_dir().join("trellis").join("own-packs"),
         }
     }
 
-    /// Rolls the smallest packs up into one when there are more than [`MAX_OWN_PACKS`].
-    pub(crate) fn consolidate(&mut self, repo: &Repository) -> Result<(), WorkspaceError> {
-        if self.packs.len() <= MAX_OWN_PACKS {
+    /// Takes the list's lock and reads it, leaving out packs that are gone (the user's `gc`
+    /// packed their objects into a pack of its own).
+    fn lock(&self, pack_dir: &Path) -> Result<Locked, WorkspaceError> {
+        let io = |what: &str, e| WorkspaceError::io(format!("{what} {}", self.list.display()), e);
+        if let Some(dir) = self.list.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io("cannot create the folder of", e))?;
+        }
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.list.with_extension("lock"))
+            .map_err(|e| io("cannot open the lock of", e))?;
+        lock.lock().map_err(|e| io("cannot lock", e))?;
+        let text = match std::fs::read_to_string(&self.list) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io("cannot read", e)),
+        };
+        let packs = text
+            .lines()
+            .filter_map(|line| {
+                let (name, objects) = line.split_once(' ')?;
+                Some(OwnPack {
+                    name: name.to_owned(),
+                    objects: objects.parse().ok()?,
+                })
+            })
+            .filter(|pack| pack_dir.join(format!("{}.idx", pack.name)).exists())
+            .collect();
+        Ok(Locked {
+            _lock: lock,
+            list: self.list.clone(),
+            packs,
+        })
+    }
+
+    /// Adds the packs in the pack directory that were not in `before` (its listing just
+    /// before one of Trellis's writes) and are complete (no `.keep`: a pack still being
+    /// written by someone holds one).
+    pub(crate) fn record(
+        &self,
+        pack_dir: &Path,
+        before: &BTreeSet<String>,
+    ) -> Result<(), WorkspaceError> {
+        let new: Vec<OwnPack> = pack_names(pack_dir)
+            .difference(before)
+            .filter(|name| !pack_dir.join(format!("{name}.keep")).exists())
+            .filter_map(|name| {
+                let objects = object_count(&pack_dir.join(format!("{name}.pack")))?;
+                Some(OwnPack {
+                    name: name.clone(),
+                    objects,
+                })
+            })
+            .collect();
+        if new.is_empty() {
             return Ok(());
         }
-        self.packs.sort_by_key(|pack| pack.objects);
-        let counts: Vec<u64> = self.packs.iter().map(|pack| pack.objects).collect();
-        let rolled: Vec<OwnPack> = self.packs.drain(..roll_up_length(&counts)).collect();
-        let pack_dir = pack_dir(repo);
-        // The objects are named one by one (read from the packs' indexes): `--stdin-packs`
-        // would walk the commits of the packs and every tree they reach, which grows with the
-        // repository, not with the objects rolled up.
-        let mut input = Vec::new();
-        let mut readable = Vec::with_capacity(rolled.len());
-        for pack in rolled {
-            // One that cannot be read (gone, or a format this reader does not know) is left
-            // alone and no longer counted as the run's.
-            if let Some(listed) = listed_objects(&pack_dir.join(format!("{}.idx", pack.name))) {
-                input.extend_from_slice(listed.as_bytes());
-                readable.push(pack);
+        let mut locked = self.lock(pack_dir)?;
+        for pack in new {
+            if !locked.packs.iter().any(|known| known.name == pack.name) {
+                locked.packs.push(pack);
             }
         }
-        let rolled = readable;
-        let base = pack_dir.join("pack");
-        let base = base.to_string_lossy();
-        let args = [
-            "-c",
-            "pack.writeReverseIndex=false",
-            "pack-objects",
-            "--quiet",
-            "--delta-base-offset",
-            // No delta search: the objects are copied as they are (deltas kept), so a roll-up
-            // costs what copying them costs.
-            "--window=0",
-            base.as_ref(),
-        ];
-        let stdout = repo.git().run_with_input(repo.top(), &args, &[], input);
-        let stdout = match stdout {
-            Ok(stdout) => stdout,
-            Err(error) => {
-                // Nothing was removed: the packs are still ours to roll up next time.
-                self.packs.extend(rolled);
-                return Err(error);
-            }
-        };
-        let hash = String::from_utf8_lossy(&stdout).trim().to_owned();
-        let name = format!("pack-{hash}");
-        let objects = object_count(&pack_dir.join(format!("{name}.pack")));
-        let Some(objects) = objects.filter(|_| !hash.is_empty()) else {
-            self.packs.extend(rolled);
-            return Err(WorkspaceError::Unexpected {
-                command: "pack-objects".into(),
-                detail: format!("no pack named {hash:?}"),
-            });
-        };
-        // The new pack is complete (git renames its index into place last) before any rolled
-        // up pack goes; a pack's index goes first so no new reader adopts it.
-        for pack in rolled.iter().filter(|pack| pack.name != name) {
-            for extension in ["idx", "pack", "rev"] {
-                let path = pack_dir.join(format!("{}.{extension}", pack.name));
-                match std::fs::remove_file(&path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(WorkspaceError::io(
-                            format!("cannot remove {}", path.display()),
-                            e,
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        self.packs.push(OwnPack { name, objects });
-        Ok(())
+        locked.save()
     }
+
+    /// Rolls the smallest packs up into one when there are more than [`MAX_OWN_PACKS`].
+    pub(crate) fn consolidate(&self, repo: &Repository) -> Result<(), WorkspaceError> {
+        let pack_dir = pack_dir(repo);
+        let mut locked = self.lock(&pack_dir)?;
+        if locked.packs.len() <= MAX_OWN_PACKS {
+            return Ok(());
+        }
+        let result = roll_up(repo, &pack_dir, &mut locked.packs);
+        locked.save()?;
+        result
+    }
+}
+
+/// Rolls the smallest of `packs` up into one pack; `packs` is left listing what is Trellis's
+/// afterwards (a pack that could not be read is no longer counted).
+fn roll_up(
+    repo: &Repository,
+    pack_dir: &Path,
+    packs: &mut Vec<OwnPack>,
+) -> Result<(), WorkspaceError> {
+    packs.sort_by_key(|pack| pack.objects);
+    let counts: Vec<u64> = packs.iter().map(|pack| pack.objects).collect();
+    let rolled: Vec<OwnPack> = packs.drain(..roll_up_length(&counts)).collect();
+    // The objects are named one by one (read from the packs' indexes): `--stdin-packs`
+    // would walk the commits of the packs and every tree they reach, which grows with the
+    // repository, not with the objects rolled up.
+    let mut input = Vec::new();
+    let mut readable = Vec::with_capacity(rolled.len());
+    for pack in rolled {
+        // One that cannot be read (gone, or a format this reader does not know) is left
+        // alone and no longer counted as Trellis's.
+        if let Some(listed) = listed_objects(&pack_dir.join(format!("{}.idx", pack.name))) {
+            input.extend_from_slice(listed.as_bytes());
+            readable.push(pack);
+        }
+    }
+    let rolled = readable;
+    let base = pack_dir.join("pack");
+    let base = base.to_string_lossy();
+    let args = [
+        "-c",
+        "pack.writeReverseIndex=false",
+        "pack-objects",
+        "--quiet",
+        "--delta-base-offset",
+        // No delta search: the objects are copied as they are (deltas kept), so a roll-up
+        // costs what copying them costs.
+        "--window=0",
+        base.as_ref(),
+    ];
+    let stdout = match repo.git().run_with_input(repo.top(), &args, &[], input) {
+        Ok(stdout) => stdout,
+        Err(error) => {
+            // Nothing was removed: the packs are still Trellis's to roll up next time.
+            packs.extend(rolled);
+            return Err(error);
+        }
+    };
+    let hash = String::from_utf8_lossy(&stdout).trim().to_owned();
+    let name = format!("pack-{hash}");
+    let objects = object_count(&pack_dir.join(format!("{name}.pack")));
+    let Some(objects) = objects.filter(|_| !hash.is_empty()) else {
+        packs.extend(rolled);
+        return Err(WorkspaceError::Unexpected {
+            command: "pack-objects".into(),
+            detail: format!("no pack named {hash:?}"),
+        });
+    };
+    // The new pack is complete (git renames its index into place last) before any rolled
+    // up pack goes; a pack's index goes first so no new reader adopts it.
+    for pack in rolled.iter().filter(|pack| pack.name != name) {
+        for extension in ["idx", "pack", "rev"] {
+            let path = pack_dir.join(format!("{}.{extension}", pack.name));
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(WorkspaceError::io(
+                        format!("cannot remove {}", path.display()),
+                        e,
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    packs.push(OwnPack { name, objects });
+    Ok(())
 }
 
 /// How many of the smallest packs (object counts sorted ascending) to roll up: the fewest

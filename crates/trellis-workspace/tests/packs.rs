@@ -98,3 +98,36 @@ fn the_bytes_a_copy_would_hold_are_read_from_the_index() {
         .sum();
     assert_eq!(run.listed_bytes(), Some(files));
 }
+
+/// Issue 31: forty runs in one repository, a few checkpoints each, leave as few of Trellis's
+/// packs as one long run does: the packs are rolled up per repository, not per run, and the
+/// user's packs stay.
+#[test]
+fn successive_runs_in_one_repository_leave_few_packs_all_told() {
+    const RUNS: u32 = 40;
+    let repo = repository();
+    let root = repo.path();
+    git(root, &["gc", "--quiet"]);
+    let users_packs = packs(root);
+    let state = tempfile::tempdir().unwrap();
+    let mut last = None;
+    for run_number in 0..RUNS {
+        let run = checkpoints(root, &format!("run{run_number}"), state.path());
+        for step in 1..=3 {
+            let body = format!("run {run_number} step {step}\n");
+            write(root, &format!("work/r{run_number}.txt"), body.as_bytes());
+            last = Some(run.take(step, "before work").unwrap());
+        }
+    }
+    let now = packs(root);
+    assert!(users_packs.is_subset(&now), "{users_packs:?} {now:?}");
+    let own = now.len() - users_packs.len();
+    // Without the roll-up across runs: two packs per checkpoint, 240 here.
+    assert!(own <= 9, "{own} packs of Trellis's own after {RUNS} runs");
+    let last = last.unwrap();
+    assert_eq!(
+        git(root, &["show", &format!("{}:work/r39.txt", last.reference)]),
+        "run 39 step 3"
+    );
+    git(root, &["fsck", "--no-dangling", "--strict"]);
+}
