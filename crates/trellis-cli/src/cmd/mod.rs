@@ -4,6 +4,8 @@ pub mod control;
 pub mod doctor;
 pub mod follow;
 pub mod observe;
+pub mod profile;
+pub mod profile_remote;
 pub mod prune;
 pub mod remote;
 pub mod run;

@@ -8,5 +8,6 @@ pub(crate) mod documents;
 pub(crate) mod error;
 pub(crate) mod home;
 pub(crate) mod log_budget;
+pub(crate) mod profile_error;
 pub(crate) mod submission;
 pub(crate) mod templates;
