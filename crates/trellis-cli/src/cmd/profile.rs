@@ -395,7 +395,7 @@ fn short(identity: &str) -> &str {
     identity.get(..12).unwrap_or(identity)
 }
 
-/// The error of a profile name the CLI must put in a URL path.
+/// Checks a profile name before it goes into a URL path.
 pub(crate) fn checked_name(name: &str) -> anyhow::Result<&str> {
     trellis_runtime::ProfileName::parse(name).map_err(|e| anyhow!("{e}"))?;
     Ok(name)

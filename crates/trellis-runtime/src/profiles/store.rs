@@ -112,7 +112,7 @@ impl ProfileStore {
     }
 
     /// Writes `definition` as the next revision of `name` if its current revision is the one
-    /// `expected`; returns what was written.
+    /// `expected`; returns what was written and the revision it replaced.
     pub fn save(
         &self,
         name: &ProfileName,
@@ -120,7 +120,7 @@ impl ProfileStore {
         identity: String,
         expected: ExpectedRevision,
         saved_at_ms: u64,
-    ) -> Result<Profile, ProfileError> {
+    ) -> Result<(Profile, Option<u64>), ProfileError> {
         let _lock = self.lock()?;
         let current = self.read(name)?.map(|p| p.revision);
         check_revision(name, current, expected)?;
@@ -142,7 +142,7 @@ impl ProfileStore {
             )));
         }
         self.write_atomically(name, &bytes)?;
-        Ok(profile)
+        Ok((profile, current))
     }
 
     /// Deletes `name` if its current revision is the one `expected`; returns the revision
@@ -285,10 +285,10 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = ProfileStore::open(home.path()).unwrap();
         let name = ProfileName::parse("nightly").unwrap();
-        let first = store
+        let (first, replaced) = store
             .save(&name, definition(1), "id".into(), ExpectedRevision::New, 1)
             .unwrap();
-        assert_eq!(first.revision, 1);
+        assert_eq!((first.revision, replaced), (1, None));
         let again = store.save(&name, definition(2), "id".into(), ExpectedRevision::New, 2);
         assert_eq!(
             again.unwrap_err(),
@@ -298,7 +298,7 @@ mod tests {
                 expected: None
             }
         );
-        let second = store
+        let (second, replaced) = store
             .save(
                 &name,
                 definition(2),
@@ -307,7 +307,7 @@ mod tests {
                 3,
             )
             .unwrap();
-        assert_eq!(second.revision, 2);
+        assert_eq!((second.revision, replaced), (2, Some(1)));
         let stale = store
             .save(
                 &name,

@@ -62,7 +62,7 @@ fn expected(revision: Option<u64>, force: bool) -> ExpectedRevision {
 async fn save(state: &ApiState, request: SaveProfile) -> Result<Response, Problem> {
     let runtime = state.runtime.clone();
     let saved = blocking(move || runtime.save_profile(request)).await?;
-    let status = if saved.previous_revision.is_none() && saved.revision == 1 {
+    let status = if saved.previous_revision.is_none() {
         StatusCode::CREATED
     } else {
         StatusCode::OK

@@ -39,12 +39,7 @@ impl Runtime {
             .definition
             .save_check_request(self.home.root().to_path_buf());
         let admitted = admission::admit(check)?;
-        let previous = match request.expected {
-            ExpectedRevision::At(revision) => Some(revision),
-            ExpectedRevision::New => None,
-            ExpectedRevision::Any => store.load(&name).ok().map(|p| p.revision),
-        };
-        let profile = store.save(
+        let (profile, previous) = store.save(
             &name,
             request.definition,
             admitted.identity(),
