@@ -308,6 +308,94 @@ fn names_are_checked_and_exports_import_back() {
     assert_eq!(sandbox.wait_finished(&run)["output"], json!({"result": 42}));
 }
 
+#[test]
+fn a_template_profile_keeps_its_task_default_and_delivery() {
+    let sandbox = Sandbox::new();
+    let plan = sandbox.write_json(
+        "plan.json",
+        &json!({"kind": "command", "command": ["true"]}),
+    );
+    // No task default: saved (checked with a placeholder task), and each run must give one.
+    sandbox
+        .trellis(&[
+            "profile",
+            "save",
+            "change",
+            "--template",
+            "software-change",
+            "--uniform-runtime-config",
+            &plan,
+        ])
+        .success();
+    let needs_task = sandbox.trellis(&["run", "--profile", "change", "--validate-only"]);
+    assert_eq!(needs_task.code, Some(1));
+    assert!(
+        needs_task.stderr.contains("needs a task"),
+        "{}",
+        needs_task.stderr
+    );
+    let given = sandbox
+        .trellis(&[
+            "run",
+            "--profile",
+            "change",
+            "--task",
+            "Fix it",
+            "--validate-only",
+        ])
+        .success()
+        .json();
+    assert_eq!(given["valid"], true);
+
+    sandbox
+        .trellis(&[
+            "profile",
+            "save",
+            "push",
+            "--template",
+            "software-change",
+            "--task-default",
+            "Tidy up",
+            "--delivery",
+            "push",
+            "--uniform-runtime-config",
+            &plan,
+        ])
+        .success();
+    let shown = sandbox
+        .trellis(&["profile", "show", "push", "--json"])
+        .success()
+        .json();
+    assert_eq!(
+        shown["definition"]["template"],
+        json!({"name": "software-change", "delivery": "push"})
+    );
+    assert_eq!(shown["definition"]["taskDefault"], "Tidy up");
+    let checked = sandbox
+        .trellis(&["run", "--profile", "push", "--validate-only"])
+        .success()
+        .json();
+    // The push variant is another graph than the default one.
+    assert_eq!(checked["identity"], shown["identity"]);
+    assert_ne!(checked["identity"], given["identity"]);
+    // A review template takes an input document, not a task: without one it cannot run.
+    let review = sandbox.trellis(&[
+        "profile",
+        "save",
+        "review",
+        "--template",
+        "issue-review",
+        "--uniform-runtime-config",
+        &plan,
+    ]);
+    assert_eq!(review.code, Some(1));
+    assert!(
+        review.stderr.contains("admission.template_needs_task"),
+        "{}",
+        review.stderr
+    );
+}
+
 /// Runs `trellis --target team ARGS` against `server`.
 fn remote(sandbox: &Sandbox, server: &Server, args: &[&str]) -> support::CliOutput {
     let targets = sandbox.home.with_file_name("targets.json");

@@ -39,7 +39,8 @@ Examples:
 
 A save is admitted exactly as `trellis run --validate-only` admits a run (a template profile
 without a task default is checked with a placeholder task): a profile that cannot run is never
-saved. Profiles live in $TRELLIS_HOME/profiles/NAME.json.";
+saved. Profiles live in $TRELLIS_HOME/profiles/NAME.json.
+";
 
 #[derive(Debug, Subcommand)]
 #[command(after_long_help = EXAMPLES)]
@@ -80,8 +81,24 @@ pub enum ProfileCommand {
     },
 }
 
+/// Shown under `trellis profile save --help`.
+const SAVE_EXAMPLES: &str = "\
+Examples:
+  trellis profile save tidy --template software-change --task-default \"Tidy the README\" \\
+      --uniform-runtime-config plan.json
+  trellis profile save double --graph graph.json --input input.json --runtime-config plan.json
+  trellis profile save tidy --template software-change --task-default \"…\" --revision 1
+  trellis profile save copy --from exported.json
+
+The documents are stored, not the paths. The save is refused, and nothing is written, when
+`trellis run --validate-only` would refuse the run, or when NAME exists and --revision does
+not name its current revision (`trellis profile show NAME`) and --force is not given.";
+
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("what").required(true).args(["template", "graph", "from"])))]
+#[command(
+    group(ArgGroup::new("what").required(true).args(["template", "graph", "from"])),
+    after_long_help = SAVE_EXAMPLES
+)]
 pub struct SaveArgs {
     /// The profile's name: lowercase letters, digits, '-', '_' and '.' (at most 64).
     pub name: String,

@@ -335,6 +335,51 @@ mod tests {
     }
 
     #[test]
+    fn of_concurrent_saves_from_one_revision_exactly_one_wins() {
+        let home = tempfile::tempdir().unwrap();
+        let store = ProfileStore::open(home.path()).unwrap();
+        let name = ProfileName::parse("shared").unwrap();
+        store
+            .save(&name, definition(0), "id".into(), ExpectedRevision::New, 1)
+            .unwrap();
+        // Each editor read revision 1; each opens the store on its own, as processes do.
+        let outcomes: Vec<_> = std::thread::scope(|scope| {
+            let editors: Vec<_> = (1..=8)
+                .map(|editor| {
+                    let (dir, name) = (home.path(), &name);
+                    scope.spawn(move || {
+                        let store = ProfileStore::open(dir).unwrap();
+                        store
+                            .save(
+                                name,
+                                definition(editor),
+                                "id".into(),
+                                ExpectedRevision::At(1),
+                                2,
+                            )
+                            .map(|(profile, _)| profile.definition)
+                    })
+                })
+                .collect();
+            editors.into_iter().map(|e| e.join().unwrap()).collect()
+        });
+        let won: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+        assert_eq!(won.len(), 1, "{outcomes:?}");
+        for lost in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            assert_eq!(
+                *lost,
+                ProfileError::RevisionConflict {
+                    name: "shared".into(),
+                    current: Some(2),
+                    expected: Some(1)
+                }
+            );
+        }
+        let stored = store.load(&name).unwrap();
+        assert_eq!((stored.revision, &stored.definition), (2, won[0]));
+    }
+
+    #[test]
     fn a_damaged_file_is_named_and_hides_no_other() {
         let home = tempfile::tempdir().unwrap();
         let store = ProfileStore::open(home.path()).unwrap();
