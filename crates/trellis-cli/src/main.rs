@@ -85,6 +85,10 @@ enum Command {
     DiscardWorkspace(cmd::control::DiscardWorkspaceArgs),
     /// Remove checkpoints, saved workspace states, worktrees and verifier copies no run will use again.
     Prune(cmd::prune::PruneArgs),
+    /// Save run definitions by name (graph or template, plan, default input) and list,
+    /// show, export or delete them; run one with `trellis run --profile NAME`.
+    #[command(subcommand)]
+    Profile(cmd::profile::ProfileCommand),
     /// List or show the built-in graph templates.
     #[command(subcommand)]
     Template(cmd::template::TemplateCommand),
@@ -189,6 +193,7 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
             with_runtime(ledger, |rt| cmd::control::discard_workspace(rt, args))
         }
         Command::Prune(args) => with_runtime(ledger, |rt| cmd::prune::prune(rt, args)),
+        Command::Profile(command) => with_runtime(ledger, |rt| cmd::profile::run(rt, command)),
         Command::Template(command) => cmd::template::run(command),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Trace(command) => cmd::trace::run(command),
@@ -218,6 +223,7 @@ fn remote_command(
         Command::Checkpoints(args) => cmd::remote::checkpoints(remote, args),
         Command::DiscardWorkspace(args) => cmd::remote::discard_workspace(remote, &args.run),
         Command::Prune(args) => cmd::remote::prune(remote, args),
+        Command::Profile(command) => cmd::profile_remote::run(remote, command),
         Command::Serve(_) | Command::Worker(_) | Command::Ui(_) | Command::Controller { .. } => {
             anyhow::bail!("`--target` names a team server; this command runs only locally")
         }

@@ -14,7 +14,7 @@
 
 // One room per capability, each a folder whose `mod.rs` says its job and what it may import.
 // Bottom to top: `plan`, `delivery` < `shared` < `checkpoints` < `control` < `observation`,
-// `dispatch`, `gap_runs` < `graphspec` < `worker_host` < `api` (the façade). A room imports only
+// `dispatch`, `gap_runs` < `graphspec` < `worker_host`, `profiles` < `api` (the façade). A room imports only
 // rooms below it; what it needs from above comes in as a parameter (docs/architecture.md).
 mod api;
 mod checkpoints;
@@ -25,6 +25,7 @@ mod gap_runs;
 mod graphspec;
 mod observation;
 mod plan;
+mod profiles;
 mod shared;
 mod worker_host;
 
@@ -65,12 +66,19 @@ pub use observation::views::{
 pub use observation::watch_schema::watch_update_json_schema;
 pub use plan::PlanError;
 pub use plan::admission::{AdmissionRefusal, GraphAdmissionError};
+pub use profiles::document::{
+    PROFILE_FORMAT, Profile, ProfileDefinition, ProfilePlan, ProfileSummary, ProfileTemplate,
+};
+pub use profiles::name::{MAX_PROFILE_NAME_BYTES, ProfileName};
+pub use profiles::requests::{DeletedProfile, SaveProfile, SavedProfile};
+pub use profiles::store::{ExpectedRevision, ProfileListing, UnreadableProfile};
 pub use shared::documents::{DocumentKind, classify};
 pub use shared::error::RuntimeError;
 /// How much of its workers' output a run records, per execution and per run.
 pub use shared::log_budget::{
     MAX_EXECUTION_LOG_BYTES, MAX_EXECUTION_LOG_LINES, MAX_RUN_LOG_BYTES, MAX_RUN_LOG_LINES,
 };
+pub use shared::profile_error::ProfileError;
 pub use shared::templates::{
     DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
 };

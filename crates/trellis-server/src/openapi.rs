@@ -13,16 +13,18 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::api::control::{ResumeBody, SubmitAnswer};
+use crate::api::profiles::{ProfileCreateBody, ProfileSaveBody};
 use crate::api::reads::{RunList, ValidateBody};
 use crate::api::workspace::PruneBody;
 use crate::team::runs::{PlanChoice, SubmitRequest, TemplateChoice};
 use crate::team::workspaces::SourceChoice;
 
 pub use crate::schemas::{
-    CheckpointInfoDoc, CheckpointPageDoc, DiscardedWorkspaceDoc, ExecutionDetailDoc,
-    ExecutionSummaryDoc, LogEntryDoc, PhaseStatusDoc, ProblemDoc, PruneReportDoc, PrunedItemDoc,
-    RunGraphDoc, RunStatusDoc, RunSummaryDoc, SkippedRunDoc, TokenUsageDoc, WatchCountsDoc,
-    WatchStatusDoc, WatchUpdateDoc,
+    CheckpointInfoDoc, CheckpointPageDoc, DeletedProfileDoc, DiscardedWorkspaceDoc,
+    ExecutionDetailDoc, ExecutionSummaryDoc, LogEntryDoc, PhaseStatusDoc, ProblemDoc,
+    ProfileDefinitionDoc, ProfileDoc, ProfileListingDoc, ProfileSummaryDoc, PruneReportDoc,
+    PrunedItemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc, SavedProfileDoc, SkippedRunDoc,
+    TokenUsageDoc, WatchCountsDoc, WatchStatusDoc, WatchUpdateDoc,
 };
 
 /// Where the document is served (outside the access policy: it holds no run data).
@@ -65,6 +67,11 @@ impl Modify for BearerSecurity {
         crate::api::reads::validate,
         crate::api::reads::templates,
         crate::api::reads::template,
+        crate::api::profiles::list,
+        crate::api::profiles::create,
+        crate::api::profiles::show,
+        crate::api::profiles::replace,
+        crate::api::profiles::delete,
     ),
     components(schemas(
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList, ValidateBody,
@@ -73,6 +80,8 @@ impl Modify for BearerSecurity {
         ProblemDoc, CheckpointPageDoc, CheckpointInfoDoc, DiscardedWorkspaceDoc, ResumeBody,
         SkippedRunDoc,
         PruneBody, PruneReportDoc, PrunedItemDoc,
+        ProfileCreateBody, ProfileSaveBody, ProfileDefinitionDoc, ProfileDoc, ProfileSummaryDoc,
+        ProfileListingDoc, SavedProfileDoc, DeletedProfileDoc,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),
@@ -82,6 +91,7 @@ impl Modify for BearerSecurity {
         (name = "workspace", description = "checkpoints, retained worktrees and pruning"),
         (name = "events", description = "Server-Sent Events resumable by cursor"),
         (name = "documents", description = "validate a document; the built-in templates"),
+        (name = "profiles", description = "saved run definitions, revision-checked, admitted on save"),
     ),
 )]
 struct TeamApi;

@@ -238,6 +238,57 @@ const PRUNED_ITEM_FIELDS: &[(&str, Field, bool)] = &[
     ),
 ];
 
+const PROFILE_DEFINITION_FIELDS: &[(&str, Field, bool)] = &[
+    // Exactly one of `graph` (a GraphSpec document) and `template`.
+    ("graph", Field::Any, false),
+    // `{name, delivery?, ignorePrFeedback?}`.
+    ("template", Field::Object, false),
+    ("taskDefault", Field::Text, false),
+    ("input", Field::Any, false),
+    // `{"exact": PLAN}` or `{"uniform": BINDING}`; none: the agent CLI found when it runs.
+    ("plan", Field::Object, false),
+    ("description", Field::Text, false),
+];
+
+const PROFILE_FIELDS: &[(&str, Field, bool)] = &[
+    ("format", Field::OneOf(&["trellis.profile/v1"]), true),
+    ("name", Field::Text, true),
+    ("revision", Field::Integer, true),
+    ("savedAtMs", Field::Integer, true),
+    ("identity", Field::Text, true),
+    ("definition", Field::Component("ProfileDefinition"), true),
+];
+
+const PROFILE_SUMMARY_FIELDS: &[(&str, Field, bool)] = &[
+    ("name", Field::Text, true),
+    ("revision", Field::Integer, true),
+    ("savedAtMs", Field::Integer, true),
+    ("identity", Field::Text, true),
+    ("template", Field::Text, false),
+    ("description", Field::Text, false),
+];
+
+const PROFILE_LISTING_FIELDS: &[(&str, Field, bool)] = &[
+    ("profiles", Field::Components("ProfileSummary"), true),
+    // `[{name, reason}]`: profile files that cannot be read.
+    ("unreadable", Field::Any, false),
+];
+
+const SAVED_PROFILE_FIELDS: &[(&str, Field, bool)] = &[
+    ("name", Field::Text, true),
+    ("revision", Field::Integer, true),
+    ("previousRevision", Field::Integer, false),
+    ("identity", Field::Text, true),
+    // The `run --validate-only` report of the saved definition.
+    ("admission", Field::Object, true),
+    ("notices", Field::Texts, false),
+];
+
+const DELETED_PROFILE_FIELDS: &[(&str, Field, bool)] = &[
+    ("name", Field::Text, true),
+    ("revision", Field::Integer, true),
+];
+
 const PROBLEM_FIELDS: &[(&str, Field, bool)] = &[
     ("code", Field::Text, true),
     ("message", Field::Text, true),
@@ -371,4 +422,40 @@ documented!(
     "Problem",
     "Every error answer: a stable `code`, a message for people, optional details.",
     [PROBLEM_FIELDS]
+);
+documented!(
+    ProfileDefinitionDoc,
+    "ProfileDefinition",
+    "A saved run definition: a graph or a template (with its task default), a runtime plan, a default input, a description.",
+    [PROFILE_DEFINITION_FIELDS]
+);
+documented!(
+    ProfileDoc,
+    "Profile",
+    "A stored profile: its revision, the graph identity it was admitted as, and its definition (the document `trellis profile export` writes).",
+    [PROFILE_FIELDS]
+);
+documented!(
+    ProfileSummaryDoc,
+    "ProfileSummary",
+    "One profile as the list shows it.",
+    [PROFILE_SUMMARY_FIELDS]
+);
+documented!(
+    ProfileListingDoc,
+    "ProfileListing",
+    "Every profile of the server, by name, and the files that cannot be read.",
+    [PROFILE_LISTING_FIELDS]
+);
+documented!(
+    SavedProfileDoc,
+    "SavedProfile",
+    "A profile saved: its new revision, the one it replaced, and what admission said of it.",
+    [SAVED_PROFILE_FIELDS]
+);
+documented!(
+    DeletedProfileDoc,
+    "DeletedProfile",
+    "A profile deleted, and the revision it had.",
+    [DELETED_PROFILE_FIELDS]
 );

@@ -5,6 +5,8 @@ pub mod doctor;
 pub mod follow;
 pub mod logs;
 pub mod observe;
+pub mod profile;
+pub mod profile_remote;
 pub mod prune;
 pub mod remote;
 pub mod run;

@@ -58,12 +58,26 @@ impl Remote {
     }
 
     /// Sends a request and returns its JSON answer, or the problem it got as an error.
-    fn call(
+    pub(crate) fn call(
         &self,
         method: reqwest::Method,
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<Value> {
+        match self.exchange(method, path, body)? {
+            Ok(value) => Ok(value),
+            Err(problem) => Err(problem_error(&problem)),
+        }
+    }
+
+    /// Sends a request: its JSON answer, or the problem document it got (to read its
+    /// `details`); only a failure to talk to the server is an error.
+    pub(crate) fn exchange(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Result<Value, Value>> {
         self.runtime.block_on(async {
             let mut request = self
                 .request(method, path)
@@ -75,7 +89,7 @@ impl Remote {
                 .send()
                 .await
                 .with_context(|| format!("cannot reach {}", self.base))?;
-            answer(response).await
+            read_answer(response).await
         })
     }
 
@@ -135,16 +149,30 @@ impl Remote {
 }
 
 async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
+    read_answer(response)
+        .await?
+        .map_err(|problem| problem_error(&problem))
+}
+
+/// The answer's JSON: `Ok` on success, `Err` with the problem document (its HTTP status
+/// added as `status`) otherwise.
+async fn read_answer(response: reqwest::Response) -> anyhow::Result<Result<Value, Value>> {
     let status = response.status();
     let text = response.text().await.context("the answer broke off")?;
-    let value: Value = serde_json::from_str(&text)
+    let mut value: Value = serde_json::from_str(&text)
         .with_context(|| format!("the server answered {status} with something not JSON"))?;
     if status.is_success() {
-        return Ok(value);
+        return Ok(Ok(value));
     }
-    let code = value["code"].as_str().unwrap_or("unknown");
-    let message = value["message"].as_str().unwrap_or("no message");
-    bail!("{message} ({code}, HTTP {})", status.as_u16())
+    value["status"] = json!(status.as_u16());
+    Ok(Err(value))
+}
+
+/// A problem answer as an error carrying its code.
+pub(crate) fn problem_error(problem: &Value) -> anyhow::Error {
+    let code = problem["code"].as_str().unwrap_or("unknown");
+    let message = problem["message"].as_str().unwrap_or("no message");
+    anyhow!("{message} ({code}, HTTP {})", problem["status"])
 }
 
 fn read_json(path: &Path, what: &str) -> anyhow::Result<Value> {
@@ -193,9 +221,12 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
         body["source"] = serde_json::to_value(&source)?;
     }
     match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
+        _ if args.profile.is_some() => body["profile"] = json!(args.profile),
         (Some(name), _) => body["template"] = template_choice(name, args)?,
         (None, Some(path)) => body["graph"] = read_json(path, "graph")?,
-        (None, None) => bail!("say what to run: GRAPH.json, --graph FILE or --template NAME"),
+        (None, None) => {
+            bail!("say what to run: GRAPH.json, --graph FILE, --template NAME or --profile NAME")
+        }
     }
     if let Some(task) = &args.task {
         body["task"] = json!(task);
@@ -211,7 +242,7 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
     if let Some(key) = &args.submission_key {
         body["submissionKey"] = json!(key);
     }
-    if let Some(title) = &args.title {
+    if let Some(title) = args.title.clone().or_else(|| args.profile_title()) {
         body["title"] = json!(title);
     }
     if args.no_preflight {

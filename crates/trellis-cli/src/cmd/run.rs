@@ -19,19 +19,6 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
              sent to a team server (--target NAME); a local run works in its own directory"
         );
     }
-    let graph = match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
-        (Some(name), _) => GraphSource::Template {
-            name: name.clone(),
-            delivery: delivery(args)?,
-        },
-        (None, Some(path)) => match classify(path)? {
-            DocumentKind::Gap { path } => return run_gap::run(args, &path, ledger),
-            _ => GraphSource::File(path.clone()),
-        },
-        (None, None) => {
-            bail!("say what to run: `trellis run GRAPH.json`, `--graph FILE` or `--template NAME`")
-        }
-    };
     let input = match (&args.task, &args.input) {
         _ if args.task_from.is_some() => {
             InputSource::TaskFrom(args.task_from.clone().unwrap_or_default())
@@ -40,16 +27,41 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         (None, Some(file)) => InputSource::File(file.clone()),
         (None, None) => InputSource::Default,
     };
-    let plan = match (&args.runtime_config, &args.uniform_runtime_config) {
-        (Some(file), _) => PlanSource::Exact(ConfigSource::File(file.clone())),
-        (None, Some(file)) => PlanSource::Uniform(ConfigSource::File(file.clone())),
-        (None, None) => PlanSource::Detect,
-    };
-    let request = AdmitRequest {
-        graph,
-        input,
-        plan,
-        workspace: args.cwd.clone(),
+    // A profile is read from the state directory, so its runtime is opened first.
+    let (request, runtime) = match &args.profile {
+        Some(name) => {
+            let runtime = open_runtime(ledger)?;
+            let request = runtime.profile_request(name, input, args.cwd.clone())?;
+            (request, Some(runtime))
+        }
+        None => {
+            let graph = match (&args.template, args.path.as_ref().or(args.graph.as_ref())) {
+                (Some(name), _) => GraphSource::Template {
+                    name: name.clone(),
+                    delivery: delivery(args)?,
+                },
+                (None, Some(path)) => match classify(path)? {
+                    DocumentKind::Gap { path } => return run_gap::run(args, &path, ledger),
+                    _ => GraphSource::File(path.clone()),
+                },
+                (None, None) => bail!(
+                    "say what to run: `trellis run GRAPH.json`, `--graph FILE`, `--template \
+                     NAME` or `--profile NAME`"
+                ),
+            };
+            let plan = match (&args.runtime_config, &args.uniform_runtime_config) {
+                (Some(file), _) => PlanSource::Exact(ConfigSource::File(file.clone())),
+                (None, Some(file)) => PlanSource::Uniform(ConfigSource::File(file.clone())),
+                (None, None) => PlanSource::Detect,
+            };
+            let request = AdmitRequest {
+                graph,
+                input,
+                plan,
+                workspace: args.cwd.clone(),
+            };
+            (request, None)
+        }
     };
     let admitted = match trellis_runtime::admit(request) {
         Ok(admitted) => admitted,
@@ -99,12 +111,15 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let layout = admitted.layout();
-    let runtime = open_runtime(ledger)?;
+    let runtime = match runtime {
+        Some(runtime) => runtime,
+        None => open_runtime(ledger)?,
+    };
     let submitted = runtime.submit(
         admitted,
         SubmitOptions {
             submission_key: args.submission_key.clone(),
-            title: args.title.clone(),
+            title: args.title.clone().or_else(|| args.profile_title()),
             start: StartMode::Detached,
             workspace: WorkspaceOptions {
                 mode: match args.workspace {

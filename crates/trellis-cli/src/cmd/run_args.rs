@@ -17,6 +17,7 @@ pub enum WorkspaceArg {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("named").args(["template", "profile"])))]
 pub struct RunArgs {
     /// The graph: a GraphSpec file, or a GaP workflow (directory or workflow.json).
     #[arg(value_name = "FILE", conflicts_with_all = ["graph", "template"])]
@@ -27,11 +28,18 @@ pub struct RunArgs {
     /// Run a built-in template (`trellis template list`).
     #[arg(long, value_name = "NAME")]
     pub template: Option<String>,
-    /// The task for a template; builds the input `{"task": …}`.
+    /// Run a saved profile (`trellis profile list`): its graph or template, plan and default
+    /// input; `--task` or `--input` replace the input.
+    #[arg(long, value_name = "NAME", conflicts_with_all = [
+        "path", "graph", "template", "task_from", "runtime_config", "uniform_runtime_config",
+        "push", "pr", "ship", "delivery", "no_pr_feedback",
+    ])]
+    pub profile: Option<String>,
+    /// The task for a template (or a template profile); builds the input `{"task": …}`.
     #[arg(
         long,
         value_name = "TEXT",
-        requires = "template",
+        requires = "named",
         conflicts_with = "input"
     )]
     pub task: Option<String>,
@@ -152,6 +160,14 @@ impl SourceArgs {
 }
 
 impl RunArgs {
+    /// A profile run given no title or task is named after its profile.
+    pub(crate) fn profile_title(&self) -> Option<String> {
+        match (&self.profile, &self.task) {
+            (Some(name), None) => Some(format!("profile {name}")),
+            _ => None,
+        }
+    }
+
     /// The checkpoint switch the flags give (on when neither was given).
     pub fn checkpoint_switch(&self) -> CheckpointsSwitch {
         if self.no_checkpoints {

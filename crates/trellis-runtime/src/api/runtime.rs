@@ -1,5 +1,6 @@
 //! [`Runtime`]: one state directory and its ledger, and every operation on runs.
 
+mod profiles;
 mod reads;
 mod revival;
 mod workspaces;

@@ -6,6 +6,7 @@ use trellis_ledger::LedgerError;
 
 use crate::plan::PlanError;
 use crate::shared::admission_error::AdmissionError;
+use crate::shared::profile_error::ProfileError;
 
 /// Why a runtime operation failed. Messages never carry secret values.
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +15,8 @@ pub enum RuntimeError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Admission(#[from] AdmissionError),
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
     #[error("cannot locate a state directory: set TRELLIS_HOME or HOME")]
     NoHome,
     #[error("cannot create the state directory {}: {reason}", path.display())]
@@ -97,6 +100,7 @@ impl RuntimeError {
         match self {
             Self::Ledger(error) | Self::OpenLedger { cause: error, .. } => error.code(),
             Self::Admission(error) => error.code(),
+            Self::Profile(error) => error.code(),
             Self::NoHome => "runtime.no_home",
             Self::StateDirectory { .. } => "runtime.state_directory",
             Self::InvalidRunId(..) => "run.invalid_id",

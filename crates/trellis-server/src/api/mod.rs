@@ -10,6 +10,7 @@ pub(crate) mod control;
 pub(crate) mod events;
 pub(crate) mod extract;
 pub(crate) mod problems;
+pub(crate) mod profiles;
 pub(crate) mod reads;
 pub(crate) mod state;
 pub(crate) mod workspace;
@@ -41,5 +42,12 @@ pub fn routes(state: ApiState) -> Router {
         .route("/validate", post(reads::validate))
         .route("/templates", get(reads::templates))
         .route("/templates/{name}", get(reads::template))
+        .route("/profiles", get(profiles::list).post(profiles::create))
+        .route(
+            "/profiles/{name}",
+            get(profiles::show)
+                .put(profiles::replace)
+                .delete(profiles::delete),
+        )
         .with_state(state)
 }

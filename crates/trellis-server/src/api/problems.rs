@@ -4,7 +4,7 @@
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
-use trellis_runtime::{AdmissionError, RunId, RuntimeError, parse_run_id};
+use trellis_runtime::{AdmissionError, ProfileError, RunId, RuntimeError, parse_run_id};
 
 use crate::problem::Problem;
 
@@ -55,15 +55,24 @@ pub fn problem_of(error: &RuntimeError) -> Problem {
                 Err(_) => problem,
             }
         }
+        RuntimeError::Profile(ProfileError::RevisionConflict {
+            current, expected, ..
+        }) => problem.with_details(serde_json::json!({
+            "currentRevision": current,
+            "expectedRevision": expected,
+        })),
         _ => problem,
     }
 }
 
 fn status_of(code: &str) -> StatusCode {
     match code {
-        "run.not_found" | "run.unknown_execution" | "run.unknown_checkpoint" => {
-            StatusCode::NOT_FOUND
-        }
+        "run.not_found"
+        | "run.unknown_execution"
+        | "run.unknown_checkpoint"
+        | "profile.not_found" => StatusCode::NOT_FOUND,
+        "profile.invalid_name" | "profile.invalid" => StatusCode::BAD_REQUEST,
+        "profile.revision_conflict" => StatusCode::CONFLICT,
         "run.checkpoint_pruned" => StatusCode::GONE,
         // `run.invalid`: the ledger refused the submission's key or title (empty, too long,
         // a control character).

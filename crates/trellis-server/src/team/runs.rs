@@ -24,7 +24,7 @@ use crate::schemas::ProblemDoc;
 /// The longest submission key or title a client may send.
 pub const MAX_KEY_BYTES: usize = 256;
 
-/// A run to start. Give `graph` (a GraphSpec document) or `template`; the input is `input`
+/// A run to start. Give `graph` (a GraphSpec document), `template` or `profile`; the input is `input`
 /// (a JSON document) or `task` (a template's task text); `plan` binds executables (none: the
 /// server detects an agent CLI on its own `PATH`). Plans name environment variables only: the
 /// values come from the server's environment.
@@ -38,6 +38,10 @@ pub struct SubmitRequest {
     #[schema(value_type = Option<Object>)]
     pub graph: Option<Value>,
     pub template: Option<TemplateChoice>,
+    /// A profile saved on this server (`/profiles`), instead of `graph`, `template` and
+    /// `plan`: its definition is read here and admitted; `input` or `task` replace its
+    /// default input.
+    pub profile: Option<String>,
     /// The initial input (any JSON value).
     #[schema(value_type = Option<Object>)]
     pub input: Option<Value>,
@@ -79,6 +83,19 @@ pub struct PlanChoice {
     pub uniform: Option<Value>,
 }
 
+/// The input a request gives: a document, a task, or neither.
+fn input_source(input: Option<Value>, task: Option<String>) -> Result<InputSource, Problem> {
+    match (input, task) {
+        (None, None) => Ok(InputSource::Default),
+        (Some(document), None) => Ok(InputSource::Document(document)),
+        (None, Some(task)) => Ok(InputSource::Task(task)),
+        (Some(_), Some(_)) => Err(bad_request(
+            "request.invalid",
+            "give at most one of `input` and `task`",
+        )),
+    }
+}
+
 fn admit_request(
     request: SubmitRequest,
     workspace: std::path::PathBuf,
@@ -112,17 +129,7 @@ fn admit_request(
             ));
         }
     };
-    let input = match (request.input, request.task) {
-        (None, None) => InputSource::Default,
-        (Some(document), None) => InputSource::Document(document),
-        (None, Some(task)) => InputSource::Task(task),
-        (Some(_), Some(_)) => {
-            return Err(bad_request(
-                "request.invalid",
-                "give at most one of `input` and `task`",
-            ));
-        }
-    };
+    let input = input_source(request.input, request.task)?;
     let plan = match request.plan {
         None => PlanSource::Detect,
         Some(PlanChoice {
@@ -146,6 +153,25 @@ fn admit_request(
         plan,
         workspace: Some(workspace),
     })
+}
+
+/// The admission request of a run of the profile `name`, stored on this server.
+async fn profile_request(
+    state: &TeamState,
+    name: String,
+    request: SubmitRequest,
+    workspace: std::path::PathBuf,
+) -> Result<AdmitRequest, Problem> {
+    if request.graph.is_some() || request.template.is_some() || request.plan.is_some() {
+        return Err(bad_request(
+            "request.invalid",
+            "a profile brings its graph or template and its plan: give `profile` without \
+             `graph`, `template` and `plan`",
+        ));
+    }
+    let input = input_source(request.input, request.task)?;
+    let runtime = state.api.runtime.clone();
+    blocking(move || runtime.profile_request(&name, input, Some(workspace))).await
 }
 
 /// Admits and starts a run.
@@ -257,7 +283,10 @@ async fn start(
         workspace: WorkspaceOptions::default(),
         skip_preflight: request.no_preflight,
     };
-    let admit = admit_request(request, workspace)?;
+    let admit = match request.profile.take() {
+        Some(name) => profile_request(state, name, request, workspace).await?,
+        None => admit_request(request, workspace)?,
+    };
     let runtime = state.api.runtime.clone();
     let admitted = blocking(move || runtime.admit(admit).map_err(RuntimeError::Admission)).await?;
     let runtime = state.api.runtime.clone();
