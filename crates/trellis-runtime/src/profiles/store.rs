@@ -121,13 +121,14 @@ impl ProfileStore {
         expected: ExpectedRevision,
         saved_at_ms: u64,
     ) -> Result<(Profile, Option<u64>), ProfileError> {
-        let _lock = self.lock()?;
+        let mut lock = self.lock()?;
         let current = self.read(name)?.map(|p| p.revision);
         check_revision(name, current, expected)?;
+        let revision = self.next_revision(&mut lock, current)?;
         let profile = Profile {
             format: PROFILE_FORMAT.to_owned(),
             name: name.to_string(),
-            revision: current.unwrap_or(0).saturating_add(1),
+            revision,
             saved_at_ms,
             identity,
             definition,
@@ -196,11 +197,35 @@ impl ProfileStore {
     }
 
     /// The store's lock, held until the returned file is dropped (waits for another holder).
+    /// The next revision, above every one this store ever issued (the lock file, held, keeps
+    /// the last): a profile deleted and saved again never repeats an old revision, so an
+    /// editor still holding one of the deleted profile's cannot overwrite the new one.
+    fn next_revision(&self, lock: &mut File, current: Option<u64>) -> Result<u64, ProfileError> {
+        use std::io::{Read, Seek, SeekFrom, Write};
+        let io = |e: std::io::Error| {
+            ProfileError::io(
+                format!("cannot keep the revision in {}", self.dir.display()),
+                &e,
+            )
+        };
+        let mut text = String::new();
+        lock.seek(SeekFrom::Start(0)).map_err(io)?;
+        // Unreadable or empty counts as none issued yet: the current revision still bounds it.
+        let _ = lock.read_to_string(&mut text);
+        let last = text.trim().parse::<u64>().unwrap_or(0);
+        let next = last.max(current.unwrap_or(0)).saturating_add(1);
+        lock.set_len(0).map_err(io)?;
+        lock.seek(SeekFrom::Start(0)).map_err(io)?;
+        lock.write_all(next.to_string().as_bytes()).map_err(io)?;
+        Ok(next)
+    }
+
     fn lock(&self) -> Result<File, ProfileError> {
         let path = self.dir.join(".lock");
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .mode(0o600)
             .open(&path)
@@ -393,5 +418,30 @@ mod tests {
         assert_eq!(listing.unreadable[0].name, "bad");
         let bad = ProfileName::parse("bad").unwrap();
         assert_eq!(store.load(&bad).unwrap_err().code(), "profile.unreadable");
+    }
+
+    #[test]
+    fn a_profile_saved_again_after_deletion_never_repeats_a_revision() {
+        let home = tempfile::tempdir().unwrap();
+        let store = ProfileStore::open(home.path()).unwrap();
+        let name = ProfileName::parse("again").unwrap();
+        let (first, _) = store
+            .save(&name, definition(1), "id".into(), ExpectedRevision::New, 1)
+            .unwrap();
+        store
+            .delete(&name, ExpectedRevision::At(first.revision))
+            .unwrap();
+        let (second, _) = store
+            .save(&name, definition(2), "id".into(), ExpectedRevision::New, 2)
+            .unwrap();
+        assert!(second.revision > first.revision);
+        let stale = store.save(
+            &name,
+            definition(3),
+            "id".into(),
+            ExpectedRevision::At(first.revision),
+            3,
+        );
+        assert!(stale.is_err(), "the deleted profile's revision is stale");
     }
 }
