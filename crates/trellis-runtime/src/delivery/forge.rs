@@ -16,6 +16,7 @@ use trellis_graph::WorkerErrorCode;
 use super::feedback_log::FeedbackLog;
 use super::git::{DeliveryFailure, Git, Pushed, crash};
 use super::kind::{DeliveryKind, token_variable};
+use super::retry::{RetrySchedule, retrying};
 use super::settings::{ForgeSettings, parse_remote};
 
 fn forge_failure(error: ForgeError) -> DeliveryFailure {
@@ -28,6 +29,31 @@ fn forge_failure(error: ForgeError) -> DeliveryFailure {
         code,
         message: format!("{} [{}]", error, error.code()),
     }
+}
+
+/// One forge operation, tried again through transient failures (see `retry`); the failure
+/// says how often it was tried.
+async fn tried<T, F, Fut>(
+    schedule: &RetrySchedule,
+    what: &str,
+    log: &(dyn Fn(String) + Sync),
+    operation: F,
+) -> Result<T, DeliveryFailure>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ForgeError>>,
+{
+    retrying(schedule, what, log, operation)
+        .await
+        .map_err(|gave_up| {
+            let mut failure = forge_failure(gave_up.error);
+            if gave_up.tries > 1 {
+                failure
+                    .message
+                    .push_str(&format!(" (gave up after {} tries)", gave_up.tries));
+            }
+            failure
+        })
 }
 
 fn refusal(message: String) -> DeliveryFailure {
@@ -102,10 +128,13 @@ pub(super) async fn deliver_pull(
         draft: false,
     };
     if let DeliveryKind::Merge { version } = kind
-        && let Some(merged) = github
-            .find_merged_pull(&repo, &pushed.branch, &pushed.head)
-            .await
-            .map_err(forge_failure)?
+        && let Some(merged) = tried(
+            &forge.retry,
+            "looking for a merged pull request",
+            log,
+            || github.find_merged_pull(&repo, &pushed.branch, &pushed.head),
+        )
+        .await?
     {
         return Ok(already_merged(
             &github, &repo, version, pushed, &merged, log,
@@ -115,10 +144,12 @@ pub(super) async fn deliver_pull(
         "delivery: opening or updating the pull request of {} in {repo}",
         pushed.branch
     ));
-    let opened = github
-        .find_or_create_pull(&repo, &draft)
-        .await
-        .map_err(forge_failure)?;
+    // A retry looks for the pull request by its head branch first: one GitHub opened before
+    // answering an error is found, not opened again.
+    let opened = tried(&forge.retry, "opening the pull request", log, || {
+        github.find_or_create_pull(&repo, &draft)
+    })
+    .await?;
     let number = opened.pull.number;
     let url = opened.pull.html_url.clone();
     let did = match opened.action {
@@ -153,14 +184,14 @@ pub(super) async fn deliver_pull(
         }
         DeliveryKind::PullRequest { .. } => {
             output.insert("version".into(), json!("v2"));
-            let policy = read_policy(&github, &repo, &pushed.target_branch, log).await?;
+            let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
             let watch =
                 Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
             watch.until_ready(git, &url).await?
         }
         DeliveryKind::Merge { version } => {
             output.insert("version".into(), json!(format!("v{version}")));
-            let policy = read_policy(&github, &repo, &pushed.target_branch, log).await?;
+            let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
             let watch =
                 Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
             let verdict = watch.until_ready(git, &url).await?;
@@ -224,15 +255,16 @@ fn already_merged(
 /// The target branch's merge policy (rulesets, branch protection, allowed methods, a merge
 /// queue), read once per delivery; what could not be read is logged as a note.
 async fn read_policy(
+    forge: &ForgeSettings,
     github: &GitHub,
     repo: &RepoRef,
     branch: &str,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<MergePolicy, DeliveryFailure> {
-    let policy = github
-        .merge_policy(repo, branch)
-        .await
-        .map_err(forge_failure)?;
+    let policy = tried(&forge.retry, "reading the merge policy", log, || {
+        github.merge_policy(repo, branch)
+    })
+    .await?;
     for note in &policy.notes {
         log(format!("delivery: merge policy of {branch}: {note}"));
     }
@@ -250,6 +282,7 @@ struct Watch<'a> {
     head: &'a str,
     branch: &'a str,
     consider_feedback: bool,
+    retry: RetrySchedule,
     poll: Duration,
     deadline: Instant,
     log: &'a (dyn Fn(String) + Sync),
@@ -273,6 +306,7 @@ impl<'a> Watch<'a> {
             head: &pushed.head,
             branch: &pushed.branch,
             consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
+            retry: forge.retry,
             poll: forge.poll,
             deadline: Instant::now() + forge.wait_limit,
             log,
@@ -310,19 +344,21 @@ impl<'a> Watch<'a> {
         let mut said = String::new();
         loop {
             let acknowledged = log_file.acknowledged(self.head);
-            let feedback = match self.policy {
-                Some(policy) => {
-                    self.github
-                        .pull_feedback_under(self.repo, self.number, &acknowledged, policy)
-                        .await
+            let mut feedback = tried(&self.retry, "reading feedback", self.log, || async {
+                match self.policy {
+                    Some(policy) => {
+                        self.github
+                            .pull_feedback_under(self.repo, self.number, &acknowledged, policy)
+                            .await
+                    }
+                    None => {
+                        self.github
+                            .pull_feedback(self.repo, self.number, &acknowledged)
+                            .await
+                    }
                 }
-                None => {
-                    self.github
-                        .pull_feedback(self.repo, self.number, &acknowledged)
-                        .await
-                }
-            };
-            let mut feedback = feedback.map_err(forge_failure)?;
+            })
+            .await?;
             if !self.consider_feedback {
                 feedback.items.retain(is_check);
             }
@@ -349,11 +385,10 @@ impl<'a> Watch<'a> {
                 self.pause(&feedback.pending.join(", "), &mut said).await?;
                 continue;
             }
-            let pull = self
-                .github
-                .pull(self.repo, self.number)
-                .await
-                .map_err(forge_failure)?;
+            let pull = tried(&self.retry, "reading the pull request", self.log, || {
+                self.github.pull(self.repo, self.number)
+            })
+            .await?;
             match pull.mergeable {
                 Some(false) => {
                     return Ok(Verdict {
@@ -389,19 +424,23 @@ impl<'a> Watch<'a> {
         };
         let mut said = String::new();
         loop {
-            let outcome = match self.policy {
-                Some(policy) => {
-                    self.github
-                        .merge_when_green_under(self.repo, self.number, &request, policy)
-                        .await
+            // A retry reads the pull request first: a merge (or an enqueue) GitHub made before
+            // answering an error is found, not made again.
+            let outcome = tried(&self.retry, "merging", self.log, || async {
+                match self.policy {
+                    Some(policy) => {
+                        self.github
+                            .merge_when_green_under(self.repo, self.number, &request, policy)
+                            .await
+                    }
+                    None => {
+                        self.github
+                            .merge_when_green(self.repo, self.number, &request)
+                            .await
+                    }
                 }
-                None => {
-                    self.github
-                        .merge_when_green(self.repo, self.number, &request)
-                        .await
-                }
-            };
-            let outcome = outcome.map_err(forge_failure)?;
+            })
+            .await?;
             let blockers = match &outcome {
                 MergeOutcome::Merged { sha, already } => {
                     let how = if *already {
@@ -499,10 +538,12 @@ pub(super) async fn post_comment(
         "delivery: posting the report on {}",
         task.canonical()
     ));
-    let posted = github
-        .post_report(&task.repository, task.number, &marker, body)
-        .await
-        .map_err(forge_failure)?;
+    // A retry lists the comments first: one GitHub stored before answering an error is found
+    // by its marker and not posted again.
+    let posted = tried(&forge.retry, "posting the report comment", log, || {
+        github.post_report(&task.repository, task.number, &marker, body)
+    })
+    .await?;
     let did = match posted.action {
         CommentAction::Created => "posted",
         CommentAction::Updated => "updated",

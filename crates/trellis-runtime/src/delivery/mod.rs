@@ -8,6 +8,7 @@ mod forge;
 mod git;
 mod harness;
 mod kind;
+mod retry;
 mod settings;
 
 pub(crate) use git::git_blocking;
@@ -16,4 +17,6 @@ pub use git::run_branch;
 pub use git::{SourceRevision, read_source, without_userinfo};
 pub use harness::GitDelivery;
 pub(crate) use kind::{DeliveryKind, delivery_workers, token_variable};
+#[cfg(feature = "testing")]
+pub use retry::RetrySchedule;
 pub use settings::{ForgeSettings, parse_remote};
