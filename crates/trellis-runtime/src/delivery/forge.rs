@@ -1,6 +1,6 @@
 //! The GitHub half of delivery, through `trellis-forge`: the pull request of the run branch
 //! (found by head branch, so a retry or a resumed run never opens a second), its feedback and
-//! checks, the merge (found already made on a resume), and the one marked report comment.
+//! checks, the merge (found already made on a resume), and the calls the comment half shares.
 
 use std::time::{Duration, Instant};
 
@@ -8,18 +8,19 @@ use serde_json::{Map, Value, json};
 use trellis_agents::binding::PullRequestFeedback;
 use trellis_agents::{DeliveryBinding, ExecutionRequest};
 use trellis_forge::{
-    CommentAction, FeedbackItem, ForgeError, GitHub, MergeBlocker, MergeOutcome, MergePolicy,
-    MergeRequest, PullAction, PullRequestDraft, RepoRef, ReportMarker, TaskKind, TaskUrl,
+    FeedbackItem, ForgeError, GitHub, MergeBlocker, MergeOutcome, MergePolicy, MergeRequest,
+    PullAction, PullRequestDraft, RepoRef,
 };
 use trellis_graph::WorkerErrorCode;
 
 use super::feedback_log::FeedbackLog;
-use super::git::{DeliveryFailure, Git, Pushed, crash};
+use super::git::{DeliveryFailure, Git, Pushed, crash, delivered_ref};
 use super::kind::{DeliveryKind, token_variable};
 use super::retry::{RetrySchedule, retrying};
 use super::settings::{ForgeSettings, parse_remote};
+use super::target::{TargetMerge, conflict_message, merge_target};
 
-fn forge_failure(error: ForgeError) -> DeliveryFailure {
+pub(super) fn forge_failure(error: ForgeError) -> DeliveryFailure {
     let code = if error.is_transient() {
         WorkerErrorCode::Crash
     } else {
@@ -33,7 +34,7 @@ fn forge_failure(error: ForgeError) -> DeliveryFailure {
 
 /// One forge operation, tried again through transient failures (see `retry`); the failure
 /// says how often it was tried.
-async fn tried<T, F, Fut>(
+pub(super) async fn tried<T, F, Fut>(
     schedule: &RetrySchedule,
     what: &str,
     log: &(dyn Fn(String) + Sync),
@@ -63,7 +64,7 @@ fn refusal(message: String) -> DeliveryFailure {
     }
 }
 
-fn connect(
+pub(super) fn connect(
     forge: &ForgeSettings,
     host: &str,
     binding: &DeliveryBinding,
@@ -76,7 +77,7 @@ fn connect(
         .map_err(forge_failure)
 }
 
-fn input_text<'a>(request: &'a ExecutionRequest, field: &str) -> Option<&'a str> {
+pub(super) fn input_text<'a>(request: &'a ExecutionRequest, field: &str) -> Option<&'a str> {
     request.input.get(field).and_then(Value::as_str)
 }
 
@@ -174,29 +175,46 @@ pub(super) async fn deliver_pull(
     output.insert("targetBranch".into(), json!(pushed.target_branch));
     output.insert("headRevision".into(), json!(pushed.head));
     output.insert("pullRequestId".into(), json!(number.to_string()));
-    let verdict = match kind {
-        DeliveryKind::PullRequest { version: 1 } => {
+    let verdict = match (&pushed.target_merge, kind) {
+        // The conflict is in the work tree now: the worker's next round resolves it.
+        (TargetMerge::Conflicted { target, paths }, _) => {
+            output.insert(
+                "version".into(),
+                json!(match kind {
+                    DeliveryKind::Merge { version } => format!("v{version}"),
+                    _ => "v2".to_owned(),
+                }),
+            );
+            if matches!(kind, DeliveryKind::Merge { version: 2.. }) {
+                output.insert("mergeRevision".into(), json!(""));
+            }
+            Verdict {
+                outcome: "conflict",
+                message: conflict_message(&pushed.target_branch, target, paths),
+            }
+        }
+        (_, DeliveryKind::PullRequest { version: 1 }) => {
             output.insert("version".into(), json!("v1"));
             Verdict {
                 outcome: "opened",
                 message: format!("pull request #{number} {did}: {url}"),
             }
         }
-        DeliveryKind::PullRequest { .. } => {
+        (_, DeliveryKind::PullRequest { .. }) => {
             output.insert("version".into(), json!("v2"));
             let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
             let watch =
                 Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
             watch.until_ready(git, &url).await?
         }
-        DeliveryKind::Merge { version } => {
+        (_, DeliveryKind::Merge { version }) => {
             output.insert("version".into(), json!(format!("v{version}")));
             let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
             let watch =
                 Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
             let verdict = watch.until_ready(git, &url).await?;
             let (verdict, revision) = if verdict.outcome == "ready" {
-                watch.merge(&url).await?
+                watch.merge(git, &url).await?
             } else {
                 (verdict, String::new())
             };
@@ -205,15 +223,27 @@ pub(super) async fn deliver_pull(
             }
             verdict
         }
-        DeliveryKind::Push | DeliveryKind::Comment => {
+        (_, DeliveryKind::Push | DeliveryKind::Comment) => {
             return Err(crash("not a pull request delivery".into()));
         }
     };
+    let mut message = verdict.message;
+    if let TargetMerge::Merged {
+        target, changed, ..
+    } = &pushed.target_merge
+    {
+        // Recorded in the diagnostic: the reviewers judged the change before the merge.
+        message.push_str(&format!(
+            "\n\n{} ({target}) was merged into the change before the push; it changed {}.",
+            pushed.target_branch,
+            changed.join(", ")
+        ));
+    }
     output.insert("outcome".into(), json!(verdict.outcome));
     Ok(json!({
         "output": output,
         "signals": {"delivery": verdict.outcome},
-        "diagnostic": {"message": verdict.message},
+        "diagnostic": {"message": message},
     }))
 }
 
@@ -281,6 +311,8 @@ struct Watch<'a> {
     number: u64,
     head: &'a str,
     branch: &'a str,
+    remote: &'a str,
+    target_branch: &'a str,
     consider_feedback: bool,
     retry: RetrySchedule,
     poll: Duration,
@@ -305,6 +337,8 @@ impl<'a> Watch<'a> {
             number,
             head: &pushed.head,
             branch: &pushed.branch,
+            remote: &pushed.remote,
+            target_branch: &pushed.target_branch,
             consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
             retry: forge.retry,
             poll: forge.poll,
@@ -390,16 +424,7 @@ impl<'a> Watch<'a> {
             })
             .await?;
             match pull.mergeable {
-                Some(false) => {
-                    return Ok(Verdict {
-                        outcome: "conflict",
-                        message: format!(
-                            "Pull request #{} ({url}) conflicts with {}: merge {} into the \
-                             change and resolve the conflicts.",
-                            self.number, pull.base.reference, pull.base.reference
-                        ),
-                    });
-                }
+                Some(false) => return self.conflict(git, url).await,
                 Some(true) => {
                     return Ok(Verdict {
                         outcome: "ready",
@@ -414,8 +439,43 @@ impl<'a> Watch<'a> {
         }
     }
 
+    /// GitHub sees a conflict: the target is merged into the workspace so the conflict is
+    /// there for the next round's worker (or, merging cleanly here, the next delivery pushes
+    /// the merge).
+    async fn conflict(&self, git: &Git<'_>, url: &str) -> Result<Verdict, DeliveryFailure> {
+        let merged = merge_target(
+            git,
+            self.remote,
+            self.target_branch,
+            self.head,
+            self.branch,
+            &delivered_ref(self.branch),
+            self.log,
+        )
+        .await?;
+        let message = match merged {
+            TargetMerge::Conflicted { target, paths } => {
+                conflict_message(self.target_branch, &target, &paths)
+            }
+            TargetMerge::Merged { target, .. } => format!(
+                "Pull request #{} ({url}) conflicts with {}; {} ({target}) merged cleanly into \
+                 the workspace, and the next delivery pushes the merge.",
+                self.number, self.target_branch, self.target_branch
+            ),
+            TargetMerge::UpToDate => format!(
+                "Pull request #{} ({url}) conflicts with {}: merge {} into the change and \
+                 resolve the conflicts.",
+                self.number, self.target_branch, self.target_branch
+            ),
+        };
+        Ok(Verdict {
+            outcome: "conflict",
+            message,
+        })
+    }
+
     /// Merges once nothing blocks; a blocker that waiting does not remove ends delivery.
-    async fn merge(&self, url: &str) -> Result<(Verdict, String), DeliveryFailure> {
+    async fn merge(&self, git: &Git<'_>, url: &str) -> Result<(Verdict, String), DeliveryFailure> {
         let request = MergeRequest {
             expected_head: Some(self.head.to_owned()),
             // A branch behind a merge queue is merged by enqueueing the pull request.
@@ -484,7 +544,7 @@ impl<'a> Watch<'a> {
                 .iter()
                 .any(|b| matches!(b, MergeBlocker::Conflicts))
             {
-                return verdict("conflict");
+                return Ok((self.conflict(git, url).await?, String::new()));
             }
             if blockers.iter().any(|b| {
                 matches!(
@@ -511,73 +571,4 @@ fn is_check(item: &FeedbackItem) -> bool {
         item,
         FeedbackItem::FailingCheck { .. } | FeedbackItem::FailingStatus { .. }
     )
-}
-
-/// Posts the report comment on the issue or pull request the input's `url` names, or edits the
-/// one this run lineage already posted there.
-pub(super) async fn post_comment(
-    forge: &ForgeSettings,
-    lineage_key: &str,
-    request: &ExecutionRequest,
-    binding: &DeliveryBinding,
-    log: &(dyn Fn(String) + Sync),
-) -> Result<Value, DeliveryFailure> {
-    let url = input_text(request, "url").unwrap_or_default();
-    let body = input_text(request, "body").unwrap_or_default();
-    if body.trim().is_empty() {
-        return Err(DeliveryFailure {
-            code: WorkerErrorCode::Malformed,
-            message: "the report to post is empty".into(),
-        });
-    }
-    let task = TaskUrl::parse(url).map_err(forge_failure)?;
-    let github = connect(forge, &task.host, binding, request)?;
-    let key = format!("run-{lineage_key}");
-    let marker = ReportMarker::new(&key).map_err(forge_failure)?;
-    log(format!(
-        "delivery: posting the report on {}",
-        task.canonical()
-    ));
-    // A retry lists the comments first: one GitHub stored before answering an error is found
-    // by its marker and not posted again.
-    let posted = tried(&forge.retry, "posting the report comment", log, || {
-        github.post_report(&task.repository, task.number, &marker, body)
-    })
-    .await?;
-    let did = match posted.action {
-        CommentAction::Created => "posted",
-        CommentAction::Updated => "updated",
-        CommentAction::Unchanged => "found unchanged",
-    };
-    log(format!(
-        "delivery: {did} report comment {}",
-        posted.comment.html_url
-    ));
-    let scope = request.input.get("reviewScope");
-    let revision = ["headRevision", "baseRevision"]
-        .iter()
-        .find_map(|f| scope.and_then(|s| s.get(*f)).and_then(Value::as_str));
-    let mut receipt = json!({
-        "version": "v1",
-        "mode": "comment",
-        "outcome": "posted",
-        "repository": task.repository.to_string(),
-        "url": task.canonical(),
-        "discussionKind": match task.kind {
-            TaskKind::Issue => "issue",
-            TaskKind::PullRequest => "pull_request",
-        },
-        "discussionId": task.number.to_string(),
-        "commentId": posted.comment.id.to_string(),
-        "destinationUrl": posted.comment.html_url,
-        "bodyHash": posted.body_hash,
-    });
-    if let Some(revision) = revision {
-        receipt["sourceRevision"] = json!(revision);
-    }
-    Ok(json!({
-        "output": {"receipt": receipt},
-        "signals": {"delivery": "posted"},
-        "diagnostic": {"message": format!("report comment {did}: {}", posted.comment.html_url)},
-    }))
 }

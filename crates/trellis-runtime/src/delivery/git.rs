@@ -16,6 +16,8 @@ use trellis_process::{
     run_process,
 };
 
+use super::target::{self, TargetMerge};
+
 /// Where the run started: the revision delivery must build on and the branch it targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceRevision {
@@ -142,12 +144,15 @@ pub(super) struct Git<'a> {
 
 impl Git<'_> {
     /// Runs git to its end (or its timeout, or cancellation); its stdout and stderr tail.
-    async fn call(&self, args: &[&str]) -> Result<(ProcessEnd, String, String), DeliveryFailure> {
+    pub async fn call(
+        &self,
+        args: &[&str],
+    ) -> Result<(ProcessEnd, String, String), DeliveryFailure> {
         self.call_with(args, None).await
     }
 
     /// As [`Git::call`], with `GIT_INDEX_FILE` pointing at `index` when one is given.
-    async fn call_with(
+    pub async fn call_with(
         &self,
         args: &[&str],
         index: Option<&Path>,
@@ -186,7 +191,7 @@ impl Git<'_> {
     }
 
     /// As [`Git::run`] on the private index `index` instead of the user's.
-    async fn run_with(
+    pub async fn run_with(
         &self,
         args: &[&str],
         index: Option<&Path>,
@@ -227,19 +232,25 @@ pub(super) struct Pushed {
     pub configured_url: String,
     /// The URL git actually pushed to, credentials removed.
     pub push_url: String,
+    /// The remote pushed to (its name).
+    pub remote: String,
+    /// What merging the target branch into the candidate before the push did.
+    pub target_merge: TargetMerge,
 }
 
 /// Commits the workspace as it is (if it differs from what was delivered), checks that the
-/// candidate is new and descends from the run's base, and pushes it as `branch` to `remote`.
+/// candidate is new and descends from the run's base, with `merge_target` merges the current
+/// target branch into it (a conflict is left in the work tree and the candidate is pushed
+/// without the merge), and pushes it as `branch` to `remote`.
 pub(super) async fn push_run_branch(
     git: &Git<'_>,
     request: &ExecutionRequest,
     source: &SourceRevision,
-    branch: &str,
-    remote: &str,
+    (branch, remote): (&str, &str),
+    merge_target: bool,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Pushed, DeliveryFailure> {
-    let head = commit_candidate(git, request, branch, source, log).await?;
+    let mut head = commit_candidate(git, request, branch, source, log).await?;
     if head == source.revision {
         return Err(DeliveryFailure {
             code: WorkerErrorCode::Malformed,
@@ -255,6 +266,24 @@ pub(super) async fn push_run_branch(
             source.revision
         )));
     }
+    let target_merge = if merge_target {
+        let merged = target::merge_target(
+            git,
+            remote,
+            &source.branch,
+            &head,
+            branch,
+            &delivered_ref(branch),
+            log,
+        )
+        .await?;
+        if let TargetMerge::Merged { commit, .. } = &merged {
+            head.clone_from(commit);
+        }
+        merged
+    } else {
+        TargetMerge::UpToDate
+    };
     log(format!("delivery: pushing run branch {branch} to {remote}"));
     git.run(&[
         "push",
@@ -278,12 +307,14 @@ pub(super) async fn push_run_branch(
         target_branch: source.branch.clone(),
         configured_url: without_userinfo(&configured_url),
         push_url: without_userinfo(&push_url),
+        remote: remote.to_owned(),
+        target_merge,
     })
 }
 
 /// Where the last commit delivered on `branch` is recorded, so a later round of the same
 /// lineage builds on it (a fast-forward of the pushed branch) without any user ref moving.
-fn delivered_ref(branch: &str) -> String {
+pub(super) fn delivered_ref(branch: &str) -> String {
     let short = branch.strip_prefix("trellis/").unwrap_or(branch);
     format!("refs/trellis/deliveries/{short}")
 }
@@ -324,8 +355,29 @@ async fn commit_candidate(
                     .await?
         }
     };
+    // A target merge that conflicted earlier: the resolution in the work tree becomes a merge
+    // of it, so the target's tip is an ancestor of what is pushed.
+    let pending_ref = target::pending_merge_ref(branch);
+    let pending = match git
+        .run(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{pending_ref}^{{commit}}"),
+        ])
+        .await
+    {
+        Ok(sha) if !sha.is_empty() => {
+            git.run(&["update-ref", "-d", &pending_ref]).await?;
+            let merged = git
+                .succeeds(&["merge-base", "--is-ancestor", &sha, &base])
+                .await?;
+            (!merged).then_some(sha)
+        }
+        _ => None,
+    };
     let base_tree = git.run(&["rev-parse", &format!("{base}^{{tree}}")]).await?;
-    if tree == base_tree && head_included {
+    if tree == base_tree && head_included && pending.is_none() {
         return Ok(base);
     }
     let text = |field: &str| request.input.get(field).and_then(Value::as_str);
@@ -338,6 +390,9 @@ async fn commit_candidate(
     let mut args = vec!["commit-tree", tree.as_str(), "-p", base.as_str()];
     if !head_included {
         args.extend(["-p", head.as_str()]);
+    }
+    if let Some(target) = &pending {
+        args.extend(["-p", target.as_str()]);
     }
     args.extend(["-m", message.as_str()]);
     let commit = git.run(&args).await?;

@@ -11,12 +11,12 @@ use trellis_agents::{
 };
 use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome, WorkerRef};
 
-use super::forge;
 use super::git::{
     DeliveryFailure, Git, SourceRevision, crash, delivery_env, push_run_branch, run_branch,
 };
 use super::kind::DeliveryKind;
 use super::settings::ForgeSettings;
+use super::{comment, forge};
 
 /// Runs the delivery verifiers of one run.
 #[derive(Debug, Clone)]
@@ -125,7 +125,7 @@ impl GitDelivery {
         };
         let kind = self.kind(&request.node);
         if kind == DeliveryKind::Comment {
-            return forge::post_comment(
+            return comment::post_comment(
                 &self.forge,
                 self.lineage_key(request),
                 request,
@@ -146,7 +146,20 @@ impl GitDelivery {
             cancel,
         };
         let branch = run_branch(self.lineage_key(request));
-        let pushed = push_run_branch(&git, request, &source, &branch, &remote, log).await?;
+        // Only deliveries that can answer `conflict` bring the target in before pushing.
+        let merge_target = matches!(
+            kind,
+            DeliveryKind::PullRequest { version: 2.. } | DeliveryKind::Merge { .. }
+        );
+        let pushed = push_run_branch(
+            &git,
+            request,
+            &source,
+            (&branch, &remote),
+            merge_target,
+            log,
+        )
+        .await?;
         match kind {
             DeliveryKind::Push => Ok(json!({
                 "output": {

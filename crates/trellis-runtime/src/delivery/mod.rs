@@ -3,6 +3,7 @@
 //! checks, `merge` merges it when green, `comment` posts or edits one report comment. Imports
 //! no other room of this crate.
 
+mod comment;
 mod feedback_log;
 mod forge;
 mod git;
@@ -10,6 +11,7 @@ mod harness;
 mod kind;
 mod retry;
 mod settings;
+mod target;
 
 pub(crate) use git::git_blocking;
 #[cfg(feature = "testing")]

@@ -1,0 +1,159 @@
+//! A target branch that moved under the run: before pushing, `trellis run --pr` fetches the
+//! target and merges it into the change; a conflict is left in the workspace's files with
+//! conflict markers and routed to the worker as feedback, the worker's next round resolves it,
+//! and the pushed run branch then contains the target — while the user's branch, HEAD and
+//! index stay as they were. A target that merges cleanly is merged before the push.
+
+use std::path::Path;
+
+use serde_json::Value;
+use trellis_testkit::git::git;
+
+mod forge_support;
+
+use forge_support::*;
+
+/// A worker that writes the greeting, or — finding conflict markers in it — keeps both sides'
+/// lines and drops the markers. It appends each input it got to `offline/inputs.jsonl`.
+const RESOLVER: &str = r#"import json, os, sys
+request = json.load(sys.stdin)
+with open("offline/inputs.jsonl", "a") as log:
+    log.write(json.dumps(request["input"]) + "\n")
+text = open("greeting.txt").read() if os.path.exists("greeting.txt") else ""
+if "<<<<<<<" in text:
+    markers = ("<<<<<<<", "=======", ">>>>>>>")
+    kept = [line for line in text.splitlines() if not line.startswith(markers)]
+    text = "\n".join(kept) + "\n"
+else:
+    text = "Hello, world!\n"
+with open("greeting.txt", "w") as out:
+    out.write(text)
+print(json.dumps({"output": None}))
+"#;
+
+/// The target branch gains `file` after the workspace was cloned.
+fn move_the_target(setup: &Setup, dir: &Path, file: &str, text: &str) {
+    let clone = dir.join("elsewhere");
+    git(
+        dir,
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "main",
+            setup.origin.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(clone.join(file), text).unwrap();
+    git(&clone, &["add", file]);
+    git(
+        &clone,
+        &[
+            "-c",
+            "user.name=Someone",
+            "-c",
+            "user.email=someone@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "Greet",
+        ],
+    );
+    git(&clone, &["push", "-q", "origin", "main"]);
+}
+
+#[test]
+fn a_conflict_with_the_target_is_resolved_by_the_worker_in_the_next_round() {
+    let setup = Setup::new();
+    let scratch = tempfile::tempdir().unwrap();
+    move_the_target(&setup, scratch.path(), "greeting.txt", "Howdy, partner!\n");
+    let target = git(&setup.origin, &["rev-parse", "main"]);
+    let offline = setup.work.join("offline");
+    std::fs::write(offline.join("resolver.py"), RESOLVER).unwrap();
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(offline.join("plan.json")).unwrap()).unwrap();
+    let mut plan = plan;
+    plan["nodes"]["worker"]["command"] = serde_json::json!(["python3", "offline/resolver.py"]);
+    std::fs::write(offline.join("plan.json"), plan.to_string()).unwrap();
+    let head_before = git(&setup.work, &["rev-parse", "HEAD"]);
+    let index_before = std::fs::read(setup.work.join(".git/index")).unwrap();
+
+    let out = setup.run_command("--pr").output().unwrap();
+    no_secret(&out);
+    let result = terminal(&out);
+    assert_eq!(result["status"], "succeeded", "{result}");
+
+    // Round one's delivery left the conflict in the file and told the worker where it is.
+    let inputs: Vec<Value> = std::fs::read_to_string(offline.join("inputs.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(inputs.len(), 2, "{inputs:?}");
+    let feedback = inputs[1]["deliveryFeedback"].as_str().unwrap_or_default();
+    assert!(
+        feedback.contains("conflict markers") && feedback.contains("greeting.txt"),
+        "{feedback}"
+    );
+
+    // The pushed run branch holds the resolution and descends from the moved target.
+    let branch = setup.github.pull_branch(REPO, 1).unwrap();
+    assert_eq!(
+        git(&setup.origin, &["show", &format!("{branch}:greeting.txt")]),
+        "Hello, world!\nHowdy, partner!"
+    );
+    git(
+        &setup.origin,
+        &["merge-base", "--is-ancestor", &target, &branch],
+    );
+    assert_eq!(setup.pulls_opened(), 1);
+    assert_eq!(
+        Value::String(git(&setup.origin, &["rev-parse", &branch])),
+        result["output"]["headRevision"]
+    );
+
+    // The user's checkout: same HEAD and branch, byte-identical index, resolved work tree.
+    assert_eq!(git(&setup.work, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(git(&setup.work, &["rev-parse", "main"]), head_before);
+    assert_eq!(
+        std::fs::read(setup.work.join(".git/index")).unwrap(),
+        index_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(setup.work.join("greeting.txt")).unwrap(),
+        "Hello, world!\nHowdy, partner!\n"
+    );
+}
+
+#[test]
+fn a_target_that_merges_cleanly_is_merged_before_the_push() {
+    let setup = Setup::new();
+    let scratch = tempfile::tempdir().unwrap();
+    move_the_target(&setup, scratch.path(), "NOTICE", "Moved on.\n");
+    let target = git(&setup.origin, &["rev-parse", "main"]);
+    let head_before = git(&setup.work, &["rev-parse", "HEAD"]);
+
+    let out = setup.run_command("--pr").output().unwrap();
+    let result = terminal(&out);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let branch = setup.github.pull_branch(REPO, 1).unwrap();
+    git(
+        &setup.origin,
+        &["merge-base", "--is-ancestor", &target, &branch],
+    );
+    assert_eq!(
+        git(&setup.origin, &["show", &format!("{branch}:NOTICE")]),
+        "Moved on."
+    );
+    assert_eq!(
+        git(&setup.origin, &["show", &format!("{branch}:greeting.txt")]),
+        "Hello, world!"
+    );
+    // The merged file is in the work tree too (the next round builds on it); HEAD stays.
+    assert_eq!(
+        std::fs::read_to_string(setup.work.join("NOTICE")).unwrap(),
+        "Moved on.\n"
+    );
+    assert_eq!(git(&setup.work, &["rev-parse", "HEAD"]), head_before);
+}
