@@ -4,8 +4,6 @@
 //! and the pushed run branch then contains the target — while the user's branch, HEAD and
 //! index stay as they were. A target that merges cleanly is merged before the push.
 
-use std::path::Path;
-
 use serde_json::Value;
 use trellis_testkit::git::git;
 
@@ -31,43 +29,10 @@ with open("greeting.txt", "w") as out:
 print(json.dumps({"output": None}))
 "#;
 
-/// The target branch gains `file` after the workspace was cloned.
-fn move_the_target(setup: &Setup, dir: &Path, file: &str, text: &str) {
-    let clone = dir.join("elsewhere");
-    git(
-        dir,
-        &[
-            "clone",
-            "-q",
-            "-b",
-            "main",
-            setup.origin.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
-    std::fs::write(clone.join(file), text).unwrap();
-    git(&clone, &["add", file]);
-    git(
-        &clone,
-        &[
-            "-c",
-            "user.name=Someone",
-            "-c",
-            "user.email=someone@example.com",
-            "commit",
-            "-q",
-            "-m",
-            "Greet",
-        ],
-    );
-    git(&clone, &["push", "-q", "origin", "main"]);
-}
-
 #[test]
 fn a_conflict_with_the_target_is_resolved_by_the_worker_in_the_next_round() {
     let setup = Setup::new();
-    let scratch = tempfile::tempdir().unwrap();
-    move_the_target(&setup, scratch.path(), "greeting.txt", "Howdy, partner!\n");
+    setup.move_target("elsewhere", "greeting.txt", "Howdy, partner!\n");
     let target = git(&setup.origin, &["rev-parse", "main"]);
     let offline = setup.work.join("offline");
     std::fs::write(offline.join("resolver.py"), RESOLVER).unwrap();
@@ -129,8 +94,7 @@ fn a_conflict_with_the_target_is_resolved_by_the_worker_in_the_next_round() {
 #[test]
 fn a_target_that_merges_cleanly_is_merged_before_the_push() {
     let setup = Setup::new();
-    let scratch = tempfile::tempdir().unwrap();
-    move_the_target(&setup, scratch.path(), "NOTICE", "Moved on.\n");
+    setup.move_target("elsewhere", "NOTICE", "Moved on.\n");
     let target = git(&setup.origin, &["rev-parse", "main"]);
     let head_before = git(&setup.work, &["rev-parse", "HEAD"]);
 

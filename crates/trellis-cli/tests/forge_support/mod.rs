@@ -18,6 +18,14 @@ pub const REMOTE_URL: &str = "https://github.com/acme/widgets.git";
 pub const TASK: &str = "Write a friendly greeting to greeting.txt";
 pub const WAIT: Duration = Duration::from_secs(150);
 
+/// A worker that records its input, then runs the example worker on it.
+const RECORDER: &str = r#"import json, subprocess, sys
+data = sys.stdin.read()
+with open("offline/inputs.jsonl", "a") as log:
+    log.write(json.dumps(json.loads(data)["input"]) + "\n")
+sys.exit(subprocess.run([sys.executable, "offline/worker.py"], input=data, text=True).returncode)
+"#;
+
 pub fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/offline")
 }
@@ -138,6 +146,60 @@ impl Setup {
                 summary: String::new(),
             })
             .unwrap();
+    }
+
+    /// Someone else pushes `file` with `text` to the target branch `main` (through a clone in
+    /// `name`, a directory beside the origin).
+    pub fn move_target(&self, name: &str, file: &str, text: &str) {
+        let clone = self.origin.with_file_name(name);
+        git(
+            self.origin.parent().unwrap(),
+            &[
+                "clone",
+                "-q",
+                "-b",
+                "main",
+                self.origin.to_str().unwrap(),
+                clone.to_str().unwrap(),
+            ],
+        );
+        std::fs::write(clone.join(file), text).unwrap();
+        git(&clone, &["add", file]);
+        git(
+            &clone,
+            &[
+                "-c",
+                "user.name=Someone",
+                "-c",
+                "user.email=someone@example.com",
+                "commit",
+                "-q",
+                "-m",
+                "Move on",
+            ],
+        );
+        git(&clone, &["push", "-q", "origin", "main"]);
+    }
+
+    /// Makes the worker node record each input it gets (`offline/inputs.jsonl`), then do what
+    /// the example worker does.
+    pub fn record_worker_inputs(&self) {
+        let offline = self.work.join("offline");
+        std::fs::write(offline.join("recorder.py"), RECORDER).unwrap();
+        let plan = offline.join("plan.json");
+        let mut value: Value =
+            serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+        value["nodes"]["worker"]["command"] = serde_json::json!(["python3", "offline/recorder.py"]);
+        std::fs::write(&plan, value.to_string()).unwrap();
+    }
+
+    /// The inputs the worker node got, in order (see `record_worker_inputs`).
+    pub fn worker_inputs(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.work.join("offline/inputs.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     pub fn pulls_opened(&self) -> usize {

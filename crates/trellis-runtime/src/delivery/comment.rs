@@ -6,7 +6,7 @@ use trellis_agents::{DeliveryBinding, ExecutionRequest};
 use trellis_forge::{CommentAction, ReportMarker, TaskKind, TaskUrl};
 use trellis_graph::WorkerErrorCode;
 
-use super::forge::{connect, forge_failure, input_text, tried};
+use super::calls::{connect, forge_failure, input_text, tried};
 use super::git::DeliveryFailure;
 use super::settings::ForgeSettings;
 

@@ -1,91 +1,17 @@
 //! The GitHub half of delivery, through `trellis-forge`: the pull request of the run branch
-//! (found by head branch, so a retry or a resumed run never opens a second), its feedback and
-//! checks, the merge (found already made on a resume), and the calls the comment half shares.
-
-use std::time::{Duration, Instant};
+//! (found by head branch, so a retry or a resumed run never opens a second), then the watch of
+//! its feedback and checks (`watch`), and its merge (found already made on a resume).
 
 use serde_json::{Map, Value, json};
-use trellis_agents::binding::PullRequestFeedback;
 use trellis_agents::{DeliveryBinding, ExecutionRequest};
-use trellis_forge::{
-    FeedbackItem, ForgeError, GitHub, MergeBlocker, MergeOutcome, MergePolicy, MergeRequest,
-    PullAction, PullRequestDraft, RepoRef,
-};
-use trellis_graph::WorkerErrorCode;
+use trellis_forge::{GitHub, MergePolicy, PullAction, PullRequestDraft, RepoRef};
 
-use super::feedback_log::FeedbackLog;
-use super::git::{DeliveryFailure, Git, Pushed, crash, delivered_ref};
-use super::kind::{DeliveryKind, token_variable};
-use super::retry::{RetrySchedule, retrying};
+use super::calls::{connect, input_text, refusal, tried};
+use super::git::{DeliveryFailure, Git, Pushed, crash};
+use super::kind::DeliveryKind;
 use super::settings::{ForgeSettings, parse_remote};
-use super::target::{TargetMerge, conflict_message, merge_target};
-
-pub(super) fn forge_failure(error: ForgeError) -> DeliveryFailure {
-    let code = if error.is_transient() {
-        WorkerErrorCode::Crash
-    } else {
-        WorkerErrorCode::Refusal
-    };
-    DeliveryFailure {
-        code,
-        message: format!("{} [{}]", error, error.code()),
-    }
-}
-
-/// One forge operation, tried again through transient failures (see `retry`); the failure
-/// says how often it was tried.
-pub(super) async fn tried<T, F, Fut>(
-    schedule: &RetrySchedule,
-    what: &str,
-    log: &(dyn Fn(String) + Sync),
-    operation: F,
-) -> Result<T, DeliveryFailure>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ForgeError>>,
-{
-    retrying(schedule, what, log, operation)
-        .await
-        .map_err(|gave_up| {
-            let mut failure = forge_failure(gave_up.error);
-            if gave_up.tries > 1 {
-                failure
-                    .message
-                    .push_str(&format!(" (gave up after {} tries)", gave_up.tries));
-            }
-            failure
-        })
-}
-
-fn refusal(message: String) -> DeliveryFailure {
-    DeliveryFailure {
-        code: WorkerErrorCode::Refusal,
-        message,
-    }
-}
-
-pub(super) fn connect(
-    forge: &ForgeSettings,
-    host: &str,
-    binding: &DeliveryBinding,
-    request: &ExecutionRequest,
-) -> Result<GitHub, DeliveryFailure> {
-    forge
-        .client(host, &token_variable(binding), |name| {
-            request.environment.get(name).map(str::to_owned)
-        })
-        .map_err(forge_failure)
-}
-
-pub(super) fn input_text<'a>(request: &'a ExecutionRequest, field: &str) -> Option<&'a str> {
-    request.input.get(field).and_then(Value::as_str)
-}
-
-/// How a look at the pull request ended.
-struct Verdict {
-    outcome: &'static str,
-    message: String,
-}
+use super::target::{TargetMerge, conflict_message};
+use super::watch::{CatchUp, Verdict, Watch};
 
 /// Opens or finds the run branch's pull request, then (pr@2, merge) waits for its checks and
 /// reports feedback, and (merge) merges it.
@@ -210,14 +136,25 @@ pub(super) async fn deliver_pull(
         (_, DeliveryKind::Merge { version }) => {
             output.insert("version".into(), json!(format!("v{version}")));
             let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
-            let watch =
+            let mut watch =
                 Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
-            let verdict = watch.until_ready(git, &url).await?;
-            let (verdict, revision) = if verdict.outcome == "ready" {
-                watch.merge(git, &url).await?
-            } else {
-                (verdict, String::new())
+            let (verdict, revision) = loop {
+                let verdict = watch.until_ready(git, &url).await?;
+                if verdict.outcome != "ready" {
+                    break (verdict, String::new());
+                }
+                // "Strict" required checks judge the head only once it contains the target's
+                // tip: merge the target in, push, and wait for the checks of the new head.
+                if policy.strict_checks {
+                    match watch.catch_up(git).await? {
+                        CatchUp::Current => {}
+                        CatchUp::Moved => continue,
+                        CatchUp::Conflict(verdict) => break (verdict, String::new()),
+                    }
+                }
+                break watch.merge(git, &url).await?;
             };
+            output.insert("headRevision".into(), json!(watch.head));
             if version > 1 {
                 output.insert("mergeRevision".into(), json!(revision));
             }
@@ -299,276 +236,4 @@ async fn read_policy(
         log(format!("delivery: merge policy of {branch}: {note}"));
     }
     Ok(policy)
-}
-
-/// Repeated looks at one pull request.
-struct Watch<'a> {
-    github: &'a GitHub,
-    /// What the target branch requires: which checks count, how it may be merged (none read:
-    /// every check counts and the requested method is used).
-    policy: Option<&'a MergePolicy>,
-    repo: &'a RepoRef,
-    number: u64,
-    head: &'a str,
-    branch: &'a str,
-    remote: &'a str,
-    target_branch: &'a str,
-    consider_feedback: bool,
-    retry: RetrySchedule,
-    poll: Duration,
-    deadline: Instant,
-    log: &'a (dyn Fn(String) + Sync),
-}
-
-impl<'a> Watch<'a> {
-    fn new(
-        forge: &ForgeSettings,
-        github: &'a GitHub,
-        repo: &'a RepoRef,
-        number: u64,
-        binding: &DeliveryBinding,
-        pushed: &'a Pushed,
-        log: &'a (dyn Fn(String) + Sync),
-    ) -> Self {
-        Self {
-            github,
-            policy: None,
-            repo,
-            number,
-            head: &pushed.head,
-            branch: &pushed.branch,
-            remote: &pushed.remote,
-            target_branch: &pushed.target_branch,
-            consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
-            retry: forge.retry,
-            poll: forge.poll,
-            deadline: Instant::now() + forge.wait_limit,
-            log,
-        }
-    }
-
-    /// Judges the pull request under the target branch's merge policy.
-    fn under(mut self, policy: &'a MergePolicy) -> Self {
-        self.policy = Some(policy);
-        self
-    }
-
-    async fn pause(&self, waiting_for: &str, said: &mut String) -> Result<(), DeliveryFailure> {
-        if Instant::now() >= self.deadline {
-            return Err(DeliveryFailure {
-                code: WorkerErrorCode::Timeout,
-                message: format!(
-                    "gave up waiting for {waiting_for} on pull request #{}",
-                    self.number
-                ),
-            });
-        }
-        if said != waiting_for {
-            (self.log)(format!("delivery: waiting for {waiting_for}"));
-            waiting_for.clone_into(said);
-        }
-        tokio::time::sleep(self.poll).await;
-        Ok(())
-    }
-
-    /// Waits until the head's checks finished and mergeability is known; feedback not yet
-    /// routed back (reviews when considered, failing checks always) ends the wait.
-    async fn until_ready(&self, git: &Git<'_>, url: &str) -> Result<Verdict, DeliveryFailure> {
-        let mut log_file = FeedbackLog::open(git, self.branch).await?;
-        let mut said = String::new();
-        loop {
-            let acknowledged = log_file.acknowledged(self.head);
-            let mut feedback = tried(&self.retry, "reading feedback", self.log, || async {
-                match self.policy {
-                    Some(policy) => {
-                        self.github
-                            .pull_feedback_under(self.repo, self.number, &acknowledged, policy)
-                            .await
-                    }
-                    None => {
-                        self.github
-                            .pull_feedback(self.repo, self.number, &acknowledged)
-                            .await
-                    }
-                }
-            })
-            .await?;
-            if !self.consider_feedback {
-                feedback.items.retain(is_check);
-            }
-            if !feedback.items.is_empty() {
-                log_file
-                    .record(self.head, feedback.keys())
-                    .map_err(|e| crash(format!("cannot record routed feedback: {e}")))?;
-                let outcome = if feedback.items.iter().all(is_check) {
-                    "ci_failed"
-                } else {
-                    "repair_required"
-                };
-                (self.log)(format!(
-                    "delivery: pull request #{} has {} item(s) of feedback ({outcome})",
-                    self.number,
-                    feedback.items.len()
-                ));
-                return Ok(Verdict {
-                    outcome,
-                    message: feedback.diagnostic_message(),
-                });
-            }
-            if !feedback.pending.is_empty() {
-                self.pause(&feedback.pending.join(", "), &mut said).await?;
-                continue;
-            }
-            let pull = tried(&self.retry, "reading the pull request", self.log, || {
-                self.github.pull(self.repo, self.number)
-            })
-            .await?;
-            match pull.mergeable {
-                Some(false) => return self.conflict(git, url).await,
-                Some(true) => {
-                    return Ok(Verdict {
-                        outcome: "ready",
-                        message: format!("pull request #{} ready: {url}", self.number),
-                    });
-                }
-                None => {
-                    self.pause("GitHub to compute mergeability", &mut said)
-                        .await?
-                }
-            }
-        }
-    }
-
-    /// GitHub sees a conflict: the target is merged into the workspace so the conflict is
-    /// there for the next round's worker (or, merging cleanly here, the next delivery pushes
-    /// the merge).
-    async fn conflict(&self, git: &Git<'_>, url: &str) -> Result<Verdict, DeliveryFailure> {
-        let merged = merge_target(
-            git,
-            self.remote,
-            self.target_branch,
-            self.head,
-            self.branch,
-            &delivered_ref(self.branch),
-            self.log,
-        )
-        .await?;
-        let message = match merged {
-            TargetMerge::Conflicted { target, paths } => {
-                conflict_message(self.target_branch, &target, &paths)
-            }
-            TargetMerge::Merged { target, .. } => format!(
-                "Pull request #{} ({url}) conflicts with {}; {} ({target}) merged cleanly into \
-                 the workspace, and the next delivery pushes the merge.",
-                self.number, self.target_branch, self.target_branch
-            ),
-            TargetMerge::UpToDate => format!(
-                "Pull request #{} ({url}) conflicts with {}: merge {} into the change and \
-                 resolve the conflicts.",
-                self.number, self.target_branch, self.target_branch
-            ),
-        };
-        Ok(Verdict {
-            outcome: "conflict",
-            message,
-        })
-    }
-
-    /// Merges once nothing blocks; a blocker that waiting does not remove ends delivery.
-    async fn merge(&self, git: &Git<'_>, url: &str) -> Result<(Verdict, String), DeliveryFailure> {
-        let request = MergeRequest {
-            expected_head: Some(self.head.to_owned()),
-            // A branch behind a merge queue is merged by enqueueing the pull request.
-            use_merge_queue: true,
-            ..MergeRequest::default()
-        };
-        let mut said = String::new();
-        loop {
-            // A retry reads the pull request first: a merge (or an enqueue) GitHub made before
-            // answering an error is found, not made again.
-            let outcome = tried(&self.retry, "merging", self.log, || async {
-                match self.policy {
-                    Some(policy) => {
-                        self.github
-                            .merge_when_green_under(self.repo, self.number, &request, policy)
-                            .await
-                    }
-                    None => {
-                        self.github
-                            .merge_when_green(self.repo, self.number, &request)
-                            .await
-                    }
-                }
-            })
-            .await?;
-            let blockers = match &outcome {
-                MergeOutcome::Merged { sha, already } => {
-                    let how = if *already {
-                        "was already merged"
-                    } else {
-                        "merged"
-                    };
-                    (self.log)(format!(
-                        "delivery: pull request #{} {how} as {sha}",
-                        self.number
-                    ));
-                    return Ok((
-                        Verdict {
-                            outcome: "merged",
-                            message: format!(
-                                "pull request #{} merged as {sha}: {url}",
-                                self.number
-                            ),
-                        },
-                        sha.clone(),
-                    ));
-                }
-                MergeOutcome::Blocked { blockers, .. } => blockers,
-            };
-            if blockers.iter().all(MergeBlocker::is_waiting) {
-                let what: Vec<String> = blockers.iter().map(ToString::to_string).collect();
-                self.pause(&what.join("; "), &mut said).await?;
-                continue;
-            }
-            let message = outcome.diagnostic_message();
-            let verdict = |outcome| {
-                Ok((
-                    Verdict {
-                        outcome,
-                        message: message.clone(),
-                    },
-                    String::new(),
-                ))
-            };
-            if blockers
-                .iter()
-                .any(|b| matches!(b, MergeBlocker::Conflicts))
-            {
-                return Ok((self.conflict(git, url).await?, String::new()));
-            }
-            if blockers.iter().any(|b| {
-                matches!(
-                    b,
-                    MergeBlocker::CheckFailing { .. } | MergeBlocker::StatusFailing { .. }
-                )
-            }) {
-                return verdict("ci_failed");
-            }
-            if self.consider_feedback
-                && blockers
-                    .iter()
-                    .any(|b| matches!(b, MergeBlocker::ChangesRequested { .. }))
-            {
-                return verdict("repair_required");
-            }
-            return Err(refusal(message));
-        }
-    }
-}
-
-fn is_check(item: &FeedbackItem) -> bool {
-    matches!(
-        item,
-        FeedbackItem::FailingCheck { .. } | FeedbackItem::FailingStatus { .. }
-    )
 }

@@ -285,13 +285,7 @@ pub(super) async fn push_run_branch(
         TargetMerge::UpToDate
     };
     log(format!("delivery: pushing run branch {branch} to {remote}"));
-    git.run(&[
-        "push",
-        "--quiet",
-        remote,
-        &format!("{head}:refs/heads/{branch}"),
-    ])
-    .await?;
+    push_head(git, remote, &head, branch).await?;
     let push_url = git
         .run(&["remote", "get-url", remote])
         .await
@@ -310,6 +304,23 @@ pub(super) async fn push_run_branch(
         remote: remote.to_owned(),
         target_merge,
     })
+}
+
+/// Pushes commit `head` as the run branch `branch` (a fast-forward of what was pushed before).
+pub(super) async fn push_head(
+    git: &Git<'_>,
+    remote: &str,
+    head: &str,
+    branch: &str,
+) -> Result<(), DeliveryFailure> {
+    git.run(&[
+        "push",
+        "--quiet",
+        remote,
+        &format!("{head}:refs/heads/{branch}"),
+    ])
+    .await
+    .map(|_| ())
 }
 
 /// Where the last commit delivered on `branch` is recorded, so a later round of the same

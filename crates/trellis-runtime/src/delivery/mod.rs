@@ -3,6 +3,7 @@
 //! checks, `merge` merges it when green, `comment` posts or edits one report comment. Imports
 //! no other room of this crate.
 
+mod calls;
 mod comment;
 mod feedback_log;
 mod forge;
@@ -12,6 +13,7 @@ mod kind;
 mod retry;
 mod settings;
 mod target;
+mod watch;
 
 pub(crate) use git::git_blocking;
 #[cfg(feature = "testing")]
