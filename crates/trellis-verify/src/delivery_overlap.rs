@@ -32,7 +32,7 @@ fn is_writer(node: &GraphNode) -> bool {
 }
 
 /// The executables under `node` (itself included) that satisfy `pick`, in document order.
-fn under<'g>(node: &'g GraphNode, pick: fn(&GraphNode) -> bool) -> Vec<&'g GraphNode> {
+fn under(node: &GraphNode, pick: fn(&GraphNode) -> bool) -> Vec<&GraphNode> {
     let mut found = Vec::new();
     node.walk(&mut |inner| {
         if pick(inner) {

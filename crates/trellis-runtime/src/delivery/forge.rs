@@ -21,7 +21,7 @@ pub(super) async fn deliver_pull(
     binding: &DeliveryBinding,
     kind: DeliveryKind,
     git: &Git<'_>,
-    pushed: &Pushed,
+    (pushed, target_merge): (&Pushed, &TargetMerge),
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Value, DeliveryFailure> {
     let (host, repo) = parse_remote(&pushed.configured_url).ok_or_else(|| {
@@ -101,7 +101,7 @@ pub(super) async fn deliver_pull(
     output.insert("targetBranch".into(), json!(pushed.target_branch));
     output.insert("headRevision".into(), json!(pushed.head));
     output.insert("pullRequestId".into(), json!(number.to_string()));
-    let verdict = match (&pushed.target_merge, kind) {
+    let verdict = match (target_merge, kind) {
         // The conflict is in the work tree now: the worker's next round resolves it.
         (TargetMerge::Conflicted { target, paths }, _) => {
             output.insert(
@@ -167,7 +167,7 @@ pub(super) async fn deliver_pull(
     let mut message = verdict.message;
     if let TargetMerge::Merged {
         target, changed, ..
-    } = &pushed.target_merge
+    } = target_merge
     {
         // Recorded in the diagnostic: the reviewers judged the change before the merge.
         message.push_str(&format!(

@@ -16,8 +16,6 @@ use trellis_process::{
     run_process,
 };
 
-use super::target::{self, TargetMerge};
-
 /// Where the run started: the revision delivery must build on and the branch it targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceRevision {
@@ -234,23 +232,18 @@ pub(super) struct Pushed {
     pub push_url: String,
     /// The remote pushed to (its name).
     pub remote: String,
-    /// What merging the target branch into the candidate before the push did.
-    pub target_merge: TargetMerge,
 }
 
-/// Commits the workspace as it is (if it differs from what was delivered), checks that the
-/// candidate is new and descends from the run's base, with `merge_target` merges the current
-/// target branch into it (a conflict is left in the work tree and the candidate is pushed
-/// without the merge), and pushes it as `branch` to `remote`.
-pub(super) async fn push_run_branch(
+/// Commits the workspace as it is (if it differs from what was delivered) and checks that the
+/// candidate is new and descends from the run's base; the candidate's commit.
+pub(super) async fn prepare_candidate(
     git: &Git<'_>,
     request: &ExecutionRequest,
     source: &SourceRevision,
-    (branch, remote): (&str, &str),
-    merge_target: bool,
+    branch: &str,
     log: &(dyn Fn(String) + Sync),
-) -> Result<Pushed, DeliveryFailure> {
-    let mut head = commit_candidate(git, request, branch, source, log).await?;
+) -> Result<String, DeliveryFailure> {
+    let head = commit_candidate(git, request, branch, source, log).await?;
     if head == source.revision {
         return Err(DeliveryFailure {
             code: WorkerErrorCode::Malformed,
@@ -266,26 +259,19 @@ pub(super) async fn push_run_branch(
             source.revision
         )));
     }
-    let target_merge = if merge_target {
-        let merged = target::merge_target(
-            git,
-            remote,
-            &source.branch,
-            &head,
-            branch,
-            &delivered_ref(branch),
-            log,
-        )
-        .await?;
-        if let TargetMerge::Merged { commit, .. } = &merged {
-            head.clone_from(commit);
-        }
-        merged
-    } else {
-        TargetMerge::UpToDate
-    };
+    Ok(head)
+}
+
+/// Pushes the candidate `head` as `branch` to `remote`.
+pub(super) async fn push_run_branch(
+    git: &Git<'_>,
+    source: &SourceRevision,
+    head: &str,
+    (branch, remote): (&str, &str),
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Pushed, DeliveryFailure> {
     log(format!("delivery: pushing run branch {branch} to {remote}"));
-    push_head(git, remote, &head, branch).await?;
+    push_head(git, remote, head, branch).await?;
     let push_url = git
         .run(&["remote", "get-url", remote])
         .await
@@ -296,14 +282,20 @@ pub(super) async fn push_run_branch(
         .unwrap_or_else(|_| push_url.clone());
     log(format!("delivery: pushed {head} as {branch}"));
     Ok(Pushed {
-        head,
+        head: head.to_owned(),
         branch: branch.to_owned(),
         target_branch: source.branch.clone(),
         configured_url: without_userinfo(&configured_url),
         push_url: without_userinfo(&push_url),
         remote: remote.to_owned(),
-        target_merge,
     })
+}
+
+/// Where a conflicted merge's target is remembered until a later delivery commits the
+/// resolution with it as a second parent.
+pub(super) fn pending_merge_ref(branch: &str) -> String {
+    let short = branch.strip_prefix("trellis/").unwrap_or(branch);
+    format!("refs/trellis/pending-merges/{short}")
 }
 
 /// Pushes commit `head` as the run branch `branch` (a fast-forward of what was pushed before).
@@ -368,7 +360,7 @@ async fn commit_candidate(
     };
     // A target merge that conflicted earlier: the resolution in the work tree becomes a merge
     // of it, so the target's tip is an ancestor of what is pushed.
-    let pending_ref = target::pending_merge_ref(branch);
+    let pending_ref = pending_merge_ref(branch);
     let pending = match git
         .run(&[
             "rev-parse",

@@ -12,10 +12,12 @@ use trellis_agents::{
 use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome, WorkerRef};
 
 use super::git::{
-    DeliveryFailure, Git, SourceRevision, crash, delivery_env, push_run_branch, run_branch,
+    DeliveryFailure, Git, SourceRevision, crash, delivered_ref, delivery_env, prepare_candidate,
+    push_run_branch, run_branch,
 };
 use super::kind::DeliveryKind;
 use super::settings::ForgeSettings;
+use super::target::{TargetMerge, merge_target};
 use super::{comment, forge};
 
 /// Runs the delivery verifiers of one run.
@@ -146,20 +148,31 @@ impl GitDelivery {
             cancel,
         };
         let branch = run_branch(self.lineage_key(request));
+        let head = prepare_candidate(&git, request, &source, &branch, log).await?;
         // Only deliveries that can answer `conflict` bring the target in before pushing.
-        let merge_target = matches!(
+        let merge_first = matches!(
             kind,
             DeliveryKind::PullRequest { version: 2.. } | DeliveryKind::Merge { .. }
         );
-        let pushed = push_run_branch(
-            &git,
-            request,
-            &source,
-            (&branch, &remote),
-            merge_target,
-            log,
-        )
-        .await?;
+        let target_merge = if merge_first {
+            merge_target(
+                &git,
+                &remote,
+                &source.branch,
+                &head,
+                &branch,
+                &delivered_ref(&branch),
+                log,
+            )
+            .await?
+        } else {
+            TargetMerge::UpToDate
+        };
+        let head = match &target_merge {
+            TargetMerge::Merged { commit, .. } => commit.clone(),
+            _ => head,
+        };
+        let pushed = push_run_branch(&git, &source, &head, (&branch, &remote), log).await?;
         match kind {
             DeliveryKind::Push => Ok(json!({
                 "output": {
@@ -175,7 +188,8 @@ impl GitDelivery {
                 "diagnostic": {"message": format!("pushed {} at {}", pushed.branch, pushed.head)},
             })),
             DeliveryKind::PullRequest { .. } | DeliveryKind::Merge { .. } => {
-                forge::deliver_pull(&self.forge, request, binding, kind, &git, &pushed, log).await
+                let delivered = (&pushed, &target_merge);
+                forge::deliver_pull(&self.forge, request, binding, kind, &git, delivered, log).await
             }
             DeliveryKind::Comment => Err(crash("comment delivery pushes nothing".into())),
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use trellis_process::ProcessEnd;
 
-use super::git::{DeliveryFailure, Git, crash};
+use super::git::{DeliveryFailure, Git, crash, pending_merge_ref};
 
 /// What merging the target into the candidate did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,13 +25,6 @@ pub(super) enum TargetMerge {
     /// The merge conflicts: the target's tip and the conflicted paths, which the work tree now
     /// holds with conflict markers.
     Conflicted { target: String, paths: Vec<String> },
-}
-
-/// Where a conflicted merge's target is remembered until a later delivery commits the
-/// resolution with it as a second parent.
-pub(super) fn pending_merge_ref(branch: &str) -> String {
-    let short = branch.strip_prefix("trellis/").unwrap_or(branch);
-    format!("refs/trellis/pending-merges/{short}")
 }
 
 /// Fetches `target_branch` from `remote` and merges it into `candidate` (the work tree's
