@@ -459,3 +459,39 @@ fn a_git_delivery_that_can_run_beside_a_writer_or_another_delivery_is_refused() 
         Ok(())
     );
 }
+
+#[test]
+fn a_git_delivery_in_a_map_of_several_items_is_refused() {
+    let with_items = || {
+        let mut state = state();
+        state["fields"]["items"] = json!({"type": {"kind": "array", "items": {"kind": "null"}},
+                                          "required": true});
+        state
+    };
+    let mapped = |max_items: u64| {
+        let mut graph = graph(vec![
+            json!({"kind": "map", "name": "each", "state": with_items(),
+                   "promotedStatePaths": [], "over": {"source": "state", "path": ["items"]},
+                   "maxItems": max_items, "body": push_delivery("deliver")}),
+            succeed(),
+        ]);
+        graph["initialInput"] = with_items();
+        graph["root"]["state"] = with_items();
+        graph
+    };
+    let input = json!({"value": 1, "items": [null, null]});
+    assert_eq!(
+        answer(mapped(4), input.clone()),
+        Err(
+            "Git delivery node deliver runs for several items of map each at once: a delivery \
+             commits and pushes the whole workspace, so it must not overlap a writer or another \
+             delivery"
+                .into()
+        )
+    );
+    // One item at most: nothing runs beside it.
+    assert_eq!(
+        answer(mapped(1), json!({"value": 1, "items": [null]})),
+        Ok(())
+    );
+}
