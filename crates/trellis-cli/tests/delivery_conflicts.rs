@@ -12,14 +12,19 @@ mod forge_support;
 use forge_support::*;
 
 /// A worker that writes the greeting, or — finding conflict markers in it — keeps both sides'
-/// lines and drops the markers. It appends each input it got to `offline/inputs.jsonl`.
+/// lines and drops the markers. With `offline/lazy-once` present it first leaves the markers
+/// (only appending a line its reviewers like) and removes the flag. It appends each input it
+/// got to `offline/inputs.jsonl`.
 const RESOLVER: &str = r#"import json, os, sys
 request = json.load(sys.stdin)
 with open("offline/inputs.jsonl", "a") as log:
     log.write(json.dumps(request["input"]) + "\n")
 text = open("greeting.txt").read() if os.path.exists("greeting.txt") else ""
-if "<<<<<<<" in text:
-    markers = ("<<<<<<<", "=======", ">>>>>>>")
+if "<<<<<<<" in text and os.path.exists("offline/lazy-once"):
+    os.remove("offline/lazy-once")
+    text += "Done!\n"
+elif "<<<<<<<" in text:
+    markers = ("<<<<<<<", "=======", ">>>>>>>", "Done!")
     kept = [line for line in text.splitlines() if not line.startswith(markers)]
     text = "\n".join(kept) + "\n"
 else:
@@ -29,18 +34,45 @@ with open("greeting.txt", "w") as out:
 print(json.dumps({"output": None}))
 "#;
 
+/// Makes the worker node run `RESOLVER`.
+fn resolve_with_the_test_worker(setup: &Setup) {
+    let offline = setup.work.join("offline");
+    std::fs::write(offline.join("resolver.py"), RESOLVER).unwrap();
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(offline.join("plan.json")).unwrap()).unwrap();
+    plan["nodes"]["worker"]["command"] = serde_json::json!(["python3", "offline/resolver.py"]);
+    std::fs::write(offline.join("plan.json"), plan.to_string()).unwrap();
+}
+
+#[test]
+fn a_resolution_that_leaves_markers_is_sent_back_before_it_is_delivered_as_done() {
+    let setup = Setup::new();
+    setup.move_target("elsewhere", "greeting.txt", "Howdy, partner!\n");
+    resolve_with_the_test_worker(&setup);
+    std::fs::write(setup.work.join("offline/lazy-once"), "").unwrap();
+    let out = setup.run_command("--pr").output().unwrap();
+    let result = terminal(&out);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let inputs = setup.worker_inputs_of("inputs.jsonl");
+    assert_eq!(inputs.len(), 3, "{inputs:?}");
+    let feedback = inputs[2]["deliveryFeedback"].as_str().unwrap_or_default();
+    assert!(
+        feedback.contains("still hold conflict markers") && feedback.contains("greeting.txt"),
+        "{feedback}"
+    );
+    let branch = setup.github.pull_branch(REPO, 1).unwrap();
+    assert_eq!(
+        git(&setup.origin, &["show", &format!("{branch}:greeting.txt")]),
+        "Hello, world!\nHowdy, partner!"
+    );
+}
+
 #[test]
 fn a_conflict_with_the_target_is_resolved_by_the_worker_in_the_next_round() {
     let setup = Setup::new();
     setup.move_target("elsewhere", "greeting.txt", "Howdy, partner!\n");
     let target = git(&setup.origin, &["rev-parse", "main"]);
-    let offline = setup.work.join("offline");
-    std::fs::write(offline.join("resolver.py"), RESOLVER).unwrap();
-    let plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(offline.join("plan.json")).unwrap()).unwrap();
-    let mut plan = plan;
-    plan["nodes"]["worker"]["command"] = serde_json::json!(["python3", "offline/resolver.py"]);
-    std::fs::write(offline.join("plan.json"), plan.to_string()).unwrap();
+    resolve_with_the_test_worker(&setup);
     let head_before = git(&setup.work, &["rev-parse", "HEAD"]);
     let index_before = std::fs::read(setup.work.join(".git/index")).unwrap();
 
@@ -50,11 +82,7 @@ fn a_conflict_with_the_target_is_resolved_by_the_worker_in_the_next_round() {
     assert_eq!(result["status"], "succeeded", "{result}");
 
     // Round one's delivery left the conflict in the file and told the worker where it is.
-    let inputs: Vec<Value> = std::fs::read_to_string(offline.join("inputs.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let inputs = setup.worker_inputs_of("inputs.jsonl");
     assert_eq!(inputs.len(), 2, "{inputs:?}");
     let feedback = inputs[1]["deliveryFeedback"].as_str().unwrap_or_default();
     assert!(

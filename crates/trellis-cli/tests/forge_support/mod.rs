@@ -195,7 +195,12 @@ impl Setup {
 
     /// The inputs the worker node got, in order (see `record_worker_inputs`).
     pub fn worker_inputs(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.work.join("offline/inputs.jsonl"))
+        self.worker_inputs_of("inputs.jsonl")
+    }
+
+    /// The inputs a worker recorded in `offline/FILE`, one JSON document a line.
+    pub fn worker_inputs_of(&self, file: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.work.join("offline").join(file))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

@@ -10,7 +10,7 @@ use super::calls::{connect, input_text, refusal, tried};
 use super::git::{DeliveryFailure, Git, Pushed, crash};
 use super::kind::DeliveryKind;
 use super::settings::{ForgeSettings, parse_remote};
-use super::target::{TargetMerge, conflict_message};
+use super::target::{TargetMerge, conflict_message, unresolved_message};
 use super::watch::{CatchUp, Verdict, Watch};
 
 /// Opens or finds the run branch's pull request, then (pr@2, merge) waits for its checks and
@@ -103,7 +103,7 @@ pub(super) async fn deliver_pull(
     output.insert("pullRequestId".into(), json!(number.to_string()));
     let verdict = match (target_merge, kind) {
         // The conflict is in the work tree now: the worker's next round resolves it.
-        (TargetMerge::Conflicted { target, paths }, _) => {
+        (merge @ (TargetMerge::Conflicted { .. } | TargetMerge::Unresolved { .. }), _) => {
             output.insert(
                 "version".into(),
                 json!(match kind {
@@ -114,9 +114,16 @@ pub(super) async fn deliver_pull(
             if matches!(kind, DeliveryKind::Merge { version: 2.. }) {
                 output.insert("mergeRevision".into(), json!(""));
             }
+            let message = match merge {
+                TargetMerge::Conflicted { target, paths } => {
+                    conflict_message(&pushed.target_branch, target, paths)
+                }
+                TargetMerge::Unresolved { paths } => unresolved_message(paths),
+                _ => String::new(),
+            };
             Verdict {
                 outcome: "conflict",
-                message: conflict_message(&pushed.target_branch, target, paths),
+                message,
             }
         }
         (_, DeliveryKind::PullRequest { version: 1 }) => {

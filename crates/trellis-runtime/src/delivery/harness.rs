@@ -17,7 +17,7 @@ use super::git::{
 };
 use super::kind::DeliveryKind;
 use super::settings::ForgeSettings;
-use super::target::{TargetMerge, merge_target};
+use super::target::{TargetMerge, leftover_markers, merge_target};
 use super::{comment, forge};
 
 /// Runs the delivery verifiers of one run.
@@ -154,7 +154,15 @@ impl GitDelivery {
             kind,
             DeliveryKind::PullRequest { version: 2.. } | DeliveryKind::Merge { .. }
         );
-        let target_merge = if merge_first {
+        // A resolution that left markers goes back before the target is merged again.
+        let unresolved = if merge_first {
+            leftover_markers(&git, &source.revision, &head).await?
+        } else {
+            Vec::new()
+        };
+        let target_merge = if !unresolved.is_empty() {
+            TargetMerge::Unresolved { paths: unresolved }
+        } else if merge_first {
             merge_target(
                 &git,
                 &remote,

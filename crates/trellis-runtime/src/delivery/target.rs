@@ -25,6 +25,9 @@ pub(super) enum TargetMerge {
     /// The merge conflicts: the target's tip and the conflicted paths, which the work tree now
     /// holds with conflict markers.
     Conflicted { target: String, paths: Vec<String> },
+    /// The candidate itself still holds conflict markers (a resolution left unfinished) in
+    /// these paths; the target was not merged again.
+    Unresolved { paths: Vec<String> },
 }
 
 /// Fetches `target_branch` from `remote` and merges it into `candidate` (the work tree's
@@ -166,6 +169,41 @@ async fn update_work_tree(
     .await;
     let _ = std::fs::remove_file(private);
     result.map(|_| ())
+}
+
+/// The paths in which `head` adds conflict-marker lines compared with `base` (what `git diff
+/// --check` calls a leftover conflict marker), in order, each once.
+pub(super) async fn leftover_markers(
+    git: &Git<'_>,
+    base: &str,
+    head: &str,
+) -> Result<Vec<String>, DeliveryFailure> {
+    // Exit status 2 only says that something was found (whitespace errors count too).
+    let (_, stdout, _) = git
+        .call(&["diff", "--check", "--no-color", base, head])
+        .await?;
+    let mut paths: Vec<String> = Vec::new();
+    for line in stdout.lines() {
+        let Some(place) = line.strip_suffix(": leftover conflict marker") else {
+            continue;
+        };
+        let Some((path, _line)) = place.rsplit_once(':') else {
+            continue;
+        };
+        if !paths.iter().any(|p| p == path) {
+            paths.push(path.to_owned());
+        }
+    }
+    Ok(paths)
+}
+
+/// The diagnostic of a resolution that left conflict markers behind.
+pub(super) fn unresolved_message(paths: &[String]) -> String {
+    format!(
+        "These files still hold conflict markers (<<<<<<<, =======, >>>>>>>): {}. Finish \
+         resolving them keeping the intent of both sides, and remove all markers.",
+        paths.join(", ")
+    )
 }
 
 /// The diagnostic of a conflict left in the work tree.

@@ -16,7 +16,7 @@ use super::feedback_log::FeedbackLog;
 use super::git::{DeliveryFailure, Git, Pushed, crash, delivered_ref, push_head};
 use super::retry::RetrySchedule;
 use super::settings::ForgeSettings;
-use super::target::{TargetMerge, conflict_message, merge_target};
+use super::target::{TargetMerge, conflict_message, merge_target, unresolved_message};
 
 /// How a look at the pull request ended.
 pub(super) struct Verdict {
@@ -199,6 +199,10 @@ impl<'a> Watch<'a> {
                 outcome: "conflict",
                 message: conflict_message(self.target_branch, &target, &paths),
             })),
+            TargetMerge::Unresolved { paths } => Ok(CatchUp::Conflict(Verdict {
+                outcome: "conflict",
+                message: unresolved_message(&paths),
+            })),
         }
     }
 
@@ -220,6 +224,7 @@ impl<'a> Watch<'a> {
             TargetMerge::Conflicted { target, paths } => {
                 conflict_message(self.target_branch, &target, &paths)
             }
+            TargetMerge::Unresolved { paths } => unresolved_message(&paths),
             TargetMerge::Merged { target, .. } => format!(
                 "Pull request #{} ({url}) conflicts with {}; {} ({target}) merged cleanly into \
                  the workspace, and the next delivery pushes the merge.",
