@@ -194,6 +194,30 @@ pub(super) async fn leftover_markers(
             paths.push(path.to_owned());
         }
     }
+    if paths.is_empty() {
+        return Ok(paths);
+    }
+    // A lone `=======` line is also a Markdown heading underline: count only files that hold
+    // both an opening and a closing marker.
+    let mut args = vec![
+        "grep",
+        "-l",
+        "--all-match",
+        "-e",
+        "^<<<<<<<",
+        "-e",
+        "^>>>>>>>",
+        head,
+        "--",
+    ];
+    args.extend(paths.iter().map(String::as_str));
+    let (_, listed, _) = git.call(&args).await?;
+    let prefix = format!("{head}:");
+    let marked: Vec<&str> = listed
+        .lines()
+        .map(|l| l.strip_prefix(&prefix).unwrap_or(l))
+        .collect();
+    paths.retain(|p| marked.contains(&p.as_str()));
     Ok(paths)
 }
 
