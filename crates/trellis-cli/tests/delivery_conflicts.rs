@@ -149,3 +149,49 @@ fn a_target_that_merges_cleanly_is_merged_before_the_push() {
     );
     assert_eq!(git(&setup.work, &["rev-parse", "HEAD"]), head_before);
 }
+
+#[test]
+fn conflict_markers_the_target_itself_holds_are_not_the_runs() {
+    let setup = Setup::new();
+    // The target gains a fixture that holds conflict markers on purpose; it merges cleanly.
+    setup.move_target(
+        "elsewhere",
+        "fixture.txt",
+        "<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n",
+    );
+    setup.github.require_checks(REPO, &["ci"]);
+    let mut commented_on: Option<String> = None;
+    let mut greened: Vec<String> = Vec::new();
+    let out = drive(setup.start("--pr"), || {
+        let Some((number, head)) = setup.pull() else {
+            return;
+        };
+        match &commented_on {
+            None => {
+                setup.github.add_review_comment(
+                    REPO,
+                    number,
+                    "greeting.txt",
+                    1,
+                    "Please thank the reviewers too.",
+                );
+                commented_on = Some(head);
+            }
+            Some(first) if *first != head && !greened.contains(&head) => {
+                setup.set_check(&head, "success");
+                greened.push(head);
+            }
+            Some(_) => {}
+        }
+    });
+    let result = terminal(&out);
+    // The second round (after the review comment) is delivered as ready, not sent back as an
+    // unresolved conflict over the target's own fixture.
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert_eq!(greened.len(), 1);
+    let branch = setup.github.pull_branch(REPO, 1).unwrap();
+    assert_eq!(
+        git(&setup.origin, &["show", &format!("{branch}:greeting.txt")]),
+        "Hello, world!\nThanks for the review!"
+    );
+}

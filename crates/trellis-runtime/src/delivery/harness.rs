@@ -156,7 +156,7 @@ impl GitDelivery {
         );
         // A resolution that left markers goes back before the target is merged again.
         let unresolved = if merge_first {
-            leftover_markers(&git, &source.revision, &head).await?
+            leftover_markers(&git, (&source.revision, &head), &remote, &source.branch).await?
         } else {
             Vec::new()
         };

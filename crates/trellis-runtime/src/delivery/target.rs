@@ -172,11 +172,14 @@ async fn update_work_tree(
 }
 
 /// The paths in which `head` adds conflict-marker lines compared with `base` (what `git diff
-/// --check` calls a leftover conflict marker), in order, each once.
+/// --check` calls a leftover conflict marker), in order, each once — except files exactly as
+/// the target branch (`remote`/`target_branch`, as last fetched) has them: markers the target
+/// itself holds (a test fixture, say) are not the run's.
 pub(super) async fn leftover_markers(
     git: &Git<'_>,
-    base: &str,
-    head: &str,
+    (base, head): (&str, &str),
+    remote: &str,
+    target_branch: &str,
 ) -> Result<Vec<String>, DeliveryFailure> {
     // Exit status 2 only says that something was found (whitespace errors count too).
     let (_, stdout, _) = git
@@ -218,7 +221,27 @@ pub(super) async fn leftover_markers(
         .map(|l| l.strip_prefix(&prefix).unwrap_or(l))
         .collect();
     paths.retain(|p| marked.contains(&p.as_str()));
-    Ok(paths)
+    let tracking = format!("refs/remotes/{remote}/{target_branch}");
+    let mut ours = Vec::new();
+    for path in paths {
+        let at_head = blob_at(git, head, &path).await;
+        if at_head != blob_at(git, &tracking, &path).await {
+            ours.push(path);
+        }
+    }
+    Ok(ours)
+}
+
+/// The blob of `path` in `commit`, if it has one.
+async fn blob_at(git: &Git<'_>, commit: &str, path: &str) -> Option<String> {
+    git.run(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{commit}:{path}"),
+    ])
+    .await
+    .ok()
 }
 
 /// The diagnostic of a resolution that left conflict markers behind.
