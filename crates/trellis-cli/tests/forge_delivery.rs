@@ -5,177 +5,16 @@
 //! delivery waits is resumed without a second pull request, and every preparation failure is a
 //! one-line error before any worker starts.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use trellis_testkit::git::git;
-use trellis_testkit::github::{Action, FakeGitHub};
+use trellis_testkit::github::Action;
 
-const TOKEN: &str = "ghp_canary_forge_delivery_7f3a";
-const REPO: &str = "acme/widgets";
-const REMOTE_URL: &str = "https://github.com/acme/widgets.git";
-const TASK: &str = "Write a friendly greeting to greeting.txt";
-const WAIT: Duration = Duration::from_secs(150);
+mod forge_support;
 
-fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/offline")
-}
-
-/// A workspace on `main` whose `origin` names github.com but pushes to a local bare repository
-/// the fake GitHub reads its branches from.
-struct Setup {
-    _dir: tempfile::TempDir,
-    origin: PathBuf,
-    work: PathBuf,
-    home: PathBuf,
-    github: FakeGitHub,
-}
-
-impl Setup {
-    fn new() -> Setup {
-        let dir = tempfile::tempdir().unwrap();
-        let origin = dir.path().join("origin.git");
-        let work = dir.path().join("work");
-        std::fs::create_dir_all(work.join("offline")).unwrap();
-        for file in ["worker.py", "review.py", "plan.json"] {
-            std::fs::copy(examples().join(file), work.join("offline").join(file)).unwrap();
-        }
-        git(
-            dir.path(),
-            &["init", "-q", "--bare", origin.to_str().unwrap()],
-        );
-        git(&work, &["init", "-q", "-b", "main"]);
-        std::fs::write(work.join(".gitignore"), "offline/\n").unwrap();
-        git(&work, &["add", "."]);
-        git(&work, &["commit", "-q", "-m", "init"]);
-        git(&work, &["remote", "add", "origin", REMOTE_URL]);
-        git(
-            &work,
-            &[
-                "config",
-                &format!("url.{}.insteadOf", origin.display()),
-                REMOTE_URL,
-            ],
-        );
-        git(&work, &["push", "-q", "origin", "main"]);
-        let github = FakeGitHub::start_blocking(TOKEN).unwrap();
-        github
-            .apply(Action::AddRepository {
-                repository: REPO.into(),
-                default_branch: "main".into(),
-                private: false,
-                git_dir: Some(origin.clone()),
-            })
-            .unwrap();
-        Setup {
-            home: dir.path().join("home"),
-            _dir: dir,
-            origin,
-            work,
-            github,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-        command
-            .args(args)
-            .current_dir(&self.work)
-            .env("TRELLIS_HOME", &self.home)
-            .env("GH_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", self.github.api_url())
-            .env("GITHUB_SERVER_URL", "https://github.com")
-            .env("TRELLIS_DELIVERY_POLL_MS", "100")
-            .env("TRELLIS_DELIVERY_WAIT_S", "120");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// `trellis run --template software-change FLAG …` started in the background.
-    fn start(&self, flag: &str) -> Child {
-        self.command(&[
-            "run",
-            "--template",
-            "software-change",
-            flag,
-            "--task",
-            TASK,
-            "--runtime-config",
-            "offline/plan.json",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-    }
-
-    /// The open pull request's number and head, once there is one.
-    fn pull(&self) -> Option<(u64, String)> {
-        let number = *self.github.pull_numbers(REPO).first()?;
-        Some((number, self.github.pull_head(REPO, number)?))
-    }
-
-    fn set_check(&self, sha: &str, conclusion: &str) {
-        self.github
-            .apply(Action::SetCheckRun {
-                repository: REPO.into(),
-                sha: Some(sha.into()),
-                pull: None,
-                name: "ci".into(),
-                status: "completed".into(),
-                conclusion: Some(conclusion.into()),
-                summary: String::new(),
-            })
-            .unwrap();
-    }
-
-    fn pulls_opened(&self) -> usize {
-        self.github
-            .calls()
-            .iter()
-            .filter(|c| c.method == "POST" && c.path.ends_with("/pulls"))
-            .count()
-    }
-}
-
-/// Waits for `child` while `step` reacts to the fake's state; the child's output.
-fn drive(mut child: Child, mut step: impl FnMut()) -> Output {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > WAIT {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "run did not finish:\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        step();
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn terminal(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    last["status"]["terminalResult"].clone()
-}
-
-fn no_secret(out: &Output) {
-    for stream in [&out.stdout, &out.stderr] {
-        assert!(!String::from_utf8_lossy(stream).contains(TOKEN));
-    }
-}
+use forge_support::*;
 
 #[test]
 fn a_review_comment_on_the_pull_request_sends_the_change_back() {
@@ -393,20 +232,6 @@ fn a_controller_killed_after_github_merged_resumes_without_merging_again() {
         .filter(|c| c.method == "PUT" && c.path.ends_with("/merge"))
         .count();
     assert_eq!(merges, 1, "the resumed run merged again");
-}
-
-fn check_looks(setup: &Setup) -> usize {
-    setup
-        .github
-        .calls()
-        .iter()
-        .filter(|c| c.method == "GET" && c.path.ends_with("/check-runs"))
-        .count()
-}
-
-fn status_of(setup: &Setup, run: &str) -> Value {
-    let out = setup.run(&["status", run, "--json"]);
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
 /// Each preparation failure: exit 2, one line on stderr, no run, no worker, no API write.

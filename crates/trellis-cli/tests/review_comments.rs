@@ -1,7 +1,9 @@
 //! `trellis run --template issue-review|pr-review --task-from URL` against the loopback fake
 //! GitHub with the offline review worker standing in for the agents: each posts exactly one
 //! marked report comment, also when the controller is killed right after GitHub took the
-//! comment (before the run heard back) and the run is resumed.
+//! comment (before the run heard back) and the run is resumed, or when GitHub stored the comment
+//! but answered 502; server errors that outlast the delivery's retries fail the run, and a
+//! resume once GitHub is back posts the one report.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -62,7 +64,8 @@ impl Setup {
             .env("TRELLIS_HOME", &self.home)
             .env("GH_TOKEN", TOKEN)
             .env("GITHUB_API_URL", self.github.api_url())
-            .env("GITHUB_SERVER_URL", "https://github.com");
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .env("TRELLIS_DELIVERY_RETRY_MS", "50");
         command
     }
 
@@ -190,6 +193,45 @@ fn a_controller_killed_after_posting_resumes_without_a_second_comment() {
         .filter(|c| c.method == "POST" && c.path.ends_with("/comments"))
         .count();
     assert_eq!(posts, 1, "the resumed run posted again");
+}
+
+#[test]
+fn a_report_github_stored_before_answering_502_is_posted_once() {
+    let setup = Setup::new();
+    setup.github.apply_then_fail("POST", "/comments", 502, 1);
+    let url = format!("https://github.com/{REPO}/issues/{}", setup.issue);
+    let result = succeeded(&setup.review("issue-review", &url, false));
+    one_marked_comment(&setup.comments(setup.issue), "Greeting lacks punctuation");
+    let posts = setup.github.calls_to("POST", "/comments");
+    assert_eq!(posts.len(), 1, "the retry posted again");
+    assert_eq!(posts[0].status, 502);
+    assert_eq!(result["output"]["receipt"]["discussionKind"], "issue");
+}
+
+#[test]
+fn lasting_server_errors_fail_the_review_and_a_resume_posts_one_report() {
+    let setup = Setup::new();
+    setup.github.refuse_next("POST", "/comments", 502, 1_000);
+    let url = format!("https://github.com/{REPO}/issues/{}", setup.issue);
+    let out = setup.review("issue-review", &url, false);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    let run = run["runId"].as_str().unwrap().to_owned();
+    let status = status_of(&setup, &run);
+    let cause = status["cause"]["nodes"][0].to_string();
+    assert!(
+        cause.contains("GitHub failed to post the report comment (502)")
+            && cause.contains("gave up after 5 tries"),
+        "{status}"
+    );
+    assert!(setup.comments(setup.issue).is_empty());
+    assert_eq!(setup.github.calls_to("POST", "/comments").len(), 5);
+
+    setup.github.clear_faults();
+    let resumed = setup.command(&["resume", &run, "--json"]).output().unwrap();
+    succeeded(&resumed);
+    one_marked_comment(&setup.comments(setup.issue), "Greeting lacks punctuation");
 }
 
 fn status_of(setup: &Setup, run: &str) -> Value {

@@ -33,6 +33,8 @@ pub struct GitHub {
     api: String,
     web_host: String,
     token: Token,
+    /// Longest one request may take before it counts as a network failure.
+    timeout: Duration,
 }
 
 /// What a call does, in words for its errors.
@@ -115,6 +117,7 @@ impl GitHub {
             web_host: web_host_of(&api),
             api,
             token,
+            timeout: REQUEST_TIMEOUT,
         })
     }
 
@@ -122,6 +125,13 @@ impl GitHub {
     /// URL). Tests that serve the API on loopback set `github.com`.
     pub fn with_web_host(mut self, host: &str) -> GitHub {
         self.web_host = host.to_ascii_lowercase();
+        self
+    }
+
+    /// Sets how long one request may take (default 30 s); a request that takes longer fails
+    /// as [`ForgeError::Unreachable`], which is transient.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> GitHub {
+        self.timeout = timeout;
         self
     }
 
@@ -235,6 +245,7 @@ impl GitHub {
     fn request(&self, method: Method, url: String) -> reqwest::RequestBuilder {
         self.http
             .request(method, url)
+            .timeout(self.timeout)
             .header(ACCEPT, "application/vnd.github+json")
             .header("X-GitHub-Api-Version", API_VERSION)
             .header(USER_AGENT, AGENT)
@@ -242,9 +253,14 @@ impl GitHub {
     }
 
     fn unreachable(&self, error: reqwest::Error) -> ForgeError {
+        let message = if error.is_timeout() {
+            format!("no answer within {} s", self.timeout.as_secs_f32())
+        } else {
+            error.without_url().to_string()
+        };
         ForgeError::Unreachable {
             api: self.api.clone(),
-            message: error.without_url().to_string(),
+            message,
         }
     }
 
@@ -398,9 +414,12 @@ impl GitHub {
             401 => ForgeError::TokenRejected {
                 variable: self.token.variable().to_owned(),
             },
-            403 | 429 if rate_limited => ForgeError::RateLimited {
-                reset_at: header_number("x-ratelimit-reset"),
-            },
+            403 | 429 if rate_limited || header_number("retry-after").is_some() => {
+                ForgeError::RateLimited {
+                    reset_at: header_number("x-ratelimit-reset"),
+                    retry_after: header_number("retry-after"),
+                }
+            }
             403 => ForgeError::Forbidden {
                 repository: op.repo.to_string(),
                 action: op.action.to_owned(),

@@ -22,8 +22,13 @@ pub enum ForgeError {
         action: String,
         message: String,
     },
-    #[error("GitHub's API rate limit is exhausted{}", reset_hint(*reset_at))]
-    RateLimited { reset_at: Option<u64> },
+    #[error("GitHub's API rate limit is exhausted{}", reset_hint(*reset_at, *retry_after))]
+    RateLimited {
+        /// When the primary limit resets (`x-ratelimit-reset`, Unix time).
+        reset_at: Option<u64>,
+        /// Seconds to wait (`Retry-After`, a secondary rate limit's answer).
+        retry_after: Option<u64>,
+    },
     #[error("GitHub refused to {action} in {repository} ({status}): {message}")]
     Refused {
         repository: String,
@@ -61,10 +66,12 @@ pub enum ForgeError {
     TooManyPages { what: String, limit: usize },
 }
 
-fn reset_hint(reset_at: Option<u64>) -> String {
-    reset_at.map_or_else(String::new, |at| {
-        format!(" until {at} (Unix time); try again after it")
-    })
+fn reset_hint(reset_at: Option<u64>, retry_after: Option<u64>) -> String {
+    match (retry_after, reset_at) {
+        (Some(seconds), _) => format!(" (a secondary limit); try again after {seconds} s"),
+        (None, Some(at)) => format!(" until {at} (Unix time); try again after it"),
+        (None, None) => String::new(),
+    }
 }
 
 impl ForgeError {

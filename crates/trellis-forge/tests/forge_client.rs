@@ -7,7 +7,7 @@ use trellis_forge::{
     CommentAction, ForgeError, GitHub, MergeBlocker, MergeMethod, MergeOutcome, MergeRequest,
     PullAction, PullRequestDraft, RepoRef, ReportMarker, Token,
 };
-use trellis_testkit::github::FakeGitHub;
+use trellis_testkit::github::{Action, FakeGitHub};
 
 const TOKEN: &str = "ghp_canary_c0ffee";
 const BASE: &str = "1111111111111111111111111111111111111111";
@@ -501,7 +501,8 @@ async fn rate_limits_and_missing_permissions_are_told_apart() {
     assert_eq!(
         limited,
         ForgeError::RateLimited {
-            reset_at: Some(1_767_225_600)
+            reset_at: Some(1_767_225_600),
+            retry_after: None,
         }
     );
     assert_eq!(
@@ -509,6 +510,26 @@ async fn rate_limits_and_missing_permissions_are_told_apart() {
         1,
         "not retried"
     );
+    // A secondary rate limit: 403 with Retry-After, and GitHub's wording.
+    fake.apply(Action::FailNext {
+        status: 403,
+        count: 1,
+        rate_limited: false,
+        retry_after: Some(7),
+        method: None,
+        path_suffix: None,
+        applied: false,
+    })
+    .unwrap();
+    let secondary = github.repository(&repo()).await.unwrap_err();
+    assert_eq!(
+        secondary,
+        ForgeError::RateLimited {
+            reset_at: None,
+            retry_after: Some(7),
+        }
+    );
+    assert!(secondary.is_transient());
     fake.fail_next(403, 1, false);
     let forbidden = github.pull(&repo(), 1).await.unwrap_err();
     assert_eq!(forbidden.code(), "forge.forbidden");

@@ -118,7 +118,8 @@ pub fn graph_json_schema() -> serde_json::Value {
 #[doc(hidden)]
 pub mod testing {
     pub use crate::delivery::{
-        ForgeSettings, GitDelivery, SourceRevision, parse_remote, read_source, run_branch,
+        ForgeSettings, GitDelivery, RetrySchedule, SourceRevision, parse_remote, read_source,
+        run_branch,
     };
     pub use crate::graphspec::reuse::ReuseIndex;
     pub use crate::graphspec::supervisor::{Harnesses, RunContext, Supervisor, history_of};

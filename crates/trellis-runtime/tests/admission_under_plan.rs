@@ -367,3 +367,131 @@ fn a_delivery_nodes_contract_is_checked_before_its_instructions() {
         )
     );
 }
+
+/// A push delivery verifier that binds nothing (its input is the graph's to choose).
+fn push_delivery(name: &str) -> Value {
+    let text = || field("string", true);
+    let single =
+        |label: &str| json!({"type": {"kind": "enum", "values": [label]}, "required": true});
+    json!({"kind": "verifier", "name": name, "worker": "builtin.git-delivery.push@1",
+           "input": {"kind": "null"},
+           "output": {"kind": "record", "fields": {
+               "version": single("v1"), "mode": single("push"), "outcome": single("pushed"),
+               "repository": text(), "targetBranch": text(), "headRevision": text(),
+               "headBranch": text()}},
+           "inputBindings": [], "writeBindings": [], "attempts": 1,
+           "signals": {"delivery": ["pushed"]},
+           "diagnostic": {"kind": "record", "fields": {"message": text()}}})
+}
+
+fn par(name: &str, branches: Vec<Value>) -> Value {
+    json!({"kind": "par", "name": name, "state": state(), "promotedStatePaths": [],
+           "join": {"kind": "all"}, "branches": branches})
+}
+
+/// What admission's refusal code is, or `None` when admitted.
+fn refusal_code(graph: Value) -> Option<&'static str> {
+    let workspace = tempfile::tempdir().unwrap();
+    let request = AdmitRequest {
+        graph: GraphSource::Document(graph),
+        input: InputSource::Document(json!({"value": 1})),
+        plan: PlanSource::Uniform(ConfigSource::Document(
+            json!({"harness": "claude", "provider": "anthropic", "model": "m"}),
+        )),
+        workspace: Some(workspace.path().to_path_buf()),
+    };
+    admit(request).err().map(|e| e.code())
+}
+
+#[test]
+fn a_git_delivery_that_can_run_beside_a_writer_or_another_delivery_is_refused() {
+    // Trellis's own rule (the reference admits these graphs): a delivery commits and pushes the
+    // whole workspace, so beside a writer it would deliver a half-edited tree.
+    let beside_a_worker = graph(vec![
+        par("together", vec![step("worker"), push_delivery("deliver")]),
+        succeed(),
+    ]);
+    assert_eq!(
+        answer(beside_a_worker.clone(), json!({"value": 1})),
+        Err(
+            "Git delivery node deliver can run at the same time as worker (parallel branches \
+             of together): a delivery commits and pushes the whole workspace, so it must not \
+             overlap a writer or another delivery"
+                .into()
+        )
+    );
+    assert_eq!(
+        refusal_code(beside_a_worker),
+        Some("admission.delivery_overlap")
+    );
+    let two_deliveries = graph(vec![
+        par(
+            "together",
+            vec![push_delivery("first"), push_delivery("second")],
+        ),
+        succeed(),
+    ]);
+    assert_eq!(
+        answer(two_deliveries, json!({"value": 1})),
+        Err(
+            "Git delivery node first can run at the same time as second (parallel branches of \
+             together): a delivery commits and pushes the whole workspace, so it must not \
+             overlap a writer or another delivery"
+                .into()
+        )
+    );
+    // In sequence, or in one branch after its writer, a delivery sees a settled workspace.
+    assert_eq!(
+        answer(
+            graph(vec![step("worker"), push_delivery("deliver"), succeed()]),
+            json!({"value": 1})
+        ),
+        Ok(())
+    );
+    let one_branch = json!({"kind": "seq", "name": "branch", "state": state(),
+                            "promotedStatePaths": [],
+                            "children": [step("worker"), push_delivery("deliver")]});
+    assert_eq!(
+        answer(
+            graph(vec![par("alone", vec![one_branch]), succeed()]),
+            json!({"value": 1})
+        ),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_git_delivery_in_a_map_of_several_items_is_refused() {
+    let with_items = || {
+        let mut state = state();
+        state["fields"]["items"] = json!({"type": {"kind": "array", "items": {"kind": "null"}},
+                                          "required": true});
+        state
+    };
+    let mapped = |max_items: u64| {
+        let mut graph = graph(vec![
+            json!({"kind": "map", "name": "each", "state": with_items(),
+                   "promotedStatePaths": [], "over": {"source": "state", "path": ["items"]},
+                   "maxItems": max_items, "body": push_delivery("deliver")}),
+            succeed(),
+        ]);
+        graph["initialInput"] = with_items();
+        graph["root"]["state"] = with_items();
+        graph
+    };
+    let input = json!({"value": 1, "items": [null, null]});
+    assert_eq!(
+        answer(mapped(4), input.clone()),
+        Err(
+            "Git delivery node deliver runs for several items of map each at once: a delivery \
+             commits and pushes the whole workspace, so it must not overlap a writer or another \
+             delivery"
+                .into()
+        )
+    );
+    // One item at most: nothing runs beside it.
+    assert_eq!(
+        answer(mapped(1), json!({"value": 1, "items": [null]})),
+        Ok(())
+    );
+}

@@ -94,6 +94,7 @@ impl Setup {
                 web_host: Some("github.com".into()),
                 poll: Duration::from_millis(20),
                 wait_limit: Duration::from_secs(20),
+                ..ForgeSettings::default()
             })
     }
 

@@ -19,6 +19,7 @@ mod assign;
 mod at;
 pub mod builtin;
 mod canonical;
+pub mod delivery_overlap;
 mod diag;
 mod domain;
 mod flow;

@@ -40,10 +40,10 @@ pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 /// starting many runs at once can take seconds to schedule it (a controller that dies before
 /// attaching is noticed at once by its free lease).
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
-/// Environment variables a controller keeps besides the plan's connection names (four say
-/// where the forge is and how patiently delivery waits on it, the last two whether executions
+/// Environment variables a controller keeps besides the plan's connection names (six say
+/// where the forge is and how patiently delivery waits on it and retries, the last two whether executions
 /// go to worker hosts and how long the controller's lease row lives).
-const CONTROLLER_ENV: [&str; 20] = [
+const CONTROLLER_ENV: [&str; 22] = [
     "PATH",
     "HOME",
     "LANG",
@@ -56,6 +56,8 @@ const CONTROLLER_ENV: [&str; 20] = [
     "GITHUB_SERVER_URL",
     "TRELLIS_DELIVERY_POLL_MS",
     "TRELLIS_DELIVERY_WAIT_S",
+    "TRELLIS_DELIVERY_RETRY_MS",
+    "TRELLIS_DELIVERY_REQUEST_TIMEOUT_MS",
     // The kill-point tests' hook (supervisor/record.rs); never set otherwise.
     "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT",
     DISPATCH_ENV,

@@ -1,64 +1,17 @@
 //! The GitHub half of delivery, through `trellis-forge`: the pull request of the run branch
-//! (found by head branch, so a retry or a resumed run never opens a second), its feedback and
-//! checks, the merge (found already made on a resume), and the one marked report comment.
-
-use std::time::{Duration, Instant};
+//! (found by head branch, so a retry or a resumed run never opens a second), then the watch of
+//! its feedback and checks (`watch`), and its merge (found already made on a resume).
 
 use serde_json::{Map, Value, json};
-use trellis_agents::binding::PullRequestFeedback;
 use trellis_agents::{DeliveryBinding, ExecutionRequest};
-use trellis_forge::{
-    CommentAction, FeedbackItem, ForgeError, GitHub, MergeBlocker, MergeOutcome, MergePolicy,
-    MergeRequest, PullAction, PullRequestDraft, RepoRef, ReportMarker, TaskKind, TaskUrl,
-};
-use trellis_graph::WorkerErrorCode;
+use trellis_forge::{GitHub, MergePolicy, PullAction, PullRequestDraft, RepoRef};
 
-use super::feedback_log::FeedbackLog;
+use super::calls::{connect, input_text, refusal, tried};
 use super::git::{DeliveryFailure, Git, Pushed, crash};
-use super::kind::{DeliveryKind, token_variable};
+use super::kind::DeliveryKind;
 use super::settings::{ForgeSettings, parse_remote};
-
-fn forge_failure(error: ForgeError) -> DeliveryFailure {
-    let code = if error.is_transient() {
-        WorkerErrorCode::Crash
-    } else {
-        WorkerErrorCode::Refusal
-    };
-    DeliveryFailure {
-        code,
-        message: format!("{} [{}]", error, error.code()),
-    }
-}
-
-fn refusal(message: String) -> DeliveryFailure {
-    DeliveryFailure {
-        code: WorkerErrorCode::Refusal,
-        message,
-    }
-}
-
-fn connect(
-    forge: &ForgeSettings,
-    host: &str,
-    binding: &DeliveryBinding,
-    request: &ExecutionRequest,
-) -> Result<GitHub, DeliveryFailure> {
-    forge
-        .client(host, &token_variable(binding), |name| {
-            request.environment.get(name).map(str::to_owned)
-        })
-        .map_err(forge_failure)
-}
-
-fn input_text<'a>(request: &'a ExecutionRequest, field: &str) -> Option<&'a str> {
-    request.input.get(field).and_then(Value::as_str)
-}
-
-/// How a look at the pull request ended.
-struct Verdict {
-    outcome: &'static str,
-    message: String,
-}
+use super::target::{TargetMerge, conflict_message, unresolved_message};
+use super::watch::{CatchUp, Verdict, Watch};
 
 /// Opens or finds the run branch's pull request, then (pr@2, merge) waits for its checks and
 /// reports feedback, and (merge) merges it.
@@ -68,7 +21,7 @@ pub(super) async fn deliver_pull(
     binding: &DeliveryBinding,
     kind: DeliveryKind,
     git: &Git<'_>,
-    pushed: &Pushed,
+    (pushed, target_merge): (&Pushed, &TargetMerge),
     log: &(dyn Fn(String) + Sync),
 ) -> Result<Value, DeliveryFailure> {
     let (host, repo) = parse_remote(&pushed.configured_url).ok_or_else(|| {
@@ -102,10 +55,13 @@ pub(super) async fn deliver_pull(
         draft: false,
     };
     if let DeliveryKind::Merge { version } = kind
-        && let Some(merged) = github
-            .find_merged_pull(&repo, &pushed.branch, &pushed.head)
-            .await
-            .map_err(forge_failure)?
+        && let Some(merged) = tried(
+            &forge.retry,
+            "looking for a merged pull request",
+            log,
+            || github.find_merged_pull(&repo, &pushed.branch, &pushed.head),
+        )
+        .await?
     {
         return Ok(already_merged(
             &github, &repo, version, pushed, &merged, log,
@@ -115,10 +71,12 @@ pub(super) async fn deliver_pull(
         "delivery: opening or updating the pull request of {} in {repo}",
         pushed.branch
     ));
-    let opened = github
-        .find_or_create_pull(&repo, &draft)
-        .await
-        .map_err(forge_failure)?;
+    // A retry looks for the pull request by its head branch first: one GitHub opened before
+    // answering an error is found, not opened again.
+    let opened = tried(&forge.retry, "opening the pull request", log, || {
+        github.find_or_create_pull(&repo, &draft)
+    })
+    .await?;
     let number = opened.pull.number;
     let url = opened.pull.html_url.clone();
     let did = match opened.action {
@@ -143,46 +101,93 @@ pub(super) async fn deliver_pull(
     output.insert("targetBranch".into(), json!(pushed.target_branch));
     output.insert("headRevision".into(), json!(pushed.head));
     output.insert("pullRequestId".into(), json!(number.to_string()));
-    let verdict = match kind {
-        DeliveryKind::PullRequest { version: 1 } => {
+    let verdict = match (target_merge, kind) {
+        // The conflict is in the work tree now: the worker's next round resolves it.
+        (merge @ (TargetMerge::Conflicted { .. } | TargetMerge::Unresolved { .. }), _) => {
+            output.insert(
+                "version".into(),
+                json!(match kind {
+                    DeliveryKind::Merge { version } => format!("v{version}"),
+                    _ => "v2".to_owned(),
+                }),
+            );
+            if matches!(kind, DeliveryKind::Merge { version: 2.. }) {
+                output.insert("mergeRevision".into(), json!(""));
+            }
+            let message = match merge {
+                TargetMerge::Conflicted { target, paths } => {
+                    conflict_message(&pushed.target_branch, target, paths)
+                }
+                TargetMerge::Unresolved { paths } => unresolved_message(paths),
+                _ => String::new(),
+            };
+            Verdict {
+                outcome: "conflict",
+                message,
+            }
+        }
+        (_, DeliveryKind::PullRequest { version: 1 }) => {
             output.insert("version".into(), json!("v1"));
             Verdict {
                 outcome: "opened",
                 message: format!("pull request #{number} {did}: {url}"),
             }
         }
-        DeliveryKind::PullRequest { .. } => {
+        (_, DeliveryKind::PullRequest { .. }) => {
             output.insert("version".into(), json!("v2"));
-            let policy = read_policy(&github, &repo, &pushed.target_branch, log).await?;
+            let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
             let watch =
                 Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
             watch.until_ready(git, &url).await?
         }
-        DeliveryKind::Merge { version } => {
+        (_, DeliveryKind::Merge { version }) => {
             output.insert("version".into(), json!(format!("v{version}")));
-            let policy = read_policy(&github, &repo, &pushed.target_branch, log).await?;
-            let watch =
+            let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
+            let mut watch =
                 Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
-            let verdict = watch.until_ready(git, &url).await?;
-            let (verdict, revision) = if verdict.outcome == "ready" {
-                watch.merge(&url).await?
-            } else {
-                (verdict, String::new())
+            let (verdict, revision) = loop {
+                let verdict = watch.until_ready(git, &url).await?;
+                if verdict.outcome != "ready" {
+                    break (verdict, String::new());
+                }
+                // "Strict" required checks judge the head only once it contains the target's
+                // tip: merge the target in, push, and wait for the checks of the new head.
+                if policy.strict_checks {
+                    match watch.catch_up(git).await? {
+                        CatchUp::Current => {}
+                        CatchUp::Moved => continue,
+                        CatchUp::Conflict(verdict) => break (verdict, String::new()),
+                    }
+                }
+                break watch.merge(git, &url).await?;
             };
+            output.insert("headRevision".into(), json!(watch.head));
             if version > 1 {
                 output.insert("mergeRevision".into(), json!(revision));
             }
             verdict
         }
-        DeliveryKind::Push | DeliveryKind::Comment => {
+        (_, DeliveryKind::Push | DeliveryKind::Comment) => {
             return Err(crash("not a pull request delivery".into()));
         }
     };
+    let mut message = verdict.message;
+    if let TargetMerge::Merged {
+        target, changed, ..
+    } = target_merge
+    {
+        // Recorded in the diagnostic: the reviewers judged the change before the merge.
+        message.push_str(&format!(
+            "\n\n{} ({target}) was merged into the change before the push; it changed {}.",
+            pushed.target_branch,
+            changed.join(", ")
+        ));
+    }
     output.insert("outcome".into(), json!(verdict.outcome));
     Ok(json!({
         "output": output,
         "signals": {"delivery": verdict.outcome},
-        "diagnostic": {"message": verdict.message},
+        "diagnostic": {"message": message},
     }))
 }
 
@@ -224,319 +229,18 @@ fn already_merged(
 /// The target branch's merge policy (rulesets, branch protection, allowed methods, a merge
 /// queue), read once per delivery; what could not be read is logged as a note.
 async fn read_policy(
+    forge: &ForgeSettings,
     github: &GitHub,
     repo: &RepoRef,
     branch: &str,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<MergePolicy, DeliveryFailure> {
-    let policy = github
-        .merge_policy(repo, branch)
-        .await
-        .map_err(forge_failure)?;
+    let policy = tried(&forge.retry, "reading the merge policy", log, || {
+        github.merge_policy(repo, branch)
+    })
+    .await?;
     for note in &policy.notes {
         log(format!("delivery: merge policy of {branch}: {note}"));
     }
     Ok(policy)
-}
-
-/// Repeated looks at one pull request.
-struct Watch<'a> {
-    github: &'a GitHub,
-    /// What the target branch requires: which checks count, how it may be merged (none read:
-    /// every check counts and the requested method is used).
-    policy: Option<&'a MergePolicy>,
-    repo: &'a RepoRef,
-    number: u64,
-    head: &'a str,
-    branch: &'a str,
-    consider_feedback: bool,
-    poll: Duration,
-    deadline: Instant,
-    log: &'a (dyn Fn(String) + Sync),
-}
-
-impl<'a> Watch<'a> {
-    fn new(
-        forge: &ForgeSettings,
-        github: &'a GitHub,
-        repo: &'a RepoRef,
-        number: u64,
-        binding: &DeliveryBinding,
-        pushed: &'a Pushed,
-        log: &'a (dyn Fn(String) + Sync),
-    ) -> Self {
-        Self {
-            github,
-            policy: None,
-            repo,
-            number,
-            head: &pushed.head,
-            branch: &pushed.branch,
-            consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
-            poll: forge.poll,
-            deadline: Instant::now() + forge.wait_limit,
-            log,
-        }
-    }
-
-    /// Judges the pull request under the target branch's merge policy.
-    fn under(mut self, policy: &'a MergePolicy) -> Self {
-        self.policy = Some(policy);
-        self
-    }
-
-    async fn pause(&self, waiting_for: &str, said: &mut String) -> Result<(), DeliveryFailure> {
-        if Instant::now() >= self.deadline {
-            return Err(DeliveryFailure {
-                code: WorkerErrorCode::Timeout,
-                message: format!(
-                    "gave up waiting for {waiting_for} on pull request #{}",
-                    self.number
-                ),
-            });
-        }
-        if said != waiting_for {
-            (self.log)(format!("delivery: waiting for {waiting_for}"));
-            waiting_for.clone_into(said);
-        }
-        tokio::time::sleep(self.poll).await;
-        Ok(())
-    }
-
-    /// Waits until the head's checks finished and mergeability is known; feedback not yet
-    /// routed back (reviews when considered, failing checks always) ends the wait.
-    async fn until_ready(&self, git: &Git<'_>, url: &str) -> Result<Verdict, DeliveryFailure> {
-        let mut log_file = FeedbackLog::open(git, self.branch).await?;
-        let mut said = String::new();
-        loop {
-            let acknowledged = log_file.acknowledged(self.head);
-            let feedback = match self.policy {
-                Some(policy) => {
-                    self.github
-                        .pull_feedback_under(self.repo, self.number, &acknowledged, policy)
-                        .await
-                }
-                None => {
-                    self.github
-                        .pull_feedback(self.repo, self.number, &acknowledged)
-                        .await
-                }
-            };
-            let mut feedback = feedback.map_err(forge_failure)?;
-            if !self.consider_feedback {
-                feedback.items.retain(is_check);
-            }
-            if !feedback.items.is_empty() {
-                log_file
-                    .record(self.head, feedback.keys())
-                    .map_err(|e| crash(format!("cannot record routed feedback: {e}")))?;
-                let outcome = if feedback.items.iter().all(is_check) {
-                    "ci_failed"
-                } else {
-                    "repair_required"
-                };
-                (self.log)(format!(
-                    "delivery: pull request #{} has {} item(s) of feedback ({outcome})",
-                    self.number,
-                    feedback.items.len()
-                ));
-                return Ok(Verdict {
-                    outcome,
-                    message: feedback.diagnostic_message(),
-                });
-            }
-            if !feedback.pending.is_empty() {
-                self.pause(&feedback.pending.join(", "), &mut said).await?;
-                continue;
-            }
-            let pull = self
-                .github
-                .pull(self.repo, self.number)
-                .await
-                .map_err(forge_failure)?;
-            match pull.mergeable {
-                Some(false) => {
-                    return Ok(Verdict {
-                        outcome: "conflict",
-                        message: format!(
-                            "Pull request #{} ({url}) conflicts with {}: merge {} into the \
-                             change and resolve the conflicts.",
-                            self.number, pull.base.reference, pull.base.reference
-                        ),
-                    });
-                }
-                Some(true) => {
-                    return Ok(Verdict {
-                        outcome: "ready",
-                        message: format!("pull request #{} ready: {url}", self.number),
-                    });
-                }
-                None => {
-                    self.pause("GitHub to compute mergeability", &mut said)
-                        .await?
-                }
-            }
-        }
-    }
-
-    /// Merges once nothing blocks; a blocker that waiting does not remove ends delivery.
-    async fn merge(&self, url: &str) -> Result<(Verdict, String), DeliveryFailure> {
-        let request = MergeRequest {
-            expected_head: Some(self.head.to_owned()),
-            // A branch behind a merge queue is merged by enqueueing the pull request.
-            use_merge_queue: true,
-            ..MergeRequest::default()
-        };
-        let mut said = String::new();
-        loop {
-            let outcome = match self.policy {
-                Some(policy) => {
-                    self.github
-                        .merge_when_green_under(self.repo, self.number, &request, policy)
-                        .await
-                }
-                None => {
-                    self.github
-                        .merge_when_green(self.repo, self.number, &request)
-                        .await
-                }
-            };
-            let outcome = outcome.map_err(forge_failure)?;
-            let blockers = match &outcome {
-                MergeOutcome::Merged { sha, already } => {
-                    let how = if *already {
-                        "was already merged"
-                    } else {
-                        "merged"
-                    };
-                    (self.log)(format!(
-                        "delivery: pull request #{} {how} as {sha}",
-                        self.number
-                    ));
-                    return Ok((
-                        Verdict {
-                            outcome: "merged",
-                            message: format!(
-                                "pull request #{} merged as {sha}: {url}",
-                                self.number
-                            ),
-                        },
-                        sha.clone(),
-                    ));
-                }
-                MergeOutcome::Blocked { blockers, .. } => blockers,
-            };
-            if blockers.iter().all(MergeBlocker::is_waiting) {
-                let what: Vec<String> = blockers.iter().map(ToString::to_string).collect();
-                self.pause(&what.join("; "), &mut said).await?;
-                continue;
-            }
-            let message = outcome.diagnostic_message();
-            let verdict = |outcome| {
-                Ok((
-                    Verdict {
-                        outcome,
-                        message: message.clone(),
-                    },
-                    String::new(),
-                ))
-            };
-            if blockers
-                .iter()
-                .any(|b| matches!(b, MergeBlocker::Conflicts))
-            {
-                return verdict("conflict");
-            }
-            if blockers.iter().any(|b| {
-                matches!(
-                    b,
-                    MergeBlocker::CheckFailing { .. } | MergeBlocker::StatusFailing { .. }
-                )
-            }) {
-                return verdict("ci_failed");
-            }
-            if self.consider_feedback
-                && blockers
-                    .iter()
-                    .any(|b| matches!(b, MergeBlocker::ChangesRequested { .. }))
-            {
-                return verdict("repair_required");
-            }
-            return Err(refusal(message));
-        }
-    }
-}
-
-fn is_check(item: &FeedbackItem) -> bool {
-    matches!(
-        item,
-        FeedbackItem::FailingCheck { .. } | FeedbackItem::FailingStatus { .. }
-    )
-}
-
-/// Posts the report comment on the issue or pull request the input's `url` names, or edits the
-/// one this run lineage already posted there.
-pub(super) async fn post_comment(
-    forge: &ForgeSettings,
-    lineage_key: &str,
-    request: &ExecutionRequest,
-    binding: &DeliveryBinding,
-    log: &(dyn Fn(String) + Sync),
-) -> Result<Value, DeliveryFailure> {
-    let url = input_text(request, "url").unwrap_or_default();
-    let body = input_text(request, "body").unwrap_or_default();
-    if body.trim().is_empty() {
-        return Err(DeliveryFailure {
-            code: WorkerErrorCode::Malformed,
-            message: "the report to post is empty".into(),
-        });
-    }
-    let task = TaskUrl::parse(url).map_err(forge_failure)?;
-    let github = connect(forge, &task.host, binding, request)?;
-    let key = format!("run-{lineage_key}");
-    let marker = ReportMarker::new(&key).map_err(forge_failure)?;
-    log(format!(
-        "delivery: posting the report on {}",
-        task.canonical()
-    ));
-    let posted = github
-        .post_report(&task.repository, task.number, &marker, body)
-        .await
-        .map_err(forge_failure)?;
-    let did = match posted.action {
-        CommentAction::Created => "posted",
-        CommentAction::Updated => "updated",
-        CommentAction::Unchanged => "found unchanged",
-    };
-    log(format!(
-        "delivery: {did} report comment {}",
-        posted.comment.html_url
-    ));
-    let scope = request.input.get("reviewScope");
-    let revision = ["headRevision", "baseRevision"]
-        .iter()
-        .find_map(|f| scope.and_then(|s| s.get(*f)).and_then(Value::as_str));
-    let mut receipt = json!({
-        "version": "v1",
-        "mode": "comment",
-        "outcome": "posted",
-        "repository": task.repository.to_string(),
-        "url": task.canonical(),
-        "discussionKind": match task.kind {
-            TaskKind::Issue => "issue",
-            TaskKind::PullRequest => "pull_request",
-        },
-        "discussionId": task.number.to_string(),
-        "commentId": posted.comment.id.to_string(),
-        "destinationUrl": posted.comment.html_url,
-        "bodyHash": posted.body_hash,
-    });
-    if let Some(revision) = revision {
-        receipt["sourceRevision"] = json!(revision);
-    }
-    Ok(json!({
-        "output": {"receipt": receipt},
-        "signals": {"delivery": "posted"},
-        "diagnostic": {"message": format!("report comment {did}: {}", posted.comment.html_url)},
-    }))
 }

@@ -142,12 +142,15 @@ pub(super) struct Git<'a> {
 
 impl Git<'_> {
     /// Runs git to its end (or its timeout, or cancellation); its stdout and stderr tail.
-    async fn call(&self, args: &[&str]) -> Result<(ProcessEnd, String, String), DeliveryFailure> {
+    pub async fn call(
+        &self,
+        args: &[&str],
+    ) -> Result<(ProcessEnd, String, String), DeliveryFailure> {
         self.call_with(args, None).await
     }
 
     /// As [`Git::call`], with `GIT_INDEX_FILE` pointing at `index` when one is given.
-    async fn call_with(
+    pub async fn call_with(
         &self,
         args: &[&str],
         index: Option<&Path>,
@@ -186,7 +189,7 @@ impl Git<'_> {
     }
 
     /// As [`Git::run`] on the private index `index` instead of the user's.
-    async fn run_with(
+    pub async fn run_with(
         &self,
         args: &[&str],
         index: Option<&Path>,
@@ -227,18 +230,19 @@ pub(super) struct Pushed {
     pub configured_url: String,
     /// The URL git actually pushed to, credentials removed.
     pub push_url: String,
+    /// The remote pushed to (its name).
+    pub remote: String,
 }
 
-/// Commits the workspace as it is (if it differs from what was delivered), checks that the
-/// candidate is new and descends from the run's base, and pushes it as `branch` to `remote`.
-pub(super) async fn push_run_branch(
+/// Commits the workspace as it is (if it differs from what was delivered) and checks that the
+/// candidate is new and descends from the run's base; the candidate's commit.
+pub(super) async fn prepare_candidate(
     git: &Git<'_>,
     request: &ExecutionRequest,
     source: &SourceRevision,
     branch: &str,
-    remote: &str,
     log: &(dyn Fn(String) + Sync),
-) -> Result<Pushed, DeliveryFailure> {
+) -> Result<String, DeliveryFailure> {
     let head = commit_candidate(git, request, branch, source, log).await?;
     if head == source.revision {
         return Err(DeliveryFailure {
@@ -255,14 +259,19 @@ pub(super) async fn push_run_branch(
             source.revision
         )));
     }
+    Ok(head)
+}
+
+/// Pushes the candidate `head` as `branch` to `remote`.
+pub(super) async fn push_run_branch(
+    git: &Git<'_>,
+    source: &SourceRevision,
+    head: &str,
+    (branch, remote): (&str, &str),
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Pushed, DeliveryFailure> {
     log(format!("delivery: pushing run branch {branch} to {remote}"));
-    git.run(&[
-        "push",
-        "--quiet",
-        remote,
-        &format!("{head}:refs/heads/{branch}"),
-    ])
-    .await?;
+    push_head(git, remote, head, branch).await?;
     let push_url = git
         .run(&["remote", "get-url", remote])
         .await
@@ -273,17 +282,42 @@ pub(super) async fn push_run_branch(
         .unwrap_or_else(|_| push_url.clone());
     log(format!("delivery: pushed {head} as {branch}"));
     Ok(Pushed {
-        head,
+        head: head.to_owned(),
         branch: branch.to_owned(),
         target_branch: source.branch.clone(),
         configured_url: without_userinfo(&configured_url),
         push_url: without_userinfo(&push_url),
+        remote: remote.to_owned(),
     })
+}
+
+/// Where a conflicted merge's target is remembered until a later delivery commits the
+/// resolution with it as a second parent.
+pub(super) fn pending_merge_ref(branch: &str) -> String {
+    let short = branch.strip_prefix("trellis/").unwrap_or(branch);
+    format!("refs/trellis/pending-merges/{short}")
+}
+
+/// Pushes commit `head` as the run branch `branch` (a fast-forward of what was pushed before).
+pub(super) async fn push_head(
+    git: &Git<'_>,
+    remote: &str,
+    head: &str,
+    branch: &str,
+) -> Result<(), DeliveryFailure> {
+    git.run(&[
+        "push",
+        "--quiet",
+        remote,
+        &format!("{head}:refs/heads/{branch}"),
+    ])
+    .await
+    .map(|_| ())
 }
 
 /// Where the last commit delivered on `branch` is recorded, so a later round of the same
 /// lineage builds on it (a fast-forward of the pushed branch) without any user ref moving.
-fn delivered_ref(branch: &str) -> String {
+pub(super) fn delivered_ref(branch: &str) -> String {
     let short = branch.strip_prefix("trellis/").unwrap_or(branch);
     format!("refs/trellis/deliveries/{short}")
 }
@@ -324,8 +358,29 @@ async fn commit_candidate(
                     .await?
         }
     };
+    // A target merge that conflicted earlier: the resolution in the work tree becomes a merge
+    // of it, so the target's tip is an ancestor of what is pushed.
+    let pending_ref = pending_merge_ref(branch);
+    let pending = match git
+        .run(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{pending_ref}^{{commit}}"),
+        ])
+        .await
+    {
+        Ok(sha) if !sha.is_empty() => {
+            git.run(&["update-ref", "-d", &pending_ref]).await?;
+            let merged = git
+                .succeeds(&["merge-base", "--is-ancestor", &sha, &base])
+                .await?;
+            (!merged).then_some(sha)
+        }
+        _ => None,
+    };
     let base_tree = git.run(&["rev-parse", &format!("{base}^{{tree}}")]).await?;
-    if tree == base_tree && head_included {
+    if tree == base_tree && head_included && pending.is_none() {
         return Ok(base);
     }
     let text = |field: &str| request.input.get(field).and_then(Value::as_str);
@@ -338,6 +393,9 @@ async fn commit_candidate(
     let mut args = vec!["commit-tree", tree.as_str(), "-p", base.as_str()];
     if !head_included {
         args.extend(["-p", head.as_str()]);
+    }
+    if let Some(target) = &pending {
+        args.extend(["-p", target.as_str()]);
     }
     args.extend(["-m", message.as_str()]);
     let commit = git.run(&args).await?;

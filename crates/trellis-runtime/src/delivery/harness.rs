@@ -11,12 +11,14 @@ use trellis_agents::{
 };
 use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome, WorkerRef};
 
-use super::forge;
 use super::git::{
-    DeliveryFailure, Git, SourceRevision, crash, delivery_env, push_run_branch, run_branch,
+    DeliveryFailure, Git, SourceRevision, crash, delivered_ref, delivery_env, prepare_candidate,
+    push_run_branch, run_branch,
 };
 use super::kind::DeliveryKind;
 use super::settings::ForgeSettings;
+use super::target::{TargetMerge, leftover_markers, merge_target};
+use super::{comment, forge};
 
 /// Runs the delivery verifiers of one run.
 #[derive(Debug, Clone)]
@@ -125,7 +127,7 @@ impl GitDelivery {
         };
         let kind = self.kind(&request.node);
         if kind == DeliveryKind::Comment {
-            return forge::post_comment(
+            return comment::post_comment(
                 &self.forge,
                 self.lineage_key(request),
                 request,
@@ -146,7 +148,39 @@ impl GitDelivery {
             cancel,
         };
         let branch = run_branch(self.lineage_key(request));
-        let pushed = push_run_branch(&git, request, &source, &branch, &remote, log).await?;
+        let head = prepare_candidate(&git, request, &source, &branch, log).await?;
+        // Only deliveries that can answer `conflict` bring the target in before pushing.
+        let merge_first = matches!(
+            kind,
+            DeliveryKind::PullRequest { version: 2.. } | DeliveryKind::Merge { .. }
+        );
+        // A resolution that left markers goes back before the target is merged again.
+        let unresolved = if merge_first {
+            leftover_markers(&git, (&source.revision, &head), &remote, &source.branch).await?
+        } else {
+            Vec::new()
+        };
+        let target_merge = if !unresolved.is_empty() {
+            TargetMerge::Unresolved { paths: unresolved }
+        } else if merge_first {
+            merge_target(
+                &git,
+                &remote,
+                &source.branch,
+                &head,
+                &branch,
+                &delivered_ref(&branch),
+                log,
+            )
+            .await?
+        } else {
+            TargetMerge::UpToDate
+        };
+        let head = match &target_merge {
+            TargetMerge::Merged { commit, .. } => commit.clone(),
+            _ => head,
+        };
+        let pushed = push_run_branch(&git, &source, &head, (&branch, &remote), log).await?;
         match kind {
             DeliveryKind::Push => Ok(json!({
                 "output": {
@@ -162,7 +196,8 @@ impl GitDelivery {
                 "diagnostic": {"message": format!("pushed {} at {}", pushed.branch, pushed.head)},
             })),
             DeliveryKind::PullRequest { .. } | DeliveryKind::Merge { .. } => {
-                forge::deliver_pull(&self.forge, request, binding, kind, &git, &pushed, log).await
+                let delivered = (&pushed, &target_merge);
+                forge::deliver_pull(&self.forge, request, binding, kind, &git, delivered, log).await
             }
             DeliveryKind::Comment => Err(crash("comment delivery pushes nothing".into())),
         }

@@ -3,12 +3,17 @@
 //! checks, `merge` merges it when green, `comment` posts or edits one report comment. Imports
 //! no other room of this crate.
 
+mod calls;
+mod comment;
 mod feedback_log;
 mod forge;
 mod git;
 mod harness;
 mod kind;
+mod retry;
 mod settings;
+mod target;
+mod watch;
 
 pub(crate) use git::git_blocking;
 #[cfg(feature = "testing")]
@@ -16,4 +21,6 @@ pub use git::run_branch;
 pub use git::{SourceRevision, read_source, without_userinfo};
 pub use harness::GitDelivery;
 pub(crate) use kind::{DeliveryKind, delivery_workers, token_variable};
+#[cfg(feature = "testing")]
+pub use retry::RetrySchedule;
 pub use settings::{ForgeSettings, parse_remote};

@@ -5,10 +5,14 @@ use std::time::Duration;
 
 use trellis_forge::{ForgeError, GITHUB_API_URL, GitHub, RepoRef, Token};
 
+use super::retry::RetrySchedule;
+
 /// Default pause between two looks at a pull request's checks.
 pub(crate) const DEFAULT_POLL: Duration = Duration::from_secs(20);
 /// Default longest wait for checks and mergeability before delivery gives up.
 pub(crate) const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(60 * 60);
+/// Default longest wait for one answer of the forge's API.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the forge is and how patiently delivery waits on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +26,10 @@ pub struct ForgeSettings {
     pub poll: Duration,
     /// Longest wait for pending checks or mergeability.
     pub wait_limit: Duration,
+    /// How forge operations are tried again through transient failures.
+    pub retry: RetrySchedule,
+    /// Longest wait for one API answer (a longer one is a transient failure).
+    pub request_timeout: Duration,
 }
 
 impl Default for ForgeSettings {
@@ -31,6 +39,8 @@ impl Default for ForgeSettings {
             web_host: None,
             poll: DEFAULT_POLL,
             wait_limit: DEFAULT_WAIT_LIMIT,
+            retry: RetrySchedule::default(),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }
@@ -41,11 +51,15 @@ pub const API_URL_ENV: &str = "GITHUB_API_URL";
 pub const SERVER_URL_ENV: &str = "GITHUB_SERVER_URL";
 pub const POLL_MS_ENV: &str = "TRELLIS_DELIVERY_POLL_MS";
 pub const WAIT_S_ENV: &str = "TRELLIS_DELIVERY_WAIT_S";
+/// The first pause before a failed forge call is tried again (it doubles after each try).
+pub const RETRY_MS_ENV: &str = "TRELLIS_DELIVERY_RETRY_MS";
+/// The longest wait for one answer of the forge's API.
+pub const REQUEST_TIMEOUT_MS_ENV: &str = "TRELLIS_DELIVERY_REQUEST_TIMEOUT_MS";
 
 impl ForgeSettings {
     /// Settings from the environment (`GITHUB_API_URL`, `GITHUB_SERVER_URL`,
-    /// `TRELLIS_DELIVERY_POLL_MS`, `TRELLIS_DELIVERY_WAIT_S`); unset or unreadable values keep
-    /// the defaults.
+    /// `TRELLIS_DELIVERY_POLL_MS`, `TRELLIS_DELIVERY_WAIT_S`, `TRELLIS_DELIVERY_RETRY_MS`,
+    /// `TRELLIS_DELIVERY_REQUEST_TIMEOUT_MS`); unset or unreadable values keep the defaults.
     pub fn from_env() -> Self {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -58,6 +72,14 @@ impl ForgeSettings {
             web_host: lookup(SERVER_URL_ENV).and_then(|url| host_of(&url)),
             poll: number(POLL_MS_ENV).map_or(defaults.poll, Duration::from_millis),
             wait_limit: number(WAIT_S_ENV).map_or(defaults.wait_limit, Duration::from_secs),
+            retry: number(RETRY_MS_ENV).map_or(defaults.retry, |ms| RetrySchedule {
+                first_pause: Duration::from_millis(ms),
+                longest_pause: Duration::from_millis(ms.saturating_mul(30)),
+                ..defaults.retry
+            }),
+            request_timeout: number(REQUEST_TIMEOUT_MS_ENV)
+                .filter(|ms| *ms > 0)
+                .map_or(defaults.request_timeout, Duration::from_millis),
         }
     }
 
@@ -76,7 +98,9 @@ impl ForgeSettings {
             None => format!("https://{host}/api/v3"),
         };
         let web_host = self.web_host.clone().unwrap_or_else(|| host.to_owned());
-        Ok(GitHub::new(&api, token)?.with_web_host(&web_host))
+        Ok(GitHub::new(&api, token)?
+            .with_web_host(&web_host)
+            .with_request_timeout(self.request_timeout))
     }
 }
 
@@ -149,6 +173,7 @@ mod tests {
             API_URL_ENV => Some("http://127.0.0.1:9/".to_owned()),
             SERVER_URL_ENV => Some("https://github.com".to_owned()),
             POLL_MS_ENV => Some("50".to_owned()),
+            RETRY_MS_ENV => Some("20".to_owned()),
             _ => None,
         };
         let settings = ForgeSettings::from_lookup(env);
@@ -156,5 +181,8 @@ mod tests {
         assert_eq!(settings.web_host.as_deref(), Some("github.com"));
         assert_eq!(settings.poll, Duration::from_millis(50));
         assert_eq!(settings.wait_limit, DEFAULT_WAIT_LIMIT);
+        assert_eq!(settings.retry.first_pause, Duration::from_millis(20));
+        assert_eq!(settings.retry.longest_pause, Duration::from_millis(600));
+        assert_eq!(settings.request_timeout, DEFAULT_REQUEST_TIMEOUT);
     }
 }

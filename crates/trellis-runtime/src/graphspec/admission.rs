@@ -17,8 +17,8 @@ use crate::graphspec::harnesses::default_plan;
 use crate::observation::views::GraphLayout;
 use crate::plan::RuntimePlan;
 use crate::plan::admission::{
-    AdmissionRefusal, admit_graph, check_comment_destinations, check_iteration_counts,
-    with_input_iteration_counts,
+    AdmissionRefusal, admit_graph, check_comment_destinations, check_delivery_overlap,
+    check_iteration_counts, with_input_iteration_counts,
 };
 pub use crate::shared::admission_error::AdmissionError;
 use crate::shared::documents::{DocumentKind, classify, read_json_file, read_text_file};
@@ -229,6 +229,7 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     check_iteration_counts(spec, &input).map_err(AdmissionRefusal::from)?;
     if plan.is_some() {
         check_comment_destinations(spec, &input).map_err(AdmissionRefusal::from)?;
+        check_delivery_overlap(spec).map_err(AdmissionRefusal::from)?;
     }
     // Loops run as many rounds as the input asks: the bounds are those of that graph.
     if let Some(counted) = with_input_iteration_counts(&graph.value, &input) {

@@ -5,13 +5,14 @@
 //! declare their worker's contract), then where a comment delivery sits, then worker reuse.
 //! After verification the initial input's loop iteration counts are checked.
 //!
-//! Trellis keeps two differences (`docs/decisions/reference-differences.md`): executables may
-//! retry (`attempts` up to the contract's 100), and command bindings run a command with no
-//! instructions.
+//! Trellis keeps three differences (`docs/decisions/reference-differences.md`): executables
+//! may retry (`attempts` up to the contract's 100), command bindings run a command with no
+//! instructions, and a git delivery may not run beside a writer or another delivery.
 
 use serde_json::Value;
 use trellis_agents::Binding;
 use trellis_graph::{GraphNode, GraphProfile, GraphSpec, NodeName, WorkerRef};
+use trellis_verify::delivery_overlap::{DeliveryOverlap, overlapping_git_delivery};
 use trellis_verify::plan_rules::{
     comment_destinations, declares_delivery_contract, executables, inconsistent_reuse,
     is_comment_delivery, is_delivery, misplaced_comment_delivery,
@@ -51,6 +52,33 @@ pub enum GraphAdmissionError {
     },
     #[error("loop iteration count at {0} must be a positive safe integer")]
     IterationCount(String),
+    /// A Trellis rule the reference does not have (`docs/decisions/reference-differences.md`).
+    #[error("{}", overlap_message(.0))]
+    DeliveryOverlap(DeliveryOverlap),
+}
+
+fn overlap_message(overlap: &DeliveryOverlap) -> String {
+    let beside = if overlap.other == overlap.delivery {
+        format!("runs for several items of map {} at once", overlap.group)
+    } else {
+        format!(
+            "can run at the same time as {} (parallel branches of {})",
+            overlap.other, overlap.group
+        )
+    };
+    format!(
+        "Git delivery node {} {beside}: a delivery commits and pushes the whole workspace, so it \
+         must not overlap a writer or another delivery",
+        overlap.delivery
+    )
+}
+
+/// A git delivery must not run beside a writer or another delivery (checked once the graph
+/// verified, so every graph the reference refuses is refused for the reference's reason first).
+pub(crate) fn check_delivery_overlap(spec: &GraphSpec) -> Result<(), GraphAdmissionError> {
+    overlapping_git_delivery(spec).map_or(Ok(()), |overlap| {
+        Err(GraphAdmissionError::DeliveryOverlap(overlap))
+    })
 }
 
 /// Checks the graph profile, then every executable against its binding, comment delivery

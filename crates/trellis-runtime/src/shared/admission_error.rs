@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use trellis_graph::GraphDiagnostic;
 
 use crate::plan::PlanError;
-use crate::plan::admission::AdmissionRefusal;
+use crate::plan::admission::{AdmissionRefusal, GraphAdmissionError};
 use crate::shared::templates::{self, DeliveryMode};
 
 /// What admission says when no plan was given and no agent CLI is installed to default to.
@@ -139,6 +139,9 @@ impl AdmissionError {
             Self::InputRequired => "admission.input_required",
             Self::InputMismatch(_) => "admission.input_mismatch",
             Self::Plan(_) | Self::Refused(AdmissionRefusal::Plan(_)) => "admission.plan",
+            Self::Refused(AdmissionRefusal::Graph(GraphAdmissionError::DeliveryOverlap(_))) => {
+                "admission.delivery_overlap"
+            }
             Self::Refused(AdmissionRefusal::Graph(_)) => "admission.graph_under_plan",
             Self::NoAgentCli => "admission.no_agent_cli",
             Self::MissingConnection { .. } => "admission.missing_connection",

@@ -115,9 +115,12 @@ pub enum Action {
         #[serde(default)]
         description: String,
     },
-    /// Answers the next `count` API calls with `status` instead of serving them; with
-    /// `rateLimited`, as GitHub does when the rate limit is exhausted (403 with
-    /// `x-ratelimit-remaining: 0`).
+    /// Answers the next `count` API calls (with `method` and `pathSuffix`: the next matching
+    /// ones) with `status` instead of serving them; with `rateLimited`, as GitHub does when the
+    /// rate limit is exhausted (403 with `x-ratelimit-remaining: 0`); with `retryAfter`, as a
+    /// secondary rate limit (a `Retry-After` header, in seconds). With `applied`, each call is
+    /// served first and then answered `status`: GitHub made the change, the caller heard an
+    /// error.
     #[serde(rename_all = "camelCase")]
     FailNext {
         status: u16,
@@ -125,7 +128,32 @@ pub enum Action {
         count: u32,
         #[serde(default)]
         rate_limited: bool,
+        #[serde(default)]
+        retry_after: Option<u64>,
+        #[serde(default)]
+        method: Option<String>,
+        #[serde(default)]
+        path_suffix: Option<String>,
+        #[serde(default)]
+        applied: bool,
     },
+    /// Holds the answer to the next `count` matching calls for `millis` — long enough, a test
+    /// chooses, for the client to time out. With `applied` the call is served first (the
+    /// change took effect), otherwise it is answered 504 after the hold.
+    #[serde(rename_all = "camelCase")]
+    StallNext {
+        millis: u64,
+        #[serde(default = "one")]
+        count: u32,
+        #[serde(default)]
+        method: Option<String>,
+        #[serde(default)]
+        path_suffix: Option<String>,
+        #[serde(default)]
+        applied: bool,
+    },
+    /// Drops every injected fault not yet spent (the outage is over).
+    ClearFaults {},
     /// Names checks a repository's CI runs on every commit: a commit without a run of one of
     /// these names reports it `queued` (as GitHub does once CI picked the push up), so a test
     /// completes it with `setCheckRun` when it wants.

@@ -21,6 +21,8 @@ pub(crate) struct Answer {
     pub location: Option<String>,
     /// A plain-text body instead of `body` (a downloaded log).
     pub text: Option<String>,
+    /// A `Retry-After` header, in seconds (a secondary rate limit).
+    pub retry_after: Option<u64>,
 }
 
 pub(crate) fn ok(body: Value) -> Answer {
@@ -31,6 +33,7 @@ pub(crate) fn ok(body: Value) -> Answer {
         rate_limited: false,
         location: None,
         text: None,
+        retry_after: None,
     }
 }
 
@@ -70,16 +73,21 @@ pub(crate) fn fail(status: StatusCode, message: &str) -> Answer {
     }
 }
 
-/// A failure a test injected with `failNext`.
-pub(crate) fn injected(status: u16, rate_limited: bool) -> Answer {
+/// A failure a test injected with `failNext`: a primary rate limit (`rate_limited`), a
+/// secondary one (`retry_after`, GitHub's message for it), or a plain error status.
+pub(crate) fn injected(status: u16, rate_limited: bool, retry_after: Option<u64>) -> Answer {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let message = if rate_limited {
         "API rate limit exceeded for installation."
+    } else if retry_after.is_some() {
+        "You have exceeded a secondary rate limit. Please wait a few minutes before you try \
+         again."
     } else {
         status.canonical_reason().unwrap_or("Injected failure")
     };
     Answer {
         rate_limited,
+        retry_after,
         ..fail(status, message)
     }
 }

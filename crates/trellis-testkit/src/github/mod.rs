@@ -12,6 +12,7 @@
 mod action;
 mod answer;
 mod extras;
+mod faults;
 mod graphql;
 mod policy;
 mod pulls;
@@ -291,7 +292,45 @@ impl FakeGitHub {
             status,
             count,
             rate_limited,
+            retry_after: None,
+            method: None,
+            path_suffix: None,
+            applied: false,
         });
+    }
+
+    /// Serves the next `count` calls with `method` whose path ends with `suffix`, then answers
+    /// them `status`: the change took effect, the caller hears a failure (GitHub's 502 after a
+    /// write it applied).
+    pub fn apply_then_fail(&self, method: &str, suffix: &str, status: u16, count: u32) {
+        self.must(Action::FailNext {
+            status,
+            count,
+            rate_limited: false,
+            retry_after: None,
+            method: Some(method.into()),
+            path_suffix: Some(suffix.into()),
+            applied: true,
+        });
+    }
+
+    /// Answers the next `count` calls with `method` whose path ends with `suffix` with
+    /// `status`, without serving them.
+    pub fn refuse_next(&self, method: &str, suffix: &str, status: u16, count: u32) {
+        self.must(Action::FailNext {
+            status,
+            count,
+            rate_limited: false,
+            retry_after: None,
+            method: Some(method.into()),
+            path_suffix: Some(suffix.into()),
+            applied: false,
+        });
+    }
+
+    /// Drops every injected fault not yet spent.
+    pub fn clear_faults(&self) {
+        self.must(Action::ClearFaults {});
     }
 
     /// The bodies of an issue's or pull request's conversation comments, oldest first.

@@ -62,6 +62,8 @@ pub(crate) struct BranchPolicy {
     pub methods: Vec<&'static str>,
     pub linear_history: bool,
     pub merge_queue: bool,
+    /// Required checks are "strict": the head must contain the base branch's tip.
+    pub strict: bool,
 }
 
 impl Extras {
@@ -122,7 +124,14 @@ impl Extras {
                 .rules_of(branch, "required_status_checks")
                 .next()
                 .is_some();
+        let strict = protection.is_some_and(|p| p.strict)
+            || self.rules_of(branch, "required_status_checks").any(|r| {
+                r.pointer("/parameters/strict_required_status_checks_policy")
+                    .and_then(Value::as_bool)
+                    == Some(true)
+            });
         BranchPolicy {
+            strict,
             required: names_required.then_some(required),
             methods,
             linear_history,

@@ -253,6 +253,14 @@ pub(crate) fn merge_pull(world: &mut World, full: &str, number: u64, body: &Valu
             "Repository rule violations found\n\nChanges must be made through the merge queue",
         );
     }
+    if policy.strict && !contains_base(world, full, &pull.base_ref, &pull.head_sha) {
+        return fail(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Repository rule violations found\n\nHead branch is not up to date with the base \
+             branch.",
+        );
+    }
+    let repo = super::world::repo(world, full);
     let blocking = blockers(repo, number, &pull.head_sha, &pull.base_ref);
     if let Some(first) = blocking.first() {
         return fail(
@@ -292,4 +300,19 @@ pub(crate) fn merge_pull(world: &mut World, full: &str, number: u64, body: &Valu
         pull.merge_commit_sha = Some(sha.clone());
     }
     ok(json!({"sha": sha, "merged": true, "message": "Pull Request successfully merged"}))
+}
+
+/// Whether `head` contains the tip of `base` (read from the repository's git directory; a
+/// repository without one is taken to be up to date).
+fn contains_base(world: &World, full: &str, base: &str, head: &str) -> bool {
+    let repo = repo(world, full);
+    let (Some(git_dir), Some(tip)) = (repo.git_dir.as_ref(), world.branch_sha(full, base)) else {
+        return true;
+    };
+    std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["merge-base", "--is-ancestor", &tip, head])
+        .status()
+        .is_ok_and(|status| status.success())
 }

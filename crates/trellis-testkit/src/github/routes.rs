@@ -15,6 +15,7 @@ use super::answer::{
     Answer, created, fail, injected, invalid, not_found, ok, paged, plain, redirect,
 };
 use super::extras::{render_protection, render_rules};
+use super::faults::FaultKind;
 use super::pulls::{create_pull, list_pulls, merge_pull, update_pull, with_pull};
 use super::render::{Links, combined_state};
 use super::world::{Action, Issue, Pull, Repo, World, is_pull, repo, repo_key};
@@ -143,19 +144,39 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 .iter()
                 .find(|(m, suffix, _)| *m == parts.method.as_str() && path.ends_with(suffix))
                 .map(|(_, _, millis)| std::time::Duration::from_millis(*millis));
-            if let Some((status, rate_limited)) = world.failures.pop_front() {
-                injected(status, rate_limited)
-            } else if path == "/graphql" && parts.method == Method::POST {
-                super::graphql::answer(&mut world, &body)
-            } else {
-                route(
-                    &mut world,
-                    &shared.links,
-                    &parts.method,
-                    &segments,
-                    &query_map,
-                    &body,
-                )
+            let serve = |world: &mut World| {
+                if path == "/graphql" && parts.method == Method::POST {
+                    super::graphql::answer(world, &body)
+                } else {
+                    route(
+                        world,
+                        &shared.links,
+                        &parts.method,
+                        &segments,
+                        &query_map,
+                        &body,
+                    )
+                }
+            };
+            match world.faults.take(parts.method.as_str(), &path) {
+                None => serve(&mut world),
+                Some(FaultKind::Refuse {
+                    status,
+                    rate_limited,
+                    retry_after,
+                }) => injected(status, rate_limited, retry_after),
+                Some(FaultKind::ApplyThenFail { status }) => {
+                    serve(&mut world);
+                    injected(status, false, None)
+                }
+                Some(FaultKind::Stall { millis, applied }) => {
+                    hold = Some(std::time::Duration::from_millis(millis));
+                    if applied {
+                        serve(&mut world)
+                    } else {
+                        injected(504, false, None)
+                    }
+                }
             }
         }
     };
@@ -194,6 +215,11 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         .map(|next| next.replacen("<?", &format!("<{}{raw_path}?", shared.links.api), 1));
     if let Some(link) = link.and_then(|l| HeaderValue::from_str(&l).ok()) {
         response.headers_mut().insert(header::LINK, link);
+    }
+    if let Some(seconds) = answer.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     if answer.rate_limited {
         let headers = response.headers_mut();

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 pub use super::action::Action;
+use super::faults::Faults;
 use super::policy::Extras;
 
 /// The whole fake: every repository, keyed by lowercased `owner/name` (GitHub's names are
@@ -14,8 +15,8 @@ use super::policy::Extras;
 #[derive(Debug, Default)]
 pub(crate) struct World {
     pub repos: BTreeMap<String, Repo>,
-    /// Injected failures still to answer: status and whether it is a rate-limit answer.
-    pub failures: std::collections::VecDeque<(u16, bool)>,
+    /// Injected faults still to answer.
+    pub faults: Faults,
     /// Answers held after serving: method, path suffix, milliseconds.
     pub holds: Vec<(String, String, u64)>,
     next_id: u64,
@@ -406,19 +407,9 @@ impl World {
                 }
                 Ok(json!({}))
             }
-            Action::FailNext {
-                status,
-                count,
-                rate_limited,
-            } => {
-                if !(400..=599).contains(&status) {
-                    return Err(format!("failure status {status} is not 4xx or 5xx"));
-                }
-                for _ in 0..count.min(1_000) {
-                    self.failures.push_back((status, rate_limited));
-                }
-                Ok(json!({}))
-            }
+            fault @ (Action::FailNext { .. }
+            | Action::StallNext { .. }
+            | Action::ClearFaults {}) => self.faults.apply(fault),
             extra @ (Action::SetMergeMethods { .. }
             | Action::SetBranchRules { .. }
             | Action::SetBranchProtection { .. }
