@@ -65,8 +65,9 @@ pub use observation::views::{
     RunSummary, SkippedRun, Termination,
 };
 pub use observation::watch_schema::watch_update_json_schema;
-pub use plan::PlanError;
 pub use plan::admission::{AdmissionRefusal, GraphAdmissionError};
+pub use plan::connections::{MAX_CALLER_CONNECTIONS, MAX_CONNECTION_VALUE_BYTES};
+pub use plan::{Connections, ConnectionsError, PlanError, ServerConnections};
 pub use shared::documents::{DocumentKind, classify};
 pub use shared::error::RuntimeError;
 pub use shared::templates::{

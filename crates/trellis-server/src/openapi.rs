@@ -15,6 +15,7 @@ use utoipa::{Modify, OpenApi};
 use crate::api::control::{ResumeBody, SubmitAnswer};
 use crate::api::reads::{RunList, ValidateBody};
 use crate::api::workspace::PruneBody;
+use crate::caller::Requirements;
 use crate::team::runs::{PlanChoice, SubmitRequest, TemplateChoice};
 use crate::team::workspaces::SourceChoice;
 
@@ -65,6 +66,8 @@ impl Modify for BearerSecurity {
         crate::api::reads::validate,
         crate::api::reads::templates,
         crate::api::reads::template,
+        crate::team::runs::requirements,
+        crate::api::control::requirements,
     ),
     components(schemas(
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList, ValidateBody,
@@ -73,6 +76,7 @@ impl Modify for BearerSecurity {
         ProblemDoc, CheckpointPageDoc, CheckpointInfoDoc, DiscardedWorkspaceDoc, ResumeBody,
         SkippedRunDoc,
         PruneBody, PruneReportDoc, PrunedItemDoc,
+        Requirements,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),

@@ -12,7 +12,7 @@ use trellis_ledger::{LEDGER_ENV, LedgerLocation, RunId, RunStore};
 
 use crate::control::lease::acquire;
 use crate::control::spawn::{controller_env, spawn_controller};
-use crate::plan::RuntimePlan;
+use crate::plan::{Connections, RuntimePlan};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
 
@@ -81,7 +81,7 @@ fn start_controller(
         .and_then(|plan| serde_json::from_value::<RuntimePlan>(plan).ok())
         .map(|plan| plan.connection_names())
         .unwrap_or_default();
-    let mut env = controller_env(&connection_names);
+    let mut env = controller_env(&connection_names, &Connections::default());
     super::apply_dispatch(&mut env, dispatch);
     if let Some(location) = ledger {
         let text = match location {
