@@ -70,6 +70,7 @@ pub use plan::connections::{MAX_CALLER_CONNECTIONS, MAX_CONNECTION_VALUE_BYTES};
 pub use plan::{Connections, ConnectionsError, PlanError, ServerConnections};
 pub use shared::documents::{DocumentKind, classify};
 pub use shared::error::RuntimeError;
+pub use shared::home::default_home;
 pub use shared::templates::{
     DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
 };
