@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use support::graph::*;
 use support::serve::{Server, TOKEN_ENV};
 use support::{CliOutput, Sandbox, python};
+use trellis_ledger::testing::postgres::TestSchema;
 
 const TOKEN: &str = "trellis_callers_token_5e4d3c2b1a";
 /// The variable both callers (and the plan) name.
@@ -183,14 +184,48 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
+/// Every row of the schema's tables, as `pg_dump` writes them.
+fn postgres_rows(schema: &TestSchema) -> Vec<u8> {
+    let output = std::process::Command::new("pg_dump")
+        .args([
+            "--data-only",
+            "--schema",
+            schema.name(),
+            "--dbname",
+            schema.url(),
+        ])
+        .output()
+        .expect("pg_dump runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.stdout.is_empty());
+    output.stdout
+}
+
 #[test]
 fn each_callers_run_uses_its_own_credential_and_none_is_kept() {
+    two_callers_on_one_server(None);
+}
+
+#[test]
+fn the_same_on_a_postgresql_ledger() {
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
+    two_callers_on_one_server(Some(&schema));
+}
+
+fn two_callers_on_one_server(schema: Option<&TestSchema>) {
     let sandbox = Sandbox::new();
+    let ledger = schema.map(TestSchema::location_url);
     // The server has a value of its own, which it may not hand out.
     let server = Server::start(
         &sandbox,
         TOKEN,
-        None,
+        ledger.as_deref(),
         &["--server-connections", "none"],
         &[(KEY, SERVER_VALUE)],
     );
@@ -298,6 +333,9 @@ fn each_callers_run_uses_its_own_credential_and_none_is_kept() {
         observed.extend(files_under(&caller.home));
     }
     observed.push(("server output".into(), server.kill().into_bytes()));
+    if let Some(schema) = schema {
+        observed.push(("the PostgreSQL ledger".into(), postgres_rows(schema)));
+    }
     let mut leaks = Vec::new();
     for canary in [ALICE, BOB] {
         for (source, bytes) in &observed {
@@ -307,8 +345,10 @@ fn each_callers_run_uses_its_own_credential_and_none_is_kept() {
         }
     }
     assert!(leaks.is_empty(), "leaked:\n{}", leaks.join("\n"));
-    let ledger = sandbox.home.join("ledger.sqlite3");
-    assert!(ledger.exists(), "the ledger was searched");
+    if schema.is_none() {
+        let ledger = sandbox.home.join("ledger.sqlite3");
+        assert!(ledger.exists(), "the ledger was searched");
+    }
 }
 
 #[test]

@@ -192,6 +192,7 @@ impl Runtime {
             template: admitted.template,
             handling,
             from_checkpoint: None,
+            caller_connections: connections.caller_names(),
         };
         let title = options
             .title
@@ -508,6 +509,7 @@ impl Runtime {
         })?;
         let connection_names = admitted.submission.plan.connection_names();
         check_connections(&connections, &connection_names)?;
+        admitted.submission.caller_connections = connections.caller_names();
         admitted.submission.from_checkpoint = self.prepare_resume(
             run_id,
             &admitted.submission,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use trellis_agents::access::AGENT_CONFIG_ENV;
 use trellis_ledger::{RunId, RunStore};
 
 use super::lease::{CONTROLLER_LEASE_FD, WORKSPACE_LEASE_FD, acquire};
@@ -82,8 +83,11 @@ pub(crate) fn controller_env(
     connection_names: &[String],
     connections: &Connections,
 ) -> Vec<(String, String)> {
+    // The user's own agent configuration (a proxy's base URL, a CLI's configuration
+    // directory) travels too, for native lanes to keep.
     let basics = CONTROLLER_ENV
         .iter()
+        .chain(AGENT_CONFIG_ENV.iter())
         .filter(|name| !connection_names.iter().any(|known| known == *name))
         .filter_map(|name| {
             std::env::var(name)

@@ -50,6 +50,20 @@ fn start_controller(
     run_id: &RunId,
 ) -> Result<bool, RuntimeError> {
     let record = store.record(run_id)?;
+    if record
+        .submission
+        .get("callerConnections")
+        .and_then(Value::as_array)
+        .is_some_and(|names| !names.is_empty())
+    {
+        // Its caller's values were only in the lost controller's memory: the server's own
+        // must not stand in for them. Observers end the run; its caller resumes it.
+        eprintln!(
+            "trellis: cannot take run {run_id} over: it carries its caller's connection values, \
+             which only its caller can send again (`trellis resume {run_id} --target …`)"
+        );
+        return Ok(false);
+    }
     let Some(workspace) = record
         .submission
         .get("workspace")
