@@ -4,8 +4,6 @@ mod connections;
 mod reads;
 mod workspaces;
 
-use connections::check_connections;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -150,7 +148,7 @@ impl Runtime {
         };
         let connections = admitted.connections;
         let connection_names = plan.connection_names();
-        check_connections(&connections, &connection_names)?;
+        self.check_connections(&connections, &connection_names)?;
         let lookup = connections.lookup(&connection_names);
         if !options.skip_preflight {
             let problems = crate::plan::preflight::preflight(&plan, &lookup);
@@ -508,7 +506,7 @@ impl Runtime {
             connections.value(name).is_some()
         })?;
         let connection_names = admitted.submission.plan.connection_names();
-        check_connections(&connections, &connection_names)?;
+        self.check_connections(&connections, &connection_names)?;
         admitted.submission.caller_connections = connections.caller_names();
         admitted.submission.from_checkpoint = self.prepare_resume(
             run_id,

@@ -10,18 +10,19 @@ use crate::plan::Connections;
 use crate::shared::error::RuntimeError;
 use crate::shared::submission::Submission;
 
-/// Refuses values the run does not require or that belong to the runtime, and (for a
-/// caller's run) a required variable that has no value from either side.
-pub(super) fn check_connections(
-    connections: &Connections,
-    required: &[String],
-) -> Result<(), RuntimeError> {
-    connections.check_against(required, &controller_owned)?;
-    connections.missing(required)?;
-    Ok(())
-}
-
 impl Runtime {
+    /// Refuses values the run does not require or that belong to the runtime, and (for a
+    /// caller's run) a required variable that has no value from either side.
+    pub(super) fn check_connections(
+        &self,
+        connections: &Connections,
+        required: &[String],
+    ) -> Result<(), RuntimeError> {
+        connections.check_against(required, &controller_owned)?;
+        connections.missing(required)?;
+        Ok(())
+    }
+
     /// The connection variables (names, sorted) the run `request` describes would require:
     /// admits it without judging whether they are set, so a caller can be told what to send.
     pub fn requirements(&self, request: AdmitRequest) -> Result<Vec<String>, AdmissionError> {
