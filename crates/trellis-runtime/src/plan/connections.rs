@@ -69,12 +69,6 @@ pub enum ConnectionsError {
     NotRequired(Vec<String>),
     #[error("{0} is the runtime's own variable; a caller cannot set it")]
     Reserved(String),
-    #[error(
-        "the run requires {0}, which has no value: export it where you run `trellis` (the client \
-         sends the variables the target reports), or ask the server's operator to supply it \
-         (`trellis serve --server-connections`)"
-    )]
-    Missing(String),
 }
 
 impl ConnectionsError {
@@ -86,7 +80,6 @@ impl ConnectionsError {
             }
             Self::NotRequired(_) => "connections.not_required",
             Self::Reserved(_) => "connections.reserved",
-            Self::Missing(_) => "connections.missing",
         }
     }
 }
@@ -97,9 +90,6 @@ impl ConnectionsError {
 pub struct Connections {
     caller: BTreeMap<String, String>,
     server: ServerConnections,
-    /// Made for a team server's caller: every required variable must then have a value
-    /// before the run exists (a local run leaves that to preflight and admission).
-    remote: bool,
 }
 
 impl std::fmt::Debug for Connections {
@@ -135,7 +125,6 @@ impl Connections {
         Ok(Self {
             caller: values,
             server,
-            remote: true,
         })
     }
 
@@ -178,14 +167,6 @@ impl Connections {
             Ok(())
         } else {
             Err(ConnectionsError::NotRequired(extra))
-        }
-    }
-
-    /// For a caller's run, the first of `required` without a value.
-    pub fn missing(&self, required: &[String]) -> Result<(), ConnectionsError> {
-        match required.iter().find(|name| self.value(name).is_none()) {
-            Some(name) if self.remote => Err(ConnectionsError::Missing(name.clone())),
-            _ => Ok(()),
         }
     }
 

@@ -246,14 +246,13 @@ impl From<Problem> for Refused {
 }
 
 /// Refusals of `submit` that come before it creates the run.
-const BEFORE_RUN: [&str; 7] = [
+const BEFORE_RUN: [&str; 6] = [
     "run.not_submittable",
     "run.preflight",
     "run.invalid",
     "connections.invalid",
     "connections.not_required",
     "connections.reserved",
-    "connections.missing",
 ];
 
 /// Checks out the source, admits and submits the run working in `workspace`.

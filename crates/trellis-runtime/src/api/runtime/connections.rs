@@ -11,16 +11,15 @@ use crate::shared::error::RuntimeError;
 use crate::shared::submission::Submission;
 
 impl Runtime {
-    /// Refuses values the run does not require or that belong to the runtime, and (for a
-    /// caller's run) a required variable that has no value from either side.
+    /// Refuses values the run does not require or that belong to the runtime. Whether each
+    /// variable has a value is judged where it is needed, as for a local run: a command's by
+    /// admission, an agent lane's by the preflight, a forge token by delivery preparation.
     pub(super) fn check_connections(
         &self,
         connections: &Connections,
         required: &[String],
     ) -> Result<(), RuntimeError> {
-        connections.check_against(required, &controller_owned)?;
-        connections.missing(required)?;
-        Ok(())
+        Ok(connections.check_against(required, &controller_owned)?)
     }
 
     /// The connection variables (names, sorted) the run `request` describes would require:
