@@ -393,7 +393,7 @@ pub fn checkpoints(remote: &Remote, args: &CheckpointsArgs) -> anyhow::Result<u8
 
 /// Revokes the run's authorization (its connection values are never sent again) and removes
 /// the worktree it kept on the server's host. A run that kept none (runs on a server work in
-/// place) is answered with the revocation alone.
+/// place) is answered with the revocation alone, when there was one to revoke.
 pub fn discard_workspace(remote: &Remote, run: &str) -> anyhow::Result<u8> {
     let run = path_segment(run)?;
     let revoked = authorization::revoke(run)?;
@@ -404,9 +404,10 @@ pub fn discard_workspace(remote: &Remote, run: &str) -> anyhow::Result<u8> {
             outln!("{answer}");
         }
         Err(error)
-            if error
-                .downcast_ref::<RemoteProblem>()
-                .is_some_and(|problem| problem.code == "run.no_retained_workspace") =>
+            if revoked
+                && error
+                    .downcast_ref::<RemoteProblem>()
+                    .is_some_and(|problem| problem.code == "run.no_retained_workspace") =>
         {
             outln!(
                 "{}",
