@@ -108,3 +108,18 @@ pub fn revoke(run: &str) -> anyhow::Result<bool> {
         Err(error) => Err(error).with_context(|| format!("cannot delete {}", path.display())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Authorization;
+
+    #[test]
+    fn a_resumption_needing_more_than_was_authorized_is_uncovered() {
+        let kept = Authorization::new("run", "team", "https://x", vec!["A".into(), "B".into()]);
+        assert!(kept.uncovered(&["A".into()]).is_empty());
+        assert!(kept.uncovered(&[]).is_empty());
+        assert_eq!(kept.uncovered(&["A".into(), "C".into()]), vec!["C"]);
+        let text = serde_json::to_string(&kept).unwrap();
+        assert!(text.contains("\"variables\":[\"A\",\"B\"]"), "{text}");
+    }
+}

@@ -200,21 +200,26 @@ impl Remote {
         Ok(values)
     }
 
-    /// Whether what is sent to the server is protected on the way: https, or a loopback host.
     fn protects_secrets(&self) -> bool {
-        let Ok(url) = reqwest::Url::parse(&self.base) else {
-            return false;
-        };
-        url.scheme() == "https"
-            || match url.host_str() {
-                Some("localhost") => true,
-                Some(host) => host
-                    .trim_matches(['[', ']'])
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback()),
-                None => false,
-            }
+        protected(&self.base)
     }
+}
+
+/// Whether what is sent to the server at `base` is protected on the way: https, or a loopback
+/// host.
+fn protected(base: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base) else {
+        return false;
+    };
+    url.scheme() == "https"
+        || match url.host_str() {
+            Some("localhost") => true,
+            Some(host) => host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback()),
+            None => false,
+        }
 }
 
 fn read_json(path: &Path, what: &str) -> anyhow::Result<Value> {
@@ -501,4 +506,33 @@ pub fn resume(remote: &Remote, args: &ResumeArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     follow(remote, &successor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protected;
+
+    #[test]
+    fn values_travel_only_over_https_or_to_loopback() {
+        for base in [
+            "https://build-box:8420",
+            "https://10.1.2.3",
+            "http://127.0.0.1:8420",
+            "http://127.8.0.1",
+            "http://localhost:8420",
+            "http://[::1]:8420",
+        ] {
+            assert!(protected(base), "{base}");
+        }
+        for base in [
+            "http://build-box:8420",
+            "http://10.1.2.3:8420",
+            "http://0.0.0.0:8420",
+            "http://[2001:db8::1]",
+            "http://localhost.example.com",
+            "not a url",
+        ] {
+            assert!(!protected(base), "{base}");
+        }
+    }
 }
