@@ -261,6 +261,9 @@ async fn start(
     mut request: SubmitRequest,
     workspace: std::path::PathBuf,
 ) -> Result<trellis_runtime::Receipt, Refused> {
+    // The values are checked first: a malformed one is refused before any fetch.
+    let connections =
+        std::mem::take(&mut request.connections).connections(&state.server_connections())?;
     if let Some(source) = request.source.take() {
         super::workspaces::prepare_source(&state.workspaces, &workspace, source).await?;
     }
@@ -271,8 +274,6 @@ async fn start(
         workspace: WorkspaceOptions::default(),
         skip_preflight: request.no_preflight,
     };
-    let connections =
-        std::mem::take(&mut request.connections).connections(&state.server_connections())?;
     let admit = admit_request(request, workspace)?;
     let runtime = state.api.runtime.clone();
     let admitted = blocking(move || {
