@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use support::graph::*;
 use support::serve::{Server, TOKEN_ENV};
-use support::{CliOutput, Sandbox, python};
+use support::{
+    CliOutput, STATE_TIMEOUT, Sandbox, Signal, controller_pid, python, send_signal, wait_until,
+};
 use trellis_ledger::testing::postgres::TestSchema;
 
 const TOKEN: &str = "trellis_callers_token_5e4d3c2b1a";
@@ -25,10 +27,15 @@ const SERVER_VALUE: &str = "server-canary-0d7e61a9b3c4";
 
 /// The step: prints the SHA-256 of `$CALLER_KEY` (a digest is not the value, so it stays in
 /// the log) and the value itself (which must be masked); with `FAIL_ONCE` set it crashes the
-/// first time it runs in a workspace.
+/// first time it runs in a workspace; with `GATE` set it first leaves a file `started` there
+/// and waits for a file `open`.
 const STEP: &str = r#"
-import hashlib, json, os, sys
+import hashlib, json, os, sys, time
 request = json.load(sys.stdin)
+if os.environ.get("GATE"):
+    open("started", "w").close()
+    while not os.path.exists("open"):
+        time.sleep(0.05)
 value = os.environ.get("CALLER_KEY")
 digest = hashlib.sha256(value.encode()).hexdigest() if value is not None else "unset"
 print("digest: " + digest, file=sys.stderr, flush=True)
@@ -68,16 +75,14 @@ struct Caller {
 }
 
 impl Caller {
-    fn new(sandbox: &Sandbox, name: &str, base: &str, fail_once: bool) -> Self {
+    /// A caller whose plan hands its step `plan_env` (`FAIL_ONCE`, `GATE`).
+    fn new(sandbox: &Sandbox, name: &str, base: &str, plan_env: Value) -> Self {
         let dir = sandbox.home.with_file_name(format!("caller-{name}"));
         std::fs::create_dir_all(&dir).expect("caller dir");
         let script = dir.join("step.py");
         std::fs::write(&script, STEP).expect("step script");
-        let mut plan =
-            json!({"kind": "command", "command": [python(), script], "connections": [KEY]});
-        if fail_once {
-            plan["env"] = json!({"FAIL_ONCE": "1"});
-        }
+        let plan = json!({"kind": "command", "command": [python(), script],
+                          "connections": [KEY], "env": plan_env});
         let write = |file: &str, value: &Value| {
             let path = dir.join(file);
             std::fs::write(&path, serde_json::to_vec(value).expect("json")).expect("write");
@@ -229,8 +234,8 @@ fn two_callers_on_one_server(schema: Option<&TestSchema>) {
         &["--server-connections", "none"],
         &[(KEY, SERVER_VALUE)],
     );
-    let alice = Caller::new(&sandbox, "alice", &server.base, false);
-    let bob = Caller::new(&sandbox, "bob", &server.base, true);
+    let alice = Caller::new(&sandbox, "alice", &server.base, json!({}));
+    let bob = Caller::new(&sandbox, "bob", &server.base, json!({"FAIL_ONCE": "1"}));
 
     // Both runs are on the server at once.
     let alice_run = alice.submit(&sandbox, Some(ALICE));
@@ -265,7 +270,7 @@ fn two_callers_on_one_server(schema: Option<&TestSchema>) {
     assert_eq!(refused.code, Some(1), "{refused:?}");
     assert!(refused.stderr.contains(KEY), "{}", refused.stderr);
     // From a machine that kept no authorization: nothing is read or sent.
-    let stranger = Caller::new(&sandbox, "stranger", &server.base, false);
+    let stranger = Caller::new(&sandbox, "stranger", &server.base, json!({}));
     let refused = stranger.remote(&sandbox, &["resume", &bob_run, "--detach"], Some(BOB));
     assert_eq!(refused.code, Some(1), "{refused:?}");
     assert!(
@@ -299,7 +304,7 @@ fn two_callers_on_one_server(schema: Option<&TestSchema>) {
     assert!(missing.stderr.contains(KEY), "{}", missing.stderr);
 
     // Discard revokes a kept authorization.
-    let failed = Caller::new(&sandbox, "carol", &server.base, true);
+    let failed = Caller::new(&sandbox, "carol", &server.base, json!({"FAIL_ONCE": "1"}));
     let carol_run = failed.submit(&sandbox, Some(ALICE));
     assert_eq!(failed.finish(&sandbox, &carol_run), "failed");
     assert!(failed.authorization(&carol_run).exists());
@@ -355,7 +360,7 @@ fn two_callers_on_one_server(schema: Option<&TestSchema>) {
 fn the_server_supplies_what_it_allows_and_a_caller_value_wins() {
     let sandbox = Sandbox::new();
     let server = Server::start(&sandbox, TOKEN, None, &[], &[(KEY, SERVER_VALUE)]);
-    let caller = Caller::new(&sandbox, "dave", &server.base, false);
+    let caller = Caller::new(&sandbox, "dave", &server.base, json!({}));
     // Nothing sent: the server's own value (its operator allows every variable by default).
     let run = caller.submit(&sandbox, None);
     assert_eq!(caller.finish(&sandbox, &run), "succeeded");
@@ -367,4 +372,71 @@ fn the_server_supplies_what_it_allows_and_a_caller_value_wins() {
     assert!(logs.contains(&digest(ALICE)), "{logs}");
     assert!(!logs.contains(&digest(SERVER_VALUE)), "{logs}");
     server.kill();
+}
+
+/// A run carrying its caller's value whose controller dies is not taken over by its serving
+/// host with the server's own value: it ends `runtime_lost`, and its caller resumes it.
+#[test]
+fn a_lost_run_is_resumed_by_its_caller_not_taken_over() {
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let ledger = schema.location_url();
+    let server = Server::start(
+        &sandbox,
+        TOKEN,
+        Some(&ledger),
+        &[],
+        &[(KEY, SERVER_VALUE), ("TRELLIS_CONTROLLER_LEASE_MS", "600")],
+    );
+    let caller = Caller::new(&sandbox, "erin", &server.base, json!({"GATE": "1"}));
+    let run = caller.submit(&sandbox, Some(ALICE));
+    let controller = wait_until("the controller to run", STATE_TIMEOUT, || {
+        controller_pid(&run)
+    });
+    let served = support::serve::served_workspaces(&sandbox);
+    let workspace = wait_until("the step to start", STATE_TIMEOUT, || {
+        std::fs::read_dir(&served)
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .find(|path| path.join("started").exists())
+    });
+    send_signal(controller, Signal::SIGKILL);
+    let status: Value = wait_until("the serving host to end the run", STATE_TIMEOUT, || {
+        let status = caller
+            .remote(&sandbox, &["status", &run], None)
+            .success()
+            .json();
+        (status["status"]["phase"] == "finished").then_some(status)
+    });
+    assert_eq!(
+        status["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "runtime_lost"})
+    );
+    assert!(
+        controller_pid(&run).is_none(),
+        "a controller of the lost run was started again"
+    );
+    // The dead controller's step ends once its gate opens.
+    std::fs::write(workspace.join("open"), b"").expect("open the gate");
+    let logs = caller.logs(&sandbox, &run);
+    assert!(!logs.contains(&digest(SERVER_VALUE)), "{logs}");
+
+    let resumed = caller
+        .remote(&sandbox, &["resume", &run, "--detach"], Some(ALICE))
+        .success();
+    let successor = resumed.ndjson()[0]["runId"]
+        .as_str()
+        .expect("successor")
+        .to_owned();
+    assert_eq!(caller.finish(&sandbox, &successor), "succeeded");
+    let logs = caller.logs(&sandbox, &successor);
+    assert!(logs.contains(&digest(ALICE)), "{logs}");
+    assert!(!logs.contains(&digest(SERVER_VALUE)), "{logs}");
+    // No controller ever drove the lost run with the server's environment.
+    let output = server.kill();
+    assert!(output.contains("instead of taking it over"), "{output}");
+    assert!(!output.contains("taking over run"), "{output}");
 }

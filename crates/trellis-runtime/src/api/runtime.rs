@@ -572,7 +572,7 @@ impl Runtime {
         let program = self.trellis_program()?;
         crate::dispatch::takeover::take_over_orphans(
             &self.home,
-            self.store.as_ref(),
+            &self.store,
             &program,
             self.ledger.as_ref(),
             self.dispatch,

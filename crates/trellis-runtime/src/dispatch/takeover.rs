@@ -5,12 +5,14 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use trellis_ledger::{LEDGER_ENV, LedgerLocation, RunId, RunStore};
 
 use crate::control::lease::acquire;
+use crate::control::recovery::finalize_abandoned;
 use crate::control::spawn::{controller_env, spawn_controller};
 use crate::plan::{Connections, RuntimePlan};
 use crate::shared::error::RuntimeError;
@@ -21,7 +23,7 @@ const MAX_PER_ROUND: usize = 32;
 
 pub(crate) fn take_over_orphans(
     home: &TrellisHome,
-    store: &dyn RunStore,
+    store: &Arc<dyn RunStore>,
     program: &Path,
     ledger: Option<&LedgerLocation>,
     dispatch: Option<super::DispatchMode>,
@@ -39,11 +41,39 @@ pub(crate) fn take_over_orphans(
     Ok(started)
 }
 
+/// Ends `run_id` `runtime_lost` instead of taking it over: its caller's connection values were
+/// only in the lost controller's memory, and this host's own must not stand in for them. Its
+/// caller resumes it, sending them again.
+fn end_without_caller_values(
+    store: &Arc<dyn RunStore>,
+    run_id: &RunId,
+) -> Result<(), RuntimeError> {
+    let Some(postgres) = store.as_postgres() else {
+        return Ok(());
+    };
+    let holder = super::holder_name("takeover");
+    let Some(lease) = postgres.acquire_controller(run_id, &holder, END_LEASE)? else {
+        return Ok(());
+    };
+    let fenced = super::FencedStore::new(store.clone(), lease.fencing_token);
+    if finalize_abandoned(&fenced, run_id)? {
+        eprintln!(
+            "trellis: ended run {run_id} (runtime_lost) instead of taking it over: it carried its \
+             caller's connection values, which only its caller can send again (`trellis \
+             --target … resume {run_id}`)"
+        );
+    }
+    Ok(())
+}
+
+/// How long the lease taken to end such a run lives (ending it takes one append).
+const END_LEASE: Duration = Duration::from_secs(15);
+
 /// Starts a controller of `run_id` on this host; false when the run cannot be driven here
 /// (its workspace is not on this host) or a controller of it here already holds its locks.
 fn start_controller(
     home: &TrellisHome,
-    store: &dyn RunStore,
+    store: &Arc<dyn RunStore>,
     program: &Path,
     ledger: Option<&LedgerLocation>,
     dispatch: Option<super::DispatchMode>,
@@ -56,12 +86,7 @@ fn start_controller(
         .and_then(Value::as_array)
         .is_some_and(|names| !names.is_empty())
     {
-        // Its caller's values were only in the lost controller's memory: the server's own
-        // must not stand in for them. Observers end the run; its caller resumes it.
-        eprintln!(
-            "trellis: cannot take run {run_id} over: it carries its caller's connection values, \
-             which only its caller can send again (`trellis resume {run_id} --target …`)"
-        );
+        end_without_caller_values(store, run_id)?;
         return Ok(false);
     }
     let Some(workspace) = record
