@@ -193,6 +193,17 @@ pub fn declared_env(
     (env.into_iter().collect(), skipped)
 }
 
+/// The user's own agent configuration a native lane keeps from the environment it runs in:
+/// endpoint settings (a proxy's base URL) and the CLIs' configuration directories. A front end
+/// hands their values to the execution's base environment; a declared connection of the same
+/// name wins.
+pub const AGENT_CONFIG_ENV: [&str; 4] = [
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CONFIG_DIR",
+    "OPENAI_BASE_URL",
+    "CODEX_HOME",
+];
+
 /// Names no declared connection may override, for every CLI.
 pub fn is_base_reserved(name: &str) -> bool {
     matches!(name, "PATH" | "HOME" | "TMPDIR" | "LANG")

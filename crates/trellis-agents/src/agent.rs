@@ -381,6 +381,12 @@ fn base_spec(
             harness.name()
         ));
     }
+    // The user's own configuration first: a declared connection of the same name wins.
+    let config: Vec<(String, String)> = protocol
+        .user_config(provider)
+        .iter()
+        .filter_map(|name| base_value(request, name).map(|v| ((*name).to_owned(), v.to_owned())))
+        .collect();
     let base = vec![
         ("PATH".to_owned(), path),
         ("HOME".to_owned(), launch.home.display().to_string()),
@@ -392,6 +398,6 @@ fn base_spec(
     ];
     Ok((
         program.display().to_string(),
-        merge_env([declared, base, Vec::new()]),
+        merge_env([config, declared, base]),
     ))
 }

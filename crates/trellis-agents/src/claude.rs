@@ -42,11 +42,20 @@ impl CliProtocol for ClaudeCli {
         false
     }
 
-    fn reserved(&self, name: &str, _provider: Provider) -> bool {
-        matches!(
-            name,
-            "ANTHROPIC_BASE_URL" | "ANTHROPIC_AUTH_TOKEN" | "CLAUDE_CONFIG_DIR" | "IS_SANDBOX"
-        ) || name.starts_with("CLAUDE_CODE_")
+    fn reserved(&self, name: &str, provider: Provider) -> bool {
+        matches!(name, "ANTHROPIC_AUTH_TOKEN" | "IS_SANDBOX")
+            || name.starts_with("CLAUDE_CODE_")
+            || (self.user_config(provider).is_empty()
+                && matches!(name, "ANTHROPIC_BASE_URL" | "CLAUDE_CONFIG_DIR"))
+    }
+
+    fn user_config(&self, provider: Provider) -> &'static [&'static str] {
+        // On the Anthropic lane the user's endpoint and configuration directory stay theirs;
+        // the other lanes set the endpoint themselves.
+        match provider {
+            Provider::Anthropic => &["ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR"],
+            _ => &[],
+        }
     }
 
     fn invocation(&self, launch: &Launch<'_>, turn: &Turn<'_>) -> Result<Invocation, String> {

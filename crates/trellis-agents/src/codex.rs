@@ -45,12 +45,18 @@ impl CliProtocol for CodexCli {
     fn reserved(&self, name: &str, provider: Provider) -> bool {
         matches!(
             name,
-            "CODEX_HOME"
-                | "CODEX_API_KEY"
-                | "CODEX_BASE_URL"
-                | "OPENAI_BASE_URL"
-                | "OPENAI_API_BASE"
+            "CODEX_HOME" | "CODEX_API_KEY" | "CODEX_BASE_URL" | "OPENAI_API_BASE"
         ) || (provider == Provider::Openai && name == "OPENAI_API_KEY")
+            || (provider != Provider::Openai && name == "OPENAI_BASE_URL")
+    }
+
+    fn user_config(&self, provider: Provider) -> &'static [&'static str] {
+        // The Openai lane keeps the user's endpoint; `CODEX_HOME` is handled with the home
+        // (the user's own, unless a session needs a private one).
+        match provider {
+            Provider::Openai => &["OPENAI_BASE_URL"],
+            _ => &[],
+        }
     }
 
     fn prepare_home(&self, home: &Path) -> std::io::Result<()> {

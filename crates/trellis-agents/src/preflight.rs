@@ -84,6 +84,11 @@ pub fn native_sign_in(
         .unwrap_or_default();
     match harness {
         HarnessKind::Claude => {
+            // The user's configuration directory holds their sign-in.
+            let mut extra = extra;
+            if let Some(config) = env.get("CLAUDE_CONFIG_DIR") {
+                extra.push(("CLAUDE_CONFIG_DIR".to_owned(), config));
+            }
             let reply = run_status(program, &["auth", "status", "--json"], base_env(env, extra));
             match reply {
                 Ok((_, stdout)) => match serde_json::from_str::<Value>(&stdout) {

@@ -108,6 +108,11 @@ pub(crate) trait CliProtocol: Send + Sync {
     }
     /// Names the lane controls, which declared connections may not set.
     fn reserved(&self, name: &str, provider: Provider) -> bool;
+    /// The user's own configuration variables (of [`crate::access::AGENT_CONFIG_ENV`]) this
+    /// CLI keeps on `provider`'s lane, from the execution's base environment.
+    fn user_config(&self, _provider: Provider) -> &'static [&'static str] {
+        &[]
+    }
     /// Creates whatever the CLI needs inside a private home.
     fn prepare_home(&self, _home: &Path) -> std::io::Result<()> {
         Ok(())

@@ -64,8 +64,9 @@ pub use observation::views::{
     RunSummary, SkippedRun, Termination,
 };
 pub use observation::watch_schema::watch_update_json_schema;
-pub use plan::PlanError;
 pub use plan::admission::{AdmissionRefusal, GraphAdmissionError};
+pub use plan::connections::{MAX_CALLER_CONNECTIONS, MAX_CONNECTION_VALUE_BYTES};
+pub use plan::{Connections, ConnectionsError, PlanError, ServerConnections};
 pub use profiles::document::{
     PROFILE_FORMAT, Profile, ProfileDefinition, ProfilePlan, ProfileSummary, ProfileTemplate,
 };
@@ -74,6 +75,7 @@ pub use profiles::requests::{DeletedProfile, SaveProfile, SavedProfile};
 pub use profiles::store::{ExpectedRevision, ProfileListing, UnreadableProfile};
 pub use shared::documents::{DocumentKind, classify};
 pub use shared::error::RuntimeError;
+pub use shared::home::default_home;
 /// How much of its workers' output a run records, per execution and per run.
 pub use shared::log_budget::{
     MAX_EXECUTION_LOG_BYTES, MAX_EXECUTION_LOG_LINES, MAX_RUN_LOG_BYTES, MAX_RUN_LOG_LINES,

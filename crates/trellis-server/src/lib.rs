@@ -8,6 +8,7 @@ pub mod access;
 pub mod api;
 pub mod assets;
 pub mod bearer;
+pub mod caller;
 pub mod listen;
 pub mod openapi;
 pub mod problem;

@@ -16,6 +16,7 @@ use crate::api::control::{ResumeBody, SubmitAnswer};
 use crate::api::profiles::{ProfileCreateBody, ProfileSaveBody};
 use crate::api::reads::{RunList, ValidateBody};
 use crate::api::workspace::PruneBody;
+use crate::caller::Requirements;
 use crate::team::runs::{PlanChoice, SubmitRequest, TemplateChoice};
 use crate::team::workspaces::SourceChoice;
 
@@ -72,6 +73,8 @@ impl Modify for BearerSecurity {
         crate::api::profiles::show,
         crate::api::profiles::replace,
         crate::api::profiles::delete,
+        crate::team::runs::requirements,
+        crate::api::control::requirements,
     ),
     components(schemas(
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList, ValidateBody,
@@ -82,6 +85,7 @@ impl Modify for BearerSecurity {
         PruneBody, PruneReportDoc, PrunedItemDoc,
         ProfileCreateBody, ProfileSaveBody, ProfileDefinitionDoc, ProfileDoc, ProfileSummaryDoc,
         ProfileListingDoc, SavedProfileDoc, DeletedProfileDoc,
+        Requirements,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),

@@ -34,6 +34,10 @@ pub struct ResumeArgs {
     /// Machine output (receipt line, then NDJSON events).
     #[arg(long)]
     pub json: bool,
+    /// With --target: send the run's connection values to a server over plain http beyond
+    /// loopback (only on a network you trust).
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// Stops a run: its workers are killed and it ends `force_stopped`.

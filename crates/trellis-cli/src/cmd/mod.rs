@@ -1,5 +1,6 @@
 //! One module per `trellis` subcommand.
 
+pub mod authorization;
 pub mod control;
 pub mod doctor;
 pub mod follow;

@@ -2,13 +2,18 @@
 //! ledger: run (the documents are read here and sent), status, list, watch, logs, force-stop,
 //! resume, checkpoints, discard-workspace and prune. Output is machine output (JSON / NDJSON,
 //! the same shapes as local `--json`); a problem answer becomes an error carrying its code.
+//! A run (and its resumption) carries the caller's values of exactly the connection variables
+//! the server reports the run requires, under a per-run authorization kept here
+//! ([`crate::cmd::authorization`]).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
+use crate::cmd::authorization::{self, Authorization};
 use crate::cmd::control::{CheckpointsArgs, ResumeArgs};
 use crate::cmd::observe::{ListArgs, StatusArgs, WatchArgs};
 use crate::cmd::prune::PruneArgs;
@@ -17,6 +22,8 @@ use crate::cmd::target::Target;
 
 /// A team server and its token.
 pub struct Remote {
+    /// The target's name (`trellis target add NAME`).
+    name: String,
     base: String,
     token: String,
     client: reqwest::Client,
@@ -44,6 +51,7 @@ impl Remote {
             .build()
             .context("cannot start the async runtime")?;
         Ok(Self {
+            name: name.to_owned(),
             base,
             token: token.trim().to_owned(),
             client,
@@ -148,6 +156,22 @@ impl Remote {
     }
 }
 
+/// A problem the server answered: its code (for callers that branch on it) and message.
+#[derive(Debug)]
+pub struct RemoteProblem {
+    pub code: String,
+    pub message: String,
+    pub status: u16,
+}
+
+impl std::fmt::Display for RemoteProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}, HTTP {})", self.message, self.code, self.status)
+    }
+}
+
+impl std::error::Error for RemoteProblem {}
+
 async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
     read_answer(response)
         .await?
@@ -168,11 +192,82 @@ async fn read_answer(response: reqwest::Response) -> anyhow::Result<Result<Value
     Ok(Err(value))
 }
 
-/// A problem answer as an error carrying its code.
+/// A problem answer (its HTTP status added as `status`) as an error carrying its code: a
+/// [`RemoteProblem`], for callers that branch on the code.
 pub(crate) fn problem_error(problem: &Value) -> anyhow::Error {
-    let code = problem["code"].as_str().unwrap_or("unknown");
-    let message = problem["message"].as_str().unwrap_or("no message");
-    anyhow!("{message} ({code}, HTTP {})", problem["status"])
+    RemoteProblem {
+        code: problem["code"].as_str().unwrap_or("unknown").to_owned(),
+        message: problem["message"]
+            .as_str()
+            .unwrap_or("no message")
+            .to_owned(),
+        status: problem["status"]
+            .as_u64()
+            .and_then(|status| u16::try_from(status).ok())
+            .unwrap_or(0),
+    }
+    .into()
+}
+
+/// The variable names of a requirements answer (`{"connections": [...]}`).
+fn required_names(answer: &Value) -> anyhow::Result<Vec<String>> {
+    let names = answer["connections"]
+        .as_array()
+        .ok_or_else(|| anyhow!("the server's requirements answer names no connections"))?;
+    names
+        .iter()
+        .map(|name| {
+            name.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| anyhow!("the server's requirements answer is malformed"))
+        })
+        .collect()
+}
+
+impl Remote {
+    /// The values of `names` in this process's environment (a variable not set here is left
+    /// to the server, which refuses the run if it cannot supply it either). Refuses to send
+    /// any over plain http beyond loopback unless `insecure`, as `serve` refuses tokens.
+    fn connection_values(
+        &self,
+        names: &[String],
+        insecure: bool,
+    ) -> anyhow::Result<BTreeMap<String, String>> {
+        let values: BTreeMap<String, String> = names
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
+            .collect();
+        if !values.is_empty() && !insecure && !self.protects_secrets() {
+            bail!(
+                "refusing to send {} to {} over plain http (not a loopback address): use an \
+                 https target, or add --insecure if the network is trusted",
+                values.keys().cloned().collect::<Vec<_>>().join(", "),
+                self.base
+            );
+        }
+        Ok(values)
+    }
+
+    fn protects_secrets(&self) -> bool {
+        protected(&self.base)
+    }
+}
+
+/// Whether what is sent to the server at `base` is protected on the way: https, or a loopback
+/// host.
+fn protected(base: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base) else {
+        return false;
+    };
+    url.scheme() == "https"
+        || match url.host_str() {
+            Some("localhost") => true,
+            Some(host) => host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback()),
+            None => false,
+        }
 }
 
 fn read_json(path: &Path, what: &str) -> anyhow::Result<Value> {
@@ -189,17 +284,17 @@ pub(crate) fn path_segment(run: &str) -> anyhow::Result<&str> {
     Ok(run)
 }
 
-/// Follows a run and exits 0 if it succeeded, 1 otherwise.
+/// Follows a run and exits 0 if it succeeded, 1 otherwise. A run that succeeded cannot be
+/// resumed, so its authorization is revoked.
 fn follow(remote: &Remote, run: &str) -> anyhow::Result<u8> {
     remote.stream(&format!("/runs/{run}/watch"))?;
     let status = remote.call(reqwest::Method::GET, &format!("/runs/{run}"), None)?;
-    Ok(
-        if status["status"]["terminalResult"]["status"] == "succeeded" {
-            0
-        } else {
-            1
-        },
-    )
+    if status["status"]["terminalResult"]["status"] == "succeeded" {
+        authorization::revoke(run)?;
+        Ok(0)
+    } else {
+        Ok(1)
+    }
 }
 
 pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
@@ -248,6 +343,18 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
     if args.no_preflight {
         body["noPreflight"] = json!(true);
     }
+    // The server admits the run first and names the variables it requires: exactly those
+    // are read here and sent.
+    let mut asked = body.clone();
+    if let Some(object) = asked.as_object_mut() {
+        object.remove("source");
+    }
+    let requirements = remote.call(reqwest::Method::POST, "/runs/requirements", Some(asked))?;
+    let required = required_names(&requirements)?;
+    let values = remote.connection_values(&required, args.insecure)?;
+    if !values.is_empty() {
+        body["connections"] = serde_json::to_value(&values)?;
+    }
     let receipt = remote.call(reqwest::Method::POST, "/runs", Some(body))?;
     outln!("{receipt}");
     std::io::stdout().flush()?;
@@ -255,6 +362,12 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
         .as_str()
         .ok_or_else(|| anyhow!("the server's receipt has no runId"))?
         .to_owned();
+    authorization::save(&Authorization::new(
+        &run,
+        &remote.name,
+        &remote.base,
+        required,
+    ))?;
     if args.detach {
         return Ok(0);
     }
@@ -327,14 +440,31 @@ pub fn checkpoints(remote: &Remote, args: &CheckpointsArgs) -> anyhow::Result<u8
     Ok(0)
 }
 
-/// Removes the worktree a finished run kept on the server's host.
+/// Revokes the run's authorization (its connection values are never sent again) and removes
+/// the worktree it kept on the server's host. A run that kept none (runs on a server work in
+/// place) is answered with the revocation alone, when there was one to revoke.
 pub fn discard_workspace(remote: &Remote, run: &str) -> anyhow::Result<u8> {
     let run = path_segment(run)?;
+    let revoked = authorization::revoke(run)?;
     let path = format!("/runs/{run}/discard-workspace");
-    outln!(
-        "{}",
-        remote.call(reqwest::Method::POST, &path, Some(json!({})))?
-    );
+    match remote.call(reqwest::Method::POST, &path, Some(json!({}))) {
+        Ok(mut answer) => {
+            answer["authorizationRevoked"] = json!(revoked);
+            outln!("{answer}");
+        }
+        Err(error)
+            if revoked
+                && error
+                    .downcast_ref::<RemoteProblem>()
+                    .is_some_and(|problem| problem.code == "run.no_retained_workspace") =>
+        {
+            outln!(
+                "{}",
+                json!({"runId": run, "workspace": null, "authorizationRevoked": revoked})
+            );
+        }
+        Err(error) => return Err(error),
+    }
     Ok(0)
 }
 
@@ -356,6 +486,50 @@ pub fn resume(remote: &Remote, args: &ResumeArgs) -> anyhow::Result<u8> {
     if args.force {
         options["force"] = json!(true);
     }
+    // What the server now requires must be what this run was authorized for, before
+    // anything is read from the environment.
+    let requirements = remote.call(
+        reqwest::Method::GET,
+        &format!("/runs/{run}/requirements"),
+        None,
+    )?;
+    let required = required_names(&requirements)?;
+    let kept = authorization::load(run)?;
+    if !required.is_empty() {
+        let Some(kept) = &kept else {
+            bail!(
+                "run {run} needs {} but no authorization for it is kept here (it was sent \
+                 from another machine, or discarded): resume it where it was submitted",
+                required.join(", ")
+            );
+        };
+        if kept.target != remote.name || kept.server != remote.base {
+            bail!(
+                "run {run} was authorized for target {} ({}), not {} ({})",
+                kept.target,
+                kept.server,
+                remote.name,
+                remote.base
+            );
+        }
+        let uncovered = kept.uncovered(&required);
+        if !uncovered.is_empty() {
+            bail!(
+                "the server now asks for {} to resume run {run}, which its authorization does \
+                 not cover ({}): start a new run instead",
+                uncovered.join(", "),
+                if kept.variables.is_empty() {
+                    "no variables".to_owned()
+                } else {
+                    kept.variables.join(", ")
+                }
+            );
+        }
+    }
+    let values = remote.connection_values(&required, args.insecure)?;
+    if !values.is_empty() {
+        options["connections"] = serde_json::to_value(&values)?;
+    }
     let receipt = remote.call(reqwest::Method::POST, &path, Some(options))?;
     outln!("{receipt}");
     std::io::stdout().flush()?;
@@ -363,8 +537,46 @@ pub fn resume(remote: &Remote, args: &ResumeArgs) -> anyhow::Result<u8> {
         .as_str()
         .ok_or_else(|| anyhow!("the server's receipt has no runId"))?
         .to_owned();
+    // The authorization moves to the successor: the resumed run cannot be resumed again.
+    let variables = kept.map_or(required, |kept| kept.variables);
+    authorization::save(&Authorization::new(
+        &successor,
+        &remote.name,
+        &remote.base,
+        variables,
+    ))?;
+    authorization::revoke(run)?;
     if args.detach {
         return Ok(0);
     }
     follow(remote, &successor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protected;
+
+    #[test]
+    fn values_travel_only_over_https_or_to_loopback() {
+        for base in [
+            "https://build-box:8420",
+            "https://10.1.2.3",
+            "http://127.0.0.1:8420",
+            "http://127.8.0.1",
+            "http://localhost:8420",
+            "http://[::1]:8420",
+        ] {
+            assert!(protected(base), "{base}");
+        }
+        for base in [
+            "http://build-box:8420",
+            "http://10.1.2.3:8420",
+            "http://0.0.0.0:8420",
+            "http://[2001:db8::1]",
+            "http://localhost.example.com",
+            "not a url",
+        ] {
+            assert!(!protected(base), "{base}");
+        }
+    }
 }

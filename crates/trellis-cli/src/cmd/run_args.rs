@@ -123,6 +123,10 @@ pub struct RunArgs {
     /// declared connection variables are set.
     #[arg(long)]
     pub no_preflight: bool,
+    /// With --target: send the run's connection values to a server over plain http beyond
+    /// loopback (only on a network you trust).
+    #[arg(long)]
+    pub insecure: bool,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]

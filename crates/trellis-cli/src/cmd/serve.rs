@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use trellis_runtime::{DispatchMode, Runtime, StartMode};
+use trellis_runtime::{DispatchMode, Runtime, ServerConnections, StartMode};
 use trellis_server::bearer::append_new_token;
 use trellis_server::listen::{self, BodyLimits, Limits, TlsConfig};
 use trellis_server::team::{self, TeamState};
@@ -56,8 +56,18 @@ pub struct ServeArgs {
     /// clear text): only behind a TLS-terminating proxy or on a network you trust.
     #[arg(long)]
     pub insecure: bool,
+    /// Which connection variables this server's own environment may supply to a run whose
+    /// caller did not send them: `all` (the default), `none` (every run brings its caller's
+    /// credentials), or a comma-separated list of names. A caller's value always wins.
+    #[arg(long, value_name = "all|none|NAMES", default_value = "all",
+          value_parser = parse_server_connections)]
+    pub server_connections: ServerConnections,
     #[command(flatten)]
     pub limits: LimitArgs,
+}
+
+fn parse_server_connections(text: &str) -> Result<ServerConnections, String> {
+    ServerConnections::parse(text).map_err(|error| error.to_string())
 }
 
 /// The limits a server on a network needs (see docs/team-server.md).
@@ -203,7 +213,8 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         workspaces,
         StartMode::Detached,
         args.max_streams.max(1),
-    )?;
+    )?
+    .with_server_connections(args.server_connections.clone());
     let app = team::app(state, tokens.clone());
     let limits = args.limits.limits();
     let scheme = if tls.is_some() { "https" } else { "http" };

@@ -1,5 +1,6 @@
 //! [`Runtime`]: one state directory and its ledger, and every operation on runs.
 
+mod connections;
 mod profiles;
 mod reads;
 mod revival;
@@ -25,10 +26,11 @@ use crate::dispatch::DispatchMode;
 use crate::gap_runs::admission::{self as gap_admission, GapOutcome, GapRunRequest};
 use crate::gap_runs::launch::{self as gap_launch, GAP_CONTROLLER_ENV, GapLaunch};
 use crate::gap_runs::runner as gap_runner;
-use crate::graphspec::admission::{self, AdmissionError, AdmitRequest, Admitted, readmit};
+use crate::graphspec::admission::{self, AdmissionError, AdmitRequest, Admitted, readmit_where};
 use crate::graphspec::launch::{LaunchRequest, launch};
 use crate::graphspec::preparation::prepare;
 use crate::observation::views::RunStatus;
+use crate::plan::Connections;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::shared::submission::{StoredSource, Submission, WorkspaceHandling};
@@ -146,8 +148,12 @@ impl Runtime {
                 "this admission checked no runtime plan, so it cannot run".to_owned(),
             ));
         };
+        let connections = admitted.connections;
+        let connection_names = plan.connection_names();
+        self.check_connections(&connections, &connection_names)?;
+        let lookup = connections.lookup(&connection_names);
         if !options.skip_preflight {
-            let problems = crate::plan::preflight::preflight(&plan);
+            let problems = crate::plan::preflight::preflight(&plan, &lookup);
             if !problems.is_empty() {
                 return Err(RuntimeError::Preflight(problems));
             }
@@ -155,7 +161,13 @@ impl Runtime {
         // What delivery will need (a committed branch, the remote, the forge token) is checked
         // before the run exists, so it never fails there after hours of agent work. Not part
         // of admission: the reference admits such graphs, and `--validate-only` must agree.
-        prepare(admitted.graph.spec(), &plan, &workspace, &admitted.input)?;
+        prepare(
+            admitted.graph.spec(),
+            &plan,
+            &workspace,
+            &admitted.input,
+            &lookup,
+        )?;
         let source = read_source(&workspace);
         let mut handling = WorkspaceHandling {
             checkpoints: options.workspace.checkpoints,
@@ -180,6 +192,7 @@ impl Runtime {
             template: admitted.template,
             handling,
             from_checkpoint: None,
+            caller_connections: connections.caller_names(),
         };
         let title = options
             .title
@@ -192,18 +205,19 @@ impl Runtime {
             .worktree_of
             .clone()
             .map(|origin| (origin, submission.workspace.clone()));
-        let connection_names = submission.plan.connection_names();
         let start_mode = options.start;
-        let launched = self.start(start_mode, &connection_names).and_then(|start| {
-            self.launch(LaunchRequest {
-                start,
-                submission,
-                title,
-                submission_key,
-                identity,
-                predecessor: None,
-            })
-        });
+        let launched = self
+            .start_with(start_mode, &connection_names, &connections)
+            .and_then(|start| {
+                self.launch(LaunchRequest {
+                    start,
+                    submission,
+                    title,
+                    submission_key,
+                    identity,
+                    predecessor: None,
+                })
+            });
         // A worktree made for a run that never started (or that repeated an earlier
         // submission, which has its own) goes again.
         if let Some((origin, made)) = worktree
@@ -211,12 +225,30 @@ impl Runtime {
         {
             self.drop_worktree(&origin, &made);
         }
-        self.revive_unstarted(launched?, start_mode)
+        self.revive_unstarted(launched?, start_mode, &connections)
     }
 
     /// How a run is started: `env_names` are the variables its controller is handed besides
     /// the basics (a plan's connection names, a GaP run's secret names and settings).
     fn start(&self, mode: StartMode, env_names: &[String]) -> Result<Start, RuntimeError> {
+        self.start_with(mode, env_names, &Connections::default())
+    }
+
+    /// As [`Self::start`], the connection variables taking their values from `connections`
+    /// (a caller's over this host's), handed to the controller in its environment only.
+    fn start_with(
+        &self,
+        mode: StartMode,
+        env_names: &[String],
+        connections: &Connections,
+    ) -> Result<Start, RuntimeError> {
+        if mode == StartMode::InProcess && connections.from_caller_any() {
+            // A run on this thread would read this process's environment, not the caller's.
+            return Err(RuntimeError::NotSubmittable(
+                "a run carrying its caller's connection values runs under a detached controller"
+                    .to_owned(),
+            ));
+        }
         Ok(match mode {
             StartMode::InProcess => Start::InProcess,
             StartMode::Detached => Start::Detached {
@@ -226,8 +258,16 @@ impl Runtime {
                         .map_err(|e| RuntimeError::io("cannot locate the trellis binary", e))?,
                 },
                 env: {
-                    let mut env = controller_env(env_names);
+                    let mut env = controller_env(env_names, connections);
                     crate::dispatch::apply_dispatch(&mut env, self.dispatch);
+                    if connections.from_caller_any() && self.queues(&env) {
+                        return Err(RuntimeError::NotSubmittable(
+                            "this server hands executions to worker hosts (--dispatch queue), \
+                             which read connection variables from their own environment: a \
+                             run carrying its caller's values needs --dispatch local"
+                                .to_owned(),
+                        ));
+                    }
                     // The controller opens the same ledger (a URL may carry a password: it
                     // travels in the environment only, never in arguments or on disk).
                     if let Some(location) = &self.ledger {
@@ -289,7 +329,7 @@ impl Runtime {
             run,
         };
         let receipt = self.launch_gap(launch, start)?;
-        self.revive_unstarted(receipt, start)
+        self.revive_unstarted(receipt, start, &Connections::default())
     }
 
     fn launch_gap(&self, launch: GapLaunch, start: StartMode) -> Result<Receipt, RuntimeError> {
@@ -419,6 +459,17 @@ impl Runtime {
     /// Starts a successor of a failed run: same graph, input and plan, admitted again; every
     /// genuinely settled outcome of its lineage is reused, only what never settled runs.
     pub fn resume(&self, run_id: &RunId, options: ResumeOptions) -> Result<Receipt, RuntimeError> {
+        self.resume_with(run_id, options, Connections::default())
+    }
+
+    /// As [`Self::resume`], the successor's connection variables taking their values from
+    /// `connections` (a caller's, sent again with the resumption, over this host's).
+    pub fn resume_with(
+        &self,
+        run_id: &RunId,
+        options: ResumeOptions,
+        connections: Connections,
+    ) -> Result<Receipt, RuntimeError> {
         self.known(run_id)?;
         let head = self.store.head(run_id)?;
         match &head.progress.terminal {
@@ -439,6 +490,11 @@ impl Runtime {
             if options.from_checkpoint.is_some() {
                 return Err(RuntimeError::NoCheckpoints(run_id.to_string()));
             }
+            if connections.from_caller_any() {
+                return Err(RuntimeError::NotSubmittable(
+                    "a GaP run takes no caller connection values".to_owned(),
+                ));
+            }
             let run = gap_admission::readmit(&record.submission, run_id.as_str())?;
             return self.launch_gap(
                 GapLaunch {
@@ -450,7 +506,12 @@ impl Runtime {
                 options.start,
             );
         }
-        let mut admitted = readmit(&record.submission, run_id.as_str())?;
+        let mut admitted = readmit_where(&record.submission, run_id.as_str(), &|name| {
+            connections.value(name).is_some()
+        })?;
+        let connection_names = admitted.submission.plan.connection_names();
+        self.check_connections(&connections, &connection_names)?;
+        admitted.submission.caller_connections = connections.caller_names();
         admitted.submission.from_checkpoint = self.prepare_resume(
             run_id,
             &admitted.submission,
@@ -458,7 +519,7 @@ impl Runtime {
             options.force,
         )?;
         self.launch(LaunchRequest {
-            start: self.start(options.start, &admitted.submission.plan.connection_names())?,
+            start: self.start_with(options.start, &connection_names, &connections)?,
             title: record.title.clone(),
             submission_key: format!("resume-{}", run_id.as_str()),
             identity: admitted.identity,
@@ -525,7 +586,7 @@ impl Runtime {
         let program = self.trellis_program()?;
         crate::dispatch::takeover::take_over_orphans(
             &self.home,
-            self.store.as_ref(),
+            &self.store,
             &program,
             self.ledger.as_ref(),
             self.dispatch,

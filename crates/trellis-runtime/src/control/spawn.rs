@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use trellis_agents::access::AGENT_CONFIG_ENV;
 use trellis_ledger::{RunId, RunStore};
 
 use super::lease::{CONTROLLER_LEASE_FD, WORKSPACE_LEASE_FD, acquire};
+use crate::plan::Connections;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, TrellisHome};
 
@@ -89,15 +91,34 @@ pub(crate) enum Launched {
     Existing(RunId),
 }
 
-/// The environment handed to a controller: a few basics plus the named connection variables
-/// (values come from this process's environment and never touch disk).
-pub(crate) fn controller_env(connection_names: &[String]) -> Vec<(String, String)> {
-    CONTROLLER_ENV
+/// The environment handed to a controller: a few basics from this process's environment plus
+/// the named connection variables, valued by `connections` (a caller's values over this
+/// host's, as its operator allows). Values travel in the environment only, never on disk.
+pub(crate) fn controller_env(
+    connection_names: &[String],
+    connections: &Connections,
+) -> Vec<(String, String)> {
+    // The user's own agent configuration (a proxy's base URL, a CLI's configuration
+    // directory) travels too, for native lanes to keep.
+    let basics = CONTROLLER_ENV
         .iter()
-        .map(|s| s.to_string())
-        .chain(connection_names.iter().cloned())
-        .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
-        .collect()
+        .chain(AGENT_CONFIG_ENV.iter())
+        .filter(|name| !connection_names.iter().any(|known| known == *name))
+        .filter_map(|name| {
+            std::env::var(name)
+                .ok()
+                .map(|value| (name.to_string(), value))
+        });
+    let named = connection_names
+        .iter()
+        .filter_map(|name| connections.value(name).map(|value| (name.clone(), value)));
+    basics.chain(named).collect()
+}
+
+/// Whether `name` is one of the variables the runtime itself hands a controller (its ledger,
+/// leases, dispatch, …), which no caller may set.
+pub(crate) fn controller_owned(name: &str) -> bool {
+    CONTROLLER_ENV.contains(&name) || name == trellis_ledger::LEDGER_ENV
 }
 
 /// Starts `program __controller RUN` in its own session in `workspace`, handing it the run's

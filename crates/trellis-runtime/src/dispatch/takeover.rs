@@ -5,14 +5,16 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use trellis_ledger::{LEDGER_ENV, LedgerLocation, RunId, RunStore};
 
 use crate::control::lease::acquire;
+use crate::control::recovery::finalize_abandoned;
 use crate::control::spawn::{controller_env, spawn_controller};
-use crate::plan::RuntimePlan;
+use crate::plan::{Connections, RuntimePlan};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
 
@@ -21,7 +23,7 @@ const MAX_PER_ROUND: usize = 32;
 
 pub(crate) fn take_over_orphans(
     home: &TrellisHome,
-    store: &dyn RunStore,
+    store: &Arc<dyn RunStore>,
     program: &Path,
     ledger: Option<&LedgerLocation>,
     dispatch: Option<super::DispatchMode>,
@@ -39,17 +41,54 @@ pub(crate) fn take_over_orphans(
     Ok(started)
 }
 
+/// Ends `run_id` `runtime_lost` instead of taking it over: its caller's connection values were
+/// only in the lost controller's memory, and this host's own must not stand in for them. Its
+/// caller resumes it, sending them again.
+fn end_without_caller_values(
+    store: &Arc<dyn RunStore>,
+    run_id: &RunId,
+) -> Result<(), RuntimeError> {
+    let Some(postgres) = store.as_postgres() else {
+        return Ok(());
+    };
+    let holder = super::holder_name("takeover");
+    let Some(lease) = postgres.acquire_controller(run_id, &holder, END_LEASE)? else {
+        return Ok(());
+    };
+    let fenced = super::FencedStore::new(store.clone(), lease.fencing_token);
+    if finalize_abandoned(&fenced, run_id)? {
+        eprintln!(
+            "trellis: ended run {run_id} (runtime_lost) instead of taking it over: it carried its \
+             caller's connection values, which only its caller can send again (`trellis \
+             --target … resume {run_id}`)"
+        );
+    }
+    Ok(())
+}
+
+/// How long the lease taken to end such a run lives (ending it takes one append).
+const END_LEASE: Duration = Duration::from_secs(15);
+
 /// Starts a controller of `run_id` on this host; false when the run cannot be driven here
 /// (its workspace is not on this host) or a controller of it here already holds its locks.
 fn start_controller(
     home: &TrellisHome,
-    store: &dyn RunStore,
+    store: &Arc<dyn RunStore>,
     program: &Path,
     ledger: Option<&LedgerLocation>,
     dispatch: Option<super::DispatchMode>,
     run_id: &RunId,
 ) -> Result<bool, RuntimeError> {
     let record = store.record(run_id)?;
+    if record
+        .submission
+        .get("callerConnections")
+        .and_then(Value::as_array)
+        .is_some_and(|names| !names.is_empty())
+    {
+        end_without_caller_values(store, run_id)?;
+        return Ok(false);
+    }
     let Some(workspace) = record
         .submission
         .get("workspace")
@@ -81,7 +120,7 @@ fn start_controller(
         .and_then(|plan| serde_json::from_value::<RuntimePlan>(plan).ok())
         .map(|plan| plan.connection_names())
         .unwrap_or_default();
-    let mut env = controller_env(&connection_names);
+    let mut env = controller_env(&connection_names, &Connections::default());
     super::apply_dispatch(&mut env, dispatch);
     if let Some(location) = ledger {
         let text = match location {

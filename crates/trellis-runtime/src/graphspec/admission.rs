@@ -20,6 +20,7 @@ use crate::plan::admission::{
     AdmissionRefusal, admit_graph, check_comment_destinations, check_delivery_overlap,
     check_iteration_counts, with_input_iteration_counts,
 };
+use crate::plan::connections::Connections;
 pub use crate::shared::admission_error::AdmissionError;
 use crate::shared::documents::{DocumentKind, classify, read_json_file, read_text_file};
 use crate::shared::submission::Submission;
@@ -113,6 +114,8 @@ pub struct Admitted {
     pub(crate) template: Option<String>,
     pub(crate) default_title: String,
     pub(crate) notices: Vec<String>,
+    /// Where its connection variables take their values (a caller's, on a team server).
+    pub(crate) connections: Connections,
 }
 
 impl Admitted {
@@ -128,6 +131,15 @@ impl Admitted {
 
     pub fn template(&self) -> Option<&str> {
         self.template.as_deref()
+    }
+
+    /// The environment variable names the admitted run's plan requires (its connections),
+    /// sorted: what a team server reports to a caller, who sends their values.
+    pub fn connection_names(&self) -> Vec<String> {
+        self.plan
+            .as_ref()
+            .map(RuntimePlan::connection_names)
+            .unwrap_or_default()
     }
 
     /// The canonical workspace directory, when a plan was admitted.
@@ -209,6 +221,15 @@ pub struct WorstCase {
 
 /// Admits a graph, its input and its plan. Needs no state directory.
 pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
+    admit_where(request, &|name| std::env::var_os(name).is_some())
+}
+
+/// Admits as [`admit`] does, judging whether a command's connection variable has a value
+/// with `is_set` (a team server also counts the values its caller sent).
+pub(crate) fn admit_where(
+    request: AdmitRequest,
+    is_set: &dyn Fn(&str) -> bool,
+) -> Result<Admitted, AdmissionError> {
     let graph = read_graph(&request.graph)?;
     let spec = parse_graph(&graph.value, &graph.shown)?;
     // What was given is settled first; whether the input fits the graph, after verification.
@@ -219,7 +240,7 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
     let (mut plan, registry) = match &request.plan {
         PlanSource::Unchecked => (None, Registry::Builtin),
         source => (
-            Some(admit_plan(&spec, source, &mut notices)?),
+            Some(admit_plan(&spec, source, &mut notices, is_set)?),
             Registry::Declared,
         ),
     };
@@ -260,6 +281,7 @@ pub fn admit(request: AdmitRequest) -> Result<Admitted, AdmissionError> {
         template: graph.template,
         default_title,
         notices,
+        connections: Connections::default(),
     })
 }
 
@@ -445,6 +467,7 @@ fn admit_plan(
     spec: &GraphSpec,
     source: &PlanSource,
     notices: &mut Vec<String>,
+    is_set: &dyn Fn(&str) -> bool,
 ) -> Result<RuntimePlan, AdmissionError> {
     let mut plan = match source {
         PlanSource::Exact(config) => {
@@ -457,24 +480,24 @@ fn admit_plan(
     };
     plan.fill_delivery_defaults(spec);
     admit_graph(spec, &plan)?;
-    check_plan(&plan, spec)?;
+    check_plan(&plan, spec, is_set)?;
     notices.extend(plan.ignored_fields());
     Ok(plan)
 }
 
 /// The plan's own rules, then the environment: every connection variable a command binding
-/// declares must be set, or the command would run without it.
-fn check_plan(plan: &RuntimePlan, spec: &GraphSpec) -> Result<(), AdmissionError> {
+/// declares must be set (`is_set`), or the command would run without it.
+fn check_plan(
+    plan: &RuntimePlan,
+    spec: &GraphSpec,
+    is_set: &dyn Fn(&str) -> bool,
+) -> Result<(), AdmissionError> {
     plan.admit(spec)?;
     for (node, binding) in &plan.nodes {
         let Binding::Command(command) = binding else {
             continue;
         };
-        if let Some(variable) = command
-            .connections
-            .iter()
-            .find(|name| std::env::var_os(name).is_none())
-        {
+        if let Some(variable) = command.connections.iter().find(|name| !is_set(name)) {
             return Err(AdmissionError::MissingConnection {
                 node: node.to_string(),
                 variable: variable.clone(),
@@ -519,6 +542,15 @@ pub(crate) struct Readmitted {
 
 /// Admits a run's stored submission again, by the same rules as a new one.
 pub(crate) fn readmit(stored: &Value, run: &str) -> Result<Readmitted, AdmissionError> {
+    readmit_where(stored, run, &|name| std::env::var_os(name).is_some())
+}
+
+/// Readmits as [`readmit`] does, judging connection variables with `is_set`.
+pub(crate) fn readmit_where(
+    stored: &Value,
+    run: &str,
+    is_set: &dyn Fn(&str) -> bool,
+) -> Result<Readmitted, AdmissionError> {
     let invalid = |reason: String| AdmissionError::StoredSubmission {
         run: run.to_owned(),
         reason,
@@ -535,7 +567,7 @@ pub(crate) fn readmit(stored: &Value, run: &str) -> Result<Readmitted, Admission
         })?;
     check_input(graph.spec(), &submission.input).map_err(|e| invalid(e.to_string()))?;
     check_iteration_counts(graph.spec(), &submission.input).map_err(|e| invalid(e.to_string()))?;
-    check_plan(&submission.plan, graph.spec())?;
+    check_plan(&submission.plan, graph.spec(), is_set)?;
     Ok(Readmitted {
         identity: verified.identity.to_string(),
         submission,

@@ -283,6 +283,7 @@ fn drive(
         .join("scratch");
     let base_env = ["PATH", "HOME", "LANG", "TMPDIR"]
         .iter()
+        .chain(trellis_agents::access::AGENT_CONFIG_ENV.iter())
         .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
         .collect();
     let wake = Arc::new(tokio::sync::Notify::new());

@@ -47,12 +47,14 @@ fn forge_refusal(error: &ForgeError) -> AdmissionError {
     refuse(error.to_string())
 }
 
-/// Checks everything the graph's delivery nodes will need.
+/// Checks everything the graph's delivery nodes will need; `lookup` reads the forge token
+/// the run will have (a caller's value over this host's).
 pub(crate) fn prepare(
     spec: &GraphSpec,
     plan: &RuntimePlan,
     workspace: &Path,
     input: &Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), AdmissionError> {
     let settings = ForgeSettings::from_env();
     for (node, worker) in delivery_workers(spec) {
@@ -63,7 +65,7 @@ pub(crate) fn prepare(
             continue;
         };
         let variable = crate::delivery::token_variable(binding);
-        if kind.uses_forge() && env_lookup(&variable).is_none_or(|v| v.trim().is_empty()) {
+        if kind.uses_forge() && lookup(&variable).is_none_or(|v| v.trim().is_empty()) {
             return Err(refuse(format!(
                 "delivery node {node} talks to GitHub with the token in ${variable}, which is \
                  not set: export a token that can {} before the run",
@@ -78,11 +80,11 @@ pub(crate) fn prepare(
             let remote = binding.remote.as_deref().unwrap_or("origin");
             let repo = check_workspace(workspace, remote, kind)?;
             if let Some((host, repo)) = repo {
-                check_repository(&settings, &host, &repo, &variable)?;
+                check_repository(&settings, &host, &repo, &variable, lookup)?;
             }
         } else if let Some(url) = input.get("url").and_then(Value::as_str) {
             let task = TaskUrl::parse(url).map_err(|e| forge_refusal(&e))?;
-            check_repository(&settings, &task.host, &task.repository, &variable)?;
+            check_repository(&settings, &task.host, &task.repository, &variable, lookup)?;
         }
     }
     Ok(())
@@ -156,9 +158,10 @@ fn check_repository(
     host: &str,
     repo: &RepoRef,
     variable: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), AdmissionError> {
     let github = settings
-        .client(host, variable, env_lookup)
+        .client(host, variable, lookup)
         .map_err(|e| forge_refusal(&e))?;
     block_on(async { github.repository(repo).await.map(|_| ()) })?.map_err(|e| forge_refusal(&e))
 }

@@ -13,13 +13,17 @@ use super::runtime_plan::RuntimePlan;
 const GATEWAY_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Every problem that would stop the plan's agents, with its fix; empty when all is well
-/// (and always for plans without agent bindings).
-pub(crate) fn preflight(plan: &RuntimePlan) -> Vec<PreflightProblem> {
+/// (and always for plans without agent bindings). `lookup` reads the environment the run
+/// will have (a caller's connection values over this host's).
+pub(crate) fn preflight(
+    plan: &RuntimePlan,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Vec<PreflightProblem> {
     if !plan.has_agents() {
         return Vec::new();
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let lane = match AgentLane::choose(plan.harness, plan.provider, &path) {
+    let path = lookup("PATH").unwrap_or_default();
+    let lane = match AgentLane::choose(plan.harness, plan.provider, std::ffi::OsStr::new(&path)) {
         Ok(lane) => lane,
         Err(error) => {
             return vec![PreflightProblem {
@@ -36,13 +40,12 @@ pub(crate) fn preflight(plan: &RuntimePlan) -> Vec<PreflightProblem> {
             _ => None,
         })
         .collect();
-    let lookup = |name: &str| std::env::var(name).ok();
-    let env = PreflightEnv { lookup: &lookup };
+    let env = PreflightEnv { lookup };
     let mut problems = preflight_lane(lane, &bindings, &env);
     if problems.is_empty()
         && lane.provider == Provider::Gateway
         && let Some((_, binding)) = bindings.first()
-        && let Some(problem) = probe_gateway(lane.harness, binding)
+        && let Some(problem) = probe_gateway(lane.harness, binding, lookup)
     {
         problems.push(problem);
     }
@@ -50,13 +53,17 @@ pub(crate) fn preflight(plan: &RuntimePlan) -> Vec<PreflightProblem> {
 }
 
 /// Lists the gateway's models with the declared key: a 401 or 403 means the key is wrong.
-fn probe_gateway(harness: HarnessKind, binding: &AgentBinding) -> Option<PreflightProblem> {
+fn probe_gateway(
+    harness: HarnessKind,
+    binding: &AgentBinding,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Option<PreflightProblem> {
     let names = lane_variables(Provider::Gateway, binding);
     let [url_name, key_name] = names.as_slice() else {
         return None;
     };
-    let base = std::env::var(url_name).ok()?;
-    let key = std::env::var(key_name).ok()?;
+    let base = lookup(url_name)?;
+    let key = lookup(key_name)?;
     // Claude's gateway URL is the Anthropic root; Codex's and Copilot's the OpenAI `/v1` root.
     let base = base.trim_end_matches('/');
     let url = match harness {

@@ -77,6 +77,9 @@ pub enum RuntimeError {
     /// The plan's agents could not work (preflight): one line per problem, with its fix.
     #[error("preflight found {} problem(s) before the run was created:\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Preflight(Vec<trellis_agents::preflight::PreflightProblem>),
+    /// A caller's connection values were refused, or a required one has no value.
+    #[error(transparent)]
+    Connections(#[from] crate::plan::ConnectionsError),
     #[error("internal runtime failure: {0}")]
     Internal(String),
 }
@@ -123,6 +126,7 @@ impl RuntimeError {
             Self::NoRetainedWorkspace { .. } => "run.no_retained_workspace",
             Self::Workspace(error) => error.code(),
             Self::Preflight(_) => "run.preflight",
+            Self::Connections(error) => error.code(),
             Self::Internal(_) => "runtime.internal",
         }
     }

@@ -29,6 +29,10 @@ pub struct Submission {
     /// A successor resumed from a checkpoint: where it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_checkpoint: Option<ResumePoint>,
+    /// The connection variables (names only) whose values the run's caller sent: they live
+    /// in its controller's memory alone, so no other host can take the run over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caller_connections: Vec<String>,
 }
 
 /// The git position the run started from.

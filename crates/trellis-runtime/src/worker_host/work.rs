@@ -304,6 +304,7 @@ impl Job {
             environment: secrets,
             base_env: ["PATH", "HOME", "LANG", "TMPDIR"]
                 .iter()
+                .chain(trellis_agents::access::AGENT_CONFIG_ENV.iter())
                 .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
                 .collect(),
         };

@@ -1,5 +1,7 @@
-//! The two control actions: force-stop a run now, and resume a failed one in a successor.
-//! Force-stop takes no options and resume only its own (`fromCheckpoint`, `force`): the body
+//! The two control actions: force-stop a run now, and resume a failed one in a successor
+//! (with what a resumption requires).
+//! Force-stop takes no options and resume only its own (`fromCheckpoint`, `force`, a team
+//! server's caller's `connections`, whose names `GET …/requirements` answers): the body
 //! is empty or a JSON object, and an unknown field is refused, so a client that sends options
 //! this server does not know hears so.
 
@@ -17,6 +19,7 @@ use utoipa::ToSchema;
 use super::extract::Path;
 use super::problems::{blocking, json_body, run_id};
 use super::state::ApiState;
+use crate::caller::{CallerValues, Requirements};
 use crate::problem::Problem;
 use crate::schemas::{ProblemDoc, RunStatusDoc};
 
@@ -83,6 +86,31 @@ pub struct ResumeBody {
     /// kept under `refs/trellis/saved/`).
     #[serde(default)]
     pub force: bool,
+    /// A team server's caller's values for the variables `GET …/requirements` named (the
+    /// caller sends them again with every resumption; they are never stored).
+    #[serde(default)]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub connections: CallerValues,
+}
+
+/// The environment variables a resumption of the run requires (its plan's connections): a
+/// team server's caller sends their values with `POST …/resume`.
+#[utoipa::path(
+    get, path = "/api/v1/runs/{run}/requirements", tag = "control",
+    params(("run" = String, Path, description = "run id")),
+    responses(
+        (status = 200, body = Requirements),
+        (status = 404, body = ProblemDoc),
+    ),
+)]
+pub async fn requirements(
+    State(state): State<ApiState>,
+    Path(run): Path<String>,
+) -> Result<Response, Problem> {
+    let run = run_id(&run)?;
+    let runtime = Arc::clone(&state.runtime);
+    let connections = blocking(move || runtime.resume_requirements(&run)).await?;
+    Ok(Json(Requirements { connections }).into_response())
 }
 
 /// Continues a failed run in a successor that reuses every settled outcome (those settled
@@ -111,7 +139,20 @@ pub async fn resume(
         from_checkpoint: choice.from_checkpoint,
         force: choice.force,
     };
-    let receipt = blocking(move || runtime.resume(&run, options)).await?;
+    let receipt = match &state.caller_connections {
+        Some(server) => {
+            let connections = choice.connections.connections(server)?;
+            blocking(move || runtime.resume_with(&run, options, connections)).await?
+        }
+        None if !choice.connections.is_empty() => {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "connections.not_accepted",
+                "this server runs with its own environment and takes no connection values",
+            ));
+        }
+        None => blocking(move || runtime.resume(&run, options)).await?,
+    };
     let answer = SubmitAnswer {
         run_id: receipt.run_id.as_str().to_owned(),
         created: receipt.created,

@@ -33,6 +33,7 @@ pub fn routes(state: ApiState) -> Router {
         .route("/runs/{run}/executions/{execution}", get(reads::execution))
         .route("/runs/{run}/force-stop", post(control::force_stop))
         .route("/runs/{run}/resume", post(control::resume))
+        .route("/runs/{run}/requirements", get(control::requirements))
         .route("/runs/{run}/checkpoints", get(workspace::checkpoints))
         .route(
             "/runs/{run}/discard-workspace",

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use trellis_runtime::{Runtime, StartMode};
+use trellis_runtime::{Runtime, ServerConnections, StartMode};
 
 use crate::streams::StreamSlots;
 
@@ -16,6 +16,10 @@ pub struct ApiState {
     /// `Detached` (a controller process per run) in production; tests may drive runs on the
     /// request's blocking thread (`InProcess`).
     pub start: StartMode,
+    /// Whether callers may send their connection values (`trellis serve`: yes, over what
+    /// this host's own environment may supply); `None` (`trellis ui`): runs use this
+    /// process's environment, and a request carrying values is refused.
+    pub caller_connections: Option<ServerConnections>,
 }
 
 impl ApiState {
@@ -25,7 +29,14 @@ impl ApiState {
             runtime,
             slots,
             start: StartMode::Detached,
+            caller_connections: None,
         }
+    }
+
+    /// The same state, taking callers' connection values over what `server` allows.
+    pub fn with_caller_connections(mut self, server: ServerConnections) -> Self {
+        self.caller_connections = Some(server);
+        self
     }
 
     /// The same state, starting runs with `start`.

@@ -24,6 +24,7 @@ pub use workspaces::{WorkspaceError, WorkspaceRoot};
 pub fn router(state: TeamState) -> Router {
     let submission = Router::new()
         .route("/runs", post(runs::submit))
+        .route("/runs/requirements", post(runs::requirements))
         .with_state(state.clone());
     api::routes(state.api).merge(submission)
 }

@@ -18,6 +18,7 @@ use super::state::TeamState;
 use super::workspaces::WorkspaceError;
 pub use crate::api::control::SubmitAnswer;
 use crate::api::problems::{bad_request, blocking, json_body};
+use crate::caller::{CallerValues, Requirements};
 use crate::problem::Problem;
 use crate::schemas::ProblemDoc;
 
@@ -26,8 +27,9 @@ pub const MAX_KEY_BYTES: usize = 256;
 
 /// A run to start. Give `graph` (a GraphSpec document), `template` or `profile`; the input is `input`
 /// (a JSON document) or `task` (a template's task text); `plan` binds executables (none: the
-/// server detects an agent CLI on its own `PATH`). Plans name environment variables only: the
-/// values come from the server's environment.
+/// server detects an agent CLI on its own `PATH`). Plans name environment variables only; their
+/// values are the caller's `connections` (for the variables `POST /runs/requirements`
+/// reported), else the server's environment as far as its operator allows.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubmitRequest {
@@ -58,6 +60,11 @@ pub struct SubmitRequest {
     /// variables set); a failed preflight answers 422 `run.preflight`, one line per problem.
     #[serde(default)]
     pub no_preflight: bool,
+    /// The caller's values of the variables the run requires, held in memory only (handed to
+    /// the run's controller in its environment; never stored, logged or answered).
+    #[serde(default)]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub connections: CallerValues,
 }
 
 /// A built-in template (`GET`-able with `trellis template list`).
@@ -265,7 +272,14 @@ impl From<Problem> for Refused {
 }
 
 /// Refusals of `submit` that come before it creates the run.
-const BEFORE_RUN: [&str; 3] = ["run.not_submittable", "run.preflight", "run.invalid"];
+const BEFORE_RUN: [&str; 6] = [
+    "run.not_submittable",
+    "run.preflight",
+    "run.invalid",
+    "connections.invalid",
+    "connections.not_required",
+    "connections.reserved",
+];
 
 /// Checks out the source, admits and submits the run working in `workspace`.
 async fn start(
@@ -273,6 +287,9 @@ async fn start(
     mut request: SubmitRequest,
     workspace: std::path::PathBuf,
 ) -> Result<trellis_runtime::Receipt, Refused> {
+    // The values are checked first: a malformed one is refused before any fetch.
+    let connections =
+        std::mem::take(&mut request.connections).connections(&state.server_connections())?;
     if let Some(source) = request.source.take() {
         super::workspaces::prepare_source(&state.workspaces, &workspace, source).await?;
     }
@@ -288,7 +305,12 @@ async fn start(
         None => admit_request(request, workspace)?,
     };
     let runtime = state.api.runtime.clone();
-    let admitted = blocking(move || runtime.admit(admit).map_err(RuntimeError::Admission)).await?;
+    let admitted = blocking(move || {
+        runtime
+            .admit_for(admit, connections)
+            .map_err(RuntimeError::Admission)
+    })
+    .await?;
     let runtime = state.api.runtime.clone();
     blocking(move || runtime.submit(admitted, options))
         .await
@@ -296,4 +318,41 @@ async fn start(
             before_run: BEFORE_RUN.contains(&problem.code),
             problem,
         })
+}
+
+/// The environment variables the run a submission describes would require: the caller reads
+/// exactly these from its own environment and sends their values with `POST /runs`. Admits
+/// the graph, input and plan (nothing is created, no source is fetched, no variable needs a
+/// value yet).
+#[utoipa::path(
+    post, path = "/api/v1/runs/requirements", tag = "runs",
+    request_body = SubmitRequest,
+    responses(
+        (status = 200, body = Requirements),
+        (status = 400, description = "a malformed request", body = ProblemDoc),
+        (status = 422, description = "the graph, input or plan was refused", body = ProblemDoc),
+    ),
+)]
+pub async fn requirements(
+    State(state): State<TeamState>,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    let mut request: SubmitRequest = json_body(&body)?;
+    if !request.connections.is_empty() {
+        return Err(bad_request(
+            "request.invalid",
+            "ask for requirements without `connections`: values go with the submission only",
+        ));
+    }
+    request.source = None;
+    // Admission only needs some directory to stand for the run's workspace.
+    let workspace = state.workspaces.root().to_path_buf();
+    let admit = match request.profile.take() {
+        Some(name) => profile_request(&state, name, request, workspace).await?,
+        None => admit_request(request, workspace)?,
+    };
+    let runtime = state.api.runtime.clone();
+    let connections =
+        blocking(move || runtime.requirements(admit).map_err(RuntimeError::Admission)).await?;
+    Ok(Json(Requirements { connections }).into_response())
 }

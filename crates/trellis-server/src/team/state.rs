@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use trellis_runtime::{Runtime, StartMode};
+use trellis_runtime::{Runtime, ServerConnections, StartMode};
 
 use crate::api::state::ApiState;
 use crate::streams::StreamSlots;
@@ -28,8 +28,22 @@ impl TeamState {
         max_streams: usize,
     ) -> Result<Self, WorkspaceError> {
         Ok(Self {
-            api: ApiState::new(runtime, StreamSlots::new(max_streams)).with_start(start),
+            api: ApiState::new(runtime, StreamSlots::new(max_streams))
+                .with_start(start)
+                .with_caller_connections(ServerConnections::All),
             workspaces: Arc::new(WorkspaceRoot::open(workspaces)?),
         })
+    }
+
+    /// The same state, this host's environment supplying only the connection variables
+    /// `server` allows (default: every one a caller did not send).
+    pub fn with_server_connections(mut self, server: ServerConnections) -> Self {
+        self.api = self.api.with_caller_connections(server);
+        self
+    }
+
+    /// What this host's environment may supply to callers' runs.
+    pub(super) fn server_connections(&self) -> ServerConnections {
+        self.api.caller_connections.clone().unwrap_or_default()
     }
 }

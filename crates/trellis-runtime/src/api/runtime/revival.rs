@@ -7,6 +7,7 @@ use trellis_ledger::{RunId, TerminalResult};
 use super::Runtime;
 use crate::api::options::{Receipt, ResumeOptions, StartMode};
 use crate::control::recovery::TerminalReason;
+use crate::plan::Connections;
 use crate::shared::error::RuntimeError;
 
 /// How many dead, never-started runs one retry follows or revives before answering.
@@ -16,11 +17,13 @@ impl Runtime {
     /// Answers a submission that matched an existing run: when no controller ever attached to
     /// that run and none is starting it (its lease is free), the run is ended `runtime_lost`
     /// (if nobody has yet) and resumed, and its successor is the answer; a successor an
-    /// earlier retry made is followed. Any other run is the answer as it is.
+    /// earlier retry made is followed. Any other run is the answer as it is. A revived run's
+    /// connection variables take their values from `connections`, as the retry's would have.
     pub(super) fn revive_unstarted(
         &self,
         receipt: Receipt,
         start: StartMode,
+        connections: &Connections,
     ) -> Result<Receipt, RuntimeError> {
         let mut receipt = receipt;
         for _ in 0..MAX_REVIVALS {
@@ -50,7 +53,7 @@ impl Runtime {
                 from_checkpoint: None,
                 force: false,
             };
-            receipt = match self.resume(&receipt.run_id, options) {
+            receipt = match self.resume_with(&receipt.run_id, options, connections.clone()) {
                 Ok(next) => next,
                 Err(RuntimeError::AlreadyResumed { successor, .. }) => Receipt {
                     run_id: RunId::new(&successor)
