@@ -54,6 +54,7 @@ pub use graphspec::source::{
     url_has_credentials,
 };
 pub use observation::cause::{CauseNode, RunCause};
+pub use observation::gap_bodies::{GapBody, GapBodyPhase};
 pub use observation::runs_stream::RunsStream;
 pub use observation::streams::{
     LogEntry, LogFilter, LogRecord, LogsStream, Subscription, WatchStream, WatchUpdate,

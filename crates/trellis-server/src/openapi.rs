@@ -20,9 +20,9 @@ use crate::team::workspaces::SourceChoice;
 
 pub use crate::schemas::{
     CheckpointInfoDoc, CheckpointPageDoc, DiscardedWorkspaceDoc, ExecutionDetailDoc,
-    ExecutionSummaryDoc, LogEntryDoc, PhaseStatusDoc, ProblemDoc, PruneReportDoc, PrunedItemDoc,
-    RunGraphDoc, RunStatusDoc, RunSummaryDoc, SkippedRunDoc, TokenUsageDoc, WatchCountsDoc,
-    WatchStatusDoc, WatchUpdateDoc,
+    ExecutionSummaryDoc, GapBodyDoc, LogEntryDoc, PhaseStatusDoc, ProblemDoc, PruneReportDoc,
+    PrunedItemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc, SkippedRunDoc, TokenUsageDoc,
+    WatchCountsDoc, WatchStatusDoc, WatchUpdateDoc,
 };
 
 /// Where the document is served (outside the access policy: it holds no run data).
@@ -53,6 +53,7 @@ impl Modify for BearerSecurity {
         crate::api::reads::list,
         crate::api::reads::status,
         crate::api::reads::graph,
+        crate::api::reads::gap_bodies,
         crate::api::reads::execution,
         crate::api::control::force_stop,
         crate::api::control::resume,
@@ -69,7 +70,7 @@ impl Modify for BearerSecurity {
     components(schemas(
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList, ValidateBody,
         RunSummaryDoc, RunStatusDoc, ExecutionSummaryDoc, ExecutionDetailDoc, TokenUsageDoc,
-        PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
+        PhaseStatusDoc, RunGraphDoc, GapBodyDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
         ProblemDoc, CheckpointPageDoc, CheckpointInfoDoc, DiscardedWorkspaceDoc, ResumeBody,
         SkippedRunDoc,
         PruneBody, PruneReportDoc, PrunedItemDoc,

@@ -3,6 +3,7 @@
 //! workspace) and `control` (observers end runs whose controller is gone).
 
 pub(crate) mod cause;
+pub(crate) mod gap_bodies;
 pub(crate) mod runs_stream;
 pub(crate) mod streams;
 pub(crate) mod views;
