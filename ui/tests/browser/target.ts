@@ -25,6 +25,12 @@ export interface Target {
   startRun: (title: string, hold: boolean, setup?: RunSetup) => Promise<string>;
   /** The workspace directory a run started by `startRun` works in. */
   workspaceOf: (runId: string) => string;
+  /**
+   * Runs the public GaP conformance workflow `name` (../shared/conformance/gap) to its end from
+   * a folder of its own with the stub Python tool, then deletes that folder: the page must draw
+   * the run from the ledger alone.
+   */
+  runGapWorkflow: (name: string, title: string) => string;
   /** The run's `status` object as `trellis status --json` reports it. */
   runStatus: (runId: string) => unknown;
   close: () => Promise<void>;
@@ -124,6 +130,26 @@ export async function startTarget(): Promise<Target> {
       const runId = (JSON.parse(receipt) as { runId: string }).runId;
       workspaceOf.set(runId, workspace);
       return runId;
+    },
+    runGapWorkflow: (name, title) => {
+      workspaces += 1;
+      const folder = join(root, `gap-${workspaces}`);
+      mkdirSync(folder);
+      cpSync(join(repo, "../shared/conformance/gap", name), join(folder, "workflow.json"));
+      const tool = `stub.work=${join(repo, "crates/trellis-gap/tests/fixtures/tools/stub_tools.py")}:work_ok`;
+      const ran = spawnSync(TRELLIS, ["run", join(folder, "workflow.json"), "--python-tool", tool, "--title", title, "--json"], {
+        env,
+        cwd: root,
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      if (ran.status !== 0) throw new Error(`trellis run (GaP) failed: ${ran.stderr}`);
+      rmSync(folder, { recursive: true, force: true });
+      const listed = spawnSync(TRELLIS, ["list", "--json"], { env, encoding: "utf8", timeout: 30_000 });
+      const runs = (JSON.parse(listed.stdout) as { runs: { runId: string; title: string }[] }).runs;
+      const run = runs.find((candidate) => candidate.title === title);
+      if (!run) throw new Error(`the GaP run ${title} is not listed`);
+      return run.runId;
     },
     runStatus: (runId) => {
       const shown = spawnSync(TRELLIS, ["status", runId, "--json"], { env, encoding: "utf8", timeout: 30_000 });

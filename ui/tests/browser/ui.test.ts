@@ -98,6 +98,8 @@ describe("trellis ui in Chromium", () => {
 
     await row.locator("a").click();
     await page.waitForSelector('[data-testid="node-worker"]');
+    // The reviewers sit in frames collapsed by default: open them all to watch them.
+    await page.getByTestId("expand-all").click();
     await expect
       .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 60_000 })
       .toBe("succeeded");
