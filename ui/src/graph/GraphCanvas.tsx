@@ -137,7 +137,8 @@ function Canvas({ model, states, pins, selected, onSelect, reveal }: GraphCanvas
           connectable: false,
           selectable: true,
           zIndex: node.group ? 0 : 1,
-          ariaLabel: `${node.kind} ${node.name}${run ? `, ${run.reached ? "run ended here" : stateWords(run)}` : ""}`,
+          // A card or pill is named by its own text; a frame by what it is and how it stands.
+          ariaLabel: node.group ? `${node.kind} ${node.name}${run ? `, ${stateWords(run)}` : ""}` : undefined,
           ariaRole: node.group ? "group" : "button",
           data: {
             node,

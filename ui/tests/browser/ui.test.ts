@@ -247,8 +247,10 @@ describe("trellis ui in Chromium", () => {
     await expect
       .poll(() => page.getByTestId("control-result").textContent(), { timeout: 15_000 })
       .toContain("Removed");
-    // The page read the run again: its worktree is gone, so the action is no longer offered.
+    // The page read the run again: its worktree is gone, so the action is no longer offered,
+    // and nothing is left to resume in.
     await expect.poll(() => discard.count(), { timeout: 15_000 }).toBe(0);
+    await expect(page.getByTestId("resume").isDisabled()).resolves.toBe(true);
   });
 
   test("the validate page pins a diagnostic on the node it names", async () => {
