@@ -240,6 +240,8 @@ export interface Diagnostic {
   code: string;
   message: string;
   path?: string | string[];
+  /** The model id of the document location the path points at (`root/children/1/otherwise`). */
+  at?: string;
   nodes?: string[];
   severity?: string;
 }

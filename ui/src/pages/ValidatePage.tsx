@@ -36,8 +36,11 @@ function breadcrumb(path: Diagnostic["path"]): string {
 function pinsFor(model: GraphModel, diagnostics: Diagnostic[]): Map<string, Diagnostic[]> {
   const pins = new Map<string, Diagnostic[]>();
   for (const diagnostic of diagnostics) {
-    for (const name of diagnostic.nodes ?? []) {
-      for (const id of model.byName.get(name) ?? []) {
+    // Pinned where it points when the model has that place (one of two nodes sharing a name),
+    // else on every node it names.
+    const exact = diagnostic.at !== undefined && model.nodes.has(diagnostic.at) ? [diagnostic.at] : undefined;
+    for (const name of exact ? [""] : (diagnostic.nodes ?? [])) {
+      for (const id of exact ?? model.byName.get(name) ?? []) {
         const list = pins.get(id);
         if (list) list.push(diagnostic);
         else pins.set(id, [diagnostic]);

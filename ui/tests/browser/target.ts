@@ -50,10 +50,13 @@ const HOLD_PLAN = {
   },
 };
 
-/** A worker that leaves a trace in the workspace and fails. */
+/** A worker that leaves a trace in the workspace, says on stderr what it does and that it gave up, and fails. */
 const FAIL_PLAN = {
   nodes: {
-    worker: { kind: "command", command: ["/bin/sh", "-c", "cat >/dev/null; echo attempt >> attempts.txt; exit 1"] },
+    worker: {
+      kind: "command",
+      command: ["/bin/sh", "-c", "cat >/dev/null; echo attempt >> attempts.txt; echo 'progress: reading files' >&2; echo 'ERROR: the worker gave up' >&2; exit 1"],
+    },
     acceptance: { kind: "command", command: ["python3", "offline/review.py", "acceptance"] },
     code: { kind: "command", command: ["python3", "offline/review.py", "code"] },
   },
