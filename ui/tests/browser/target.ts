@@ -19,6 +19,8 @@ export interface RunSetup {
 
 export interface Target {
   url: string;
+  /** The temporary TRELLIS_HOME the server and the runs use. */
+  home: string;
   /** The one-time launch link `trellis ui` printed: opening it signs the browser in. */
   launch: string;
   /** Starts a software-change run; `hold` binds its worker to a command that never finishes. */
@@ -102,6 +104,7 @@ export async function startTarget(): Promise<Target> {
 
   return {
     url,
+    home: env.TRELLIS_HOME ?? "",
     launch,
     workspaceOf: (runId) => {
       const workspace = workspaceOf.get(runId);
