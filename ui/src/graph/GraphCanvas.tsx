@@ -114,6 +114,8 @@ function Canvas({ model, states, pins, selected, onSelect, reveal }: GraphCanvas
     });
   }, []);
   const allOpen = collapsed.size === 0;
+  // A graph small enough to show whole has nothing to collapse: no button then.
+  const collapsible = useMemo(() => defaultCollapsed(model).size > 0, [model]);
   const toggleAll = useCallback(() => {
     fitWhole.current = true;
     setCollapsed((current) => (current.size === 0 ? defaultCollapsed(model) : new Set()));
@@ -212,9 +214,11 @@ function Canvas({ model, states, pins, selected, onSelect, reveal }: GraphCanvas
         <Background gap={24} size={1} />
         <Controls showInteractive={false} />
       </ReactFlow>
-      <button type="button" className="expand-all" onClick={toggleAll} data-testid="expand-all">
-        {allOpen ? "Collapse groups" : "Expand all"}
-      </button>
+      {(collapsible || !allOpen) && (
+        <button type="button" className="expand-all" onClick={toggleAll} data-testid="expand-all">
+          {allOpen ? "Collapse groups" : "Expand all"}
+        </button>
+      )}
     </div>
   );
 }

@@ -70,7 +70,7 @@ export function leafSize(node: ModelNode): { width: number; height: number } {
     }
     default:
       // Room for "· run ended here ✓" once the run reached it.
-      return { width: Math.max(120, Math.min(320, node.name.length * 8 + 150)), height: 34 };
+      return { width: Math.max(120, Math.min(340, node.name.length * 8.5 + 170)), height: 34 };
   }
 }
 

@@ -70,13 +70,14 @@ export function markReached(model: GraphModel, states: Map<string, NodeRunState>
 }
 
 /**
- * Whether the run went along `edge`: both of its drawn ends ran (or were reached). A choice's
- * decision marker runs nothing itself: it counts as run when its frame did.
+ * Whether the run went along `edge`: both of its drawn ends ran (or were reached).
  */
 export function edgeTaken(model: GraphModel, edge: Pick<ModelEdge, "source" | "target">, states: Map<string, NodeRunState> | undefined): boolean {
   const ran = (id: string): boolean => {
     const node = model.nodes.get(id);
-    if (node?.kind === "decision" && node.parent) return ran(node.parent);
+    // Markers that run nothing themselves (a choice's decision, GaP's START, END and noop)
+    // count as run when their frame did.
+    if (node && ["decision", "start", "finish", "noop"].includes(node.kind) && node.parent) return ran(node.parent);
     const state = states?.get(id);
     return Boolean(state && (state.reached || state.executions.length > 0));
   };

@@ -36,6 +36,8 @@ describe("reading a finished run", () => {
     // The end node the run reached is marked; the failure end is not.
     await expect(page.getByTestId("node-done").getAttribute("data-reached")).resolves.toBe("true");
     await expect(page.getByTestId("node-failed").getAttribute("data-reached")).resolves.toBeNull();
+    // The path: START → run_sg → done, and inside the subgraph START → work → ok → END.
+    await expect(page.locator(".react-flow__edge.edge-taken").count()).resolves.toBe(5);
     // The timeline lists the body; the inspector shows what it returned.
     await expect(page.locator('[data-testid="timeline-bar"][data-node="sg_work.work"]').count()).resolves.toBe(1);
     await work.click();
@@ -61,6 +63,20 @@ describe("reading a finished run", () => {
     // The loop's back-edge carries its round count, and the path taken is drawn.
     await expect(page.locator(".edge-label", { hasText: "round 2 of max" }).count()).resolves.toBe(1);
     expect(await page.locator(".react-flow__edge.edge-taken").count()).toBeGreaterThan(2);
+    // No edge label covers another label or a card or pill.
+    const collisions = await page.evaluate(() => {
+      const boxes = (selector: string) => [...document.querySelectorAll(selector)].map((element) => ({ text: element.textContent ?? "", box: element.getBoundingClientRect() }));
+      const overlap = (a: DOMRect, b: DOMRect) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+      const labels = boxes(".edge-label");
+      const nodes = boxes(".react-flow__node-card, .react-flow__node-pill");
+      const found: string[] = [];
+      labels.forEach((label, index) => {
+        for (const other of labels.slice(index + 1)) if (overlap(label.box, other.box)) found.push(`${label.text} × ${other.text}`);
+        for (const node of nodes) if (overlap(label.box, node.box)) found.push(`${label.text} × ${node.text}`);
+      });
+      return found;
+    });
+    expect(collisions).toEqual([]);
     // Collapsed again, the loop of a succeeded run does not look failed.
     await page.getByTestId("expand-all").click();
     await page.getByTestId("frame-change_loop").waitFor();
