@@ -17,7 +17,8 @@ import type { Diagnostic } from "../api/types";
 import { edgeTaken } from "../run/outcome";
 import type { NodeRunState } from "../run/state";
 import { edgeTypes, type RoutedData } from "./edges";
-import { defaultCollapsed, layoutGraph, shortLabel, type Layout } from "./layout";
+import { defaultCollapsed } from "./collapse";
+import { layoutGraph, shortLabel, type Layout } from "./layout";
 import type { GraphModel } from "./model";
 import { drawnType, nodeTypes, stateWords, type DrawnNode } from "./nodes";
 

@@ -47,6 +47,29 @@ describe("reading a finished run", () => {
     expect(await page.locator(".inspector .empty").count()).toBe(0);
   });
 
+  test("a running GaP run's bodies turn running, then succeeded, without a reload", async () => {
+    const slow = {
+      version: 3,
+      meta: {},
+      nodes: {
+        wait: { type: "tool", tool: "stub.sleep", inputs: { seconds: 2 } },
+        make: { type: "tool", tool: "stub.const", inputs: { value: 7 } },
+        done: { type: "end", status: "success" },
+      },
+      edges: [["START", "wait"], ["wait", "make"], ["make", "done"]],
+      conditional_edges: {},
+      subgraphs: {},
+    };
+    const run = session.target.startGapDocument(slow, "A slow GaP workflow");
+    await page.goto(`${session.target.url}/#/runs/${run}`);
+    const wait = page.getByTestId("node-wait");
+    await expect.poll(() => wait.getAttribute("data-state"), { timeout: 15_000 }).toBe("running");
+    await expect.poll(() => page.getByTestId("node-make").getAttribute("data-state"), { timeout: 20_000 }).toBe("succeeded");
+    await waitForRunStatus(page, "succeeded");
+    await expect(wait.getAttribute("data-state")).resolves.toBe("succeeded");
+    await expect(page.getByTestId("node-done").getAttribute("data-reached")).resolves.toBe("true");
+  });
+
   test("a succeeded software-change run marks the terminal it reached, the path, the loop's rounds and each round's verdicts", async () => {
     await openRun(changeRun, "succeeded");
     await page.getByTestId("expand-all").click();

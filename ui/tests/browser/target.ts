@@ -33,6 +33,8 @@ export interface Target {
    * the run from the ledger alone.
    */
   runGapWorkflow: (name: string, title: string) => string;
+  /** Starts a GaP workflow `document` detached, with the built-in `stub.*` tools; its run id. */
+  startGapDocument: (document: unknown, title: string) => string;
   /** The run's `status` object as `trellis status --json` reports it. */
   runStatus: (runId: string) => unknown;
   close: () => Promise<void>;
@@ -156,6 +158,22 @@ export async function startTarget(): Promise<Target> {
       const run = runs.find((candidate) => candidate.title === title);
       if (!run) throw new Error(`the GaP run ${title} is not listed`);
       return run.runId;
+    },
+    startGapDocument: (document, title) => {
+      workspaces += 1;
+      const folder = join(root, `gap-${workspaces}`);
+      mkdirSync(folder);
+      writeFileSync(join(folder, "workflow.json"), JSON.stringify(document));
+      const started = spawnSync(TRELLIS, ["run", folder, "--stub-tools", "--detach", "--json", "--title", title], {
+        env,
+        cwd: root,
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+      if (started.status !== 0) throw new Error(`trellis run (GaP, detached) failed: ${started.stderr}`);
+      const runId = /"runId"\s*:\s*"([^"]+)"/.exec(started.stdout)?.[1];
+      if (!runId) throw new Error(`no run id in: ${started.stdout}`);
+      return runId;
     },
     runStatus: (runId) => {
       const shown = spawnSync(TRELLIS, ["status", runId, "--json"], { env, encoding: "utf8", timeout: 30_000 });
