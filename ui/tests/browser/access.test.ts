@@ -54,6 +54,12 @@ describe("keyboard, accessibility and polish", () => {
     await page.getByTestId("inspector").waitFor({ timeout: 5_000 });
     await page.keyboard.press("Escape");
     await expect.poll(() => page.getByTestId("inspector").count()).toBe(0);
+    // Space opens it as well.
+    await page.locator(`.react-flow__node[data-id="${focusedNode}"]`).focus();
+    await page.keyboard.press(" ");
+    await page.getByTestId("inspector").waitFor({ timeout: 5_000 });
+    await page.keyboard.press("Escape");
+    await expect.poll(() => page.getByTestId("inspector").count()).toBe(0);
   });
 
   test("a confirmation dialog opens on Cancel, keeps focus inside, and Escape cancels it", async () => {
