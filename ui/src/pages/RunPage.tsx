@@ -102,7 +102,13 @@ export function RunPage({ runId }: { runId: string }) {
   const tokens = summed.input + summed.output > reported.input + reported.output ? summed : reported;
   const selectedNode = selected ? model.nodes.get(selected) : undefined;
   const result = liveFold.result;
-  const cause = result?.status === "failed" ? causeLines(status.cause) : [];
+  // A GaP run has no classified cause: its failed bodies say what went wrong.
+  const cause =
+    result?.status !== "failed"
+      ? []
+      : gapBodies
+        ? gapBodies.filter((body) => body.phase === "failed").map((body) => `${body.node}: ${body.error ?? "failed"}`)
+        : causeLines(status.cause);
   const ended = liveFold.endedAtMs ?? status.endedAtMs;
   // A replay's clock stops at the event shown; a finished run's at its end.
   const clock = replay.state ? (replay.at ?? status.startedAtMs) : (ended ?? now);

@@ -70,6 +70,27 @@ describe("reading a finished run", () => {
     await expect(page.getByTestId("node-done").getAttribute("data-reached")).resolves.toBe("true");
   });
 
+  test("a failed GaP run's overview says which body failed and why", async () => {
+    const failing = {
+      version: 3,
+      meta: {},
+      nodes: {
+        make: { type: "tool", tool: "stub.const", inputs: { value: 7 } },
+        check: { type: "tool", tool: "stub.fail", inputs: { message: "seven is not enough" } },
+        done: { type: "end", status: "success" },
+      },
+      edges: [["START", "make"], ["make", "check"], ["check", "done"]],
+      conditional_edges: {},
+      subgraphs: {},
+    };
+    const run = session.target.startGapDocument(failing, "A failing GaP workflow");
+    await openRun(run, "failed");
+    await expect.poll(() => page.getByTestId("node-check").getAttribute("data-state"), { timeout: 10_000 }).toBe("failed");
+    await expect(page.getByTestId("node-make").getAttribute("data-state")).resolves.toBe("succeeded");
+    await expect(page.getByTestId("run-cause").textContent()).resolves.toContain("check: ");
+    await expect(page.getByTestId("run-cause").textContent()).resolves.toContain("seven is not enough");
+  });
+
   test("a succeeded software-change run marks the terminal it reached, the path, the loop's rounds and each round's verdicts", async () => {
     await openRun(changeRun, "succeeded");
     await page.getByTestId("expand-all").click();
