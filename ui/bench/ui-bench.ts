@@ -8,36 +8,13 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Page } from "playwright-core";
 import { launchBrowser, type Browser } from "../tests/browser/browser";
+import { graph, mapGraph, mapItems, nothing, step } from "./map-graph";
 
 const TRELLIS = resolve(process.env.TRELLIS_BIN ?? "../target/release/trellis");
 const PAINT_LOADS = Number(process.env.BENCH_PAINT_LOADS ?? 10);
 /** BENCH_SKIP_MAP=1 measures only the state changes and memory (quicker). */
 const SKIP_MAP = process.env.BENCH_SKIP_MAP === "1";
 const STEPS = 50; // two state changes each (running, succeeded): 100 changes
-
-const integer = { kind: "integer" };
-const nothing = { kind: "null" };
-const item = { kind: "record", fields: { value: { type: integer, required: true } } };
-const items = { kind: "record", fields: { items: { type: { kind: "array", items: item }, required: true } } };
-
-function graph(initialInput: unknown, children: unknown[]) {
-  return {
-    profile: "openengine.graph.full/v1",
-    initialInput,
-    policy: { policy: "policy.strict@1", default: "deny" },
-    root: { kind: "seq", name: "root", state: initialInput, promotedStatePaths: [], children: [...children, { kind: "succeed", name: "done", output: nothing, bindings: [] }] },
-  };
-}
-
-function step(name: string, input: unknown, reads: unknown[]) {
-  return { kind: "step", name, worker: `command.${name}@1`, input, output: nothing, inputBindings: reads, writeBindings: [], timeoutMs: 120_000, attempts: 1 };
-}
-
-/** `map fanOut` over 1,024 items, one `work` step per item. */
-function mapGraph() {
-  const body = step("work", item, [{ target: ["value"], value: { source: "item", path: ["value"] } }]);
-  return graph(items, [{ kind: "map", name: "fanOut", state: items, body, over: { source: "state", path: ["items"] }, maxItems: 1024, promotedStatePaths: [] }]);
-}
 
 /** `s0` (a warm-up the page loads during) then `s1`…`s50` in sequence. */
 function sequenceGraph() {
@@ -93,7 +70,7 @@ async function main() {
   const quick = { kind: "command", command: ["sh", "-c", "cat >/dev/null; echo '{\"output\":null}'"] };
   writeFileSync(join(workspace, "quick.json"), JSON.stringify(quick));
   writeFileSync(join(workspace, "map.json"), JSON.stringify(mapGraph()));
-  writeFileSync(join(workspace, "items.json"), JSON.stringify({ items: Array.from({ length: 1024 }, (_, value) => ({ value })) }));
+  writeFileSync(join(workspace, "items.json"), JSON.stringify(mapItems()));
 
   const { child, url, launch } = await startServer(env);
   try {

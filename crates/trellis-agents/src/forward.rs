@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use trellis_process::{BoxFuture, ProcessObserver, Stream};
+use trellis_run_model::declared_level;
 
 use crate::harness::{EventSink, ExecutionRequest, HarnessEvent, LogLevel, LogStream};
 use crate::redact::Redactor;
@@ -96,10 +97,18 @@ impl ProcessObserver for LogForwarder {
     fn line(&mut self, stream: Stream, line: &str) {
         match stream {
             Stream::Stdout if !self.forward_stdout => {}
-            Stream::Stdout => self.emit(LogStream::Output, line),
-            // Programs write progress and diagnostics to stderr as a matter of course (git,
-            // cargo, test runners): worth a look, not an error until the outcome says so.
-            Stream::Stderr => self.emit_at(LogStream::Error, LogLevel::Warn, line),
+            // A line that declares its level (`ERROR: …`, `{"level":"warn"}`) keeps it.
+            Stream::Stdout => {
+                let level = declared_level(line).unwrap_or(LogStream::Output.default_level());
+                self.emit_at(LogStream::Output, level, line);
+            }
+            // Otherwise: programs write progress and diagnostics to stderr as a matter of
+            // course (git, cargo, test runners): worth a look, not an error until the outcome
+            // says so.
+            Stream::Stderr => {
+                let level = declared_level(line).unwrap_or(LogLevel::Warn);
+                self.emit_at(LogStream::Error, level, line);
+            }
         }
     }
 
@@ -234,6 +243,20 @@ mod tests {
             (LogStream::Error, LogLevel::Error)
         );
         assert!(rx.try_recv().is_err(), "stdout is not forwarded here");
+    }
+
+    /// Issue 34: a line that says its level is levelled by what it says, whichever pipe it
+    /// came through, so "error and above" shows a worker's real errors.
+    #[test]
+    fn lines_that_declare_a_level_keep_it() {
+        let (mut forwarder, mut rx) = forwarder(8, &[]);
+        forwarder.line(Stream::Stderr, "ERROR: the build failed");
+        forwarder.line(Stream::Stderr, "[info] cloning");
+        forwarder.line(Stream::Stderr, r#"{"level":"debug","msg":"cache hit"}"#);
+        let levels: Vec<LogLevel> = (0..3)
+            .map(|_| stream_and_level(rx.try_recv().unwrap()).1)
+            .collect();
+        assert_eq!(levels, [LogLevel::Error, LogLevel::Info, LogLevel::Debug]);
     }
 
     /// Issue 19 #3: events that do not fit the sink wait, in order, instead of being dropped.

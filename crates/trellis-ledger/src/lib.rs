@@ -61,5 +61,5 @@ pub use store::{Admission, ListedRun, NewRun, RunFilter, RunRecord, RunStore, Un
 pub use transitions::{EventKind, transition};
 pub use trellis_run_model::{
     CursorError, ExecutionState, LogLevel, LogStream, ReusedOutcome, SettledBy, TerminalResult,
-    TokenUsage, VoidReason,
+    TokenUsage, VoidReason, declared_level,
 };

@@ -6,6 +6,7 @@
 //! existing ledger holds, so the ledger's tests pin them.
 
 mod cursor;
+mod declared_level;
 mod execution;
 mod ids;
 mod log;
@@ -13,6 +14,7 @@ mod result;
 mod usage;
 
 pub use cursor::{Cursor, CursorError, MAX_SEQUENCE};
+pub use declared_level::declared_level;
 pub use execution::{ExecutionState, ReusedOutcome, SettledBy, VoidReason};
 pub use ids::{MAX_RUN_ID_BYTES, RunId};
 pub use log::{

@@ -55,6 +55,7 @@ pub use graphspec::source::{
     url_has_credentials,
 };
 pub use observation::cause::{CauseNode, RunCause};
+pub use observation::gap_bodies::{GapBody, GapBodyPhase};
 pub use observation::logs::{LogEntry, LogFilter, LogRecord, LogsStream};
 pub use observation::runs_stream::RunsStream;
 pub use observation::streams::{Subscription, WatchStream, WatchUpdate, WatchedExecution};

@@ -104,7 +104,9 @@ impl LocalPage {
         }
         self.check_site(headers).map_err(Refusal::Plain)?;
         // The bundle's scripts and styles are the same for everyone and hold no data.
-        if (method == Method::GET || method == Method::HEAD) && path.starts_with("/assets/") {
+        if (method == Method::GET || method == Method::HEAD)
+            && (path.starts_with("/assets/") || path == "/favicon.ico")
+        {
             return Ok(self.session.admits(headers));
         }
         if !self.session.admits(headers) {

@@ -44,6 +44,7 @@ pub fn app(api: Router, policy: AccessPolicy) -> Router {
         .route("/", get(index))
         .route("/index.html", get(index))
         .route("/assets/{*path}", get(asset))
+        .route("/favicon.ico", get(favicon))
         .route("/launch/{secret}", get(launch))
         .with_state(Arc::clone(&policy));
     // Layers run outside in: the policy first, then the body is read (within its limits).
@@ -107,6 +108,12 @@ async fn launch(State(policy): State<Arc<AccessPolicy>>, Path(secret): Path<Stri
 async fn asset(Path(path): Path<String>) -> Response {
     assets::asset(&format!("assets/{path}"))
         .unwrap_or_else(|| Problem::not_found("such asset").into_response())
+}
+
+/// The tab icon: browsers ask for `/favicon.ico` whatever the page names, so it is served
+/// (as the bundle's SVG) rather than answered 404.
+async fn favicon() -> Response {
+    assets::asset("favicon.svg").unwrap_or_else(|| Problem::not_found("such asset").into_response())
 }
 
 async fn unknown_api_route() -> Problem {

@@ -22,7 +22,7 @@ use crate::team::workspaces::SourceChoice;
 
 pub use crate::schemas::{
     CheckpointInfoDoc, CheckpointPageDoc, DeletedProfileDoc, DiscardedWorkspaceDoc,
-    ExecutionDetailDoc, ExecutionSummaryDoc, LogEntryDoc, PhaseStatusDoc, ProblemDoc,
+    ExecutionDetailDoc, ExecutionSummaryDoc, GapBodyDoc, LogEntryDoc, PhaseStatusDoc, ProblemDoc,
     ProfileDefinitionDoc, ProfileDoc, ProfileListingDoc, ProfileSummaryDoc, PruneReportDoc,
     PrunedItemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc, SavedProfileDoc, SkippedRunDoc,
     TokenUsageDoc, WatchCountsDoc, WatchStatusDoc, WatchUpdateDoc,
@@ -56,6 +56,7 @@ impl Modify for BearerSecurity {
         crate::api::reads::list,
         crate::api::reads::status,
         crate::api::reads::graph,
+        crate::api::reads::gap_bodies,
         crate::api::reads::execution,
         crate::api::control::force_stop,
         crate::api::control::resume,
@@ -79,7 +80,7 @@ impl Modify for BearerSecurity {
     components(schemas(
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList, ValidateBody,
         RunSummaryDoc, RunStatusDoc, ExecutionSummaryDoc, ExecutionDetailDoc, TokenUsageDoc,
-        PhaseStatusDoc, RunGraphDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
+        PhaseStatusDoc, RunGraphDoc, GapBodyDoc, WatchUpdateDoc, WatchStatusDoc, WatchCountsDoc, LogEntryDoc,
         ProblemDoc, CheckpointPageDoc, CheckpointInfoDoc, DiscardedWorkspaceDoc, ResumeBody,
         SkippedRunDoc,
         PruneBody, PruneReportDoc, PrunedItemDoc,

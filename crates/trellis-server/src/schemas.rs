@@ -158,9 +158,29 @@ const GRAPH_FIELDS: &[(&str, Field, bool)] = &[
     ("runId", Field::Text, true),
     ("kind", Field::OneOf(RUN_KINDS), true),
     ("graph", Field::Any, true),
+    ("input", Field::Any, false),
     ("identity", Field::Text, false),
     ("bounds", Field::Object, false),
     ("layout", Field::Object, false),
+];
+
+const GAP_BODY_FIELDS: &[(&str, Field, bool)] = &[
+    ("node", Field::Text, true),
+    ("visit", Field::Integer, true),
+    ("nodeType", Field::Text, true),
+    (
+        "phase",
+        Field::OneOf(&["running", "succeeded", "failed", "cancelled"]),
+        true,
+    ),
+    ("startedAtMs", Field::Integer, true),
+    ("startedCursor", Field::Text, true),
+    ("endedAtMs", Field::Integer, false),
+    ("settledCursor", Field::Text, false),
+    ("output", Field::Any, false),
+    ("omittedBytes", Field::Integer, false),
+    ("error", Field::Text, false),
+    ("reusedFrom", Field::Text, false),
 ];
 
 const WATCH_FIELDS: &[(&str, Field, bool)] = &[
@@ -368,6 +388,12 @@ documented!(
     "RunGraph",
     "A run's graph document with identity, bounds and layout.",
     [GRAPH_FIELDS]
+);
+documented!(
+    GapBodyDoc,
+    "GapBody",
+    "One visit of a GaP run's tool, script or router body, as its ledger recorded it.",
+    [GAP_BODY_FIELDS]
 );
 documented!(
     WatchUpdateDoc,

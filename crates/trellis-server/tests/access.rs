@@ -369,6 +369,10 @@ async fn without_the_session_cookie_nothing_but_the_assets_is_served() {
         .and_then(|rest| rest.split('"').next())
         .expect("the page loads a script");
     assert_eq!(send(bare(&format!("/{script}"))).await.0, StatusCode::OK);
+    // Nor is the tab icon, which browsers ask for whatever the page names (issue 34: no 404).
+    let (status, icon) = send(bare("/favicon.ico")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(icon.as_str().unwrap_or("").contains("<svg"), "{icon}");
 }
 
 #[tokio::test]

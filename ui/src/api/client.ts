@@ -4,6 +4,7 @@ import type {
   DiscardedWorkspace,
   DocumentKind,
   ExecutionDetail,
+  GapBody,
   Problem,
   RunGraph,
   RunStatus,
@@ -111,6 +112,8 @@ export const api = {
     normalize.runStatus(await getJson<unknown>(`/runs/${encodeURIComponent(runId)}`, signal)),
   runGraph: (runId: string, signal?: AbortSignal) =>
     getJson<RunGraph>(`/runs/${encodeURIComponent(runId)}/graph`, signal),
+  gapBodies: (runId: string, signal?: AbortSignal) =>
+    getJson<GapBody[]>(`/runs/${encodeURIComponent(runId)}/gap-bodies`, signal),
   execution: async (runId: string, execution: number | string, signal?: AbortSignal): Promise<ExecutionDetail> =>
     normalize.executionDetail(
       await getJson<unknown>(

@@ -242,6 +242,21 @@ function pathSegments(path: unknown): string[] | string | undefined {
   });
 }
 
+/**
+ * Where in the document a diagnostic points, as the graph model names locations
+ * (`root/children/1/otherwise`): its field and index segments, without the node names.
+ */
+function documentLocation(path: unknown): string | undefined {
+  if (!Array.isArray(path)) return undefined;
+  const parts: string[] = [];
+  for (const segment of path) {
+    if (!isObject(segment)) return undefined;
+    if (segment.kind === "field" && typeof segment.name === "string") parts.push(segment.name);
+    else if (segment.kind === "index" && typeof segment.index === "number") parts.push(String(segment.index));
+  }
+  return parts.length > 0 ? parts.join("/") : undefined;
+}
+
 /** The node a GaP issue's location names (`workflow.nodes.NAME`, `subgraphs.S.nodes.NAME`,
  * `workflow.conditional_edges.NAME…`), if any. */
 function gapIssueNode(location: string): string | undefined {
@@ -273,6 +288,7 @@ export function diagnostic(raw: unknown): Diagnostic {
     code: str(item.code) ?? "?",
     message: str(item.message) ?? "",
     path: pathSegments(item.path),
+    at: documentLocation(item.path),
     nodes: nodes.map(String),
     severity: str(item.severity),
   };

@@ -59,6 +59,25 @@ export interface ExecutionSummary {
   tokens?: TokenTotals;
   costUsd?: number;
   voidReason?: string;
+  /** For a GaP run: the journaled body this execution stands for (there is no execution id). */
+  gap?: GapBody;
+}
+
+/** One visit of a GaP run's tool, script or router body (`GET /runs/{run}/gap-bodies`). */
+export interface GapBody {
+  /** `node` at the top level, `subgraph.node` inside one. */
+  node: string;
+  visit: number;
+  nodeType: string;
+  phase: "running" | "succeeded" | "failed" | "cancelled";
+  startedAtMs: number;
+  startedCursor: string;
+  endedAtMs?: number;
+  settledCursor?: string;
+  output?: unknown;
+  omittedBytes?: number;
+  error?: string;
+  reusedFrom?: string;
 }
 
 /** One execution whose outcome led a failed run to its end (`RunCause.nodes`). */
@@ -210,6 +229,8 @@ export type DocumentKind = "graphspec" | "gap";
 export interface RunGraph {
   kind: DocumentKind;
   graph: unknown;
+  /** The run's input as submitted (a GaP run's inputs). */
+  input?: unknown;
   identity?: string;
   bounds?: Bounds;
   layout?: { nodes: LayoutNode[] } | LayoutNode[];
@@ -219,6 +240,8 @@ export interface Diagnostic {
   code: string;
   message: string;
   path?: string | string[];
+  /** The model id of the document location the path points at (`root/children/1/otherwise`). */
+  at?: string;
   nodes?: string[];
   severity?: string;
 }

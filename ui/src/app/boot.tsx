@@ -2,7 +2,9 @@
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
+import "../theme.css";
 import "../styles.css";
+import "../run/run.css";
 import { App } from "./App";
 
 const root = document.getElementById("root");

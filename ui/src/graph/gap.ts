@@ -25,7 +25,7 @@ export function gapModel(document: unknown): GraphModel {
     group: true,
     summary: "workflow",
   });
-  readScope(model, document, rootId, subgraphs, 0);
+  readScope(model, document, rootId, subgraphs, 0, "");
   return model;
 }
 
@@ -35,6 +35,8 @@ function readScope(
   scopeId: string,
   subgraphs: Json,
   depth: number,
+  /** How the executor prefixes this scope's node ids: `""` at the top, `subgraph.` inside. */
+  runPrefix: string,
 ): void {
   const nodes = isObject(scope.nodes) ? scope.nodes : {};
   const idOf = (name: string) => `${scopeId}/${name}`;
@@ -79,12 +81,13 @@ function readScope(
         worker: reference,
         summary: `subgraph ${reference} · ${nestedNodes} nodes`,
       });
-      readScope(model, nested, id, subgraphs, depth + 1);
+      readScope(model, nested, id, subgraphs, depth + 1, `${reference}.`);
     } else {
       addNode(model, {
         id,
         name,
         kind: (LEAF_KINDS.has(type) ? type : "noop") as ModelNodeKind,
+        runName: `${runPrefix}${name}`,
         parent: scopeId,
         children: [],
         group: false,

@@ -212,6 +212,12 @@ function readNode(
     }
   } else if ((kind === "loop" || kind === "map") && isObject(node.body)) {
     readNode(model, node.body, `${id}/body`, id, true);
+    // The loop's back-edge: from the end of its body back to its start, for the next round.
+    const first = entry.children[0];
+    const last = entry.children[entry.children.length - 1];
+    if (kind === "loop" && first && last && first !== last) {
+      addEdge(model, last, first, "back", `next round (max ${entry.maxIterations ?? "?"})`, id);
+    }
   }
   const shown = entry.children.filter((child) => model.nodes.get(child)?.kind !== "decision");
   entry.summary = isGroup ? frameSummary(node, kind, shown.length) : undefined;

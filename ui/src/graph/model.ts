@@ -29,8 +29,10 @@ export interface FieldSummary {
 export interface ModelNode {
   /** Unique within the model: the node's location in the document. */
   id: string;
-  /** The name the document gives it (what runs and diagnostics refer to). */
+  /** The name the document gives it (what diagnostics refer to). */
   name: string;
+  /** The name a run records its executions under, when not `name` (GaP: `subgraph.node`). */
+  runName?: string;
   kind: ModelNodeKind;
   parent?: string;
   /** Children in document order; empty for leaves. */
@@ -51,7 +53,7 @@ export interface ModelNode {
   summary?: string;
 }
 
-export type EdgeKind = "flow" | "branch" | "otherwise" | "conditional";
+export type EdgeKind = "flow" | "branch" | "otherwise" | "conditional" | "back";
 
 export interface ModelEdge {
   id: string;
@@ -59,6 +61,8 @@ export interface ModelEdge {
   target: string;
   label?: string;
   kind: EdgeKind;
+  /** For a loop's back-edge: the loop frame it belongs to (its round count labels the edge). */
+  loop?: string;
 }
 
 export interface GraphModel {
@@ -93,8 +97,9 @@ export function addEdge(
   target: string,
   kind: EdgeKind,
   label?: string,
+  loop?: string,
 ): void {
-  model.edges.push({ id: `e${model.edges.length}:${source}->${target}`, source, target, kind, label });
+  model.edges.push({ id: `e${model.edges.length}:${source}->${target}`, source, target, kind, label, loop });
 }
 
 /** Every executable leaf (the nodes that run workers) of the model. */

@@ -4,6 +4,7 @@ import { Handle, Position, type NodeProps, type Node } from "@xyflow/react";
 import { memo } from "react";
 import type { Diagnostic } from "../api/types";
 import type { NodeRunState } from "../run/state";
+import { verdictsByRound } from "../run/outcome";
 import { formatDuration } from "../run/format";
 import { useNow } from "../app/hooks";
 import type { ModelNode } from "./model";
@@ -32,7 +33,7 @@ const KIND_ICON: Record<string, string> = {
   decision: "◇",
   tool: "⚙",
   script: "ƒ",
-  router: "⑂",
+  router: "⇄",
   end: "■",
   noop: "○",
   start: "▷",
@@ -46,8 +47,8 @@ export const kindIcon = (kind: string) => KIND_ICON[kind] ?? "•";
 function Handles() {
   return (
     <>
-      <Handle type="target" position={Position.Top} className="handle" isConnectable={false} />
-      <Handle type="source" position={Position.Bottom} className="handle" isConnectable={false} />
+      <Handle type="target" position={Position.Left} className="handle" isConnectable={false} />
+      <Handle type="source" position={Position.Right} className="handle" isConnectable={false} />
     </>
   );
 }
@@ -58,19 +59,42 @@ function Elapsed({ since }: { since: number }) {
 }
 
 /** "running 12 s", "failed · timeout", "rejected", … */
+/** A state in words: a node the force-stop cancelled says so rather than "failed · refusal". */
+export function stateWords(run: Pick<NodeRunState, "state" | "latest">): string {
+  // The runtime settles what a force-stop killed as a refusal, by `force_stop`.
+  if (run.latest?.voidReason === "force_stop") return "force-stopped";
+  return run.state;
+}
+
 function StateLine({ run }: { run: NodeRunState }) {
   const latest = run.latest;
+  const words = stateWords(run);
   return (
     <span className={`state-label state-${run.state}`}>
-      {run.state}
+      {words}
       {run.state === "running" && latest?.startedAtMs !== undefined && (
         <>
           {" "}
           <Elapsed since={latest.startedAtMs} />
         </>
       )}
-      {run.channel && ` · ${run.channel}`}
+      {run.channel && words !== "force-stopped" && ` · ${run.channel}`}
     </span>
+  );
+}
+
+/** A verifier's verdict of each round, so round 2 reads as round 2 without opening anything. */
+function Verdicts({ run }: { run: NodeRunState }) {
+  const verdicts = verdictsByRound(run);
+  if (verdicts.length < 2) return null;
+  return (
+    <div className="verdicts" data-testid="verdicts">
+      {verdicts.map((verdict) => (
+        <span key={verdict.round} className={`verdict state-${verdict.state}`} data-round={verdict.round} data-state={verdict.state}>
+          r{verdict.round} {verdict.label}
+        </span>
+      ))}
+    </div>
   );
 }
 
@@ -100,17 +124,23 @@ function CardNode({ data }: NodeProps<DrawnNode>) {
     >
       <Handles />
       <div className="card-head">
-        <span className="kind-icon" title={node.kind}>
+        <span className="kind-icon" title={node.kind} aria-hidden="true">
           {kindIcon(node.kind)}
         </span>
-        <span className="card-name">{node.name}</span>
+        <span className="card-name" title={node.name}>
+          {node.name}
+        </span>
         {run && run.executions.length > 1 && !itemsShown && (
           <span className="badge" title="executions">
             ×{run.executions.length}
           </span>
         )}
       </div>
-      {node.worker && <div className="card-worker">{node.worker}</div>}
+      {node.worker && (
+        <div className="card-worker" title={node.worker}>
+          {node.worker}
+        </div>
+      )}
       {inputs.slice(0, 4).map((field) => (
         <div className="card-field" key={field.name}>
           <span className="muted">in</span> {field.name}
@@ -126,6 +156,7 @@ function CardNode({ data }: NodeProps<DrawnNode>) {
             .join("; ")}
         </div>
       )}
+      {node.kind === "verifier" && run && <Verdicts run={run} />}
       <div className="card-foot">
         {run ? <StateLine run={run} /> : <span className="muted">{node.kind}</span>}
         {itemsShown && <ItemCounts run={run} />}
@@ -150,16 +181,21 @@ function ItemCounts({ run }: { run: NodeRunState }) {
 
 function PillNode({ data }: NodeProps<DrawnNode>) {
   const { node, run, pins } = data;
-  const reached = run && run.executions.length > 0;
+  const reached = Boolean(run?.reached || (run && run.executions.length > 0));
   return (
     <div
-      className={`pill pill-${node.kind}${data.selected ? " selected" : ""}${reached ? ` state-${run?.state}` : ""}${pins?.length ? " pinned" : ""}`}
+      className={`pill pill-${node.kind}${data.selected ? " selected" : ""}${reached ? ` state-${run?.state} reached` : ""}${pins?.length ? " pinned" : ""}`}
       data-testid={`node-${node.name}`}
       data-kind={node.kind}
+      data-reached={run?.reached ? "true" : undefined}
       title={node.reason ? `${node.kind}: ${node.reason}` : node.kind}
     >
       <Handles />
-      <span className="kind-icon">{kindIcon(node.kind)}</span> {node.name}
+      <span className="kind-icon" aria-hidden="true">
+        {kindIcon(node.kind)}
+      </span>{" "}
+      {node.name}
+      {run?.reached && <span className="reached-mark">{run.state === "failed" ? " · run ended here ✕" : " · run ended here ✓"}</span>}
       <Pins pins={pins} />
     </div>
   );
@@ -207,7 +243,7 @@ function FrameNode({ data }: NodeProps<DrawnNode>) {
         <span className="frame-name">{node.name}</span>
         <Pins pins={pins} />
       </div>
-      <div className="frame-sub">
+      <div className="frame-sub" title={frameHeadline(node, run)}>
         {frameHeadline(node, run)}
         {run && run.items > 0 && node.kind === "map" && (
           <>
@@ -215,8 +251,14 @@ function FrameNode({ data }: NodeProps<DrawnNode>) {
             <ItemCounts run={run} />
           </>
         )}
-        {collapsed && run && run.executions.length > 0 && node.kind !== "map" && (
+        {collapsed && run && run.executions.length > 0 && node.kind !== "map" && !run.endedAt && (
           <span className={`state-label state-${state}`}> · {state}</span>
+        )}
+        {collapsed && run?.endedAt && (
+          <span className="reached-mark" data-testid="ended-inside">
+            {" "}
+            · run ended at {run.endedAt}
+          </span>
         )}
         {collapsed && <span className="muted"> · collapsed</span>}
       </div>

@@ -1,10 +1,8 @@
-// The Run page: the run's graph coloured by state and updated live, its timeline and logs, the
-// inspector of a clicked node, the force-stop and resume controls, and the replay scrubber.
-import { useCallback, useEffect, useMemo, useRef, useState } from "react";
-import { api, streamUrls } from "../api/client";
-import { watchEvent } from "../api/normalize";
-import { subscribe } from "../api/stream";
-import type { RunGraph, RunStatus, WatchEvent } from "../api/types";
+// The Run page: the run's overview, its graph coloured by state and updated live (with the
+// terminal it reached and the path it took), its timeline and logs, the inspector of a node,
+// the controls, and the replay scrubber (a read-only view of the past).
+import { useCallback, useEffect, useMemo, useState } from "react";
+import type { RunGraph } from "../api/types";
 import { useNow } from "../app/hooks";
 import { gapModel } from "../graph/gap";
 import { GraphCanvas } from "../graph/GraphCanvas";
@@ -12,238 +10,132 @@ import { graphSpecModel } from "../graph/graphspec";
 import { executables, type GraphModel } from "../graph/model";
 import { causeLines } from "../run/cause";
 import { Checkpoints } from "../run/Checkpoints";
-import { Controls } from "../run/Controls";
-import { formatCost, formatDuration, formatTime, formatTokens, isLive } from "../run/format";
+import { gapExecutions } from "../run/gapBodies";
 import { Inspector } from "../run/Inspector";
 import { LogsPane } from "../run/LogsPane";
+import { markReached, reachedTerminals } from "../run/outcome";
+import { RunHeader } from "../run/RunHeader";
+import { RunOverview } from "../run/RunOverview";
 import { Scrubber } from "../run/Scrubber";
-import {
-  applyEvent,
-  executionViews,
-  foldFromStatus,
-  nodeStates,
-  replay,
-  type ExecutionView,
-  type RunFold,
-} from "../run/state";
+import { executionViews, nodeStates, type ExecutionView } from "../run/state";
 import { Timeline } from "../run/Timeline";
-import { StatusBadge } from "./RunsPage";
+import { useReplay } from "../run/useReplay";
+import { useRunData } from "../run/useRunData";
 
 function modelOf(graph: RunGraph): GraphModel {
   return graph.kind === "gap" ? gapModel(graph.graph) : graphSpecModel(graph.graph);
 }
 
-interface ReplayState {
-  events: WatchEvent[];
-  position: number;
-  loading: boolean;
-}
+type Tab = "timeline" | "logs" | "checkpoints";
 
 export function RunPage({ runId }: { runId: string }) {
-  const [status, setStatus] = useState<RunStatus | undefined>();
-  const [graph, setGraph] = useState<RunGraph | undefined>();
-  const [fold, setFold] = useState<RunFold | undefined>();
-  const [error, setError] = useState<string | undefined>();
-  const [connected, setConnected] = useState(false);
+  const data = useRunData(runId);
+  const { status, graph, fold, gapBodies } = data;
   const [selected, setSelected] = useState<string | undefined>();
   const [executionKey, setExecutionKey] = useState<string | undefined>();
-  const [tab, setTab] = useState<"timeline" | "logs" | "checkpoints">("timeline");
-  const [replayState, setReplayState] = useState<ReplayState | undefined>();
+  const [tab, setTab] = useState<Tab>("timeline");
   const now = useNow(1000);
+  const readBodies = data.reloadGapBodies;
+  const onReplayStart = useCallback(() => void readBodies(), [readBodies]);
+  const replay = useReplay(runId, gapBodies, gapBodies ? onReplayStart : undefined);
 
-  // Load the status and the graph, then follow the watch stream from the status's cursor.
   useEffect(() => {
-    const controller = new AbortController();
-    let subscription: { close: () => void } | undefined;
-    setStatus(undefined);
-    setGraph(undefined);
-    setFold(undefined);
     setSelected(undefined);
-    setReplayState(undefined);
-    Promise.all([api.runStatus(runId, controller.signal), api.runGraph(runId, controller.signal)])
-      .then(([loadedStatus, loadedGraph]) => {
-        setStatus(loadedStatus);
-        setGraph(loadedGraph);
-        setFold(foldFromStatus(loadedStatus));
-        setError(undefined);
-        if (!isLive(loadedStatus.status)) return;
-        subscription = subscribe<unknown>(
-          { url: (cursor) => streamUrls.watch(runId, cursor), initialCursor: loadedStatus.cursor },
-          {
-            onEvent: (raw) => {
-              const event = watchEvent(raw);
-              setFold((current) => (current ? applyEvent(current, event) : current));
-            },
-            onStateChange: setConnected,
-          },
-        );
-      })
-      .catch((failure: unknown) => {
-        if (!controller.signal.aborted) setError(String(failure));
-      });
-    return () => {
-      controller.abort();
-      subscription?.close();
-    };
+    setExecutionKey(undefined);
   }, [runId]);
 
-  // Read the status again when asked (a discarded worktree) and once a live run has ended, so
-  // the page shows what only the status carries (a failure's classified cause, the successor).
-  const reloadStatus = useCallback(() => {
-    api
-      .runStatus(runId)
-      .then(setStatus)
-      .catch(() => undefined);
-  }, [runId]);
-  const endedLive = Boolean(fold?.status && !isLive(fold.status) && status && isLive(status.status));
+  // Escape closes the inspector (a dialog, when open, takes Escape first).
   useEffect(() => {
-    if (endedLive) reloadStatus();
-  }, [endedLive, reloadStatus]);
-
-  // Replay: load the whole event history once, then fold any prefix of it.
-  const replaySubscription = useRef<{ close: () => void } | undefined>(undefined);
-  const startReplay = useCallback(() => {
-    setReplayState({ events: [], position: 0, loading: true });
-    replaySubscription.current?.close();
-    replaySubscription.current = subscribe<unknown>(
-      { url: (cursor) => streamUrls.watch(runId, cursor) },
-      {
-        onEvent: (raw) =>
-          setReplayState((current) => {
-            const event = watchEvent(raw);
-            if (!current) return current;
-            const atEnd = current.position === current.events.length;
-            const events = [...current.events, event];
-            return { ...current, events, position: atEnd ? events.length : current.position };
-          }),
-        onEnd: () => setReplayState((current) => current && { ...current, loading: false }),
-      },
-    );
-  }, [runId]);
-  const stopReplay = useCallback(() => {
-    replaySubscription.current?.close();
-    replaySubscription.current = undefined;
-    setReplayState(undefined);
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key !== "Escape" || event.defaultPrevented || document.querySelector('[role="dialog"]')) return;
+      setSelected(undefined);
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
   }, []);
-  useEffect(() => () => replaySubscription.current?.close(), []);
 
   const model = useMemo(() => (graph ? modelOf(graph) : undefined), [graph]);
-  const shownFold = useMemo(
-    () => (replayState ? replay(replayState.events, replayState.position) : fold),
-    [replayState, fold],
+  // The live fold, with a GaP run's bodies as its executions.
+  const liveFold = useMemo(
+    () => (fold && gapBodies ? { ...fold, executions: gapExecutions(gapBodies) } : fold),
+    [fold, gapBodies],
   );
+  const shownFold = replay.fold ?? liveFold;
   const views = useMemo(() => (shownFold ? executionViews(shownFold) : []), [shownFold]);
-  const states = useMemo(() => (model ? nodeStates(model, views) : undefined), [model, views]);
-  const nodeNames = useMemo(() => (model ? executables(model).map((node) => node.name) : []), [model]);
+  const states = useMemo(() => {
+    if (!model || !shownFold) return undefined;
+    const computed = nodeStates(model, views);
+    const result = shownFold.result;
+    markReached(model, computed, reachedTerminals(model, result, views), result?.status === "failed");
+    return computed;
+  }, [model, views, shownFold]);
+  const nodeNames = useMemo(
+    () => (model ? [...new Set(executables(model).map((node) => node.runName ?? node.name))] : []),
+    [model],
+  );
 
   const selectExecution = useCallback(
     (key: string) => {
       const view = views.find((candidate) => candidate.key === key);
       if (!view || !model) return;
-      const ids = model.byName.get(view.node) ?? [];
-      setSelected(ids[0]);
+      const node = [...model.nodes.values()].find((candidate) => (candidate.runName ?? candidate.name) === view.node && !candidate.group);
+      setSelected(node?.id ?? model.byName.get(view.node)?.[0]);
       setExecutionKey(key);
     },
     [views, model],
   );
   const selectFromTimeline = useCallback((view: ExecutionView) => selectExecution(view.key), [selectExecution]);
 
-  if (error) return <div className="page error-box">Could not load run {runId}: {error}</div>;
-  if (!status || !model || !shownFold || !states) return <div className="page loading">Loading run…</div>;
+  if (data.error) return <div className="page error-box">Could not load run {runId}: {data.error}</div>;
+  if (!status || !graph || !model || !shownFold || !liveFold || !states) {
+    return <div className="page loading">Loading run…</div>;
+  }
 
-  const runStatus = shownFold.status ?? status.status;
-  const ended = shownFold.endedAtMs ?? status.endedAtMs;
-  // The run's totals, or the sum over its executions when those are further along.
-  const summed = views.reduce(
+  // The header is the run now; a replay shows the past in the graph, timeline and inspector only.
+  const runStatus = liveFold.status ?? status.status;
+  const liveViews = replay.fold ? executionViews(liveFold) : views;
+  const summed = liveViews.reduce(
     (sum, view) => ({ input: sum.input + (view.tokens?.input ?? 0), output: sum.output + (view.tokens?.output ?? 0) }),
     { input: 0, output: 0 },
   );
-  const reported = shownFold.tokens ?? status.tokens;
+  const reported = liveFold.tokens ?? status.tokens;
   const tokens = summed.input + summed.output > reported.input + reported.output ? summed : reported;
   const selectedNode = selected ? model.nodes.get(selected) : undefined;
-  const result = shownFold.result;
-  // The classified cause arrives with the status: read again once a live run has failed.
-  const cause = result?.status === "failed" ? causeLines(status.cause) : [];
+  const result = liveFold.result;
+  // A GaP run has no classified cause: its failed bodies say what went wrong.
+  const cause =
+    result?.status !== "failed"
+      ? []
+      : gapBodies
+        ? gapBodies.filter((body) => body.phase === "failed").map((body) => `${body.node}: ${body.error ?? "failed"}`)
+        : causeLines(status.cause);
+  const ended = liveFold.endedAtMs ?? status.endedAtMs;
+  // A replay's clock stops at the event shown; a finished run's at its end.
+  const clock = replay.state ? (replay.at ?? status.startedAtMs) : (ended ?? now);
 
   return (
-    <div className="page run-page" data-testid="run-page" data-run-status={runStatus}>
-      <header className="run-header">
-        <div className="run-title">
-          <h1>{status.title || runId}</h1>
-          <StatusBadge status={runStatus} />
-          {result?.status === "failed" && (
-            <span className="muted" data-testid="run-reason">
-              {result.reason}
-            </span>
-          )}
-          {cause.length > 0 && (
-            <ul className="run-cause" data-testid="run-cause">
-              {cause.map((line) => (
-                <li key={line}>{line}</li>
-              ))}
-            </ul>
-          )}
-          {isLive(runStatus) && !replayState && (
-            <span className={`live-dot ${connected ? "on" : "off"}`}>{connected ? "live" : "reconnecting"}</span>
-          )}
-        </div>
-        <dl className="run-facts">
-          <dt>run</dt>
-          <dd>
-            <code>{runId}</code>
-          </dd>
-          <dt>template</dt>
-          <dd>{status.template ?? status.kind}</dd>
-          <dt>started</dt>
-          <dd>{formatTime(status.startedAtMs)}</dd>
-          <dt>duration</dt>
-          <dd>{formatDuration((ended ?? (isLive(runStatus) ? now : status.startedAtMs)) - status.startedAtMs)}</dd>
-          <dt>tokens</dt>
-          <dd>
-            {formatTokens(tokens.input)} in / {formatTokens(tokens.output)} out
-          </dd>
-          <dt>cost</dt>
-          <dd>{formatCost(shownFold.costUsd ?? status.costUsd)}</dd>
-          {graph?.identity && (
-            <>
-              <dt>identity</dt>
-              <dd title={graph.identity}>
-                <code>{graph.identity.slice(0, 12)}…</code>
-              </dd>
-            </>
-          )}
-          {status.predecessor && (
-            <>
-              <dt>resumes</dt>
-              <dd>
-                <a href={`#/runs/${status.predecessor}`}>{status.predecessor}</a>
-              </dd>
-            </>
-          )}
-          {status.successor && (
-            <>
-              <dt>resumed as</dt>
-              <dd>
-                <a href={`#/runs/${status.successor}`}>{status.successor}</a>
-              </dd>
-            </>
-          )}
-        </dl>
-        <div className="run-actions">
-          <Controls
-            runId={runId}
-            status={runStatus}
-            successor={status.successor}
-            worktree={status.worktree}
-            onDiscarded={reloadStatus}
-          />
-          {!replayState && (
-            <button type="button" onClick={startReplay} data-testid="replay">
-              Replay
-            </button>
-          )}
-        </div>
-      </header>
+    <div
+      className="page run-page"
+      data-testid="run-page"
+      data-run-status={runStatus}
+      data-replaying={replay.state ? "true" : undefined}
+    >
+      <RunHeader
+        runId={runId}
+        status={status}
+        graph={graph}
+        runStatus={runStatus}
+        endedAtMs={ended}
+        tokens={tokens}
+        costUsd={liveFold.costUsd ?? status.costUsd}
+        now={now}
+        connected={data.connected}
+        replaying={Boolean(replay.state)}
+        onReplay={replay.start}
+        onDiscarded={data.reloadStatus}
+        reason={result?.status === "failed" ? result.reason : undefined}
+      />
+      <RunOverview graph={graph} result={result} cause={cause} live={!result} />
       <div className="run-main">
         <GraphCanvas
           model={model}
@@ -256,46 +148,37 @@ export function RunPage({ runId }: { runId: string }) {
         />
         {selectedNode && (
           <Inspector
+            key={selectedNode.id}
             runId={runId}
             node={selectedNode}
             run={states.get(selectedNode.id)}
             executionKey={executionKey}
             onPickExecution={selectExecution}
             onClose={() => setSelected(undefined)}
-            now={now}
+            now={clock}
           />
         )}
       </div>
-      {replayState && (
+      {replay.state && (
         <Scrubber
-          total={replayState.events.length}
-          position={replayState.position}
-          loading={replayState.loading}
+          total={replay.state.events.length}
+          position={replay.state.position}
+          loading={replay.state.loading}
           latest={shownFold.lastEvent}
-          onMove={(position) => setReplayState((current) => current && { ...current, position })}
-          onExit={stopReplay}
+          onMove={replay.move}
+          onExit={replay.stop}
         />
       )}
       <div className="run-bottom">
-        <div className="tabs" role="tablist">
-          <button type="button" role="tab" aria-selected={tab === "timeline"} onClick={() => setTab("timeline")}>
-            Timeline
-          </button>
-          <button type="button" role="tab" aria-selected={tab === "logs"} onClick={() => setTab("logs")}>
-            Logs
-          </button>
-          <button
-            type="button"
-            role="tab"
-            aria-selected={tab === "checkpoints"}
-            onClick={() => setTab("checkpoints")}
-          >
-            Checkpoints
-          </button>
+        <div className="tabs" role="tablist" aria-label="Run details">
+          {(["timeline", "logs", "checkpoints"] as Tab[]).map((name) => (
+            <button key={name} type="button" role="tab" aria-selected={tab === name} onClick={() => setTab(name)}>
+              {name[0]?.toUpperCase()}
+              {name.slice(1)}
+            </button>
+          ))}
         </div>
-        {tab === "timeline" && (
-          <Timeline views={views} now={ended ?? now} selectedKey={executionKey} onSelect={selectFromTimeline} />
-        )}
+        {tab === "timeline" && <Timeline views={views} now={clock} selectedKey={executionKey} onSelect={selectFromTimeline} />}
         {tab === "logs" && <LogsPane runId={runId} nodes={nodeNames} />}
         {tab === "checkpoints" && <Checkpoints runId={runId} status={runStatus} successor={status.successor} />}
       </div>

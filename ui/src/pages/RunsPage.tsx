@@ -1,6 +1,7 @@
 // The Runs page: every run in the ledger, newest first, kept live over SSE; filter by status and
 // search by title.
 import { useEffect, useMemo, useState } from "react";
+import { describeFailure } from "../run/errors";
 import { api, streamUrls } from "../api/client";
 import { runSummary } from "../api/normalize";
 import { subscribe } from "../api/stream";
@@ -19,7 +20,7 @@ function matches(run: RunSummary, status: string, search: string): boolean {
 export function StatusBadge({ status }: { status: string | undefined }) {
   return (
     <span className={`status status-${statusTone(status)}`} data-testid="run-status">
-      {status ?? "unknown"}
+      {status?.replace(/_/g, "-") ?? "unknown"}
     </span>
   );
 }
@@ -52,7 +53,7 @@ export function RunsPage() {
           setError(undefined);
         })
         .catch((failure: unknown) => {
-          if (!controller.signal.aborted) setError(String(failure));
+          if (!controller.signal.aborted) setError(describeFailure(failure));
         });
     }, 150);
     return () => {

@@ -2,6 +2,7 @@
 // pinned on the nodes they name, or its identity, bounds and compiled shape; and the template
 // gallery, each built-in graph as a picture.
 import { useCallback, useEffect, useMemo, useState } from "react";
+import { describeFailure } from "../run/errors";
 import { api, ApiError } from "../api/client";
 import type { Diagnostic, DocumentKind, TemplateInfo, ValidationReport } from "../api/types";
 import { gapModel, looksLikeGap } from "../graph/gap";
@@ -35,8 +36,11 @@ function breadcrumb(path: Diagnostic["path"]): string {
 function pinsFor(model: GraphModel, diagnostics: Diagnostic[]): Map<string, Diagnostic[]> {
   const pins = new Map<string, Diagnostic[]>();
   for (const diagnostic of diagnostics) {
-    for (const name of diagnostic.nodes ?? []) {
-      for (const id of model.byName.get(name) ?? []) {
+    // Pinned where it points when the model has that place (one of two nodes sharing a name),
+    // else on every node it names.
+    const exact = diagnostic.at !== undefined && model.nodes.has(diagnostic.at) ? [diagnostic.at] : undefined;
+    for (const name of exact ? [""] : (diagnostic.nodes ?? [])) {
+      for (const id of exact ?? model.byName.get(name) ?? []) {
         const list = pins.get(id);
         if (list) list.push(diagnostic);
         else pins.set(id, [diagnostic]);
@@ -70,7 +74,7 @@ export function ValidatePage() {
       setReport(await api.validate(parsed.document, choice === "auto" ? undefined : choice));
     } catch (error) {
       setReport(undefined);
-      setFailure(error instanceof ApiError ? `${error.code}: ${error.message}` : String(error));
+      setFailure(error instanceof ApiError ? `${error.code}: ${describeFailure(error)}` : describeFailure(error));
     } finally {
       setBusy(false);
     }
@@ -130,6 +134,7 @@ export function ValidatePage() {
           <ReportView
             report={report}
             failure={failure}
+            model={model}
             onPick={(diagnostic) => {
               const ids = (diagnostic.nodes ?? []).flatMap((name) => model.byName.get(name) ?? []);
               setReveal(ids);
@@ -172,10 +177,12 @@ export function ValidatePage() {
 function ReportView({
   report,
   failure,
+  model,
   onPick,
 }: {
   report?: ValidationReport;
   failure?: string;
+  model: GraphModel;
   onPick: (diagnostic: Diagnostic) => void;
 }) {
   if (failure) return <div className="error-box">{failure}</div>;
@@ -205,6 +212,34 @@ function ReportView({
             </li>
           ))}
         </ol>
+      </div>
+    );
+  }
+  // A GaP workflow has no identity or bounds: say what it holds instead.
+  if (report.kind === "gap" || (report.identity === undefined && model.nodes.get("workflow")?.kind === "workflow")) {
+    const leaves = [...model.nodes.values()].filter((node) => !node.group && node.kind !== "start" && node.kind !== "finish");
+    const subgraphs = [...model.nodes.values()].filter((node) => node.kind === "subgraph");
+    const warnings = report.diagnostics ?? [];
+    return (
+      <div className="report report-ok" data-testid="report" data-status="verified" data-kind="gap">
+        <h2>✓ verified GaP workflow</h2>
+        <dl className="facts">
+          <dt>nodes</dt>
+          <dd data-testid="gap-node-count">{leaves.length}</dd>
+          <dt>subgraph calls</dt>
+          <dd>{subgraphs.length}</dd>
+          <dt>warnings</dt>
+          <dd>{warnings.length}</dd>
+        </dl>
+        {warnings.length > 0 && (
+          <ol className="diagnostics">
+            {warnings.map((warning, index) => (
+              <li key={index} data-testid="diagnostic">
+                <strong>{warning.code}</strong>: {warning.message}
+              </li>
+            ))}
+          </ol>
+        )}
       </div>
     );
   }
@@ -250,7 +285,7 @@ function Gallery({ onOpen }: { onOpen: (name: string, graph: unknown) => string 
         );
       })
       .catch((failure: unknown) => {
-        if (!cancelled) setError(String(failure));
+        if (!cancelled) setError(describeFailure(failure));
       });
     return () => {
       cancelled = true;

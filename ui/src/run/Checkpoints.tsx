@@ -2,6 +2,7 @@
 // changed since the previous one; "Resume from here" restores one in a successor run, behind a
 // confirmation that offers `force` when the server says the workspace changed since the run ended.
 import { useCallback, useEffect, useState } from "react";
+import { Dialog } from "../app/Dialog";
 import { api } from "../api/client";
 import type { CheckpointInfo } from "../api/types";
 import { navigate } from "../app/hooks";
@@ -132,53 +133,45 @@ export function Checkpoints({ runId, status, successor }: Props) {
         </button>
       )}
       {asking && (
-        <div className="modal-backdrop" role="presentation" onClick={close}>
-          <div
-            className="modal"
-            role="dialog"
-            aria-modal="true"
-            aria-labelledby="resume-from-title"
-            onClick={(event) => event.stopPropagation()}
-          >
-            <h2 id="resume-from-title">Resume from checkpoint {asking.id}?</h2>
-            <p>
-              The workspace&apos;s files are restored to how they were before {asking.before.kind}{" "}
-              <code>{asking.before.name}</code>. A successor run reuses what settled before that point and runs
-              everything after it again.
-            </p>
-            {failure && (
-              <div className="error-box" data-testid="resume-problem">
-                {failure.text}
-              </div>
-            )}
-            {failure?.offerForce && (
-              <label className="force-choice">
-                <input
-                  type="checkbox"
-                  checked={force}
-                  data-testid="resume-force"
-                  onChange={(event) => setForce(event.target.checked)}
-                />{" "}
-                Force: the workspace changed after the run ended. Restore the checkpoint anyway; what the workspace
-                holds now is kept under <code>refs/trellis/saved/</code>, so nothing is lost.
-              </label>
-            )}
-            <div className="modal-actions">
-              <button type="button" onClick={close}>
-                Cancel
-              </button>
-              <button
-                type="button"
-                className="primary"
-                disabled={busy || (failure !== undefined && failure.offerForce && !force)}
-                data-testid="confirm-resume-from"
-                onClick={() => void resume(asking)}
-              >
-                {force ? "Resume, forcing" : "Resume"}
-              </button>
+        <Dialog
+          titleId="resume-from-title"
+          title={`Resume from checkpoint ${asking.id}?`}
+          onCancel={close}
+          actions={
+            <button
+              type="button"
+              className="primary"
+              disabled={busy || (failure !== undefined && failure.offerForce && !force)}
+              data-testid="confirm-resume-from"
+              onClick={() => void resume(asking)}
+            >
+              {force ? "Resume, forcing" : "Resume"}
+            </button>
+          }
+        >
+          <p>
+            The workspace&apos;s files are restored to how they were before {asking.before.kind}{" "}
+            <code>{asking.before.name}</code>. A successor run reuses what settled before that point and runs
+            everything after it again.
+          </p>
+          {failure && (
+            <div className="error-box" data-testid="resume-problem">
+              {failure.text}
             </div>
-          </div>
-        </div>
+          )}
+          {failure?.offerForce && (
+            <label className="force-choice">
+              <input
+                type="checkbox"
+                checked={force}
+                data-testid="resume-force"
+                onChange={(event) => setForce(event.target.checked)}
+              />{" "}
+              Force: the workspace changed after the run ended. Restore the checkpoint anyway; what the workspace
+              holds now is kept under <code>refs/trellis/saved/</code>, so nothing is lost.
+            </label>
+          )}
+        </Dialog>
       )}
     </div>
   );

@@ -3,7 +3,9 @@
 import { useState } from "react";
 import { api, ApiError } from "../api/client";
 import type { RetainedWorkspace } from "../api/types";
+import { Dialog } from "../app/Dialog";
 import { navigate } from "../app/hooks";
+import { describeFailure } from "./errors";
 import { canDiscard } from "./checkpoints";
 import { isLive } from "./format";
 
@@ -41,6 +43,8 @@ export function Controls({ runId, status, successor, worktree, onDiscarded }: Pr
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState<string | undefined>();
   const live = isLive(status);
+  // A worktree run whose worktree was discarded has nowhere left to continue.
+  const discarded = Boolean(worktree && !worktree.exists);
 
   const act = async (action: Action) => {
     setBusy(true);
@@ -59,7 +63,7 @@ export function Controls({ runId, status, successor, worktree, onDiscarded }: Pr
         navigate(`/runs/${answer.runId}`);
       }
     } catch (error) {
-      setMessage(error instanceof ApiError ? `${error.code}: ${error.message}` : String(error));
+      setMessage(error instanceof ApiError && !["bad_token", "no_session"].includes(error.code) ? `${error.code}: ${error.message}` : describeFailure(error));
     } finally {
       setBusy(false);
       setAsking(undefined);
@@ -80,10 +84,12 @@ export function Controls({ runId, status, successor, worktree, onDiscarded }: Pr
       </button>
       <button
         type="button"
-        disabled={live || busy || status === "succeeded" || Boolean(successor)}
+        disabled={live || busy || status === "succeeded" || Boolean(successor) || discarded}
         onClick={() => setAsking("resume")}
         data-testid="resume"
-        title={successor ? `already resumed as ${successor}` : undefined}
+        title={
+          successor ? `already resumed as ${successor}` : discarded ? "its worktree was discarded" : undefined
+        }
       >
         Resume
       </button>
@@ -105,32 +111,24 @@ export function Controls({ runId, status, successor, worktree, onDiscarded }: Pr
         </span>
       )}
       {question && asking && (
-        <div className="modal-backdrop" role="presentation" onClick={() => setAsking(undefined)}>
-          <div
-            className="modal"
-            role="dialog"
-            aria-modal="true"
-            aria-labelledby="confirm-title"
-            onClick={(event) => event.stopPropagation()}
-          >
-            <h2 id="confirm-title">{question.title}</h2>
-            <p>{question.body}</p>
-            <div className="modal-actions">
-              <button type="button" onClick={() => setAsking(undefined)}>
-                Cancel
-              </button>
-              <button
-                type="button"
-                className={asking === "resume" ? "primary" : "danger"}
-                disabled={busy}
-                data-testid="confirm"
-                onClick={() => void act(asking)}
-              >
-                {question.confirm}
-              </button>
-            </div>
-          </div>
-        </div>
+        <Dialog
+          titleId="confirm-title"
+          title={question.title}
+          onCancel={() => setAsking(undefined)}
+          actions={
+            <button
+              type="button"
+              className={asking === "resume" ? "primary" : "danger"}
+              disabled={busy}
+              data-testid="confirm"
+              onClick={() => void act(asking)}
+            >
+              {question.confirm}
+            </button>
+          }
+        >
+          <p>{question.body}</p>
+        </Dialog>
       )}
     </div>
   );

@@ -7,6 +7,8 @@ import type { ExecutionDetail } from "../api/types";
 import type { ModelNode } from "../graph/model";
 import { kindIcon } from "../graph/nodes";
 import { formatCost, formatDuration, formatTime, formatTokens, prettyJson } from "./format";
+import { describeFailure } from "./errors";
+import { GapBodyPane } from "./GapBodyPane";
 import { LogsPane } from "./LogsPane";
 import { MapItems } from "./MapItems";
 import type { ExecutionView, NodeRunState } from "./state";
@@ -79,7 +81,7 @@ function ExecutionPane({
         setError(undefined);
       })
       .catch((failure: unknown) => {
-        if (!controller.signal.aborted) setError(String(failure));
+        if (!controller.signal.aborted) setError(describeFailure(failure));
       });
     return () => controller.abort();
   }, [runId, view.id, view.state]);
@@ -225,10 +227,12 @@ export function Inspector({ runId, node, run, executionKey, onPickExecution, onC
   const executions = useMemo(() => run?.executions ?? [], [run]);
   const chosen = executions.find((view) => view.key === executionKey) ?? executions[executions.length - 1];
   return (
-    <aside className="inspector" data-testid="inspector" data-node={node.name}>
+    <aside className="inspector" data-testid="inspector" data-node={node.name} aria-label={`Inspector: ${node.name}`}>
       <header>
-        <span className="kind-icon">{kindIcon(node.kind)}</span>
-        <h2>{node.name}</h2>
+        <span className="kind-icon" aria-hidden="true">
+          {kindIcon(node.kind)}
+        </span>
+        <h2 title={node.name}>{node.name}</h2>
         <span className="muted">{node.kind}</span>
         <button type="button" className="close" aria-label="Close inspector" onClick={onClose}>
           ×
@@ -239,8 +243,12 @@ export function Inspector({ runId, node, run, executionKey, onPickExecution, onC
         <MapItems run={run} onPick={onPickExecution} />
       ) : node.group ? (
         <FrameFacts node={node} run={run} />
+      ) : run?.reached ? (
+        <p className="reached-note" data-testid="inspector-reached">
+          The run ended here: {run.state === "failed" ? `failed${node.reason ? ` (${node.reason})` : ""}` : "succeeded"}.
+        </p>
       ) : executions.length === 0 ? (
-        <p className="empty">Not run{run ? " yet" : ""}.</p>
+        <p className="empty">{isTerminal(node.kind) ? "Not reached." : `Not run${run ? " yet" : ""}.`}</p>
       ) : (
         <>
           {executions.length > 1 && executions.length <= 200 && (
@@ -264,12 +272,17 @@ export function Inspector({ runId, node, run, executionKey, onPickExecution, onC
               {executions.length} executions; pick one on the timeline or in its map's items.
             </p>
           )}
-          {chosen && <ExecutionPane key={chosen.key} runId={runId} view={chosen} now={now} onPick={onPickExecution} />}
+          {chosen?.gap && <GapBodyPane key={chosen.key} body={chosen.gap} now={now} />}
+          {chosen && !chosen.gap && (
+            <ExecutionPane key={chosen.key} runId={runId} view={chosen} now={now} onPick={onPickExecution} />
+          )}
         </>
       )}
     </aside>
   );
 }
+
+const isTerminal = (kind: string) => ["succeed", "fail", "end", "finish"].includes(kind);
 
 function FrameFacts({ node, run }: { node: ModelNode; run?: NodeRunState }) {
   return (

@@ -31,7 +31,7 @@ export function LogsPane({ runId, nodes, node: fixedNode, execution, compact }: 
   const [level, setLevel] = useState("debug");
   const [follow, setFollow] = useState(true);
   const [ended, setEnded] = useState(false);
-  const bottom = useRef<HTMLDivElement>(null);
+  const box = useRef<HTMLDivElement>(null);
 
   useEffect(() => {
     setLines([]);
@@ -67,9 +67,12 @@ export function LogsPane({ runId, nodes, node: fixedNode, execution, compact }: 
     [lines, level, node, execution],
   );
 
+  // Follow the tail inside the pane only: scrolling it into view would also scroll whatever
+  // holds the pane (the inspector would open scrolled down to its logs).
   useEffect(() => {
-    if (follow) bottom.current?.scrollIntoView({ block: "end" });
-  }, [shown, follow]);
+    const element = box.current;
+    if (follow && !compact && element) element.scrollTop = element.scrollHeight;
+  }, [shown, follow, compact]);
 
   return (
     <div className={`logs${compact ? " compact" : ""}`} data-testid="logs-pane">
@@ -98,7 +101,7 @@ export function LogsPane({ runId, nodes, node: fixedNode, execution, compact }: 
           </span>
         </div>
       )}
-      <div className="logs-lines">
+      <div className="logs-lines" ref={box}>
         {shown.map((line) => (
           <div className={`log-line level-${line.level}`} key={line.cursor} data-testid="log-line">
             <span className="log-time">{new Date(line.atMs).toLocaleTimeString([], { hour12: false })}</span>
@@ -108,7 +111,6 @@ export function LogsPane({ runId, nodes, node: fixedNode, execution, compact }: 
           </div>
         ))}
         {shown.length === 0 && <div className="empty small">No log lines{ended ? "" : " yet"}.</div>}
-        <div ref={bottom} />
       </div>
     </div>
   );

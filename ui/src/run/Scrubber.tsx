@@ -1,6 +1,7 @@
 // The replay scrubber: step through the run's recorded events and see the graph, timeline and
 // status as they were after each one.
 import { useEffect, useState } from "react";
+import { Icon } from "./icons";
 
 export interface ScrubberProps {
   /** Events loaded so far. */
@@ -30,13 +31,13 @@ export function Scrubber({ total, position, onMove, latest, onExit, loading }: S
   return (
     <div className="scrubber" data-testid="scrubber">
       <button type="button" aria-label="First event" onClick={() => onMove(0)} disabled={position === 0}>
-        ⏮
+        <Icon name="first" />
       </button>
       <button type="button" aria-label="Step back" onClick={() => onMove(Math.max(0, position - 1))} disabled={position === 0}>
-        ◀
+        <Icon name="back" />
       </button>
       <button type="button" aria-label={playing ? "Pause" : "Play"} onClick={() => setPlaying(!playing)}>
-        {playing ? "⏸" : "▶"}
+        <Icon name={playing ? "pause" : "play"} />
       </button>
       <button
         type="button"
@@ -44,10 +45,10 @@ export function Scrubber({ total, position, onMove, latest, onExit, loading }: S
         onClick={() => onMove(Math.min(total, position + 1))}
         disabled={position >= total}
       >
-        ▶▏
+        <Icon name="forward" />
       </button>
       <button type="button" aria-label="Last event" onClick={() => onMove(total)} disabled={position >= total}>
-        ⏭
+        <Icon name="last" />
       </button>
       <input
         type="range"

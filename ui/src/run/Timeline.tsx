@@ -122,6 +122,7 @@ export function Timeline({ views, now, selectedKey, onSelect }: TimelineProps) {
                       width: `max(3px, ${(((to - from) / span) * 100).toFixed(3)}%)`,
                       top: 4 + lane * 20,
                     }}
+                    aria-label={`${[...tags, view.node].join(" ")} · round ${view.round} · ${view.state}`}
                     title={`${view.node} · round ${view.round} · attempt ${view.attempt}${
                       view.itemKey !== undefined ? ` · item ${view.itemKey}` : ""
                     } · ${view.state}${view.channel ? ` (${view.channel})` : ""} · ${formatDuration(to - from)}`}

@@ -22,5 +22,5 @@ export function resumeFailure(error: unknown): { text: string; offerForce: boole
   if (error instanceof ApiError) {
     return { text: `${error.code}: ${error.message}`, offerForce: error.code === WORKSPACE_CHANGED };
   }
-  return { text: String(error), offerForce: false };
+  return { text: error instanceof Error ? error.message : String(error), offerForce: false };
 }

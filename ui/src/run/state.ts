@@ -8,6 +8,7 @@ import type {
   WatchEvent,
 } from "../api/types";
 import type { GraphModel } from "../graph/model";
+import { cursorSequence } from "./gapBodies";
 
 export type NodeStateName =
   | "pending"
@@ -169,8 +170,11 @@ export function itemKeyOf(item: number | number[] | undefined): string | undefin
   return Array.isArray(item) ? item.join(".") : String(item);
 }
 
-const executionOrder = (a: ExecutionSummary, b: ExecutionSummary) =>
-  Number(a.id) - Number(b.id) || String(a.id).localeCompare(String(b.id));
+/** Start order: by execution id, or for GaP bodies (which have none) by the event that started them. */
+const executionOrder = (a: ExecutionSummary, b: ExecutionSummary) => {
+  if (a.gap && b.gap) return cursorSequence(a.gap.startedCursor) - cursorSequence(b.gap.startedCursor);
+  return Number(a.id) - Number(b.id) || String(a.id).localeCompare(String(b.id));
+};
 
 /** Every execution, classified and with its round, in start order. */
 export function executionViews(fold: RunFold): ExecutionView[] {
@@ -211,6 +215,10 @@ export interface NodeRunState {
   rounds: number;
   tokens: TokenTotals;
   costUsd?: number;
+  /** A terminal the finished run reached. */
+  reached?: boolean;
+  /** For a frame: the name of the reached terminal inside it. */
+  endedAt?: string;
 }
 
 const SEVERITY: NodeStateName[] = [
@@ -259,7 +267,7 @@ export function nodeStates(model: GraphModel, views: ExecutionView[]): Map<strin
     states.set(id, state);
     if (!node) return state;
     if (!node.group) {
-      state.executions = node.kind === "decision" ? [] : (byName.get(node.name) ?? []);
+      state.executions = node.kind === "decision" ? [] : (byName.get(node.runName ?? node.name) ?? []);
     } else {
       const innerDepth = node.kind === "map" ? mapDepth + 1 : mapDepth;
       for (const child of node.children) state.executions.push(...visit(child, innerDepth).executions);
@@ -268,6 +276,12 @@ export function nodeStates(model: GraphModel, views: ExecutionView[]): Map<strin
     summarize(state, node.kind === "map" ? mapDepth + 1 : mapDepth, node.group);
     if (node.kind === "loop") {
       state.rounds = state.executions.reduce((most, view) => Math.max(most, view.round), 0);
+      // A loop stands as its last round does: earlier rounds' rejections were repaired.
+      if (state.state !== "running" && state.rounds > 0) {
+        const last = zeroCounts();
+        for (const view of state.executions) if (view.round === state.rounds) last[view.state] += 1;
+        state.state = dominant(last);
+      }
     }
     return state;
   };

@@ -19,12 +19,22 @@ export interface RunSetup {
 
 export interface Target {
   url: string;
+  /** The temporary TRELLIS_HOME the server and the runs use. */
+  home: string;
   /** The one-time launch link `trellis ui` printed: opening it signs the browser in. */
   launch: string;
   /** Starts a software-change run; `hold` binds its worker to a command that never finishes. */
   startRun: (title: string, hold: boolean, setup?: RunSetup) => Promise<string>;
   /** The workspace directory a run started by `startRun` works in. */
   workspaceOf: (runId: string) => string;
+  /**
+   * Runs the public GaP conformance workflow `name` (../shared/conformance/gap) to its end from
+   * a folder of its own with the stub Python tool, then deletes that folder: the page must draw
+   * the run from the ledger alone.
+   */
+  runGapWorkflow: (name: string, title: string) => string;
+  /** Starts a GaP workflow `document` detached, with the built-in `stub.*` tools; its run id. */
+  startGapDocument: (document: unknown, title: string) => string;
   /** The run's `status` object as `trellis status --json` reports it. */
   runStatus: (runId: string) => unknown;
   close: () => Promise<void>;
@@ -44,10 +54,13 @@ const HOLD_PLAN = {
   },
 };
 
-/** A worker that leaves a trace in the workspace and fails. */
+/** A worker that leaves a trace in the workspace, says on stderr what it does and that it gave up, and fails. */
 const FAIL_PLAN = {
   nodes: {
-    worker: { kind: "command", command: ["/bin/sh", "-c", "cat >/dev/null; echo attempt >> attempts.txt; exit 1"] },
+    worker: {
+      kind: "command",
+      command: ["/bin/sh", "-c", "cat >/dev/null; echo attempt >> attempts.txt; echo 'progress: reading files' >&2; echo 'ERROR: the worker gave up' >&2; exit 1"],
+    },
     acceptance: { kind: "command", command: ["python3", "offline/review.py", "acceptance"] },
     code: { kind: "command", command: ["python3", "offline/review.py", "code"] },
   },
@@ -93,6 +106,7 @@ export async function startTarget(): Promise<Target> {
 
   return {
     url,
+    home: env.TRELLIS_HOME ?? "",
     launch,
     workspaceOf: (runId) => {
       const workspace = workspaceOf.get(runId);
@@ -123,6 +137,42 @@ export async function startTarget(): Promise<Target> {
       const receipt = started.stdout.split("\n")[0] ?? "";
       const runId = (JSON.parse(receipt) as { runId: string }).runId;
       workspaceOf.set(runId, workspace);
+      return runId;
+    },
+    runGapWorkflow: (name, title) => {
+      workspaces += 1;
+      const folder = join(root, `gap-${workspaces}`);
+      mkdirSync(folder);
+      cpSync(join(repo, "../shared/conformance/gap", name), join(folder, "workflow.json"));
+      const tool = `stub.work=${join(repo, "crates/trellis-gap/tests/fixtures/tools/stub_tools.py")}:work_ok`;
+      const ran = spawnSync(TRELLIS, ["run", join(folder, "workflow.json"), "--python-tool", tool, "--title", title, "--json"], {
+        env,
+        cwd: root,
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      if (ran.status !== 0) throw new Error(`trellis run (GaP) failed: ${ran.stderr}`);
+      rmSync(folder, { recursive: true, force: true });
+      const listed = spawnSync(TRELLIS, ["list", "--json"], { env, encoding: "utf8", timeout: 30_000 });
+      const runs = (JSON.parse(listed.stdout) as { runs: { runId: string; title: string }[] }).runs;
+      const run = runs.find((candidate) => candidate.title === title);
+      if (!run) throw new Error(`the GaP run ${title} is not listed`);
+      return run.runId;
+    },
+    startGapDocument: (document, title) => {
+      workspaces += 1;
+      const folder = join(root, `gap-${workspaces}`);
+      mkdirSync(folder);
+      writeFileSync(join(folder, "workflow.json"), JSON.stringify(document));
+      const started = spawnSync(TRELLIS, ["run", folder, "--stub-tools", "--detach", "--json", "--title", title], {
+        env,
+        cwd: root,
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+      if (started.status !== 0) throw new Error(`trellis run (GaP, detached) failed: ${started.stderr}`);
+      const runId = /"runId"\s*:\s*"([^"]+)"/.exec(started.stdout)?.[1];
+      if (!runId) throw new Error(`no run id in: ${started.stdout}`);
       return runId;
     },
     runStatus: (runId) => {

@@ -98,6 +98,8 @@ describe("trellis ui in Chromium", () => {
 
     await row.locator("a").click();
     await page.waitForSelector('[data-testid="node-worker"]');
+    // The reviewers sit in frames collapsed by default: open them all to watch them.
+    await page.getByTestId("expand-all").click();
     await expect
       .poll(() => page.getAttribute('[data-testid="run-page"]', "data-run-status"), { timeout: 60_000 })
       .toBe("succeeded");
@@ -207,6 +209,16 @@ describe("trellis ui in Chromium", () => {
       .toBe("failed");
     await expect(page.getByTestId("run-cause").textContent()).resolves.toContain("worker:");
 
+    // Levels come from what the worker said: its ERROR line passes "error and above", its
+    // progress on the same pipe does not.
+    await page.getByRole("tab", { name: "Logs" }).click();
+    await page.getByLabel("Minimum log level").selectOption("error");
+    const lines = page.getByTestId("log-line");
+    await expect.poll(() => lines.allTextContents(), { timeout: 10_000 }).toEqual(
+      expect.arrayContaining([expect.stringContaining("the worker gave up")]),
+    );
+    expect((await lines.allTextContents()).some((line) => line.includes("reading files"))).toBe(false);
+
     await page.getByRole("tab", { name: "Checkpoints" }).click();
     const row = page.locator('[data-testid="checkpoint-row"]').first();
     await row.waitFor({ timeout: 10_000 });
@@ -245,8 +257,10 @@ describe("trellis ui in Chromium", () => {
     await expect
       .poll(() => page.getByTestId("control-result").textContent(), { timeout: 15_000 })
       .toContain("Removed");
-    // The page read the run again: its worktree is gone, so the action is no longer offered.
+    // The page read the run again: its worktree is gone, so the action is no longer offered,
+    // and nothing is left to resume in.
     await expect.poll(() => discard.count(), { timeout: 15_000 }).toBe(0);
+    await expect(page.getByTestId("resume").isDisabled()).resolves.toBe(true);
   });
 
   test("the validate page pins a diagnostic on the node it names", async () => {
@@ -267,6 +281,9 @@ describe("trellis ui in Chromium", () => {
     await expect(page.getByTestId("diagnostic").first().textContent()).resolves.toContain("worker");
     const pinned = page.locator('[data-testid="node-worker"]:has([data-testid="diagnostic-pin"])');
     await expect.poll(() => pinned.count(), { timeout: 10_000 }).toBeGreaterThan(0);
+    // Only the node the diagnostic points at (the second `worker`) carries the badge.
+    await expect(pinned.count()).resolves.toBe(1);
+    await expect(pinned.getAttribute("data-kind")).resolves.toBe("succeed");
     await page.screenshot({ path: `${SCREENSHOTS}/validate-page.png` });
   });
   test("another browser without the one-time link gets neither runs nor the page token", async () => {

@@ -13,6 +13,7 @@ use trellis_gap::{
 use trellis_ledger::RunId;
 
 use crate::shared::admission_error::AdmissionError;
+use crate::shared::documents::read_json_file;
 
 /// A GaP workflow to run, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -112,6 +113,8 @@ pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> 
         )),
         other => AdmissionError::GapOptions(other.to_string()),
     })?;
+    // What the ledger keeps of the document, so the run's graph outlives its folder.
+    let document = read_json_file(&trellis_gap::workflow_file_path(&path), "workflow").ok();
     let skills = load_skill_dirs(&request.skills)?;
     let mut registry = tool_registry(&request, &workflow.workflow_dir)?;
     registry
@@ -153,6 +156,7 @@ pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> 
     });
     Ok(GapRun {
         workflow,
+        document,
         workflow_path: path,
         title,
         submission_key: request.submission_key,
@@ -273,9 +277,14 @@ pub(crate) fn readmit(submission: &Value, run: &str) -> Result<GapRun, Admission
     Ok(run)
 }
 
+/// Largest workflow document recorded with a submission (the ledger takes 4 MiB in all).
+const MAX_RECORDED_DOCUMENT_BYTES: usize = 1024 * 1024;
+
 /// An admitted GaP run.
 pub(crate) struct GapRun {
     pub workflow: Workflow,
+    /// The workflow file as read at admission (none when it does not read as JSON again).
+    pub document: Option<Value>,
     pub workflow_path: PathBuf,
     pub title: String,
     pub submission_key: Option<String>,
@@ -301,8 +310,14 @@ impl GapRun {
             }
             GapConnector::Command(argv) => json!({"command": argv}),
         });
+        // A document too large to keep beside the submission is left out (its graph is then
+        // read from the folder, while it exists).
+        let document = self.document.as_ref().filter(|d| {
+            serde_json::to_vec(d).is_ok_and(|t| t.len() <= MAX_RECORDED_DOCUMENT_BYTES)
+        });
         json!({
             "workflow": self.workflow_path.display().to_string(),
+            "document": document,
             "inputs": Value::Object(self.options.inputs.clone()),
             "traceDir": self.options.trace_dir.as_ref().map(|p| p.display().to_string()),
             "maxWorkers": self.options.max_workers,

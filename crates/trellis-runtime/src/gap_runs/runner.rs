@@ -114,11 +114,13 @@ impl RunObserver for LedgerObserver<'_> {
                 } else {
                     LogStream::Output
                 },
-                level: if stream == "stderr" {
+                // What the line says it is (`INFO …` on stderr is not an error); else what its
+                // pipe suggests.
+                level: trellis_ledger::declared_level(line).unwrap_or(if stream == "stderr" {
                     LogLevel::Error
                 } else {
                     LogLevel::Info
-                },
+                }),
                 // One bounded line, as a harness records it (the ledger refuses longer ones).
                 message: one_line(&self.redactor.apply(&match node_id {
                     Some(node) => format!("[{node}] {line}"),

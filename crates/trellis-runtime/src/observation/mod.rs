@@ -5,6 +5,7 @@
 
 pub(crate) mod attach;
 pub(crate) mod cause;
+pub(crate) mod gap_bodies;
 pub(crate) mod logs;
 pub(crate) mod runs_stream;
 pub(crate) mod streams;

@@ -446,8 +446,11 @@ impl GraphBounds {
 pub struct RunGraph {
     pub run_id: RunId,
     pub kind: RunKind,
-    /// The graph document: GraphSpec JSON, or the GaP `workflow.json` as found on disk.
+    /// The graph document: GraphSpec JSON, or the GaP `workflow.json` as recorded at admission.
     pub graph: Value,
+    /// The run's input as submitted (a GaP run's `inputs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -30,6 +30,7 @@ pub fn routes(state: ApiState) -> Router {
         .route("/runs/{run}/graph", get(reads::graph))
         .route("/runs/{run}/watch", get(events::watch))
         .route("/runs/{run}/logs", get(events::logs))
+        .route("/runs/{run}/gap-bodies", get(reads::gap_bodies))
         .route("/runs/{run}/executions/{execution}", get(reads::execution))
         .route("/runs/{run}/force-stop", post(control::force_stop))
         .route("/runs/{run}/resume", post(control::resume))

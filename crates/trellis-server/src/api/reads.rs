@@ -1,4 +1,4 @@
-//! The JSON routes: runs (list, status, graph, one execution), validation of a pasted
+//! The JSON routes: runs (list, status, graph, GaP bodies, one execution), validation of a pasted
 //! document, and the template gallery.
 
 use std::sync::Arc;
@@ -21,7 +21,8 @@ use super::problems::{admission_problem, bad_request, blocking, internal, json_b
 use super::state::ApiState;
 use crate::problem::Problem;
 use crate::schemas::{
-    ExecutionDetailDoc, ProblemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc, SkippedRunDoc,
+    ExecutionDetailDoc, GapBodyDoc, ProblemDoc, RunGraphDoc, RunStatusDoc, RunSummaryDoc,
+    SkippedRunDoc,
 };
 
 /// Runs a list answers by default, and at most.
@@ -187,6 +188,21 @@ pub async fn graph(
     let run = run_id(&run)?;
     let runtime = Arc::clone(&state.runtime);
     Ok(Json(blocking(move || runtime.run_graph(&run)).await?).into_response())
+}
+
+/// A GaP run's node bodies, visit by visit, as the ledger recorded them (empty for GraphSpec).
+#[utoipa::path(
+    get, path = "/api/v1/runs/{run}/gap-bodies", tag = "runs",
+    params(("run" = String, Path, description = "run id")),
+    responses((status = 200, body = Vec<GapBodyDoc>), (status = 404, body = ProblemDoc)),
+)]
+pub async fn gap_bodies(
+    State(state): State<ApiState>,
+    Path(run): Path<String>,
+) -> Result<Response, Problem> {
+    let run = run_id(&run)?;
+    let runtime = Arc::clone(&state.runtime);
+    Ok(Json(blocking(move || runtime.gap_bodies(&run)).await?).into_response())
 }
 
 /// One execution in full (input, outcome, binding — never a secret value).

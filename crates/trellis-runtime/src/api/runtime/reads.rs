@@ -11,6 +11,7 @@ use crate::control::recovery::reconcile;
 use crate::graphspec::admission::{Registry, verify};
 use crate::observation::attach::resolve_execution;
 use crate::observation::cause::run_cause;
+use crate::observation::gap_bodies::{GapBody, gap_bodies};
 use crate::observation::logs::{LogFilter, LogsStream};
 use crate::observation::runs_stream::RunsStream;
 use crate::observation::streams::WatchStream;
@@ -162,30 +163,46 @@ impl Runtime {
                     run_id: record.run_id,
                     kind: record.kind,
                     graph,
+                    input: record.submission.get("input").cloned(),
                     identity: Some(verified.identity.to_string()),
                     bounds: Some(GraphBounds::of(&verified)),
                     layout: Some(GraphLayout::of(runnable.spec())),
                 })
             }
             RunKind::Gap => {
-                let path = record
-                    .submission
-                    .get("workflow")
-                    .and_then(Value::as_str)
-                    .map(PathBuf::from)
-                    .unwrap_or_default();
-                let file = trellis_gap::workflow_file_path(&path);
-                let graph = crate::shared::documents::read_json_file(&file, "workflow")?;
+                // The document recorded at admission; runs admitted before it was recorded
+                // fall back to the folder, while it exists.
+                let graph = match record.submission.get("document") {
+                    Some(document) if document.is_object() => document.clone(),
+                    _ => {
+                        let path = record
+                            .submission
+                            .get("workflow")
+                            .and_then(Value::as_str)
+                            .map(PathBuf::from)
+                            .unwrap_or_default();
+                        let file = trellis_gap::workflow_file_path(&path);
+                        crate::shared::documents::read_json_file(&file, "workflow")?
+                    }
+                };
                 Ok(RunGraph {
                     run_id: record.run_id,
                     kind: record.kind,
                     graph,
+                    input: record.submission.get("inputs").cloned(),
                     identity: None,
                     bounds: None,
                     layout: None,
                 })
             }
         }
+    }
+
+    /// A GaP run's node bodies, visit by visit, as its ledger recorded them (none for a
+    /// GraphSpec run, whose executions `status` lists).
+    pub fn gap_bodies(&self, run_id: &RunId) -> Result<Vec<GapBody>, RuntimeError> {
+        self.known(run_id)?;
+        gap_bodies(self.store.as_ref(), run_id)
     }
 
     /// One execution in full.
