@@ -137,10 +137,44 @@ fn main() -> ExitCode {
         // Whoever read our output went away (`trellis logs RUN | head`): nothing to report.
         Err(error) if reader_went_away(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("trellis: error: {error:#}");
+            report_error(&error);
             ExitCode::from(1)
         }
     }
+}
+
+/// The environment variable that asks for errors as one JSON line on stderr
+/// (`{"code", "message"}`, the team server's problem shape), for programs driving the CLI
+/// such as the Python client.
+const ERROR_FORMAT_ENV: &str = "TRELLIS_ERROR_FORMAT";
+
+/// Prints a failed command's error: `trellis: error: …`, or one JSON line when
+/// `TRELLIS_ERROR_FORMAT=json` (code `cli.error` when no run API code applies).
+fn report_error(error: &anyhow::Error) {
+    if std::env::var(ERROR_FORMAT_ENV).is_ok_and(|format| format == "json") {
+        let code = error_code(error).unwrap_or("cli.error");
+        eprintln!(
+            "{}",
+            serde_json::json!({"code": code, "message": format!("{error:#}")})
+        );
+    } else {
+        eprintln!("trellis: error: {error:#}");
+    }
+}
+
+/// The run API's stable code of the first error in the chain that has one.
+fn error_code(error: &anyhow::Error) -> Option<&'static str> {
+    error.chain().find_map(|cause| {
+        if let Some(runtime) = cause.downcast_ref::<trellis_runtime::RuntimeError>() {
+            Some(runtime.code())
+        } else if let Some(admission) = cause.downcast_ref::<trellis_runtime::AdmissionError>() {
+            Some(admission.code())
+        } else {
+            cause
+                .downcast_ref::<trellis_runtime::SourceError>()
+                .map(trellis_runtime::SourceError::code)
+        }
+    })
 }
 
 /// The ledger to open, or the team server to talk to, from `--ledger` / `--target`.
