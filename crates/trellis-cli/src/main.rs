@@ -103,6 +103,8 @@ enum Command {
     Doctor(cmd::doctor::DoctorArgs),
     /// Run node executions queued in a PostgreSQL ledger by controllers of other hosts.
     Worker(cmd::worker::WorkerArgs),
+    /// Replace this binary with a named or the latest release, checked against its SHA256SUMS.
+    Update(cmd::update::UpdateArgs),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
@@ -195,6 +197,7 @@ fn resolve_target(cli: &Cli) -> anyhow::Result<(Option<String>, Option<cmd::remo
             | Command::Trace(_)
             | Command::Target(_)
             | Command::Doctor(_)
+            | Command::Update(_)
     ) {
         return Ok((None, None));
     }
@@ -226,6 +229,7 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::Serve(args) => cmd::serve::run(args, ledger),
         Command::Doctor(args) => cmd::doctor::run(args, ledger),
         Command::Worker(args) => cmd::worker::run(args, ledger),
+        Command::Update(args) => cmd::update::run(args),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     }
 }

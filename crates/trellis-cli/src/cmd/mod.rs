@@ -15,5 +15,6 @@ pub mod target;
 pub mod template;
 pub mod trace;
 pub mod ui;
+pub mod update;
 pub mod validate;
 pub mod worker;
