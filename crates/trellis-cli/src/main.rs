@@ -103,6 +103,9 @@ enum Command {
     Doctor(cmd::doctor::DoctorArgs),
     /// Run node executions queued in a PostgreSQL ledger by controllers of other hosts.
     Worker(cmd::worker::WorkerArgs),
+    /// Install the Trellis skill (how to write and run graphs) for Claude Code, Codex and Copilot.
+    #[command(subcommand)]
+    Skill(cmd::skill::SkillCommand),
     /// Replace this binary with a named or the latest release, checked against its SHA256SUMS.
     Update(cmd::update::UpdateArgs),
     /// The detached controller of one run (started by `trellis run`).
@@ -198,6 +201,7 @@ fn resolve_target(cli: &Cli) -> anyhow::Result<(Option<String>, Option<cmd::remo
             | Command::Target(_)
             | Command::Doctor(_)
             | Command::Update(_)
+            | Command::Skill(_)
     ) {
         return Ok((None, None));
     }
@@ -230,6 +234,7 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::Doctor(args) => cmd::doctor::run(args, ledger),
         Command::Worker(args) => cmd::worker::run(args, ledger),
         Command::Update(args) => cmd::update::run(args),
+        Command::Skill(command) => cmd::skill::run(command),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     }
 }

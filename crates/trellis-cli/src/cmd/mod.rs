@@ -11,6 +11,7 @@ pub mod run_args;
 pub mod run_gap;
 pub mod schema;
 pub mod serve;
+pub mod skill;
 pub mod target;
 pub mod template;
 pub mod trace;
