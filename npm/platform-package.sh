@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes the npm package holding the native `trellis` binary of one platform:
-#   npm/platform-package.sh PLATFORM BINARY OUT_DIR
+#   npm/platform-package.sh PLATFORM BINARY OUT_DIR [VERSION]
 # PLATFORM is linux-x64, linux-arm64, darwin-x64 or darwin-arm64 (npm's os-cpu); the package
-# `trellis-workflows-PLATFORM` (the launcher's version) is written to OUT_DIR/PLATFORM and
+# `trellis-workflows-PLATFORM` (VERSION, default the launcher's) is written to OUT_DIR/PLATFORM and
 # packed there with `npm pack`; the tarball's path is printed last.
 set -euo pipefail
 platform="$1" binary="$2" out="$3"
@@ -12,7 +12,7 @@ case "$platform" in
   *) echo "platform-package: unknown platform $platform" >&2; exit 2 ;;
 esac
 os="${platform%-*}" cpu="${platform#*-}"
-version="$(node -p 'require(process.argv[1]).version' "$here/trellis-workflows/package.json")"
+version="${4:-$(node -p 'require(process.argv[1]).version' "$here/trellis-workflows/package.json")}"
 dir="$out/$platform"
 rm -rf "$dir"
 mkdir -p "$dir/bin"
