@@ -46,6 +46,9 @@ def test_software_change_watched_to_the_end(trellis_bin, home, workspace):
     messages = [entry["record"]["message"] for entry in client.logs(receipt.run_id)]
     assert any("repaired after review" in message for message in messages), messages
 
+    listed = client.list_runs(limit=5)["runs"]
+    assert [run["runId"] for run in listed] == [receipt.run_id]
+
     page = client.checkpoints(receipt.run_id)
     assert page["runId"] == receipt.run_id and isinstance(page["checkpoints"], list)
 

@@ -39,6 +39,7 @@ def test_remote_run_watched_to_the_end(server):
         assert handle.read() == "Hello, world!\n"
     messages = [entry["record"]["message"] for entry in client.logs(receipt.run_id)]
     assert any("repaired after review" in message for message in messages), messages
+    assert receipt.run_id in [run["runId"] for run in client.list_runs(limit=5)["runs"]]
     page = client.checkpoints(receipt.run_id, limit=5)
     assert page["runId"] == receipt.run_id
 

@@ -6,11 +6,11 @@ from .errors import (AdmissionRefused, Conflict, InvalidRequest, RunNotFound, Tr
                      TrellisError, Unauthorized, Unavailable, error_for)
 from .routes import ROUTES
 from .types import (CheckpointInfo, CheckpointPage, ExecutionSummary, LogEntry, PhaseStatus,
-                    Receipt, RunStatus, RunSummary, TokenUsage, WatchUpdate, is_finished)
+                    Receipt, RunListing, RunStatus, RunSummary, TokenUsage, WatchUpdate, is_finished)
 
 __all__ = [
     "AdmissionRefused", "AsyncClient", "CheckpointInfo", "CheckpointPage", "Client", "Conflict",
     "ExecutionSummary", "InvalidRequest", "LogEntry", "PhaseStatus", "ROUTES", "Receipt",
-    "RunNotFound", "RunStatus", "RunSummary", "TokenUsage", "TransportError", "TrellisError",
+    "RunListing", "RunNotFound", "RunStatus", "RunSummary", "TokenUsage", "TransportError", "TrellisError",
     "Unauthorized", "Unavailable", "WatchUpdate", "error_for", "is_finished",
 ]

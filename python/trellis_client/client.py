@@ -8,8 +8,8 @@ from typing import AsyncIterator, Dict, Iterator, Optional, Union
 from .local import AsyncLocalTransport, LocalCommands, LocalTransport
 from .remote import AsyncRemoteTransport, RemoteSettings, RemoteTransport
 from .submission import PathOrDocument, Submission
-from .types import (CheckpointPage, LogEntry, Receipt, RunStatus, RunSummary, WatchUpdate,
-                    is_finished)
+from .types import (CheckpointPage, LogEntry, Receipt, RunListing, RunStatus, RunSummary,
+                    WatchUpdate, is_finished)
 
 
 def _settings(url: str, token: Optional[str], timeout: float,
@@ -70,6 +70,10 @@ class Client:
     def status(self, run_id: str) -> RunStatus:
         """The run with every execution (`RunStatus`)."""
         return self._transport.status(run_id)  # type: ignore[return-value]
+
+    def list_runs(self, limit: int = 50) -> RunListing:
+        """The newest runs first (`{"runs": [RunSummary], "skipped"?: […]}`)."""
+        return self._transport.list_runs(limit)  # type: ignore[return-value]
 
     def watch(self, run_id: str, after: Optional[str] = None) -> Iterator[WatchUpdate]:
         """Every event of the run after `after` (a cursor) until it finishes; the last one has
@@ -145,6 +149,9 @@ class AsyncClient:
 
     async def status(self, run_id: str) -> RunStatus:
         return await self._transport.status(run_id)  # type: ignore[return-value]
+
+    async def list_runs(self, limit: int = 50) -> RunListing:
+        return await self._transport.list_runs(limit)  # type: ignore[return-value]
 
     def watch(self, run_id: str, after: Optional[str] = None) -> AsyncIterator[WatchUpdate]:
         return self._transport.follow("watch", run_id, after)  # type: ignore[return-value]

@@ -145,6 +145,9 @@ class LocalTransport:
     def status(self, run_id: str) -> Dict[str, Any]:
         return self._one(["status", run_id, "--json"])
 
+    def list_runs(self, limit: int) -> Dict[str, Any]:
+        return self._one(["list", "--json", "--limit", str(limit)])
+
     def force_stop(self, run_id: str) -> Dict[str, Any]:
         return self._one(["force-stop", run_id])
 
@@ -219,6 +222,9 @@ class AsyncLocalTransport:
 
     async def status(self, run_id: str) -> Dict[str, Any]:
         return json.loads(await self._call(["status", run_id, "--json"]))
+
+    async def list_runs(self, limit: int) -> Dict[str, Any]:
+        return json.loads(await self._call(["list", "--json", "--limit", str(limit)]))
 
     async def force_stop(self, run_id: str) -> Dict[str, Any]:
         return json.loads(await self._call(["force-stop", run_id]))

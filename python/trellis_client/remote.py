@@ -142,6 +142,9 @@ class RemoteTransport:
     def status(self, run_id: str) -> Dict[str, Any]:
         return self._json("status", run_id)
 
+    def list_runs(self, limit: int) -> Dict[str, Any]:
+        return self._json("list", query={"limit": limit})
+
     def force_stop(self, run_id: str) -> Dict[str, Any]:
         return self._json("force_stop", run_id, body={})
 
@@ -184,6 +187,9 @@ class AsyncRemoteTransport:
 
     async def status(self, run_id: str) -> Dict[str, Any]:
         return await self._thread(self.blocking.status, run_id)
+
+    async def list_runs(self, limit: int) -> Dict[str, Any]:
+        return await self._thread(self.blocking.list_runs, limit)
 
     async def force_stop(self, run_id: str) -> Dict[str, Any]:
         return await self._thread(self.blocking.force_stop, run_id)

@@ -69,6 +69,13 @@ class RunStatus(RunSummary, total=False):
     cause: Dict[str, Any]
 
 
+class RunListing(TypedDict, total=False):
+    """Runs newest first; `skipped` names runs whose stored rows cannot be read."""
+
+    runs: List[RunSummary]
+    skipped: List[Dict[str, str]]
+
+
 class WatchUpdate(TypedDict, total=False):
     """One event of a run: `event` is the ledger event's kind (`node_started`, `terminal`, …);
     the last one of a run has `status.phase == "finished"`."""
