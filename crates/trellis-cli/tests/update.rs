@@ -1,7 +1,7 @@
 //! `trellis update` against a release folder served on loopback (`python3 -m http.server`),
 //! run by a copy of the binary so the one under test is never replaced: a good archive
-//! replaces the copy atomically; a bad checksum, a missing version and a missing archive
-//! change nothing and say why.
+//! replaces the copy atomically; a bad checksum, a missing version, a signature that does not
+//! verify (or is missing while a key is configured) change nothing and say why.
 
 mod support;
 
@@ -111,6 +111,7 @@ fn update(copy: &Path, args: &[&str]) -> std::process::Output {
         .arg("update")
         .args(args)
         .env_remove("TRELLIS_RELEASE_URL")
+        .env_remove("TRELLIS_RELEASE_PUBLIC_KEY")
         .stdin(Stdio::null())
         .output()
         .expect("run the copy")
@@ -201,23 +202,52 @@ fn a_bad_checksum_changes_nothing_and_says_why() {
     assert!(String::from_utf8_lossy(&unconfigured.stderr).contains("--from URL"));
 }
 
+/// An Ed25519 key made by openssl (as the release instructions say) and its public half, base64.
+fn signing_key(dir: &Path, name: &str) -> (PathBuf, String) {
+    let key = dir.join(format!("{name}.pem"));
+    let made = Command::new("openssl")
+        .args(["genpkey", "-algorithm", "ed25519", "-out"])
+        .arg(&key)
+        .output()
+        .expect("openssl");
+    assert!(made.status.success(), "{made:?}");
+    let public = Command::new("openssl")
+        .args(["pkey", "-pubout", "-outform", "DER", "-in"])
+        .arg(&key)
+        .output()
+        .expect("openssl");
+    assert!(
+        public.status.success() && public.stdout.len() >= 32,
+        "{public:?}"
+    );
+    let der = public.stdout;
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&der[der.len() - 32..]);
+    (key, encoded)
+}
+
 #[test]
-fn a_folder_made_by_the_release_script_updates_a_binary() {
+fn a_signed_folder_made_by_the_release_script_updates_a_binary() {
     let dir = TempDir::new().unwrap();
     let releases = dir.path().join("releases");
+    let (key, public_key) = signing_key(dir.path(), "release");
+    let (_, other_key) = signing_key(dir.path(), "other");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/release");
     let made = Command::new("bash")
         .arg(&script)
         .args(["--binary", TRELLIS, "--version", "9.9.9", "--out"])
         .arg(&releases)
+        .arg("--signing-key")
+        .arg(&key)
         .stdin(Stdio::null())
         .output()
         .expect("run scripts/release");
     assert!(made.status.success(), "{made:?}");
+    assert!(String::from_utf8_lossy(&made.stdout).contains(&public_key));
     let name = format!("trellis-9.9.9-{}.tar.gz", platform());
     assert_eq!(
         directory_entries(&releases.join("9.9.9")),
-        ["SHA256SUMS", name.as_str()]
+        ["SHA256SUMS", "SHA256SUMS.sig", name.as_str()]
     );
     assert_eq!(
         std::fs::read_to_string(releases.join("latest")).unwrap(),
@@ -230,11 +260,40 @@ fn a_folder_made_by_the_release_script_updates_a_binary() {
     marked.push(0);
     std::fs::write(&copy, &marked).unwrap();
 
-    let output = update(&copy, &["--from", &server.url]);
+    let forged = update(&copy, &["--from", &server.url, "--public-key", &other_key]);
+    assert_eq!(forged.status.code(), Some(1), "{forged:?}");
+    assert!(
+        String::from_utf8_lossy(&forged.stderr)
+            .contains("does not verify with the release public key; nothing was changed")
+    );
+    assert_eq!(std::fs::read(&copy).unwrap(), marked);
+
+    let output = update(&copy, &["--from", &server.url, "--public-key", &public_key]);
     assert!(output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stdout).contains(&name));
     assert_eq!(
         std::fs::read(&copy).unwrap(),
         std::fs::read(TRELLIS).unwrap()
     );
+}
+
+#[test]
+fn a_configured_key_refuses_a_release_without_a_signature() {
+    let dir = TempDir::new().unwrap();
+    let releases = dir.path().join("releases");
+    release_folder(&releases, None);
+    let server = FileServer::start(&releases);
+    let copy = copy_of_trellis(&dir);
+    let original = std::fs::read(&copy).unwrap();
+    let (_, public_key) = signing_key(dir.path(), "release");
+    let output = Command::new(&copy)
+        .args(["update", "--from", &server.url])
+        .env("TRELLIS_RELEASE_PUBLIC_KEY", &public_key)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("the signature is missing"), "{stderr}");
+    assert_eq!(std::fs::read(&copy).unwrap(), original);
 }

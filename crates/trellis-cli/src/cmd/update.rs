@@ -3,7 +3,9 @@
 //!
 //! A release folder (what `scripts/release` writes) holds `latest` (the newest version, one
 //! line) and per version `VERSION/SHA256SUMS` and `VERSION/trellis-VERSION-ARCH-OS.tar.gz`,
-//! each archive holding `trellis-VERSION-ARCH-OS/trellis`.
+//! each archive holding `trellis-VERSION-ARCH-OS/trellis`. With a public key configured, the
+//! folder must also hold `VERSION/SHA256SUMS.sig` (base64 of the Ed25519 signature of
+//! `SHA256SUMS`), and a signature that does not verify refuses the update.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,6 +17,9 @@ use sha2::{Digest, Sha256};
 
 /// The environment variable naming the release folder when `--from` is not given.
 pub const RELEASE_URL_ENV: &str = "TRELLIS_RELEASE_URL";
+
+/// The environment variable holding the release public key when `--public-key` is not given.
+pub const PUBLIC_KEY_ENV: &str = "TRELLIS_RELEASE_PUBLIC_KEY";
 
 /// The largest archive accepted (a release binary is a few tens of MiB).
 const MAX_DOWNLOAD_BYTES: usize = 512 * 1024 * 1024;
@@ -30,6 +35,10 @@ pub struct UpdateArgs {
     /// Install even when this binary already is that version.
     #[arg(long)]
     pub force: bool,
+    /// The release signing key (base64 of an Ed25519 public key; default:
+    /// $TRELLIS_RELEASE_PUBLIC_KEY): SHA256SUMS must then carry a valid SHA256SUMS.sig.
+    #[arg(long, value_name = "BASE64")]
+    pub public_key: Option<String>,
 }
 
 /// This platform's part of an archive name: `x86_64-linux`, `aarch64-macos`, ….
@@ -79,6 +88,18 @@ pub fn run(args: &UpdateArgs) -> anyhow::Result<u8> {
     }
     let archive_name = format!("trellis-{version}-{}.tar.gz", platform());
     let sums = fetch(format!("{version}/SHA256SUMS"))?;
+    let public_key = match &args.public_key {
+        Some(key) => Some(key.clone()),
+        None => std::env::var(PUBLIC_KEY_ENV)
+            .ok()
+            .filter(|key| !key.is_empty()),
+    };
+    if let Some(key) = public_key {
+        let signature = fetch(format!("{version}/SHA256SUMS.sig")).map_err(|error| {
+            anyhow!("a release public key is configured but the signature is missing ({error:#}); nothing was changed")
+        })?;
+        verify_signature(&key, &sums, &signature)?;
+    }
     let expected = expected_digest(&String::from_utf8_lossy(&sums), &archive_name)?;
     let archive = fetch(format!("{version}/{archive_name}"))?;
     let actual = hex::encode(Sha256::digest(&archive));
@@ -133,6 +154,28 @@ fn expected_digest(sums: &str, name: &str) -> anyhow::Result<String> {
         })
         .find(|digest| digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()))
         .ok_or_else(|| anyhow!("SHA256SUMS of this release lists no checksum for {name}"))
+}
+
+/// Checks `signature` (base64 text) of `message` against `public_key` (base64 of 32 bytes).
+fn verify_signature(public_key: &str, message: &[u8], signature: &[u8]) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let key = engine
+        .decode(public_key.trim())
+        .ok()
+        .filter(|key| key.len() == 32)
+        .ok_or_else(|| anyhow!("the release public key is not base64 of an Ed25519 key"))?;
+    let signature = engine
+        .decode(String::from_utf8_lossy(signature).trim())
+        .map_err(|_| anyhow!("SHA256SUMS.sig is not base64; nothing was changed"))?;
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key)
+        .verify(message, &signature)
+        .map_err(|_| {
+            anyhow!(
+                "the signature of SHA256SUMS does not verify with the release public key; \
+                 nothing was changed"
+            )
+        })
 }
 
 /// The bytes of `DIR/trellis` inside a `.tar.gz` archive.
