@@ -23,11 +23,21 @@ fn errors_are_json_lines_with_run_api_codes_when_asked() {
     assert!(problem["message"].as_str().unwrap().contains(UNKNOWN_RUN));
 
     let template = sandbox.trellis_with_env(
-        &["run", "--template", "no-such-template", "--task", "t", "--json"],
+        &[
+            "run",
+            "--template",
+            "no-such-template",
+            "--task",
+            "t",
+            "--json",
+        ],
         &json,
     );
     let problem: Value = serde_json::from_str(template.stderr_lines()[0]).unwrap();
-    assert_eq!(problem["code"], "admission.unknown_template", "{template:?}");
+    assert_eq!(
+        problem["code"], "admission.unknown_template",
+        "{template:?}"
+    );
 
     // A failure with no run API code still comes as a JSON line.
     let usage = sandbox.trellis_with_env(&["run"], &json);
