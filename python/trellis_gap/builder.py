@@ -12,6 +12,7 @@ import inspect
 import json
 import os
 import shutil
+import sysconfig
 import subprocess
 import textwrap
 from dataclasses import dataclass
@@ -348,8 +349,15 @@ class Workflow(_Graph):
         return validate_file(target, skills=skills, strict=strict, trellis=trellis)
 
 
+def _installed_binary() -> Optional[str]:
+    """The `trellis` the wheel installed into this environment's scripts directory."""
+    scripts = sysconfig.get_path("scripts")
+    candidate = os.path.join(scripts, "trellis") if scripts else ""
+    return candidate if candidate and os.access(candidate, os.X_OK) else None
+
+
 def _trellis_binary(explicit: Optional[str]) -> str:
-    found = explicit or os.environ.get("TRELLIS_BIN") or shutil.which("trellis")
+    found = explicit or os.environ.get("TRELLIS_BIN") or _installed_binary() or shutil.which("trellis")
     if not found:
         raise BuilderError("cannot find the trellis binary: set $TRELLIS_BIN or put trellis on PATH")
     return found

@@ -111,6 +111,11 @@ enum Command {
     Doctor(cmd::doctor::DoctorArgs),
     /// Run node executions queued in a PostgreSQL ledger by controllers of other hosts.
     Worker(cmd::worker::WorkerArgs),
+    /// Install the Trellis skill (how to write and run graphs) for Claude Code, Codex and Copilot.
+    #[command(subcommand)]
+    Skill(cmd::skill::SkillCommand),
+    /// Replace this binary with a named or the latest release, checked against its SHA256SUMS.
+    Update(cmd::update::UpdateArgs),
     /// The detached controller of one run (started by `trellis run`).
     #[command(name = trellis_runtime::CONTROLLER_COMMAND, hide = true)]
     Controller { run: String },
@@ -145,10 +150,44 @@ fn main() -> ExitCode {
         // Whoever read our output went away (`trellis logs RUN | head`): nothing to report.
         Err(error) if reader_went_away(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("trellis: error: {error:#}");
+            report_error(&error);
             ExitCode::from(1)
         }
     }
+}
+
+/// The environment variable that asks for errors as one JSON line on stderr
+/// (`{"code", "message"}`, the team server's problem shape), for programs driving the CLI
+/// such as the Python client.
+const ERROR_FORMAT_ENV: &str = "TRELLIS_ERROR_FORMAT";
+
+/// Prints a failed command's error: `trellis: error: …`, or one JSON line when
+/// `TRELLIS_ERROR_FORMAT=json` (code `cli.error` when no run API code applies).
+fn report_error(error: &anyhow::Error) {
+    if std::env::var(ERROR_FORMAT_ENV).is_ok_and(|format| format == "json") {
+        let code = error_code(error).unwrap_or("cli.error");
+        eprintln!(
+            "{}",
+            serde_json::json!({"code": code, "message": format!("{error:#}")})
+        );
+    } else {
+        eprintln!("trellis: error: {error:#}");
+    }
+}
+
+/// The run API's stable code of the first error in the chain that has one.
+fn error_code(error: &anyhow::Error) -> Option<&'static str> {
+    error.chain().find_map(|cause| {
+        if let Some(runtime) = cause.downcast_ref::<trellis_runtime::RuntimeError>() {
+            Some(runtime.code())
+        } else if let Some(admission) = cause.downcast_ref::<trellis_runtime::AdmissionError>() {
+            Some(admission.code())
+        } else {
+            cause
+                .downcast_ref::<trellis_runtime::SourceError>()
+                .map(trellis_runtime::SourceError::code)
+        }
+    })
 }
 
 /// The ledger to open, or the team server to talk to, from `--ledger` / `--target`.
@@ -169,6 +208,8 @@ fn resolve_target(cli: &Cli) -> anyhow::Result<(Option<String>, Option<cmd::remo
             | Command::Trace(_)
             | Command::Target(_)
             | Command::Doctor(_)
+            | Command::Update(_)
+            | Command::Skill(_)
     ) {
         return Ok((None, None));
     }
@@ -202,6 +243,8 @@ fn local_command(command: &Command, ledger: Option<&str>) -> anyhow::Result<u8> 
         Command::Serve(args) => cmd::serve::run(args, ledger),
         Command::Doctor(args) => cmd::doctor::run(args, ledger),
         Command::Worker(args) => cmd::worker::run(args, ledger),
+        Command::Update(args) => cmd::update::run(args),
+        Command::Skill(command) => cmd::skill::run(command),
         Command::Controller { run } => with_runtime(ledger, |rt| cmd::control::controller(rt, run)),
     }
 }
