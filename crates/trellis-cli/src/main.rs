@@ -21,6 +21,7 @@ macro_rules! out {
 mod cmd;
 mod context;
 mod live;
+mod private_file;
 mod render;
 
 use std::process::ExitCode;

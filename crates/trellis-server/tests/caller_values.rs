@@ -4,40 +4,17 @@
 //! (Runs that carry values are driven by detached controllers; see the CLI's
 //! `caller_connections` test for the whole path.)
 
-use std::sync::Arc;
-
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
-use tower::ServiceExt;
-use trellis_runtime::{Runtime, RuntimeOptions, StartMode};
-use trellis_server::BearerTokens;
-use trellis_server::team::{self, TeamState};
 
 const TOKEN: &str = "trellis_callers_6a5b4c3d2e1f";
 const CANARY: &str = "caller-value-canary-8c7d6e5f";
 
+mod support;
+
 fn app(home: &std::path::Path) -> Router {
-    let runtime = Runtime::open(RuntimeOptions {
-        home: Some(home.join("state")),
-        ledger: Some(trellis_runtime::LedgerLocation::Sqlite(
-            home.join("ledger.sqlite3"),
-        )),
-        controller_program: None,
-    })
-    .expect("runtime");
-    let state = TeamState::new(
-        Arc::new(runtime),
-        home.join("workspaces"),
-        StartMode::InProcess,
-        2,
-    )
-    .expect("state");
-    let mut tokens = BearerTokens::new();
-    tokens.add_secret("tests", TOKEN).expect("token");
-    team::app(state, tokens)
+    support::team_app(home, TOKEN)
 }
 
 /// The answer's status and text; no answer may quote the canary.
@@ -47,24 +24,13 @@ async fn send(
     path: &str,
     body: Option<String>,
 ) -> (StatusCode, String) {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body.map_or_else(Body::empty, Body::from))
-        .expect("request");
-    let response = app.clone().oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    assert!(!text.contains(CANARY), "an answer quoted a value: {text}");
-    (status, text)
+    let answer = support::exchange(app, support::request(method, path, TOKEN, body)).await;
+    assert!(
+        !answer.text.contains(CANARY),
+        "an answer quoted a value: {}",
+        answer.text
+    );
+    (answer.status, answer.text)
 }
 
 /// One command step whose binding names `connections`.

@@ -3,48 +3,20 @@
 //! refusals as problems with their codes and details; the routes and their answers in the
 //! OpenAPI document.
 
-use std::sync::Arc;
-
-use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use trellis_runtime::{Runtime, RuntimeOptions, StartMode};
-use trellis_server::BearerTokens;
-use trellis_server::team::{self, TeamState};
 
 const TOKEN: &str = "trellis_canary_profiles_0f1e2d3c4b5a6978";
 
-struct Server {
-    app: Router,
-    home: tempfile::TempDir,
-}
+mod support;
+
+use support::TeamServer as Server;
 
 fn server() -> Server {
-    let home = tempfile::tempdir().expect("temp dir");
-    let runtime = Runtime::open(RuntimeOptions {
-        home: Some(home.path().join("state")),
-        ledger: Some(trellis_runtime::LedgerLocation::Sqlite(
-            home.path().join("ledger.sqlite3"),
-        )),
-        controller_program: None,
-    })
-    .expect("runtime");
-    let state = TeamState::new(
-        Arc::new(runtime),
-        home.path().join("workspaces"),
-        StartMode::InProcess,
-        2,
-    )
-    .expect("state");
-    let mut tokens = BearerTokens::new();
-    tokens.add_secret("tests", TOKEN).expect("token");
-    Server {
-        app: team::app(state, tokens),
-        home,
-    }
+    Server::new(TOKEN)
 }
 
 /// Sends `method path` with a JSON body (or none): the status and the answer's JSON.
@@ -54,33 +26,11 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
-    let body = match body {
-        Some(body) => {
-            request = request.header(header::CONTENT_TYPE, "application/json");
-            Body::from(body.to_string())
-        }
-        None => Body::empty(),
-    };
-    let response = server
-        .app
-        .clone()
-        .oneshot(request.body(body).expect("request"))
-        .await
-        .expect("infallible");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let request = support::request(method, path, TOKEN, body.map(|b| b.to_string()));
+    let answer = support::exchange(&server.app, request).await;
+    let text = answer.text;
     let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
-    (status, value)
+    (answer.status, value)
 }
 
 fn record(fields: &[&str]) -> Value {

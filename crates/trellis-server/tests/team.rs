@@ -3,48 +3,18 @@
 //! watch and logs as SSE resumable by cursor, problems, and the OpenAPI document checked
 //! against real answers.
 
-use std::sync::Arc;
-
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tower::ServiceExt;
-use trellis_runtime::{Runtime, RuntimeOptions, StartMode};
-use trellis_server::BearerTokens;
-use trellis_server::team::{self, TeamState};
 
 const TOKEN: &str = "trellis_canary_6f1d2c3b4a5968778695a4b3c2d1e0f1";
 
-struct Server {
-    app: Router,
-    _home: tempfile::TempDir,
-}
+mod support;
+
+use support::TeamServer as Server;
 
 fn server() -> Server {
-    let home = tempfile::tempdir().expect("temp dir");
-    let runtime = Runtime::open(RuntimeOptions {
-        home: Some(home.path().join("state")),
-        ledger: Some(trellis_runtime::LedgerLocation::Sqlite(
-            home.path().join("ledger.sqlite3"),
-        )),
-        controller_program: None,
-    })
-    .expect("runtime");
-    let state = TeamState::new(
-        Arc::new(runtime),
-        home.path().join("workspaces"),
-        StartMode::InProcess,
-        2,
-    )
-    .expect("state");
-    let mut tokens = BearerTokens::new();
-    tokens.add_secret("tests", TOKEN).expect("token");
-    Server {
-        app: team::app(state, tokens),
-        _home: home,
-    }
+    Server::new(TOKEN)
 }
 
 fn authorized(method: &str, path: &str) -> axum::http::request::Builder {
@@ -54,40 +24,25 @@ fn authorized(method: &str, path: &str) -> axum::http::request::Builder {
         .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
 }
 
-struct Answer {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    text: String,
+use support::Answer;
+
+trait JsonAnswer {
+    fn json(&self) -> Value;
 }
 
-impl Answer {
+impl JsonAnswer for Answer {
     fn json(&self) -> Value {
         serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
     }
 }
 
 async fn send(server: &Server, request: Request<Body>) -> Answer {
-    let response = server
-        .app
-        .clone()
-        .oneshot(request)
-        .await
-        .expect("infallible");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    assert!(!text.contains(TOKEN), "the token leaked into an answer");
-    Answer {
-        status,
-        headers,
-        text,
-    }
+    let answer = support::exchange(&server.app, request).await;
+    assert!(
+        !answer.text.contains(TOKEN),
+        "the token leaked into an answer"
+    );
+    answer
 }
 
 async fn get(server: &Server, path: &str) -> Answer {

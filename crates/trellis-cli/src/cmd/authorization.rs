@@ -3,8 +3,7 @@
 //! (names only, never a value) so `resume` sends exactly those again and `discard-workspace`
 //! revokes them.
 
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, anyhow};
@@ -73,18 +72,7 @@ fn path_of(run: &str, create: bool) -> anyhow::Result<PathBuf> {
 /// Writes `authorization` atomically, readable by its owner only.
 pub fn save(authorization: &Authorization) -> anyhow::Result<()> {
     let path = path_of(&authorization.run, true)?;
-    let temporary = path.with_extension("json.tmp");
-    let _ = std::fs::remove_file(&temporary);
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary)
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    out.write_all(&serde_json::to_vec_pretty(authorization)?)
-        .and_then(|()| out.sync_all())
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    std::fs::rename(&temporary, &path).with_context(|| format!("cannot write {}", path.display()))
+    crate::private_file::write_private_json(&path, authorization)
 }
 
 /// The authorization kept for `run`, if any.

@@ -143,25 +143,8 @@ fn load() -> anyhow::Result<(PathBuf, TargetsFile)> {
 }
 
 /// Writes the file atomically, readable and writable by its owner only (0600).
-fn save(path: &PathBuf, file: &TargetsFile) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let temporary = path.with_extension("json.tmp");
-    let _ = std::fs::remove_file(&temporary);
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary)
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    out.write_all(&serde_json::to_vec_pretty(file)?)
-        .and_then(|()| out.sync_all())
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    std::fs::rename(&temporary, path).with_context(|| format!("cannot write {}", path.display()))
+fn save(path: &std::path::Path, file: &TargetsFile) -> anyhow::Result<()> {
+    crate::private_file::write_private_json(path, file)
 }
 
 fn check_name(name: &str) -> anyhow::Result<()> {
