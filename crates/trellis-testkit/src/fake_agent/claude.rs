@@ -6,7 +6,7 @@
 //! CLI, so the test puts a wrapper script named `claude` on `PATH` that sets it):
 //! `calls/<key>.<n>` claims the n-th execution of a (node, input) pair, `sessions/<id>` holds
 //! the behaviour a resumed correction turn continues, and `executions.jsonl` gets one line per
-//! execution (`{"node", "input", "call", "behaviour"}`). A file `script` (one behaviour name per
+//! execution (`{"node", "input", "call", "resumed", "behaviour"}`). A file `script` (one behaviour name per
 //! line: `reply`, `malformed`, `crash`) overrides the hash for the first executions, in order.
 
 use std::fs::OpenOptions;
@@ -65,8 +65,8 @@ fn run() -> Result<ExitCode, String> {
         Some(facts) => {
             let call = claim_call(&state, facts.key())?;
             let behaviour = scripted(&state, &facts, call)?.unwrap_or_else(|| choose(&facts, call));
+            append_execution(&state, &facts, call, resume.is_some(), &behaviour)?;
             let session = resume.unwrap_or_else(|| new_session_id(facts.key(), call));
-            append_execution(&state, &facts, call, &behaviour)?;
             (session, behaviour)
         }
         // A correction turn continues the execution's session and behaviour.
@@ -169,10 +169,11 @@ fn append_execution(
     state: &Path,
     facts: &PromptFacts,
     call: u64,
+    resumed: bool,
     behaviour: &Behaviour,
 ) -> Result<(), String> {
     let line = json!({"node": facts.node(), "input": facts.input, "call": call,
-                      "behaviour": behaviour.name()});
+                      "resumed": resumed, "behaviour": behaviour.name()});
     let path = state.join("executions.jsonl");
     let mut log = OpenOptions::new()
         .create(true)
