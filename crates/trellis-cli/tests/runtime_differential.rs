@@ -123,7 +123,14 @@ fn generated_graphs_run_alike(runner: &Runner) {
         }
         ran += 1;
         let (ours, theirs) = runner.both(&case.graph, &case.input, &plan(), None);
-        executions += theirs.executions.values().map(Vec::len).sum::<usize>();
+        let count = theirs.executions.values().map(Vec::len).sum::<usize>();
+        executions += count;
+        println!(
+            "case {index}: {} executions, {}, {}",
+            count,
+            theirs.terminal["status"],
+            if ours == theirs { "agree" } else { "DIFFER" }
+        );
         if ours != theirs {
             differences.push(format!(
                 "seed {seed} case {index} ({}):\n  trellis:   {ours:?}\n  reference: {theirs:?}\n  graph: {}\n  input: {}",

@@ -161,6 +161,19 @@ fn run(
         .find_map(|l| serde_json::from_str::<Value>(l).ok())
         .unwrap_or(Value::Null);
     let mut terminal = last["status"]["terminalResult"].clone();
+    // The reference's foreground observation sometimes gives up ("observation source is
+    // unavailable; the stream is incomplete") while the run goes on: ask `status` instead.
+    if !terminal.is_object()
+        && let Tool::Reference(binary) = &tool
+    {
+        let first: Value = stdout
+            .lines()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or(Value::Null);
+        if let Some(run_id) = first["runId"].as_str() {
+            terminal = reference_terminal(binary, run_id, &repo, &home);
+        }
+    }
     assert!(
         terminal.is_object(),
         "no terminal result: {}\n{stdout}\n{}",
@@ -174,6 +187,28 @@ fn run(
         terminal,
         executions: executions(&state),
     }
+}
+
+/// Polls `zeroshot status RUN` until the run finished; its terminal result.
+fn reference_terminal(binary: &Path, run_id: &str, repo: &Path, home: &Path) -> Value {
+    let started = Instant::now();
+    while started.elapsed() < RUN_TIMEOUT {
+        let output = Command::new(binary)
+            .args(["status", run_id])
+            .current_dir(repo)
+            .env_clear()
+            .env("HOME", home)
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        let terminal = &status["status"]["terminalResult"];
+        if terminal.is_object() {
+            return terminal.clone();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Value::Null
 }
 
 fn wait_bounded(mut child: std::process::Child) -> std::process::Output {
