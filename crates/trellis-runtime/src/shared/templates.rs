@@ -135,7 +135,10 @@ const TEMPLATES: [Template; 5] = [
         summary: "Reviews a GitHub issue against the code and posts one report comment on it.",
         document: include_str!("../../../../templates/issue-review.json"),
         default_delivery: DeliveryMode::Comment,
-        variants: &[],
+        variants: &[(
+            DeliveryMode::None,
+            include_str!("../../../../templates/issue-review-none.json"),
+        )],
         source: TemplateInput::ForgeUrl,
         session_nodes: &[],
     },
