@@ -286,8 +286,10 @@ async fn software_change(cli: Cli) {
         cli.reply(Value::Null),
     )
     .turn(
-        Turn::reply(vec![Block::shell("printf 'Hello, world!\\n' > greeting.txt")])
-            .with_usage(Usage::new(120, 30)),
+        Turn::reply(vec![Block::shell(
+            "printf 'Hello, world!\\n' > greeting.txt",
+        )])
+        .with_usage(Usage::new(120, 30)),
     )
     .turn(Turn::reply(vec![cli.reply(Value::Null)]).with_usage(Usage::new(200, 40)));
     let script = Script::new(vec![
