@@ -95,13 +95,16 @@ fn a_crashed_session_is_replaced_and_a_malformed_one_kept(runner: &Runner) {
     }
 }
 
+/// The most executions a generated graph may need to be run (its worst case under admission).
+const MAX_EXECUTIONS: u64 = 48;
+
 fn generated_graphs_run_alike(runner: &Runner) {
     let wanted = env_number("TRELLIS_RUNTIME_DIFFERENTIAL_GRAPHS", 6) as usize;
     let seed = env_number("TRELLIS_RUNTIME_DIFFERENTIAL_SEED", 3838);
     let started = std::time::Instant::now();
     let corpus = graphgen::corpus(&Settings {
         seed,
-        count: wanted * 40,
+        count: wanted * 60,
         workers: WorkerStyle::Arbitrary,
         heavy: false,
         seeds: Vec::new(),
@@ -118,7 +121,7 @@ fn generated_graphs_run_alike(runner: &Runner) {
             input: case.input.clone(),
             plan: plan(),
         };
-        if !runner.runnable(&oracle) {
+        if !runner.runnable(&oracle, MAX_EXECUTIONS) {
             continue;
         }
         ran += 1;

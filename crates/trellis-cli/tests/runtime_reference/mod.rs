@@ -33,8 +33,10 @@ impl Runner {
         Runner { reference }
     }
 
-    /// Whether both tools admit the case (the admission differential covers the rest).
-    pub fn runnable(&self, case: &OracleCase) -> bool {
+    /// Whether both tools admit the case (the admission differential covers the rest) and it
+    /// runs at most `max_executions` executions (graphs at the bounds ceilings would take
+    /// hours with either tool).
+    pub fn runnable(&self, case: &OracleCase, max_executions: u64) -> bool {
         let ours = {
             let scratch = tempfile::tempdir().unwrap();
             let write = |name: &str, value: &Value| {
@@ -48,7 +50,9 @@ impl Runner {
                 plan: PlanSource::Uniform(ConfigSource::File(write("plan.json", &case.plan))),
                 workspace: Some(scratch.path().to_path_buf()),
             };
-            trellis_runtime::admit(request).is_ok()
+            trellis_runtime::admit(request).is_ok_and(|admitted| {
+                admitted.summary().worst_case.max_executions_with_retries <= max_executions
+            })
         };
         ours && matches!(self.reference.check(case, 0), Ok(v) if v.is_valid())
     }
@@ -129,8 +133,7 @@ fn run(
                 .arg(&input)
                 .arg("--uniform-runtime-config")
                 .arg(&plan)
-                .args(["--json", "--no-preflight"])
-                .env("TRELLIS_HOME", dir.join("trellis-home"));
+                .args(["--json", "--no-preflight"]);
             c
         }
         Tool::Reference(binary) => {
@@ -148,13 +151,36 @@ fn run(
         .current_dir(&repo)
         .env_clear()
         .env("HOME", &home)
-        .env("PATH", path)
+        .env("TRELLIS_HOME", dir.join("trellis-home"))
+        .env("PATH", &path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = command.spawn().unwrap();
-    let output = wait_bounded(child);
+    let (output, timed_out) = wait_bounded(child);
     let stdout = String::from_utf8_lossy(&output.stdout);
+    if timed_out {
+        // Both tools leave a detached run behind when their foreground command is killed.
+        let first: Value = stdout
+            .lines()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or(Value::Null);
+        if let Some(run_id) = first["runId"].as_str() {
+            let program = match tool {
+                Tool::Trellis => Path::new(env!("CARGO_BIN_EXE_trellis")),
+                Tool::Reference(binary) => binary,
+            };
+            let _ = Command::new(program)
+                .args(["force-stop", run_id])
+                .current_dir(&repo)
+                .env_clear()
+                .env("HOME", &home)
+                .env("TRELLIS_HOME", dir.join("trellis-home"))
+                .env("PATH", &path)
+                .output();
+        }
+        panic!("a run took longer than {RUN_TIMEOUT:?}:\n{stdout}");
+    }
     let last = stdout
         .lines()
         .rev()
@@ -211,7 +237,8 @@ fn reference_terminal(binary: &Path, run_id: &str, repo: &Path, home: &Path) -> 
     Value::Null
 }
 
-fn wait_bounded(mut child: std::process::Child) -> std::process::Output {
+/// The child's output, and whether it was killed for taking longer than [`RUN_TIMEOUT`].
+fn wait_bounded(mut child: std::process::Child) -> (std::process::Output, bool) {
     // Both tools print a few hundred NDJSON lines at most; read them on threads so the pipes
     // never fill while we wait.
     let mut stdout = child.stdout.take().unwrap();
@@ -227,22 +254,24 @@ fn wait_bounded(mut child: std::process::Child) -> std::process::Output {
         buf
     });
     let started = Instant::now();
+    let mut timed_out = false;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if started.elapsed() > RUN_TIMEOUT {
+            timed_out = true;
             let _ = child.kill();
-            let _ = child.wait();
-            panic!("a run took longer than {RUN_TIMEOUT:?}");
+            break child.wait().unwrap();
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    std::process::Output {
+    let output = std::process::Output {
         status,
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
-    }
+    };
+    (output, timed_out)
 }
 
 /// A repository with one commit and a credential-free `origin` (the reference refuses a local
