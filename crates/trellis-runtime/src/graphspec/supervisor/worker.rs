@@ -1,7 +1,8 @@
 //! One worker's run as a future the supervisor polls: its harness events forwarded to the
 //! shared queue before its result, its scratch space removed afterwards, a panic inside the
 //! harness turned into that one execution's `crash` (with a diagnostic in the logs) rather
-//! than the end of the whole run, and `timeoutMs` judged by the supervisor's own clock.
+//! than the end of the whole run, and `timeoutMs` judged by the supervisor's own clock (less
+//! any time the controller itself was stopped).
 
 use std::any::Any;
 use std::future::Future;
@@ -35,6 +36,7 @@ pub(super) fn worker_future(
     let node = request.node.to_string();
     let deadline = request.deadline;
     let started = Instant::now();
+    let stalls_before = super::stall::mark();
     let stopped = cancel.clone();
     let forward = shared.clone();
     let run = async move {
@@ -77,7 +79,14 @@ pub(super) fn worker_future(
                 }
             }
         };
-        let elapsed = started.elapsed();
+        // The time the supervisor could watch: a controller that was itself stopped past the
+        // deadline does not turn a worker that finished in time into a timeout.
+        let elapsed = started
+            .elapsed()
+            .saturating_sub(super::stall::stalled_between(
+                stalls_before,
+                super::stall::mark(),
+            ));
         let (result, overrode) = judge_deadline(result, deadline, elapsed, stopped.is_cancelled());
         if let (true, Some(deadline)) = (overrode, deadline) {
             let note = HarnessEvent::Log {
