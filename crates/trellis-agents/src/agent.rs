@@ -141,7 +141,7 @@ fn plan_session(
     harness: &AgentHarness,
     request: &ExecutionRequest,
     scope: SessionScope,
-) -> Result<SessionPlan, String> {
+) -> SessionPlan {
     let key = SessionKey {
         run_id: request.run_id.clone(),
         node: request.node.to_string(),
@@ -152,13 +152,6 @@ fn plan_session(
         SessionScope::NodeInstance => match harness.sessions.checkout(&key) {
             Checkout::Fresh => None,
             Checkout::Resume(record) => Some(record),
-            Checkout::Lost => {
-                return Err(format!(
-                    "the session of node instance {} was lost when an earlier execution failed; \
-                     it is not silently replaced",
-                    request.node_instance
-                ));
-            }
         },
     };
     let native_home = base_value(request, "HOME").filter(|_| harness.lane.provider.is_native());
@@ -187,13 +180,13 @@ fn plan_session(
         }
         _ => (request.scratch.join("home"), true),
     };
-    Ok(SessionPlan {
+    SessionPlan {
         key,
         scope,
         resume,
         home,
         private_home,
-    })
+    }
 }
 
 /// Keeps a path segment to `[A-Za-z0-9._-]`.
@@ -245,13 +238,7 @@ async fn run(
             return Settled::before_start(outcome);
         }
     };
-    let session = match plan_session(harness, request, binding.session_scope) {
-        Ok(plan) => plan,
-        Err(message) => {
-            forwarder.system(message);
-            return Settled::before_start(WorkerOutcome::failure(WorkerErrorCode::Crash));
-        }
-    };
+    let session = plan_session(harness, request, binding.session_scope);
     let schema = reply_schema(&request.contract, protocol.dialect());
     let launch = Launch {
         request,
@@ -297,19 +284,24 @@ async fn run(
     };
     let outcome = turns.run(&mut state, forwarder, cancel).await;
 
-    // A node-instance session carries over only from a successful execution.
-    if let (SessionScope::NodeInstance, Some(id)) = (session.scope, &state.session_id) {
-        if matches!(outcome, WorkerOutcome::Error { .. }) {
-            harness.sessions.invalidate(session.key);
-        } else {
-            harness.sessions.keep(
+    // As in the reference: a node-instance session carries over from a successful execution
+    // and from a malformed reply (the conversation is intact, only its answer was refused);
+    // after any other failure the next execution starts a fresh session.
+    if session.scope == SessionScope::NodeInstance {
+        let kept = match outcome {
+            WorkerOutcome::Error { code, .. } => code == WorkerErrorCode::Malformed,
+            _ => true,
+        };
+        match &state.session_id {
+            Some(id) if kept => harness.sessions.keep(
                 session.key,
                 SessionRecord {
                     id: id.clone(),
                     home: session.private_home.then(|| session.home.clone()),
                     reported_total: state.reported_total,
                 },
-            );
+            ),
+            _ => harness.sessions.forget(&session.key),
         }
     }
     Settled {

@@ -29,58 +29,47 @@ pub struct SessionRecord {
     pub reported_total: TokenUsage,
 }
 
-#[derive(Debug, Clone)]
-enum Slot {
-    Live(SessionRecord),
-    /// A failed execution invalidated the session; it is never silently replaced.
-    Lost,
-}
-
 /// What a new execution of a node instance starts from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Checkout {
     Fresh,
     Resume(SessionRecord),
-    Lost,
 }
 
 /// Sessions by node instance, shared by every execution a harness runs.
 #[derive(Debug, Default)]
 pub struct SessionStore {
-    slots: Mutex<HashMap<SessionKey, Slot>>,
+    slots: Mutex<HashMap<SessionKey, SessionRecord>>,
 }
 
 impl SessionStore {
     pub fn checkout(&self, key: &SessionKey) -> Checkout {
         match self.lock().get(key) {
             None => Checkout::Fresh,
-            Some(Slot::Live(record)) => Checkout::Resume(record.clone()),
-            Some(Slot::Lost) => Checkout::Lost,
+            Some(record) => Checkout::Resume(record.clone()),
         }
     }
 
     /// Keeps `record` for the next execution of `key`.
     pub fn keep(&self, key: SessionKey, record: SessionRecord) {
-        self.lock().insert(key, Slot::Live(record));
+        self.lock().insert(key, record);
     }
 
-    /// Marks the session of `key` lost: the next execution of that node instance fails.
-    pub fn invalidate(&self, key: SessionKey) {
-        self.lock().insert(key, Slot::Lost);
+    /// Drops the session of `key`: the next execution of that node instance starts a fresh
+    /// one (the reference does the same after a crash, a timeout or a refusal).
+    pub fn forget(&self, key: &SessionKey) {
+        self.lock().remove(key);
     }
 
     /// Forgets every session of `run_id`; returns the private homes they used.
     pub fn close_run(&self, run_id: &str) -> Vec<PathBuf> {
         let mut slots = self.lock();
         let mut homes = Vec::new();
-        slots.retain(|key, slot| {
+        slots.retain(|key, record| {
             if key.run_id != run_id {
                 return true;
             }
-            if let Slot::Live(SessionRecord {
-                home: Some(home), ..
-            }) = slot
-            {
+            if let Some(home) = &record.home {
                 homes.push(home.clone());
             }
             false
@@ -88,7 +77,7 @@ impl SessionStore {
         homes
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Slot>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, SessionRecord>> {
         // The map holds plain data; a panic elsewhere cannot leave it half-updated.
         self.slots
             .lock()
@@ -109,7 +98,7 @@ mod tests {
     }
 
     #[test]
-    fn sessions_resume_until_lost_and_close_with_their_run() {
+    fn sessions_resume_until_forgotten_and_close_with_their_run() {
         let store = SessionStore::default();
         assert_eq!(store.checkout(&key("r", 1)), Checkout::Fresh);
         let record = SessionRecord {
@@ -128,8 +117,16 @@ mod tests {
         );
         assert_eq!(store.checkout(&key("r", 1)), Checkout::Resume(record));
         assert_eq!(store.checkout(&key("r", 2)), Checkout::Fresh);
-        store.invalidate(key("r", 2));
-        assert_eq!(store.checkout(&key("r", 2)), Checkout::Lost);
+        store.keep(
+            key("r", 2),
+            SessionRecord {
+                id: "s3".into(),
+                home: None,
+                reported_total: TokenUsage::default(),
+            },
+        );
+        store.forget(&key("r", 2));
+        assert_eq!(store.checkout(&key("r", 2)), Checkout::Fresh);
         assert_eq!(store.close_run("r"), vec![PathBuf::from("/h/1")]);
         assert_eq!(store.checkout(&key("r", 1)), Checkout::Fresh);
         assert!(matches!(

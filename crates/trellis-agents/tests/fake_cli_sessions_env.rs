@@ -208,10 +208,12 @@ async fn missing_connection_values_settle_authentication_required() {
 }
 
 #[tokio::test]
-async fn node_instance_sessions_carry_over_until_an_execution_fails() {
+async fn node_instance_sessions_survive_a_malformed_reply_and_restart_after_a_crash() {
     for kind in ALL {
         let fake = Fake::new(kind);
-        fake.turns(&["reply", "reply", "bad", "bad", "bad"]);
+        fake.turns(&[
+            "reply", "reply", "bad", "bad", "bad", "reply", "exit3", "reply",
+        ]);
         let harness = fake.harness();
         let scoped = |execution: u64| {
             let mut request = fake.request(execution);
@@ -219,6 +221,16 @@ async fn node_instance_sessions_carry_over_until_an_execution_fails() {
                 b.session_scope = SessionScope::NodeInstance
             });
             request
+        };
+        let resumes_first_session = |invocation: u32| {
+            let argv = fake.argv(invocation).join(" ");
+            match kind {
+                HarnessKind::Claude => argv.contains("--resume sess-1"),
+                HarnessKind::Codex => {
+                    argv.starts_with("exec resume") && argv.ends_with("thread-1 -")
+                }
+                HarnessKind::Copilot => argv.contains("--resume=copilot-sess-1"),
+            }
         };
         let (first, _) = run(&harness, scoped(1)).await;
         assert!(matches!(first.outcome, WorkerOutcome::Verified { .. }));
@@ -228,13 +240,7 @@ async fn node_instance_sessions_carry_over_until_an_execution_fails() {
             "{events:?}"
         );
         // The second execution continues the first one's session with a full prompt.
-        let argv = fake.argv(2).join(" ");
-        let resumed = match kind {
-            HarnessKind::Claude => argv.contains("--resume sess-1"),
-            HarnessKind::Codex => argv.starts_with("exec resume") && argv.ends_with("thread-1 -"),
-            HarnessKind::Copilot => argv.contains("--resume=copilot-sess-1"),
-        };
-        assert!(resumed, "{kind:?}: {argv}");
+        assert!(resumes_first_session(2), "{kind:?}: {:?}", fake.argv(2));
         assert!(fake.stdin(2).starts_with("Execute the Trellis graph node"));
         // Both executions live in the session's private home, outside any scratch directory.
         assert_eq!(fake.env(1)["HOME"], fake.env(2)["HOME"]);
@@ -242,27 +248,44 @@ async fn node_instance_sessions_carry_over_until_an_execution_fails() {
         // Running totals continue across executions; each execution is charged its own turn.
         assert_eq!(second.usage, first.usage, "{kind:?}");
 
+        // A malformed reply keeps the conversation: the next execution resumes it (as the
+        // reference does).
         let (third, _) = run(&harness, scoped(3)).await;
         assert_eq!(third.outcome.error_code(), Some(WorkerErrorCode::Malformed));
         assert_eq!(fake.invocations(), 5);
         let (fourth, events) = run(&harness, scoped(4)).await;
-        assert_eq!(fourth.outcome.error_code(), Some(WorkerErrorCode::Crash));
         assert!(
-            has_log(&events, LogStream::System, "was lost"),
+            matches!(fourth.outcome, WorkerOutcome::Verified { .. }),
             "{events:?}"
         );
-        assert_eq!(fake.invocations(), 5, "a lost session starts no process");
+        assert!(resumes_first_session(6), "{kind:?}: {:?}", fake.argv(6));
+        assert!(fake.stdin(6).starts_with("Execute the Trellis graph node"));
+
+        // A crash drops it: the next execution starts a fresh session in a fresh home.
+        let (fifth, _) = run(&harness, scoped(5)).await;
+        assert_eq!(fifth.outcome.error_code(), Some(WorkerErrorCode::Crash));
+        let (sixth, events) = run(&harness, scoped(6)).await;
+        assert!(
+            matches!(sixth.outcome, WorkerOutcome::Verified { .. }),
+            "{events:?}"
+        );
+        assert_eq!(fake.invocations(), 8, "the fresh session started a process");
+        assert!(!resumes_first_session(8), "{kind:?}: {:?}", fake.argv(8));
+        assert!(!fake.argv(8).join(" ").contains("resume"), "{kind:?}");
+        assert!(fake.stdin(8).starts_with("Execute the Trellis graph node"));
 
         // Another node instance is unaffected, and closing the run forgets everything.
-        let mut other = scoped(5);
+        let mut other = scoped(7);
         other.node_instance = 2;
-        fake.turns(&["reply", "reply", "bad", "bad", "bad", "reply", "reply"]);
-        let (fifth, _) = run(&harness, other).await;
-        assert!(matches!(fifth.outcome, WorkerOutcome::Verified { .. }));
+        fake.turns(&[
+            "reply", "reply", "bad", "bad", "bad", "reply", "exit3", "reply", "reply", "reply",
+        ]);
+        let (seventh, _) = run(&harness, other).await;
+        assert!(matches!(seventh.outcome, WorkerOutcome::Verified { .. }));
         trellis_agents::Harness::close_run(&harness, "run-1");
-        let (sixth, _) = run(&harness, scoped(6)).await;
-        assert!(matches!(sixth.outcome, WorkerOutcome::Verified { .. }));
-        assert!(!fake.argv(7).join(" ").contains("sess-1"));
+        let (eighth, _) = run(&harness, scoped(8)).await;
+        assert!(matches!(eighth.outcome, WorkerOutcome::Verified { .. }));
+        assert!(!fake.argv(10).join(" ").contains("resume"), "{kind:?}");
     }
 }
 

@@ -58,8 +58,6 @@ enum Edit<'a> {
     Nothing,
     /// Create a new file with the CLI's file-writing tool.
     Create(&'a str, &'a str),
-    /// Run a shell command (Claude's Write tool refuses to overwrite a file it has not read).
-    Shell(&'a str),
 }
 
 /// One agent execution: optionally change the workspace, then reply.
@@ -70,7 +68,6 @@ fn session(cli: Cli, node: &str, edit: Edit, reply: Block) -> Conversation {
     let action = match edit {
         Edit::Nothing => None,
         Edit::Create(path, content) => Some(Block::write_file(path, content)),
-        Edit::Shell(command) => Some(Block::shell(command)),
     };
     if let Some(action) = action {
         conversation = conversation.turn(Turn::reply(vec![action]).with_usage(Usage::new(120, 30)));
@@ -277,13 +274,24 @@ async fn software_change(cli: Cli) {
     let Some(clis) = AgentClis::for_tests(&format!("{}_software_change_e2e", cli.name())) else {
         return;
     };
+    // The worker keeps one session across its rounds (the template's `node_instance` scope,
+    // as in the reference): its repair round continues the same conversation, with a shell
+    // command (Claude's Write tool refuses to overwrite a file it has not read).
+    let worker = session(
+        cli,
+        "worker",
+        Edit::Create("greeting.txt", "Hello, world\n"),
+        cli.reply(Value::Null),
+    )
+    .turn(
+        Turn::reply(vec![Block::shell(
+            "printf 'Hello, world!\\n' > greeting.txt",
+        )])
+        .with_usage(Usage::new(120, 30)),
+    )
+    .turn(Turn::reply(vec![cli.reply(Value::Null)]).with_usage(Usage::new(200, 40)));
     let script = Script::new(vec![
-        session(
-            cli,
-            "worker",
-            Edit::Create("greeting.txt", "Hello, world\n"),
-            cli.reply(Value::Null),
-        ),
+        worker,
         session(
             cli,
             "acceptance",
@@ -299,12 +307,6 @@ async fn software_change(cli: Cli) {
             "code",
             Edit::Nothing,
             verdict(cli, "accepted", "the change is small and correct"),
-        ),
-        session(
-            cli,
-            "worker",
-            Edit::Shell("printf 'Hello, world!\\n' > greeting.txt"),
-            cli.reply(Value::Null),
         ),
         session(
             cli,

@@ -98,21 +98,25 @@ async fn pull_request_with_review_feedback(cli: Cli) {
     let Some(clis) = AgentClis::for_tests(&format!("{}_pull_request_e2e", cli.name())) else {
         return;
     };
+    // The worker keeps one session across its rounds (the template's `node_instance` scope,
+    // as in the reference): the repair for the review feedback continues its conversation.
+    let worker = session(
+        cli,
+        "worker",
+        Some("printf 'Hello, world!\\n' > greeting.txt"),
+        cli.reply(Value::Null),
+    )
+    .turn(
+        Turn::reply(vec![Block::shell(
+            "printf 'Hello, world!\\nThanks, reviewers!\\n' > greeting.txt",
+        )])
+        .with_usage(Usage::new(120, 30)),
+    )
+    .turn(Turn::reply(vec![cli.reply(Value::Null)]).with_usage(Usage::new(200, 40)));
     let script = Script::new(vec![
-        session(
-            cli,
-            "worker",
-            Some("printf 'Hello, world!\\n' > greeting.txt"),
-            cli.reply(Value::Null),
-        ),
+        worker,
         session(cli, "acceptance", None, cli.accept("greeting.txt greets")),
         session(cli, "code", None, cli.accept("small and correct")),
-        session(
-            cli,
-            "worker",
-            Some("printf 'Hello, world!\\nThanks, reviewers!\\n' > greeting.txt"),
-            cli.reply(Value::Null),
-        ),
         session(cli, "acceptance", None, cli.accept("greets and thanks")),
         session(cli, "code", None, cli.accept("still small and correct")),
     ]);

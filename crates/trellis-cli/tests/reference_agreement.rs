@@ -135,11 +135,13 @@ fn allowlist() -> Vec<Allowed> {
         .collect()
 }
 
-/// The disagreement classes.
-const CLASSES: [&str; 3] = [
+/// The disagreement classes (`runtime-output` lines are the runtime differential's and never
+/// match an admission answer).
+const CLASSES: [&str; 4] = [
     "trellis-only-reject",
     "reference-only-reject",
     "message-mismatch",
+    "runtime-output",
 ];
 
 /// How the two answers relate.

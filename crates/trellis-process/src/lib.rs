@@ -5,8 +5,8 @@
 //! `pre_exec` closure, so the parent's memory is never copied), with exactly the declared
 //! environment. Its stdin gets the payload and is closed; its stdout and stderr are masked of
 //! secret values on the raw byte stream, cut into bounded lines and streamed to an observer
-//! that may slow the child down but never silently loses a line. A deadline (judged by the
-//! child's own completion), an idle limit and cancellation stop the whole group (SIGTERM,
+//! that may slow the child down but never silently loses a line. A deadline (judged here by the
+//! child's own completion; the graph supervisor also judges `timeoutMs` by its own clock), an idle limit and cancellation stop the whole group (SIGTERM,
 //! grace, SIGKILL, grandchildren included), and every end is classified: exited with a code,
 //! crashed, killed from outside, or stopped by us.
 //!

@@ -170,3 +170,31 @@ fn review_templates_take_their_input_from_a_url() {
         assert_eq!(refused.code(), "admission.task_not_accepted");
     }
 }
+
+#[test]
+fn issue_review_offers_no_delivery_as_the_reference_does_and_pr_review_does_not() {
+    use trellis_runtime::DeliveryMode;
+    let offered = |name: &str| template(name).unwrap().deliveries;
+    assert_eq!(
+        offered("issue-review"),
+        [DeliveryMode::Comment, DeliveryMode::None]
+    );
+    assert_eq!(offered("pr-review"), [DeliveryMode::Comment]);
+    // Without delivery the review is the run's output: the reviewer's body, nothing posted.
+    let text = template("issue-review")
+        .unwrap()
+        .document_for(Some(DeliveryMode::None))
+        .unwrap();
+    let graph: Value = serde_json::from_str(text).unwrap();
+    let mut workers = Vec::new();
+    executables(&graph, &mut |node| {
+        workers.push(node["worker"].as_str().unwrap().to_owned())
+    });
+    assert_eq!(workers, ["builtin.agent.reviewer@1"]);
+    let done = &graph["root"]["children"][1]["otherwise"];
+    assert_eq!(done["name"], "done");
+    assert_eq!(
+        done["bindings"][0]["value"],
+        serde_json::json!({"source": "state", "path": ["body"]})
+    );
+}

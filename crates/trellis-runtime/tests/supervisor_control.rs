@@ -30,6 +30,9 @@ enum Behaviour {
     Spend(u64),
     /// Waits to be cancelled (then settles `refusal`, as harnesses do).
     Hang,
+    /// Answers `verified` after this many milliseconds, whatever its deadline (as a harness
+    /// whose own timer a loaded machine delayed).
+    Late(u64),
 }
 
 /// Runs each node by its script, counting calls and noting cancellations.
@@ -113,6 +116,15 @@ impl Harness for Scripted {
                     hang.await
                 }
                 Behaviour::Hang => hang.await,
+                Behaviour::Late(ms) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    ExecutionResult {
+                        outcome: verified(),
+                        usage,
+                        killed_from_outside: None,
+                        worker_lost: false,
+                    }
+                }
             }
         })
     }
@@ -305,6 +317,30 @@ fn a_force_stop_cancels_the_running_worker_and_ends_the_run_force_stopped() {
         0,
         "nothing starts after a stop"
     );
+}
+
+#[test]
+fn an_answer_after_timeout_ms_settles_timeout_by_the_supervisors_clock() {
+    let fixture = Fixture::new(&[("late", Behaviour::Late(30))]);
+    let mut late = step("late", 1);
+    late["timeoutMs"] = json!(1);
+    let spec = graph(vec![late, step("after", 1)]);
+    let context = fixture.context(&spec, None, None);
+    let run_id = context.run_id.clone();
+    runtime()
+        .block_on(Supervisor::new(context).unwrap().run())
+        .unwrap();
+    let snapshot = fixture.snapshot(&run_id);
+    let late = states_of(&snapshot, "late");
+    let ExecutionState::Completed { outcome, .. } = late[0] else {
+        panic!("late did not settle: {late:?}");
+    };
+    assert_eq!(outcome.error_code(), Some(WorkerErrorCode::Timeout));
+    let logged = fixture.events(&run_id).iter().any(|event| {
+        matches!(event, RunEvent::Log { message, .. }
+                 if message.contains("passed before the outcome arrived"))
+    });
+    assert!(logged, "the log says why");
 }
 
 #[test]

@@ -8,8 +8,10 @@
 //! and on [`ModelServer::requests`] — what the CLI actually sent. See `docs/agent-clis.md` for the
 //! script format and the exact CLI invocations.
 //!
-//! [`reference`] runs the reference product's binary as an oracle for differential tests, and
-//! [`graphgen`] generates the graphs they (and the fuzz tests) run on.
+//! [`reference`] runs the reference product's binary as an oracle for differential tests,
+//! [`graphgen`] generates the graphs they (and the fuzz tests) run on, and [`fake_agent`] is
+//! the deterministic agent (binary `trellis-fake-claude`) the runtime differential runs both
+//! tools with.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -30,6 +32,7 @@
 
 mod anthropic;
 pub mod cli;
+pub mod fake_agent;
 pub mod fault_proxy;
 pub mod git;
 pub mod github;

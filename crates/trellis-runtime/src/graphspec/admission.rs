@@ -258,10 +258,15 @@ pub(crate) fn admit_where(
     }
     let workspace = match plan.as_mut() {
         Some(plan) => {
-            if let GraphSource::Template { delivery, .. } = &request.graph
-                && delivery.ignore_pr_feedback
-            {
-                plan.ignore_pull_request_feedback();
+            if let GraphSource::Template { delivery, name } = &request.graph {
+                if delivery.ignore_pr_feedback {
+                    plan.ignore_pull_request_feedback();
+                }
+                if !plan_states_session_scope(&request.plan)?
+                    && let Some(template) = templates::find(name)
+                {
+                    plan.keep_sessions_of(template.session_nodes());
+                }
             }
             Some(admit_workspace(request.workspace.as_deref())?)
         }
@@ -463,6 +468,18 @@ fn read_config(source: &ConfigSource, what: &'static str) -> Result<Value, Admis
     }
 }
 
+/// Whether the plan given says which session scope its agents use (a template's own scopes
+/// apply only when it does not, as in the reference).
+fn plan_states_session_scope(source: &PlanSource) -> Result<bool, AdmissionError> {
+    Ok(match source {
+        PlanSource::Exact(_) => true,
+        PlanSource::Uniform(config) => read_config(config, "uniform runtime config")?
+            .get("sessionScope")
+            .is_some(),
+        PlanSource::Detect | PlanSource::Unchecked => false,
+    })
+}
+
 fn admit_plan(
     spec: &GraphSpec,
     source: &PlanSource,
@@ -584,3 +601,7 @@ pub(crate) fn read_registry(path: &Path) -> Result<StaticRegistry, AdmissionErro
         error: e.to_string(),
     })
 }
+
+#[cfg(test)]
+#[path = "admission_sessions_tests.rs"]
+mod sessions_tests;

@@ -345,6 +345,18 @@ impl RuntimePlan {
         }
     }
 
+    /// Gives the agent bindings of `nodes` `node_instance` sessions (a template's repair loops
+    /// keep their conversation, as in the reference).
+    pub fn keep_sessions_of(&mut self, nodes: &[&str]) {
+        for (name, binding) in &mut self.nodes {
+            if let Binding::Agent(agent) = binding
+                && nodes.contains(&name.as_str())
+            {
+                agent.session_scope = SessionScope::NodeInstance;
+            }
+        }
+    }
+
     /// Every environment variable name any binding asks for, sorted and unique.
     pub fn connection_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self

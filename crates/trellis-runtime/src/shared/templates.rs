@@ -16,6 +16,9 @@ pub(crate) struct Template {
     variants: &'static [(DeliveryMode, &'static str)],
     /// Where the input comes from: a task text, or a GitHub issue or pull request.
     source: TemplateInput,
+    /// Agent nodes that keep one session across their rounds (`sessionScope: node_instance`)
+    /// unless the plan states a scope: the reference's template bindings.
+    session_nodes: &'static [&'static str],
 }
 
 /// How a run hands over its result (`--delivery`; `--push`, `--pr`, `--ship` are short for
@@ -102,6 +105,7 @@ const TEMPLATES: [Template; 5] = [
         default_delivery: DeliveryMode::None,
         variants: &[],
         source: TemplateInput::Task,
+        session_nodes: &[],
     },
     Template {
         name: "software-change",
@@ -124,14 +128,19 @@ const TEMPLATES: [Template; 5] = [
             ),
         ],
         source: TemplateInput::Task,
+        session_nodes: &["worker"],
     },
     Template {
         name: "issue-review",
         summary: "Reviews a GitHub issue against the code and posts one report comment on it.",
         document: include_str!("../../../../templates/issue-review.json"),
         default_delivery: DeliveryMode::Comment,
-        variants: &[],
+        variants: &[(
+            DeliveryMode::None,
+            include_str!("../../../../templates/issue-review-none.json"),
+        )],
         source: TemplateInput::ForgeUrl,
+        session_nodes: &[],
     },
     Template {
         name: "pr-review",
@@ -141,6 +150,7 @@ const TEMPLATES: [Template; 5] = [
         default_delivery: DeliveryMode::Comment,
         variants: &[],
         source: TemplateInput::ForgeUrl,
+        session_nodes: &[],
     },
     Template {
         name: "auto-research",
@@ -150,6 +160,7 @@ const TEMPLATES: [Template; 5] = [
         default_delivery: DeliveryMode::None,
         variants: &[],
         source: TemplateInput::Task,
+        session_nodes: &["explorer", "synthesizer", "challenger", "researcher"],
     },
 ];
 
@@ -228,6 +239,11 @@ impl Template {
         std::iter::once(self.default_delivery)
             .chain(self.variants.iter().map(|(m, _)| *m))
             .collect()
+    }
+
+    /// The agent nodes that keep their session across rounds unless the plan says otherwise.
+    pub fn session_nodes(&self) -> &'static [&'static str] {
+        self.session_nodes
     }
 
     /// Where this template's input comes from.

@@ -3,6 +3,7 @@
 
 mod events;
 mod record;
+mod stall;
 mod worker;
 mod workspace;
 

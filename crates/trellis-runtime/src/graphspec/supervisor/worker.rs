@@ -1,13 +1,15 @@
 //! One worker's run as a future the supervisor polls: its harness events forwarded to the
-//! shared queue before its result, its scratch space removed afterwards, and a panic inside
-//! the harness turned into that one execution's `crash` (with a diagnostic in the logs) rather
-//! than the end of the whole run.
+//! shared queue before its result, its scratch space removed afterwards, a panic inside the
+//! harness turned into that one execution's `crash` (with a diagnostic in the logs) rather
+//! than the end of the whole run, and `timeoutMs` judged by the supervisor's own clock (less
+//! any time the controller itself was stopped).
 
 use std::any::Any;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
@@ -32,6 +34,12 @@ pub(super) fn worker_future(
 ) -> WorkerFuture {
     let execution = request.execution;
     let node = request.node.to_string();
+    // A worker host judges the deadline of a queued execution itself, from when it starts it:
+    // time spent waiting in the queue is not the worker's.
+    let deadline = request.deadline.filter(|_| !harness.adopts_active());
+    let started = Instant::now();
+    let stalls_before = super::stall::mark();
+    let stopped = cancel.clone();
     let forward = shared.clone();
     let run = async move {
         let (tx, mut rx) = mpsc::channel(WORKER_EVENTS);
@@ -73,11 +81,55 @@ pub(super) fn worker_future(
                 }
             }
         };
+        // The time the supervisor could watch: a controller that was itself stopped past the
+        // deadline does not turn a worker that finished in time into a timeout.
+        let elapsed = started
+            .elapsed()
+            .saturating_sub(super::stall::stalled_between(
+                stalls_before,
+                super::stall::mark(),
+            ));
+        let (result, overrode) = judge_deadline(result, deadline, elapsed, stopped.is_cancelled());
+        if let (true, Some(deadline)) = (overrode, deadline) {
+            let note = HarnessEvent::Log {
+                stream: LogStream::System,
+                level: LogLevel::Warn,
+                message: format!(
+                    "deadline (timeoutMs {} ms) passed before the outcome arrived ({} ms); \
+                     settled timeout",
+                    deadline.as_millis(),
+                    elapsed.as_millis()
+                ),
+            };
+            let _ = shared.send((execution, note)).await;
+        }
         if let Some(scratch) = scratch {
             let _ = std::fs::remove_dir_all(&scratch);
         }
         (execution, result)
     })
+}
+
+/// A worker whose `timeoutMs` passed before its outcome reached the supervisor settles
+/// `timeout`, whatever it answered: the budget is judged by the supervisor's clock from the
+/// dispatch, as the reference does, not by whether the process happened to finish before the
+/// harness's own timer fired (which a loaded machine delays). Executions the supervisor
+/// cancelled itself and lost workers keep their outcome. Also says whether it changed the
+/// outcome.
+fn judge_deadline(
+    mut result: ExecutionResult,
+    deadline: Option<Duration>,
+    elapsed: Duration,
+    cancelled: bool,
+) -> (ExecutionResult, bool) {
+    let overran = deadline.is_some_and(|deadline| elapsed >= deadline);
+    let timed_out = result.outcome.error_code() == Some(WorkerErrorCode::Timeout);
+    if !overran || timed_out || cancelled || result.worker_lost {
+        return (result, false);
+    }
+    result.outcome = WorkerOutcome::failure(WorkerErrorCode::Timeout);
+    result.killed_from_outside = None;
+    (result, true)
 }
 
 /// The message a panic carried, when it was text.
@@ -87,4 +139,38 @@ fn panic_text(panic: &(dyn Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("no message")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn verified() -> ExecutionResult {
+        ExecutionResult {
+            outcome: WorkerOutcome::Verified {
+                output: Value::Null,
+                artifacts: Vec::new(),
+            },
+            usage: TokenUsage::default(),
+            killed_from_outside: None,
+            worker_lost: false,
+        }
+    }
+
+    #[test]
+    fn an_answer_after_the_deadline_settles_timeout() {
+        let ms = Duration::from_millis;
+        let late = |cancelled| judge_deadline(verified(), Some(ms(1)), ms(5), cancelled);
+        let (result, overrode) = late(false);
+        assert!(overrode);
+        assert_eq!(result.outcome.error_code(), Some(WorkerErrorCode::Timeout));
+        // In time, without a deadline, cancelled by the supervisor, or a lost worker: kept.
+        assert!(!judge_deadline(verified(), Some(ms(10)), ms(5), false).1);
+        assert!(!judge_deadline(verified(), None, ms(5), false).1);
+        assert!(!late(true).1);
+        let mut lost = verified();
+        lost.worker_lost = true;
+        assert!(!judge_deadline(lost, Some(ms(1)), ms(5), false).1);
+    }
 }
