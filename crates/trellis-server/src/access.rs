@@ -161,16 +161,17 @@ impl LocalPage {
         Ok(())
     }
 
-    /// A state change is a JSON POST carrying the page token.
+    /// A state change is a POST or PUT with a JSON body, or a DELETE, carrying the page token
+    /// (the profile routes replace and delete with PUT and DELETE).
     fn check_change(&self, method: &Method, headers: &HeaderMap) -> Result<(), Problem> {
         if method == Method::GET || method == Method::HEAD {
             return Ok(());
         }
-        if method != Method::POST {
+        if ![Method::POST, Method::PUT, Method::DELETE].contains(method) {
             return Err(Problem::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                "only GET and POST are served",
+                "only GET, POST, PUT and DELETE are served",
             ));
         }
         let json = headers
@@ -182,7 +183,9 @@ impl LocalPage {
                     .next()
                     .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
             });
-        if !json {
+        // A DELETE carries no body; a body-carrying change must be JSON, which a cross-site
+        // form cannot send without CORS.
+        if method != Method::DELETE && !json {
             return Err(Problem::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "json_required",

@@ -39,7 +39,9 @@ fn server() -> Router {
         .route("/ping", get(|| async { "pong" }))
         .route(
             "/echo",
-            post(|axum::Json(body): axum::Json<Value>| async move { axum::Json(body) }),
+            post(|axum::Json(body): axum::Json<Value>| async move { axum::Json(body) })
+                .put(|axum::Json(body): axum::Json<Value>| async move { axum::Json(body) })
+                .delete(|| async { axum::Json(serde_json::json!({"deleted": true})) }),
         );
     let policy = LocalPage::new(address(), secrets()).expect("loopback");
     app(api, AccessPolicy::LocalPage(policy))
@@ -195,14 +197,30 @@ async fn a_state_change_needs_the_page_token_and_a_json_body() {
         (StatusCode::UNSUPPORTED_MEDIA_TYPE, "json_required")
     );
 
-    let delete = Request::builder()
-        .method("DELETE")
-        .uri("/api/v1/echo")
-        .header(header::HOST, "127.0.0.1:4173")
-        .header(header::COOKIE, COOKIE)
-        .body(Body::empty())
-        .expect("request");
-    assert_eq!(send(delete).await.0, StatusCode::METHOD_NOT_ALLOWED);
+    // DELETE and PUT are state changes too (the profile routes): the page token is needed.
+    let change = |method: &str, token: Option<&str>| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri("/api/v1/echo")
+            .header(header::HOST, "127.0.0.1:4173")
+            .header(header::COOKIE, COOKIE)
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(token) = token {
+            request = request.header(TOKEN_HEADER, token);
+        }
+        let body = if method == "DELETE" { "" } else { "{}" };
+        request.body(Body::from(body)).expect("request")
+    };
+    for method in ["DELETE", "PUT"] {
+        let (status, body) = send(change(method, None)).await;
+        assert_eq!((status, code(&body)), (StatusCode::FORBIDDEN, "bad_token"));
+        assert_eq!(send(change(method, Some(TOKEN))).await.0, StatusCode::OK);
+    }
+    let (status, body) = send(change("PATCH", Some(TOKEN))).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+    );
 }
 
 #[tokio::test]
