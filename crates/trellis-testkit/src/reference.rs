@@ -136,39 +136,7 @@ impl Reference {
                 .map_err(|e| ReferenceError::Scratch(e.to_string()))?;
         }
         let repo = scratch.path().join("repo");
-        for args in [
-            &["init", "-q"][..],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t.invalid",
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                "scratch",
-            ][..],
-            // Git delivery nodes are admitted only with a credential-free remote; validation
-            // never contacts it.
-            &[
-                "remote",
-                "add",
-                "origin",
-                "https://github.com/example/scratch.git",
-            ][..],
-        ] {
-            let status = Command::new("git")
-                .args(args)
-                .current_dir(&repo)
-                .env("HOME", scratch.path().join("home"))
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .status()
-                .map_err(|e| ReferenceError::Scratch(format!("git: {e}")))?;
-            if !status.success() {
-                return Err(ReferenceError::Scratch(format!("git {args:?}: {status}")));
-            }
-        }
+        scratch_repository(&repo, &scratch.path().join("home")).map_err(ReferenceError::Scratch)?;
         Ok(Reference {
             binary,
             scratch,
@@ -329,6 +297,45 @@ pub fn strip_text_location(message: &str) -> &str {
         }
         _ => message,
     }
+}
+
+/// Makes `repo` (an existing directory) a git repository with one empty commit and a
+/// credential-free `origin`, git seeing `home` as its home: git delivery nodes are admitted
+/// only with such a remote, and the reference refuses a local run without one; nothing ever
+/// contacts it.
+pub fn scratch_repository(repo: &Path, home: &Path) -> Result<(), String> {
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "scratch",
+        ][..],
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://github.com/example/scratch.git",
+        ][..],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(repo)
+            .env("HOME", home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .map_err(|e| format!("git: {e}"))?;
+        if !status.success() {
+            return Err(format!("git {args:?}: {status}"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

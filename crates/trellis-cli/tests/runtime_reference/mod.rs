@@ -108,7 +108,7 @@ fn run(
     for d in [&home, &repo, &bin, &state] {
         std::fs::create_dir_all(d).unwrap();
     }
-    git_repo(&repo, &home);
+    trellis_testkit::reference::scratch_repository(&repo, &home).unwrap();
     fake_claude(&bin, &state);
     if let Some(script) = script {
         std::fs::write(state.join("script"), script.join("\n") + "\n").unwrap();
@@ -272,41 +272,6 @@ fn wait_bounded(mut child: std::process::Child) -> (std::process::Output, bool) 
         stderr: err.join().unwrap_or_default(),
     };
     (output, timed_out)
-}
-
-/// A repository with one commit and a credential-free `origin` (the reference refuses a local
-/// run without a remote).
-fn git_repo(repo: &Path, home: &Path) {
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t.invalid",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "scratch",
-        ][..],
-        &[
-            "remote",
-            "add",
-            "origin",
-            "https://github.com/example/scratch.git",
-        ][..],
-    ] {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(repo)
-            .env("HOME", home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    }
 }
 
 /// `bin/claude`: runs this test executable as the fake agent with its state directory.
