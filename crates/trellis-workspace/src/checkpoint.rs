@@ -10,9 +10,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::error::WorkspaceError;
 use crate::fast_commit::{PathChange, commit_changes, read_index_entries};
+use crate::index_file::listed_paths;
 use crate::packs::{OwnPacks, pack_dir, pack_names};
+use crate::references::write_loose_reference;
 use crate::repo::{ObjectId, Repository};
 use crate::staged::{Staged, bytes_path, changes_between};
+use crate::stamp::{TreeStamp, filesystem_now};
 
 /// The reference namespace every run's checkpoints live under.
 pub const CHECKPOINT_NAMESPACE: &str = "refs/trellis/checkpoints";
@@ -74,6 +77,18 @@ struct IndexState {
     /// Whether the private index still holds exactly that tree, so that what `git add`
     /// reports updating is exactly what changed since it.
     holds_previous: bool,
+    /// The working tree's stat data as it was when the previous checkpoint staged it, when
+    /// that can be trusted (see `stamp`): while it still matches, nothing changed.
+    stamp: Option<TreeStamp>,
+}
+
+impl IndexState {
+    /// Something other than a checkpoint used the private index (or the run continues from
+    /// elsewhere): the next checkpoint has to ask git what changed.
+    fn forget_previous_staging(&mut self) {
+        self.holds_previous = false;
+        self.stamp = None;
+    }
 }
 
 /// The checkpoints of one run in one repository.
@@ -140,7 +155,7 @@ impl RunCheckpoints {
     pub fn set_previous(&self, previous: Previous) {
         let mut state = self.guard();
         state.previous = Some(previous);
-        state.holds_previous = false;
+        state.forget_previous_staging();
     }
 
     /// Clears what a process that died while using the private index left behind: git's
@@ -173,6 +188,12 @@ impl RunCheckpoints {
     /// in this repository and are rolled up when they grow past a few (see `packs`).
     pub fn take(&self, number: u32, message: &str) -> Result<Checkpoint, WorkspaceError> {
         let mut state = self.guard();
+        if let Some(unchanged) = self.unchanged_checkpoint(&state, number) {
+            return Ok(unchanged);
+        }
+        // Read before git stages the tree, so a write in between shows at the next one.
+        let clock = filesystem_now(&self.clock_marker());
+        let stamp = clock.and_then(|_| TreeStamp::read(self.repo.top()));
         let packs_before = pack_names(&pack_dir(&self.repo));
         let staged = self.stage_everything()?;
         let reference = self.reference(number);
@@ -195,6 +216,12 @@ impl RunCheckpoints {
             tree: tree.clone(),
         });
         state.holds_previous = true;
+        state.stamp = match (clock, stamp) {
+            (Some(clock), Some(stamp)) if self.stamp_is_trusted(&stamp, clock, &tree) => {
+                Some(stamp)
+            }
+            _ => None,
+        };
         // Upkeep: a list or roll-up that fails leaves more packs to read, never a wrong
         // checkpoint, and is tried again after the next one.
         let _ = self.own_packs.record(&pack_dir(&self.repo), &packs_before);
@@ -207,6 +234,48 @@ impl RunCheckpoints {
             files_changed,
             bytes_changed,
         })
+    }
+
+    /// The previous checkpoint again, as checkpoint `number`, when the working tree's stat
+    /// data still matches the stamp the previous one left: named by its reference (written
+    /// as git writes a loose one) with no git process started. `None` sends the checkpoint
+    /// to git.
+    fn unchanged_checkpoint(&self, state: &IndexState, number: u32) -> Option<Checkpoint> {
+        let (Some(previous), Some(stamp)) = (&state.previous, &state.stamp) else {
+            return None;
+        };
+        if !state.holds_previous || TreeStamp::read(self.repo.top()).as_ref() != Some(stamp) {
+            return None;
+        }
+        let reference = self.reference(number);
+        if !write_loose_reference(&self.repo, &reference, &previous.commit) {
+            return None;
+        }
+        Some(Checkpoint {
+            number,
+            commit: previous.commit.clone(),
+            tree: previous.tree.clone(),
+            reference,
+            files_changed: 0,
+            bytes_changed: 0,
+        })
+    }
+
+    /// Whether `stamp`, read just before staging `tree`, may stand for it: nothing in it
+    /// changed on or after `clock`, and it lists exactly the files git staged.
+    fn stamp_is_trusted(&self, stamp: &TreeStamp, clock: (i64, i64), tree: &ObjectId) -> bool {
+        if stamp.is_racy(clock) {
+            return false;
+        }
+        let id_bytes = tree.as_str().len() / 2;
+        listed_paths(&self.index, id_bytes).is_some_and(|listed| stamp.lists_exactly(&listed))
+    }
+
+    /// The file whose modification time reads the filesystem's clock for a stamp.
+    fn clock_marker(&self) -> PathBuf {
+        let mut marker = self.index.clone().into_os_string();
+        marker.push(".clock");
+        PathBuf::from(marker)
     }
 
     /// The staged changes as (mode, object) per path, read back from the private index, when
@@ -276,7 +345,7 @@ impl RunCheckpoints {
     /// The tree the working tree holds now (written to the object store, named by nothing).
     pub fn snapshot(&self) -> Result<ObjectId, WorkspaceError> {
         let mut state = self.guard();
-        state.holds_previous = false;
+        state.forget_previous_staging();
         let packs_before = pack_names(&pack_dir(&self.repo));
         self.stage_everything()?;
         let _ = self.own_packs.record(&pack_dir(&self.repo), &packs_before);
@@ -301,7 +370,7 @@ impl RunCheckpoints {
     /// (a commit whose parent is the last checkpoint); returns its tree.
     pub fn record_end(&self) -> Result<ObjectId, WorkspaceError> {
         let mut state = self.guard();
-        state.holds_previous = false;
+        state.forget_previous_staging();
         self.stage_everything()?;
         let tree = self.write_tree()?;
         let parent = match &state.previous {
@@ -358,7 +427,7 @@ impl RunCheckpoints {
         keep_as: Option<&str>,
     ) -> Result<Restored, WorkspaceError> {
         let mut state = self.guard();
-        state.holds_previous = false;
+        state.forget_previous_staging();
         self.stage_everything()?;
         let previous_tree = self.write_tree()?;
         let mut kept_as = None;
@@ -417,7 +486,7 @@ impl RunCheckpoints {
     /// collection) and the private index. Returns how many references were deleted.
     pub fn prune(&self) -> Result<usize, WorkspaceError> {
         let mut state = self.guard();
-        state.holds_previous = false;
+        state.forget_previous_staging();
         let references = self.references()?;
         if !references.is_empty() {
             let commands: String = references
@@ -432,6 +501,7 @@ impl RunCheckpoints {
             )?;
         }
         remove_if_present(&self.index)?;
+        remove_if_present(&self.clock_marker())?;
         Ok(references.len())
     }
 

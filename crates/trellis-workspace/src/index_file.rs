@@ -1,6 +1,6 @@
-//! Reads the byte count of the files a git index lists straight from the index file, so a
-//! caller can size a copy of the working tree without starting git.
-
+//! Reads what a git index lists (each entry's size and path) straight from the index file, so
+//! a caller can size a copy of the working tree, or compare the index with a walk of it,
+//! without starting git.
 use std::path::Path;
 
 /// Bytes of the fixed part of an index entry before the object id: ctime, mtime, dev, ino,
@@ -19,41 +19,91 @@ pub(crate) fn listed_bytes(index: &Path, id_bytes: usize) -> Option<u64> {
     sum_sizes(&data, id_bytes)
 }
 
+/// The paths (relative to the top of the working tree, as git stores them) of the entries of
+/// the index at `index`, in the index's order; `None` as for [`listed_bytes`].
+pub(crate) fn listed_paths(index: &Path, id_bytes: usize) -> Option<Vec<Vec<u8>>> {
+    let data = std::fs::read(index).ok()?;
+    Some(
+        read_entries(&data, id_bytes)?
+            .into_iter()
+            .map(|e| e.path)
+            .collect(),
+    )
+}
+
 fn sum_sizes(data: &[u8], id_bytes: usize) -> Option<u64> {
+    Some(
+        read_entries(data, id_bytes)?
+            .iter()
+            .map(|e| u64::from(e.size))
+            .sum(),
+    )
+}
+
+/// What this reader takes from one index entry.
+struct Entry {
+    size: u32,
+    path: Vec<u8>,
+}
+
+fn read_entries(data: &[u8], id_bytes: usize) -> Option<Vec<Entry>> {
     if data.get(..4)? != b"DIRC" {
         return None;
     }
     let version = read_u32(data, 4)?;
-    let entries = read_u32(data, 8)?;
+    let count = read_u32(data, 8)?;
     if !(2..=4).contains(&version) {
         return None;
     }
     let mut at = 12;
-    let mut total: u64 = 0;
-    for _ in 0..entries {
-        total += u64::from(read_u32(data, at + SIZE_OFFSET)?);
+    // Each entry is at least a stat block, an id and two bytes of flags: a count larger than
+    // the file could hold is not an index.
+    let mut entries = Vec::with_capacity((count as usize).min(data.len() / (STAT_BYTES + 2)));
+    let mut previous: Vec<u8> = Vec::new();
+    for _ in 0..count {
+        let size = read_u32(data, at + SIZE_OFFSET)?;
         let flags_at = at + STAT_BYTES + id_bytes;
         let flags = u16::from_be_bytes(data.get(flags_at..flags_at + 2)?.try_into().ok()?);
         let mut path_at = flags_at + 2;
         if version >= 3 && flags & EXTENDED_FLAG != 0 {
             path_at += 2;
         }
-        if version == 4 {
-            // A varint (how much of the previous path to drop), then the rest, NUL-ended.
-            while *data.get(path_at)? & 0x80 != 0 {
-                path_at += 1;
-            }
-            path_at += 1;
-            let name = data.get(path_at..)?.iter().position(|&b| b == 0)?;
-            at = path_at + name + 1;
+        let path = if version == 4 {
+            // How much of the previous path to drop (git's offset varint), then the rest of
+            // this one, NUL-ended.
+            let (drop, after) = read_offset_varint(data, path_at)?;
+            let rest = data.get(after..)?.iter().position(|&b| b == 0)?;
+            let kept = previous.len().checked_sub(usize::try_from(drop).ok()?)?;
+            let mut path = previous[..kept].to_vec();
+            path.extend_from_slice(&data[after..after + rest]);
+            at = after + rest + 1;
+            path
         } else {
             let name = data.get(path_at..)?.iter().position(|&b| b == 0)?;
             // The entry is NUL-padded to a multiple of eight bytes (at least one NUL).
             let length = path_at - at + name;
+            let path = data[path_at..path_at + name].to_vec();
             at += (length + 8) & !7;
-        }
+            path
+        };
+        previous.clone_from(&path);
+        entries.push(Entry { size, path });
     }
-    Some(total)
+    Some(entries)
+}
+
+/// Git's variable-length offset encoding: seven bits a byte, most significant first, each
+/// continuation adding one before the shift. Returns the value and where the next byte is.
+fn read_offset_varint(data: &[u8], mut at: usize) -> Option<(u64, usize)> {
+    let mut byte = *data.get(at)?;
+    at += 1;
+    let mut value = u64::from(byte & 0x7f);
+    while byte & 0x80 != 0 {
+        byte = *data.get(at)?;
+        at += 1;
+        value = value.checked_add(1)?.checked_shl(7)? | u64::from(byte & 0x7f);
+    }
+    Some((value, at))
 }
 
 fn read_u32(data: &[u8], at: usize) -> Option<u32> {
@@ -87,5 +137,49 @@ mod tests {
         assert_eq!(sum_sizes(&index, 20), Some(1_012));
         assert_eq!(sum_sizes(&index[..index.len() - 9], 20), None, "truncated");
         assert_eq!(sum_sizes(b"NOPE", 20), None);
+    }
+
+    #[test]
+    fn paths_are_read_from_real_indexes_of_every_version() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path();
+        let git = |args: &[&str]| {
+            let output = std::process::Command::new("git")
+                .args(args)
+                .current_dir(root)
+                .env_remove("GIT_INDEX_FILE")
+                .output()
+                .expect("git runs");
+            assert!(output.status.success(), "git {args:?}");
+            output.stdout
+        };
+        git(&["init", "--quiet"]);
+        for path in [
+            "a",
+            "dir/abcdef",
+            "dir/abcxyz",
+            "dir/sub/deep.txt",
+            "long-name.txt",
+        ] {
+            let file = root.join(path);
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+            std::fs::write(file, path).expect("write");
+        }
+        git(&["add", "--all"]);
+        let expected: Vec<Vec<u8>> = git(&["ls-files", "-z"])
+            .split(|&b| b == 0)
+            .filter(|p| !p.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        assert_eq!(expected.len(), 5);
+        for version in ["2", "3", "4"] {
+            git(&["update-index", "--index-version", version]);
+            let index = root.join(".git/index");
+            assert_eq!(
+                listed_paths(&index, 20),
+                Some(expected.clone()),
+                "v{version}"
+            );
+        }
     }
 }

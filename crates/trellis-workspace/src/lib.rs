@@ -17,6 +17,7 @@ mod references;
 mod repo;
 pub mod source;
 mod staged;
+mod stamp;
 mod worktree;
 
 pub use checkpoint::{

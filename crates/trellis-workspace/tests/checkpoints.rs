@@ -102,12 +102,16 @@ fn later_checkpoints_count_changes_since_the_previous_one_and_reuse_an_unchanged
         "README.md\na.txt\nscript.sh\nsrc/old.rs"
     );
 
+    // Nothing changed: the third holds the second's tree (an unchanged workspace may be
+    // named by the second's own commit, see tests/unchanged.rs).
     let third = run.take(3, "before work").unwrap();
     assert_eq!((&third.tree, third.files_changed), (&second.tree, 0));
-    // Each checkpoint's parent is the one before it.
     assert_eq!(
-        git(root, &["rev-parse", &format!("{}^", third.reference)]),
-        second.commit.as_str()
+        git(
+            root,
+            &["rev-parse", &format!("{}^{{tree}}", third.reference)]
+        ),
+        second.tree.as_str()
     );
 
     // A snapshot between checkpoints (a verifier's copy) does not change what is counted.
@@ -116,6 +120,11 @@ fn later_checkpoints_count_changes_since_the_previous_one_and_reuse_an_unchanged
     write(root, "b.txt", b"bb");
     let fourth = run.take(4, "before work").unwrap();
     assert_eq!((fourth.files_changed, fourth.bytes_changed), (2, 8));
+    // Each checkpoint's parent is the one before it.
+    assert_eq!(
+        git(root, &["rev-parse", &format!("{}^", fourth.reference)]),
+        third.commit.as_str()
+    );
     let names: Vec<String> = run
         .references()
         .unwrap()
