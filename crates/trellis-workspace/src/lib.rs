@@ -12,6 +12,7 @@ mod error;
 mod fast_commit;
 mod git;
 mod index_file;
+mod loose_reference;
 mod packs;
 mod references;
 mod repo;
@@ -26,6 +27,9 @@ pub use checkpoint::{
 pub use copy::{DisposableCopy, force_remove_dir};
 pub use error::WorkspaceError;
 pub use git::{CHECKPOINT_AUTHOR, GIT_TIMEOUT, Git, MAX_GIT_OUTPUT_BYTES};
-pub use references::{SAVED_NAMESPACE, TrellisReference, delete_references, trellis_references};
+pub use references::{
+    SAVED_NAMESPACE, TrellisReference, delete_references, references_with_messages,
+    trellis_references,
+};
 pub use repo::{ObjectId, Repository};
 pub use worktree::{add_worktree, remove_worktree, worktree_base};

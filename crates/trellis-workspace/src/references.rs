@@ -72,39 +72,36 @@ pub fn delete_references(
     Ok(())
 }
 
-/// Names `object` by the reference `name` (below `refs/trellis/`) without starting git, by
-/// git's own protocol for a loose reference: an exclusive `<name>.lock` written and renamed
-/// into place. Returns `false`, having changed nothing, where that protocol is not the one
-/// this repository uses (its references are in a reftable) or the reference cannot be
-/// written so (the caller then asks git, which reports why).
-pub(crate) fn write_loose_reference(repo: &Repository, name: &str, object: &ObjectId) -> bool {
-    use std::io::Write;
-    let common = repo.common_dir();
-    if !name.starts_with("refs/trellis/") || common.join("reftable").exists() {
-        return false;
+/// Every reference below `prefix` (which must be inside `refs/trellis/`) with the object it
+/// names and, when that is a commit, its message (empty otherwise).
+pub fn references_with_messages(
+    repo: &Repository,
+    prefix: &str,
+) -> Result<Vec<(String, ObjectId, String)>, WorkspaceError> {
+    if !prefix.starts_with("refs/trellis/") {
+        return Err(WorkspaceError::InvalidName(prefix.to_owned()));
     }
-    let path = common.join(name);
-    let Some(parent) = path.parent() else {
-        return false;
-    };
-    let mut lock = path.clone().into_os_string();
-    lock.push(".lock");
-    let lock = std::path::PathBuf::from(lock);
-    if std::fs::create_dir_all(parent).is_err() {
-        return false;
+    let stdout = repo.run(
+        &["for-each-ref", "--format=%(objectname) %(refname)", prefix],
+        &[],
+    )?;
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(&stdout).lines() {
+        let parsed = line
+            .split_once(' ')
+            .and_then(|(id, name)| Some((ObjectId::parse(id)?, name.to_owned())));
+        let Some((object, name)) = parsed else {
+            return Err(WorkspaceError::Unexpected {
+                command: "for-each-ref".into(),
+                detail: format!("cannot read {line:?}"),
+            });
+        };
+        let args = ["log", "-1", "--format=%B", object.as_str()];
+        let message = match repo.git().query(repo.top(), &args, &[])? {
+            Some(stdout) => String::from_utf8_lossy(&stdout).into_owned(),
+            None => String::new(),
+        };
+        found.push((name, object, message));
     }
-    // An existing lock is another writer's: leave it and the reference to git.
-    let Ok(mut file) = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&lock)
-    else {
-        return false;
-    };
-    let placed = file.write_all(format!("{object}\n").as_bytes()).is_ok()
-        && std::fs::rename(&lock, &path).is_ok();
-    if !placed {
-        let _ = std::fs::remove_file(&lock);
-    }
-    placed
+    Ok(found)
 }
