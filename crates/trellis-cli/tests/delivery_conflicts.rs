@@ -2,7 +2,8 @@
 //! target and merges it into the change; a conflict is left in the workspace's files with
 //! conflict markers and routed to the worker as feedback, the worker's next round resolves it,
 //! and the pushed run branch then contains the target — while the user's branch, HEAD and
-//! index stay as they were. A target that merges cleanly is merged before the push.
+//! index stay as they were. A target that merges cleanly but changes the candidate goes back
+//! through the worker's round and the reviewers before it is delivered.
 
 use serde_json::Value;
 use trellis_testkit::git::git;
@@ -120,15 +121,28 @@ fn a_conflict_with_the_target_is_resolved_by_the_worker_in_the_next_round() {
 }
 
 #[test]
-fn a_target_that_merges_cleanly_is_merged_before_the_push() {
+fn a_target_that_merges_cleanly_goes_back_through_review_before_it_is_pushed() {
     let setup = Setup::new();
     setup.move_target("elsewhere", "NOTICE", "Moved on.\n");
     let target = git(&setup.origin, &["rev-parse", "main"]);
+    resolve_with_the_test_worker(&setup);
     let head_before = git(&setup.work, &["rev-parse", "HEAD"]);
 
     let out = setup.run_command("--pr").output().unwrap();
     let result = terminal(&out);
     assert_eq!(result["status"], "succeeded", "{result}");
+
+    // The merge changed what the reviewers judged: a second round checked it (and the
+    // reviewers judged it) before it was delivered.
+    let inputs = setup.worker_inputs_of("inputs.jsonl");
+    assert_eq!(inputs.len(), 2, "{inputs:?}");
+    let feedback = inputs[1]["deliveryFeedback"].as_str().unwrap_or_default();
+    assert!(
+        feedback.contains("merged into the workspace cleanly") && feedback.contains("NOTICE"),
+        "{feedback}"
+    );
+    assert_eq!(setup.pulls_opened(), 1);
+
     let branch = setup.github.pull_branch(REPO, 1).unwrap();
     git(
         &setup.origin,
@@ -142,6 +156,20 @@ fn a_target_that_merges_cleanly_is_merged_before_the_push() {
         git(&setup.origin, &["show", &format!("{branch}:greeting.txt")]),
         "Hello, world!"
     );
+    // What is delivered is the merge the second round checked: the reviewed candidate (which
+    // lacks the target's change) merged with the target.
+    assert_eq!(
+        git(&setup.origin, &["rev-parse", &format!("{branch}^2")]),
+        target
+    );
+    let candidate_files = git(
+        &setup.origin,
+        &["ls-tree", "--name-only", &format!("{branch}^1")],
+    );
+    assert!(
+        !candidate_files.lines().any(|name| name == "NOTICE"),
+        "{candidate_files}"
+    );
     // The merged file is in the work tree too (the next round builds on it); HEAD stays.
     assert_eq!(
         std::fs::read_to_string(setup.work.join("NOTICE")).unwrap(),
@@ -154,42 +182,36 @@ fn a_target_that_merges_cleanly_is_merged_before_the_push() {
 fn conflict_markers_the_target_itself_holds_are_not_the_runs() {
     let setup = Setup::new();
     // The target gains a fixture that holds conflict markers on purpose; it merges cleanly.
-    setup.move_target(
-        "elsewhere",
-        "fixture.txt",
-        "<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n",
-    );
+    let fixture = "<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n";
+    setup.move_target("elsewhere", "fixture.txt", fixture);
     setup.github.require_checks(REPO, &["ci"]);
-    let mut commented_on: Option<String> = None;
+    setup.record_worker_inputs();
     let mut greened: Vec<String> = Vec::new();
     let out = drive(setup.start("--pr"), || {
-        let Some((number, head)) = setup.pull() else {
-            return;
-        };
-        match &commented_on {
-            None => {
-                setup.github.add_review_comment(
-                    REPO,
-                    number,
-                    "greeting.txt",
-                    1,
-                    "Please thank the reviewers too.",
-                );
-                commented_on = Some(head);
-            }
-            Some(first) if *first != head && !greened.contains(&head) => {
-                setup.set_check(&head, "success");
-                greened.push(head);
-            }
-            Some(_) => {}
+        if let Some((_, head)) = setup.pull()
+            && !greened.contains(&head)
+        {
+            setup.set_check(&head, "success");
+            greened.push(head);
         }
     });
     let result = terminal(&out);
-    // The second round (after the review comment) is delivered as ready, not sent back as an
-    // unresolved conflict over the target's own fixture.
+    // The stand-in worker's first attempt is rejected by its reviewers; the accepted second is
+    // merged with the target, which changed it, so a third round checked it; that one is delivered
+    // as ready, not sent back as an unresolved conflict over the target's own fixture.
     assert_eq!(result["status"], "succeeded", "{result}");
-    assert_eq!(greened.len(), 1);
+    let inputs = setup.worker_inputs();
+    assert_eq!(inputs.len(), 3, "{inputs:?}");
+    let feedback = inputs[2]["deliveryFeedback"].as_str().unwrap_or_default();
+    assert!(
+        feedback.contains("merged into the workspace cleanly") && !feedback.contains("markers"),
+        "{feedback}"
+    );
     let branch = setup.github.pull_branch(REPO, 1).unwrap();
+    assert_eq!(
+        git(&setup.origin, &["show", &format!("{branch}:fixture.txt")]),
+        fixture.trim_end()
+    );
     assert_eq!(
         git(&setup.origin, &["show", &format!("{branch}:greeting.txt")]),
         "Hello, world!\nThanks for the review!"

@@ -14,6 +14,7 @@ use trellis_workspace::{
 
 use crate::checkpoints::copy_places::CopyPlaces;
 use crate::checkpoints::workspace::CHECKPOINT_INDEX;
+use crate::delivery::drop_pending_merges_from;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome};
 use crate::shared::submission::{ResumePoint, Submission};
@@ -342,6 +343,13 @@ impl CheckpointOps<'_> {
             }
         };
         recorded.restore(&object_id(&target.tree)?, Some(&keep))?;
+        // A conflicted target merge recorded after the checkpoint left its markers in a work
+        // tree that is gone now: its target must not become a parent of the next delivery.
+        drop_pending_merges_from(
+            recorded.repository(),
+            run_id.as_str(),
+            target.next_execution,
+        )?;
         Ok(Some(ResumePoint {
             run: run_id.to_string(),
             number: target.id,

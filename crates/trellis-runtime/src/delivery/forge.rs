@@ -10,7 +10,9 @@ use super::calls::{connect, input_text, refusal, tried};
 use super::git::{DeliveryFailure, Git, Pushed, crash};
 use super::kind::DeliveryKind;
 use super::settings::{ForgeSettings, parse_remote};
-use super::target::{TargetMerge, conflict_message, unresolved_message};
+use super::target::{
+    TargetMerge, conflict_message, merged_message, needs_review_again, unresolved_message,
+};
 use super::watch::{CatchUp, Verdict, Watch};
 
 /// Opens or finds the run branch's pull request, then (pr@2, merge) waits for its checks and
@@ -102,8 +104,9 @@ pub(super) async fn deliver_pull(
     output.insert("headRevision".into(), json!(pushed.head));
     output.insert("pullRequestId".into(), json!(number.to_string()));
     let verdict = match (target_merge, kind) {
-        // The conflict is in the work tree now: the worker's next round resolves it.
-        (merge @ (TargetMerge::Conflicted { .. } | TargetMerge::Unresolved { .. }), _) => {
+        // The conflict (or a merge the reviewers have not judged) is in the work tree now:
+        // the worker's next round resolves (or checks) it and the reviewers judge it again.
+        (merge, _) if goes_back_to_the_worker(merge) => {
             output.insert(
                 "version".into(),
                 json!(match kind {
@@ -119,12 +122,16 @@ pub(super) async fn deliver_pull(
                     conflict_message(&pushed.target_branch, target, paths)
                 }
                 TargetMerge::Unresolved { paths } => unresolved_message(paths),
-                _ => String::new(),
+                TargetMerge::Merged {
+                    target, changed, ..
+                } => merged_message(&pushed.target_branch, target, changed),
+                TargetMerge::UpToDate => String::new(),
             };
-            Verdict {
-                outcome: "conflict",
-                message,
-            }
+            let outcome = match merge {
+                TargetMerge::Merged { .. } => "repair_required",
+                _ => "conflict",
+            };
+            Verdict { outcome, message }
         }
         (_, DeliveryKind::PullRequest { version: 1 }) => {
             output.insert("version".into(), json!("v1"));
@@ -137,14 +144,14 @@ pub(super) async fn deliver_pull(
             output.insert("version".into(), json!("v2"));
             let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
             let watch =
-                Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
+                Watch::new(forge, &github, &repo, number, request, pushed, log).under(&policy);
             watch.until_ready(git, &url).await?
         }
         (_, DeliveryKind::Merge { version }) => {
             output.insert("version".into(), json!(format!("v{version}")));
             let policy = read_policy(forge, &github, &repo, &pushed.target_branch, log).await?;
             let mut watch =
-                Watch::new(forge, &github, &repo, number, binding, pushed, log).under(&policy);
+                Watch::new(forge, &github, &repo, number, request, pushed, log).under(&policy);
             let (verdict, revision) = loop {
                 let verdict = watch.until_ready(git, &url).await?;
                 if verdict.outcome != "ready" {
@@ -171,24 +178,23 @@ pub(super) async fn deliver_pull(
             return Err(crash("not a pull request delivery".into()));
         }
     };
-    let mut message = verdict.message;
-    if let TargetMerge::Merged {
-        target, changed, ..
-    } = target_merge
-    {
-        // Recorded in the diagnostic: the reviewers judged the change before the merge.
-        message.push_str(&format!(
-            "\n\n{} ({target}) was merged into the change before the push; it changed {}.",
-            pushed.target_branch,
-            changed.join(", ")
-        ));
-    }
+    let message = verdict.message;
     output.insert("outcome".into(), json!(verdict.outcome));
     Ok(json!({
         "output": output,
         "signals": {"delivery": verdict.outcome},
         "diagnostic": {"message": message},
     }))
+}
+
+/// Whether the target merge leaves the next step to the worker's round: a conflict, an
+/// unfinished resolution, or a clean merge that changed what the reviewers judged.
+fn goes_back_to_the_worker(merge: &TargetMerge) -> bool {
+    match merge {
+        TargetMerge::Conflicted { .. } | TargetMerge::Unresolved { .. } => true,
+        TargetMerge::Merged { .. } => needs_review_again(merge),
+        TargetMerge::UpToDate => false,
+    }
 }
 
 /// The receipt of a merge GitHub already made (a retry or resume after merging).

@@ -293,9 +293,85 @@ pub(super) async fn push_run_branch(
 
 /// Where a conflicted merge's target is remembered until a later delivery commits the
 /// resolution with it as a second parent.
-pub(super) fn pending_merge_ref(branch: &str) -> String {
+fn pending_merge_ref(branch: &str) -> String {
     let short = branch.strip_prefix("trellis/").unwrap_or(branch);
     format!("refs/trellis/pending-merges/{short}")
+}
+
+/// The subject of the commit a pending merge's reference names (its parent is the target).
+const PENDING_MERGE_SUBJECT: &str = "trellis: pending merge of the target";
+
+/// Records the target of a conflicted merge for the delivery that commits its resolution, as a
+/// commit whose parent is the target and whose message names the run and execution that
+/// merged (a resume from a checkpoint before that execution drops it).
+pub(super) async fn record_pending_merge(
+    git: &Git<'_>,
+    branch: &str,
+    target: &str,
+    (run_id, execution): (&str, u64),
+) -> Result<(), DeliveryFailure> {
+    let message = format!("{PENDING_MERGE_SUBJECT}\n\nRun: {run_id}\nExecution: {execution}\n");
+    let tree = format!("{target}^{{tree}}");
+    let marker = git
+        .run(&["commit-tree", &tree, "-p", target, "-m", &message])
+        .await?;
+    git.run(&["update-ref", &pending_merge_ref(branch), &marker])
+        .await
+        .map(|_| ())
+}
+
+/// The target a pending merge's reference names: the parent of its marker commit (or, as
+/// older runs recorded it, the commit itself).
+pub(super) async fn pending_merge_target(
+    git: &Git<'_>,
+    reference: &str,
+) -> Result<Option<String>, DeliveryFailure> {
+    let commit = format!("{reference}^{{commit}}");
+    let Ok(marker) = git
+        .run(&["rev-parse", "--verify", "--quiet", &commit])
+        .await
+    else {
+        return Ok(None);
+    };
+    if marker.is_empty() {
+        return Ok(None);
+    }
+    let subject = git.run(&["log", "-1", "--format=%s", &marker]).await?;
+    if subject.trim() != PENDING_MERGE_SUBJECT {
+        return Ok(Some(marker));
+    }
+    git.run(&["rev-parse", &format!("{marker}^1")])
+        .await
+        .map(Some)
+}
+
+/// Deletes the pending merges that run `run_id` recorded at or after execution `from` (a resume
+/// from a checkpoint taken before them restores a work tree without their conflicts, so their
+/// target must not become a parent of what is delivered next). Returns how many it deleted.
+pub fn drop_pending_merges_from(
+    repo: &trellis_workspace::Repository,
+    run_id: &str,
+    from: u64,
+) -> Result<usize, trellis_workspace::WorkspaceError> {
+    let marked = trellis_workspace::references_with_messages(repo, "refs/trellis/pending-merges/")?;
+    let field = |message: &str, key: &str| {
+        message
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .map(|value| value.trim().to_owned())
+    };
+    let stale: Vec<(String, trellis_workspace::ObjectId)> = marked
+        .into_iter()
+        .filter(|(_, _, message)| {
+            let made_here = field(message, "Run: ").as_deref() == Some(run_id);
+            let execution = field(message, "Execution: ").and_then(|e| e.parse::<u64>().ok());
+            made_here && execution.is_some_and(|execution| execution >= from)
+        })
+        .map(|(name, object, _)| (name, object))
+        .collect();
+    let dropped = stale.len();
+    trellis_workspace::delete_references(repo, &stale)?;
+    Ok(dropped)
 }
 
 /// Pushes commit `head` as the run branch `branch` (a fast-forward of what was pushed before).
@@ -361,16 +437,8 @@ async fn commit_candidate(
     // A target merge that conflicted earlier: the resolution in the work tree becomes a merge
     // of it, so the target's tip is an ancestor of what is pushed.
     let pending_ref = pending_merge_ref(branch);
-    let pending = match git
-        .run(&[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{pending_ref}^{{commit}}"),
-        ])
-        .await
-    {
-        Ok(sha) if !sha.is_empty() => {
+    let pending = match pending_merge_target(git, &pending_ref).await? {
+        Some(sha) => {
             git.run(&["update-ref", "-d", &pending_ref]).await?;
             let merged = git
                 .succeeds(&["merge-base", "--is-ancestor", &sha, &base])
@@ -504,5 +572,58 @@ mod tests {
             "https://github.com/a/b.git"
         );
         assert_eq!(without_userinfo("/srv/git/repo.git"), "/srv/git/repo.git");
+    }
+
+    #[test]
+    fn a_resume_drops_only_the_pending_merges_its_run_made_after_the_checkpoint() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path();
+        let git = |args: &[&str]| {
+            let output = std::process::Command::new("git")
+                .args(args)
+                .current_dir(root)
+                .env("GIT_AUTHOR_NAME", "T")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "T")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .output()
+                .expect("git runs");
+            assert!(output.status.success(), "git {args:?}");
+            String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        };
+        git(&["init", "--quiet"]);
+        git(&["commit", "--quiet", "--allow-empty", "-m", "target"]);
+        let target = git(&["rev-parse", "HEAD"]);
+        let mark = |name: &str, run: &str, execution: u64| {
+            let message =
+                format!("{PENDING_MERGE_SUBJECT}\n\nRun: {run}\nExecution: {execution}\n");
+            let tree = format!("{target}^{{tree}}");
+            let marker = git(&["commit-tree", &tree, "-p", &target, "-m", &message]);
+            git(&[
+                "update-ref",
+                &format!("refs/trellis/pending-merges/{name}"),
+                &marker,
+            ]);
+        };
+        mark("late", "run-a", 7);
+        mark("at-checkpoint", "run-a", 5);
+        mark("early", "run-a", 4);
+        mark("other-run", "run-b", 9);
+        // A pending merge as older runs recorded it: the target itself.
+        git(&["update-ref", "refs/trellis/pending-merges/legacy", &target]);
+
+        let repo =
+            trellis_workspace::Repository::open(root, &trellis_workspace::Git::from_environment())
+                .expect("repository");
+        assert_eq!(
+            drop_pending_merges_from(&repo, "run-a", 5).expect("dropped"),
+            2
+        );
+        let left = git(&[
+            "for-each-ref",
+            "--format=%(refname:lstrip=3)",
+            "refs/trellis/pending-merges/",
+        ]);
+        assert_eq!(left, "early\nlegacy\nother-run");
     }
 }

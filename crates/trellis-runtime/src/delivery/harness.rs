@@ -17,7 +17,7 @@ use super::git::{
 };
 use super::kind::DeliveryKind;
 use super::settings::ForgeSettings;
-use super::target::{TargetMerge, leftover_markers, merge_target};
+use super::target::{MergeInto, TargetMerge, leftover_markers, merge_target, needs_review_again};
 use super::{comment, forge};
 
 /// Runs the delivery verifiers of one run.
@@ -163,21 +163,23 @@ impl GitDelivery {
         let target_merge = if !unresolved.is_empty() {
             TargetMerge::Unresolved { paths: unresolved }
         } else if merge_first {
-            merge_target(
-                &git,
-                &remote,
-                &source.branch,
-                &head,
-                &branch,
-                &delivered_ref(&branch),
-                log,
-            )
-            .await?
+            let into = MergeInto {
+                candidate: &head,
+                branch: &branch,
+                delivered_ref: &delivered_ref(&branch),
+                run_id: &request.run_id,
+                execution: request.execution,
+            };
+            merge_target(&git, &remote, &source.branch, into, log).await?
         } else {
             TargetMerge::UpToDate
         };
+        // A clean merge that changed nothing the reviewers judged is pushed as it is; one that
+        // did stays in the work tree for the next round, and the reviewed candidate is pushed.
         let head = match &target_merge {
-            TargetMerge::Merged { commit, .. } => commit.clone(),
+            TargetMerge::Merged { commit, .. } if !needs_review_again(&target_merge) => {
+                commit.clone()
+            }
             _ => head,
         };
         let pushed = push_run_branch(&git, &source, &head, (&branch, &remote), log).await?;

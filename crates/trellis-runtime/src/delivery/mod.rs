@@ -18,7 +18,7 @@ mod watch;
 pub(crate) use git::git_blocking;
 #[cfg(feature = "testing")]
 pub use git::run_branch;
-pub use git::{SourceRevision, read_source, without_userinfo};
+pub use git::{SourceRevision, drop_pending_merges_from, read_source, without_userinfo};
 pub use harness::GitDelivery;
 pub(crate) use kind::{DeliveryKind, delivery_workers, token_variable};
 #[cfg(feature = "testing")]

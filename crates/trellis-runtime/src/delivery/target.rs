@@ -1,6 +1,7 @@
 //! Bringing the target branch into the run branch: fetch it, merge it into the candidate with
 //! `git merge-tree` (no index, HEAD or branch of the user's moves), and reflect the result in
-//! the work tree — a clean merge becomes the candidate, a conflict is left in the files (with
+//! the work tree — a clean merge becomes the candidate (sent back through the worker's round
+//! and the reviewers first when it changed what they judged), a conflict is left in the files (with
 //! conflict markers) for the next round's worker to resolve, and the commit that resolves it
 //! gets the target as a second parent.
 
@@ -8,7 +9,7 @@ use std::path::Path;
 
 use trellis_process::ProcessEnd;
 
-use super::git::{DeliveryFailure, Git, crash, pending_merge_ref};
+use super::git::{DeliveryFailure, Git, crash, record_pending_merge};
 
 /// What merging the target into the candidate did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,18 +31,33 @@ pub(super) enum TargetMerge {
     Unresolved { paths: Vec<String> },
 }
 
-/// Fetches `target_branch` from `remote` and merges it into `candidate` (the work tree's
-/// content as committed), updating the work tree to the merged (or conflicted) result.
-/// `delivered_ref` records a clean merge commit as the last delivered one.
+/// Where a target is merged: the candidate commit (the work tree's content as committed), the
+/// run branch, the reference that records the last delivered commit, and the execution that
+/// merges (named in a pending merge, see [`drop_pending_merges_from`]).
+pub(super) struct MergeInto<'a> {
+    pub candidate: &'a str,
+    pub branch: &'a str,
+    pub delivered_ref: &'a str,
+    pub run_id: &'a str,
+    pub execution: u64,
+}
+
+/// Fetches `target_branch` from `remote` and merges it into the candidate, updating the work
+/// tree to the merged (or conflicted) result; a clean merge commit is recorded as the last
+/// delivered one.
 pub(super) async fn merge_target(
     git: &Git<'_>,
     remote: &str,
     target_branch: &str,
-    candidate: &str,
-    branch: &str,
-    delivered_ref: &str,
+    into: MergeInto<'_>,
     log: &(dyn Fn(String) + Sync),
 ) -> Result<TargetMerge, DeliveryFailure> {
+    let MergeInto {
+        candidate,
+        branch,
+        delivered_ref,
+        ..
+    } = into;
     let tracking = format!("refs/remotes/{remote}/{target_branch}");
     log(format!(
         "delivery: fetching {target_branch} from {remote} to merge it into the run branch"
@@ -101,8 +117,7 @@ pub(super) async fn merge_target(
             .filter(|l| !l.is_empty())
             .map(str::to_owned)
             .collect();
-        git.run(&["update-ref", &pending_merge_ref(branch), &target])
-            .await?;
+        record_pending_merge(git, branch, &target, (into.run_id, into.execution)).await?;
         log(format!(
             "delivery: merging {label} conflicts in {}; the conflicts are left in the work tree",
             paths.join(", ")
@@ -251,6 +266,24 @@ pub(super) fn unresolved_message(paths: &[String]) -> String {
          resolving them keeping the intent of both sides, and remove all markers.",
         paths.join(", ")
     )
+}
+
+/// The diagnostic of a target merged cleanly into the work tree that changed what the
+/// reviewers judged: the next round builds and tests it and the reviewers judge it again.
+pub(super) fn merged_message(target_branch: &str, target: &str, changed: &[String]) -> String {
+    let short: String = target.chars().take(12).collect();
+    format!(
+        "{target_branch} moved (now at {short}) and was merged into the workspace cleanly, \
+         changing {}. The merged result has not been reviewed: build it and run its tests, fix \
+         anything the merge broke, and change nothing else.",
+        changed.join(", ")
+    )
+}
+
+/// Whether a target merge changed the candidate the reviewers judged, so that what would be
+/// pushed has to be reviewed again first.
+pub(super) fn needs_review_again(merge: &TargetMerge) -> bool {
+    matches!(merge, TargetMerge::Merged { changed, .. } if !changed.is_empty())
 }
 
 /// The diagnostic of a conflict left in the work tree.

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use trellis_agents::DeliveryBinding;
 use trellis_agents::binding::PullRequestFeedback;
+use trellis_agents::{Binding, ExecutionRequest};
 use trellis_forge::{
     FeedbackItem, GitHub, MergeBlocker, MergeOutcome, MergePolicy, MergeRequest, RepoRef,
 };
@@ -16,7 +16,7 @@ use super::feedback_log::FeedbackLog;
 use super::git::{DeliveryFailure, Git, Pushed, crash, delivered_ref, push_head};
 use super::retry::RetrySchedule;
 use super::settings::ForgeSettings;
-use super::target::{TargetMerge, conflict_message, merge_target, unresolved_message};
+use super::target::{MergeInto, TargetMerge, conflict_message, merge_target, unresolved_message};
 
 /// How a look at the pull request ended.
 pub(super) struct Verdict {
@@ -45,6 +45,9 @@ pub(super) struct Watch<'a> {
     remote: &'a str,
     target_branch: &'a str,
     consider_feedback: bool,
+    /// The run and execution delivering (named in a pending merge it records).
+    run_id: &'a str,
+    execution: u64,
     retry: RetrySchedule,
     poll: Duration,
     deadline: Instant,
@@ -57,7 +60,7 @@ impl<'a> Watch<'a> {
         github: &'a GitHub,
         repo: &'a RepoRef,
         number: u64,
-        binding: &DeliveryBinding,
+        request: &'a ExecutionRequest,
         pushed: &'a Pushed,
         log: &'a (dyn Fn(String) + Sync),
     ) -> Self {
@@ -70,7 +73,13 @@ impl<'a> Watch<'a> {
             branch: &pushed.branch,
             remote: &pushed.remote,
             target_branch: &pushed.target_branch,
-            consider_feedback: binding.pull_request_feedback == PullRequestFeedback::Consider,
+            consider_feedback: matches!(
+                &request.binding,
+                Binding::GitDelivery(binding)
+                    if binding.pull_request_feedback == PullRequestFeedback::Consider
+            ),
+            run_id: &request.run_id,
+            execution: request.execution,
             retry: forge.retry,
             poll: forge.poll,
             deadline: Instant::now() + forge.wait_limit,
@@ -170,19 +179,22 @@ impl<'a> Watch<'a> {
         }
     }
 
+    /// Merges the target branch into the head (see [`merge_target`]).
+    async fn merge_target_in(&self, git: &Git<'_>) -> Result<TargetMerge, DeliveryFailure> {
+        let into = MergeInto {
+            candidate: &self.head,
+            branch: self.branch,
+            delivered_ref: &delivered_ref(self.branch),
+            run_id: self.run_id,
+            execution: self.execution,
+        };
+        merge_target(git, self.remote, self.target_branch, into, self.log).await
+    }
+
     /// Brings the head up to date with the target branch: nothing to do, a merge pushed as the
     /// new head, or a conflict left in the work tree.
     pub async fn catch_up(&mut self, git: &Git<'_>) -> Result<CatchUp, DeliveryFailure> {
-        let merged = merge_target(
-            git,
-            self.remote,
-            self.target_branch,
-            &self.head,
-            self.branch,
-            &delivered_ref(self.branch),
-            self.log,
-        )
-        .await?;
+        let merged = self.merge_target_in(git).await?;
         match merged {
             TargetMerge::UpToDate => Ok(CatchUp::Current),
             TargetMerge::Merged { commit, target, .. } => {
@@ -210,16 +222,7 @@ impl<'a> Watch<'a> {
     /// there for the next round's worker (or, merging cleanly here, the next delivery pushes
     /// the merge).
     async fn conflict(&self, git: &Git<'_>, url: &str) -> Result<Verdict, DeliveryFailure> {
-        let merged = merge_target(
-            git,
-            self.remote,
-            self.target_branch,
-            &self.head,
-            self.branch,
-            &delivered_ref(self.branch),
-            self.log,
-        )
-        .await?;
+        let merged = self.merge_target_in(git).await?;
         let message = match merged {
             TargetMerge::Conflicted { target, paths } => {
                 conflict_message(self.target_branch, &target, &paths)
