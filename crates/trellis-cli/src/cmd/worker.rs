@@ -30,8 +30,9 @@ pub struct WorkerArgs {
     /// How long a claim lives without a heartbeat, in milliseconds (renewed every third).
     #[arg(long, value_name = "MS", default_value_t = 15_000)]
     pub lease_ms: u64,
-    /// How long to wait between looks at an empty queue, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 200)]
+    /// Longest wait between looks at an empty queue, in milliseconds. A new dispatch wakes the
+    /// worker at once (PostgreSQL `LISTEN/NOTIFY`); this is the safety net if a note is lost.
+    #[arg(long, value_name = "MS", default_value_t = 1_000)]
     pub poll_ms: u64,
 }
 

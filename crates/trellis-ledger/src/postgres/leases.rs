@@ -16,6 +16,7 @@ use deadpool_postgres::GenericClient;
 use crate::error::LedgerError;
 use crate::ids::RunId;
 use crate::postgres::PostgresStore;
+use crate::postgres::dispatch_notes::{self, DispatchNote};
 use crate::postgres::error::server_error;
 use crate::postgres::fence::{check_controller, fenced};
 use crate::postgres::runs::connection;
@@ -212,6 +213,9 @@ async fn enqueue(
         .await
         .map_err(server_error)?;
     }
+    if !dispatches.is_empty() {
+        dispatch_notes::send(&tx, &shared.schema, &DispatchNote::Queued).await?;
+    }
     tx.commit().await.map_err(server_error)
 }
 
@@ -310,6 +314,10 @@ async fn touch_claim(
                 claim.fencing_token, claim.execution
             ))
         })?;
+    if outcome.is_some() {
+        let note = DispatchNote::Dispatch(claim.run_id.clone());
+        dispatch_notes::send(&client, &shared.schema, &note).await?;
+    }
     Ok(Claim {
         expires_at_ms: row.try_get(0).map_err(server_error)?,
         ..claim

@@ -13,6 +13,7 @@ use crate::error::LedgerError;
 use crate::ids::RunId;
 use crate::postgres::PostgresStore;
 use crate::postgres::dispatch::{delete_finished, run_row};
+use crate::postgres::dispatch_notes::{self, DispatchNote};
 use crate::postgres::error::server_error;
 use crate::postgres::fence::check_controller;
 use crate::postgres::leases::Claim;
@@ -83,6 +84,8 @@ async fn push(shared: &Shared, claim: Claim, lines: Vec<String>) -> Result<(), L
     )
     .await
     .map_err(server_error)?;
+    let note = DispatchNote::Dispatch(claim.run_id.clone());
+    dispatch_notes::send(&tx, &shared.schema, &note).await?;
     tx.commit().await.map_err(server_error)
 }
 

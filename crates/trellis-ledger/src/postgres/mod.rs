@@ -12,6 +12,7 @@ mod append;
 mod bridge;
 pub mod config;
 pub mod dispatch;
+pub mod dispatch_notes;
 mod error;
 mod fence;
 pub mod leases;

@@ -2,13 +2,15 @@
 //! instead of starting it here, and one thread per run that collects the log lines worker
 //! hosts push and what they settled, re-queues nothing (an expired claim is lost and settles
 //! `crash` with `worker_lost`; the node's attempts decide whether it runs again) and hands
-//! both to the waiters: an execution's lines as they come, then its outcome.
+//! both to the waiters: an execution's lines as they come, then its outcome. The collector
+//! sleeps on the ledger's notes (`LISTEN/NOTIFY`: a worker's pushed lines or outcome wake it)
+//! rather than polling the queue.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,13 +20,18 @@ use trellis_agents::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, HarnessEvent,
 };
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
+use trellis_ledger::postgres::dispatch_notes::DispatchNote;
 use trellis_ledger::postgres::leases::Dispatch;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
-/// How often the collector looks for pushed lines, settled and expired claims while anything
-/// waits.
+/// How often the collector looks whether anything waits, while nothing does.
 const COLLECT_EVERY: Duration = Duration::from_millis(50);
+/// Longest the collector waits for a worker's note (pushed lines, an outcome) before it looks
+/// at the queue anyway: the safety net under `LISTEN/NOTIFY`, and how soon it stops.
+const NOTE_WAIT: Duration = Duration::from_millis(100);
+/// How often the collector re-queues (or gives up) claims whose worker host went silent.
+const REAP_EVERY: Duration = Duration::from_millis(500);
 /// Claims an execution may have: one. A lost worker host settles the execution `crash`
 /// (`worker_lost`) and a retry is a new execution the ledger records, per the node's attempts.
 const MAX_CLAIMS: u32 = 1;
@@ -180,18 +187,27 @@ fn collect(
     let Some(postgres) = store.as_postgres() else {
         return;
     };
+    // Subscribed before the first look, so a note sent after any look wakes the next wait.
+    let waiter = postgres
+        .dispatch_waiter(DispatchNote::Dispatch(run_id.clone()))
+        .ok();
+    let mut last_reap: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(COLLECT_EVERY);
         let idle = mailbox.lock().map_or(true, |m| m.waiting.is_empty());
         if idle {
+            std::thread::sleep(COLLECT_EVERY);
             continue;
         }
         // Errors here are transient or a lost lease; the supervisor's own fenced appends
         // notice the latter and end this controller.
-        let _ = postgres.reap_expired(run_id, MAX_CLAIMS);
+        if last_reap.is_none_or(|at| at.elapsed() >= REAP_EVERY) {
+            let _ = postgres.reap_expired(run_id, MAX_CLAIMS);
+            last_reap = Some(Instant::now());
+        }
         // One transaction takes the finished dispatches and then the lines, so every line an
         // execution pushed before its outcome comes with it, and goes first.
         let Ok(collected) = postgres.take_finished_and_logs(run_id, token) else {
+            std::thread::sleep(COLLECT_EVERY);
             continue;
         };
         let Ok(mut mailbox) = mailbox.lock() else {
@@ -203,6 +219,16 @@ fn collect(
         for (execution, outcome) in collected.finished {
             let finished = outcome.map_or(Finished::Lost, Finished::Settled);
             mailbox.deliver(execution, Delivery::Finished(finished));
+        }
+        drop(mailbox);
+        match &waiter {
+            Some(waiter) => {
+                // A failed wait (the ledger unreachable) is a poll of the old period.
+                if postgres.wait_for_note(waiter, NOTE_WAIT).is_err() {
+                    std::thread::sleep(COLLECT_EVERY);
+                }
+            }
+            None => std::thread::sleep(COLLECT_EVERY),
         }
     }
 }

@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, SecretEnv};
 use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome};
+use trellis_ledger::postgres::dispatch_notes::{DispatchNote, DispatchWaiter};
 use trellis_ledger::postgres::leases::Claim;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LedgerError, LogLevel, LogStream, RunId, RunStore, TokenUsage};
@@ -77,6 +78,19 @@ pub(crate) async fn work(
     let mut running = JoinSet::new();
     let mut report = WorkerReport::default();
     let slots = options.slots.max(1);
+    // Subscribed before the first claim, so a dispatch queued after any claim wakes a wait.
+    let queued_waiter = {
+        let store = Arc::clone(&store);
+        tokio::task::spawn_blocking(move || {
+            store
+                .as_postgres()
+                .and_then(|postgres| postgres.dispatch_waiter(DispatchNote::Queued).ok())
+        })
+        .await
+        .ok()
+        .flatten()
+    };
+    let mut note_wait: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         while let Some(done) = running.try_join_next() {
             tally(&mut report, done);
@@ -122,16 +136,49 @@ pub(crate) async fn work(
         if claimed && running.len() < slots {
             continue;
         }
+        // Woken by the ledger's note of a new dispatch (or, at the latest, after `poll`). One
+        // wait at a time, kept across turns, so a note it takes always leads to a claim.
+        let wait = note_wait.get_or_insert_with(|| {
+            tokio::spawn(wait_for_queued(
+                Arc::clone(&store),
+                queued_waiter.clone(),
+                options.poll,
+            ))
+        });
+        let mut noted = false;
         tokio::select! {
             () = stop.cancelled() => {}
-            () = tokio::time::sleep(options.poll) => {}
+            _ = wait => noted = true,
             Some(done) = running.join_next(), if !running.is_empty() => tally(&mut report, done),
         }
+        if noted {
+            note_wait = None;
+        }
+    }
+    if let Some(wait) = note_wait {
+        wait.abort();
     }
     while let Some(done) = running.join_next().await {
         tally(&mut report, done);
     }
     Ok(report)
+}
+
+/// Waits until the ledger notes a new dispatch or `poll` passes (a plain sleep where the store
+/// cannot wait for notes).
+async fn wait_for_queued(store: Arc<dyn RunStore>, waiter: Option<DispatchWaiter>, poll: Duration) {
+    let Some(waiter) = waiter else {
+        return tokio::time::sleep(poll).await;
+    };
+    let waited = tokio::task::spawn_blocking(move || {
+        store
+            .as_postgres()
+            .map(|postgres| postgres.wait_for_note(&waiter, poll))
+    })
+    .await;
+    if !matches!(waited, Ok(Some(Ok(_)))) {
+        tokio::time::sleep(poll).await;
+    }
 }
 
 fn tally(report: &mut WorkerReport, done: Result<bool, tokio::task::JoinError>) {
