@@ -54,8 +54,9 @@ def write_json(relative, value):
 def bootstrap(given):
     state = read_json(path("state.json"), None)
     if state is None:
-        os.makedirs(path("archive"), exist_ok=True)
-        os.makedirs(path("iterations"), exist_ok=True)
+        # With a file in each, the folders survive in git and in the verifiers' copies.
+        write(path("archive", "README.md"), "Closed research sessions.\n")
+        write(path("iterations", "README.md"), "One folder per iteration.\n")
         write(path("charter.md"), f"# Charter\n\n{given['task']}\n")
         state = {"status": "active", "topology": {"scouts": SCOUTS, "judges": JUDGES},
                  "nextIteration": 1, "parentArtifact": "", "iterations": []}
@@ -226,7 +227,11 @@ def main():
     else:
         print(f"research_worker.py does not know node {node}", file=sys.stderr)
         sys.exit(2)
-    print(f"{node}: done", file=sys.stderr)
+    output = reply["output"] if isinstance(reply["output"], dict) else {}
+    role = given.get("role")
+    iteration = given.get("iteration") or output.get("iteration")
+    label = node + (f"/{role}" if role else "") + (f" in {iteration}" if iteration else "")
+    print(f"{label}: done", file=sys.stderr)
     print(json.dumps(reply))
 
 
