@@ -3,8 +3,9 @@
 (templates/auto-research-push.json) from the protocol described below, so the two stay the same
 graph up to delivery and every group carries the same state type.
 
-Run from anywhere after editing this file; commit the results. The prompts live in
-research_prompts.py next to this file.
+Run from anywhere after editing this file or the prompts (research_prompts.py next to it);
+commit the results. `--check` only compares: it exits 1 when a committed template is not what
+this script builds (a test runs it).
 
 The protocol: bootstrap (creates or resumes the research folder) → topology preflight → a loop of
 `options.iterations` iterations (default 10), each one: planner (work / stop / abort) → three
@@ -19,6 +20,7 @@ import json
 import pathlib
 import sys
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import research_prompts as prompts  # noqa: E402
 
@@ -540,9 +542,18 @@ def build(push):
 
 
 def main():
+    check = "--check" in sys.argv[1:]
+    stale = []
     for push, file in [(False, "auto-research.json"), (True, "auto-research-push.json")]:
         text = json.dumps(build(push), indent=2, ensure_ascii=False) + "\n"
-        (ROOT / file).write_text(text)
+        if not check:
+            (ROOT / file).write_text(text)
+        elif (ROOT / file).read_text() != text:
+            stale.append(file)
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run scripts/build-research-templates.py",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -459,3 +459,31 @@ fn the_exported_templates_are_admitted_by_both() {
         }
     }
 }
+
+/// Our own research templates (not exported by the reference: the full protocol of issue 37)
+/// are admitted by both tools under an agent plan, with and without push.
+#[test]
+fn the_research_templates_are_admitted_by_both() {
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    let reference = Reference::locate(manifest).unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new();
+    let templates = Path::new(manifest).join("../../templates");
+    for name in ["auto-research", "auto-research-push"] {
+        let text = std::fs::read_to_string(templates.join(format!("{name}.json"))).unwrap();
+        let graph: Value = serde_json::from_str(&text).unwrap();
+        let input = json!({"task": "Does caching help?", "options": {"iterations": 2}});
+        assert_eq!(
+            trellis_answer(&scratch, &graph, &input, &plan()),
+            Verdict::Valid,
+            "{name}"
+        );
+        if let Some(reference) = &reference {
+            let case = OracleCase {
+                graph,
+                input,
+                plan: plan(),
+            };
+            assert_eq!(reference.check(&case, 0).unwrap(), Verdict::Valid, "{name}");
+        }
+    }
+}

@@ -273,3 +273,21 @@ fn auto_research_pushes_from_one_delivery_node_inside_its_loop() {
         "{in_loop:?}"
     );
 }
+
+/// The committed research graphs are what `scripts/build-research-templates.py` builds from
+/// the prompts, so an edit to one never drifts from the other.
+#[test]
+fn the_research_templates_are_built_from_their_script() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts/build-research-templates.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
