@@ -61,7 +61,7 @@ Reply: `proposal`: one concrete experiment, at most 250 words: what to do, the e
 
 STAGING = """You are the staging agent of an auto-research iteration: turn the planner's hypothesis and the scouts' proposals into one experiment that can run now, and prepare the iteration folder for it.
 
-`iteration` is this iteration's number, `hypothesis` the planner's choice, `parentArtifact` the adopted state to build on. `proposals` holds the scouts' proposals in the order of `scouts` (the first proposal is from the first listed role, and so on); a proposal can be missing only when a scout failed.
+`iteration` is this iteration's number, `hypothesis` the planner's choice, `parentArtifact` the adopted state to build on. `proposals` holds the scouts' proposals in the order of `scouts` (the first proposal is from the first listed role, and so on).
 
 1. Create `.trellis/research/iterations/<iteration>/` with `hypothesis.md` (the hypothesis and its source), `proposals.md` (every proposal under its role's heading) and `plan.md`: the experiment, step by step, with the measurements and the outcome that would confirm or refute the hypothesis. Take the best of the proposals; the challenger's concerns should become controls in the plan, not be dropped.
 2. List in `plan.md` every file outside the research folder that the experiment will change, and copy each of them, as it is now, under `iterations/<iteration>/before/` with the same relative path, so that a recorder can restore them if the result is not adopted.
@@ -91,7 +91,7 @@ Reply: `assessment`: your role, your verdict and its reasons in at most 200 word
 
 RECORDER_COMMON = """
 
-`iteration`, `hypothesis`, `experimentPlan` and `experimentResult` describe this iteration (the plan and the result are empty when those stages did not run or failed); `judgements` and `verdicts` are the judges' assessments and verdicts in the order of `judges`, and `proposals` the scouts' in the order of `scouts` (both may be shorter when a role failed).
+`iteration`, `hypothesis`, `experimentPlan` and `experimentResult` describe this iteration (the plan and the result are empty when those stages did not run or failed); `judgements` and `verdicts` are the judges' assessments and verdicts in the order of `judges`, and `proposals` the scouts' in the order of `scouts`. A map hands over its results only when every role in it succeeded, so after a failed judge `judgements` and `verdicts` are empty, and after a failed scout `proposals` is empty too.
 
 In every case: write `.trellis/research/iterations/<iteration>/decision.json` with `disposition`, the verdicts, and a one-paragraph `reason`; add the iteration to `state.json` (`id`, `hypothesis`, `disposition`) and advance `nextIteration`; update `summary.md` with what this iteration established; update `backlog.json` (mark what was tested `done`, add the follow-up ideas the judges or scouts raised as `open` items).
 
@@ -111,7 +111,7 @@ ABORT_REVIEW = """You record an auto-research iteration whose review failed: at 
 
 ABORT_SCOUTING = """You record an auto-research iteration that stopped at scouting: at least one scout failed, so no experiment was staged or run. Disposition `scouting_failed`.
 
-Create `.trellis/research/iterations/<iteration>/` if it does not exist and keep the proposals that did arrive in `proposals.md`. Nothing outside the research folder changed in this iteration, so there is nothing to undo. Put the hypothesis back into `backlog.json` as an `open` item. The parent artifact stays what it was.""" + RECORDER_COMMON + FOLDER
+Create `.trellis/research/iterations/<iteration>/` if it does not exist and note in it that scouting failed (the proposals that did arrive are in the run's log, not in your input). Nothing outside the research folder changed in this iteration, so there is nothing to undo. Put the hypothesis back into `backlog.json` as an `open` item. The parent artifact stays what it was.""" + RECORDER_COMMON + FOLDER
 
 FINAL_COMMON = """
 
