@@ -18,7 +18,7 @@ work="$work_root/work"
 remote=https://github.com/acme/widgets.git
 git init -q --bare "$origin"
 mkdir -p "$work/offline"
-for file in worker.py review.py plan.json review_worker.py review_plan.json; do
+for file in worker.py review.py plan.json review_worker.py review_plan.json research_worker.py research_plan.json; do
   sed '/time.sleep/d' "$root/examples/offline/$file" > "$work/offline/$file"
 done
 cd "$work"
@@ -68,6 +68,7 @@ measure "software-change --ship" --template software-change --ship --task "$task
 measure "issue-review --task-from" --template issue-review --task-from https://github.com/acme/widgets/issues/1 --uniform-runtime-config offline/review_plan.json
 measure "pr-review --task-from" --template pr-review --task-from https://github.com/acme/widgets/pull/2 --uniform-runtime-config offline/review_plan.json
 printf '{"task": "Does caching help?", "options": {"iterations": 2}}' > "$work_root/research.json"
-measure "auto-research (2 rounds)" --template auto-research --input "$work_root/research.json" --uniform-runtime-config offline/review_plan.json
+measure "auto-research (2 iterations)" --template auto-research --input "$work_root/research.json" --uniform-runtime-config offline/research_plan.json
+measure "auto-research --push" --template auto-research --push --input "$work_root/research.json" --uniform-runtime-config offline/research_plan.json
 printf '{"kind": "command", "command": ["python3", "offline/worker.py"]}' > "$work_root/single.json"
 measure "single-worker" --template single-worker --task "$task" --uniform-runtime-config "$work_root/single.json"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A stand-in for the agents of the issue-review, pr-review and auto-research templates: reads
-the node input from stdin and answers what each node's contract asks for, from the input alone
-(the research reviewer accepts every round, so a run lasts `options.iterations` rounds).
+"""A stand-in for the agents of the issue-review and pr-review templates: reads the node input
+from stdin and answers what each node's contract asks for, from the input alone
+(auto-research has its own stand-in, `research_worker.py`).
 
 Trellis runs it through the exec harness (`review_plan.json`, a uniform command plan); delivery
 (the report comment) is Trellis's own and needs no binding.
@@ -15,7 +15,7 @@ task = request["input"]
 context = task.get("context", {})
 title = context.get("title", "")
 
-if node == "reviewer" and "researchReport" not in task:
+if node == "reviewer":
     reply = {"output": {"body": f"Issue review of {title!r}: the described behaviour was checked against the code."}}
 elif node == "classifier":
     reply = {
@@ -33,20 +33,6 @@ elif node == "code_checker":
         "output": {"body": f"PR review of {title!r}: one claim reproduced; the code matches it."},
         "signals": {},
         "diagnostic": None,
-    }
-elif node in ("explorer", "synthesizer", "challenger"):
-    reply = {
-        "output": {f"{node}Proposal": f"{node}: one idea for {task.get('task', '')!r}"},
-        "signals": {},
-        "diagnostic": {"message": f"{node} proposed"},
-    }
-elif node == "researcher":
-    reply = {"output": {"researchReport": "Findings: the idea holds on the data in research/."}}
-elif node == "reviewer" and "researchReport" in task:
-    reply = {
-        "output": {"reviewFeedback": "Sound; next, widen the sample."},
-        "signals": {"verdict": "accepted"},
-        "diagnostic": {"message": "accepted: the evidence holds"},
     }
 else:
     print(f"review_worker.py does not know node {node}", file=sys.stderr)

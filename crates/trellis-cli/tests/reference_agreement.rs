@@ -459,3 +459,37 @@ fn the_exported_templates_are_admitted_by_both() {
         }
     }
 }
+
+/// Our own research templates (not exported by the reference: the full protocol of issue 37)
+/// are admitted by both tools under an agent plan, with and without push.
+#[test]
+fn the_research_templates_are_admitted_by_both() {
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    // These graphs are large: the reference takes seconds on each, more on a loaded machine.
+    let reference = Reference::locate(manifest)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|r| r.with_deadline(std::time::Duration::from_secs(180)));
+    let scratch = Scratch::new();
+    let templates = Path::new(manifest).join("../../templates");
+    for name in ["auto-research", "auto-research-push"] {
+        let text = std::fs::read_to_string(templates.join(format!("{name}.json"))).unwrap();
+        let graph: Value = serde_json::from_str(&text).unwrap();
+        let input = json!({"task": "Does caching help?", "options": {"iterations": 2}});
+        assert_eq!(
+            trellis_answer(&scratch, &graph, &input, &plan()),
+            Verdict::Valid,
+            "{name}"
+        );
+        if let Some(reference) = &reference {
+            let case = OracleCase {
+                graph,
+                input,
+                plan: plan(),
+            };
+            let verdict = reference
+                .check(&case, 0)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(verdict, Verdict::Valid, "{name}");
+        }
+    }
+}

@@ -447,32 +447,3 @@ fn auto_research_iterates_with_review_feedback() {
         })
     );
 }
-
-/// Trellis's own `auto-research` template (`templates/`, our prompts on the reference shape).
-fn builtin(name: &str) -> GraphSpec {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../templates/{name}.json"));
-    let text = std::fs::read_to_string(path).expect("built-in template readable");
-    GraphSpec::from_json_str(&text).expect("built-in template parses")
-}
-
-#[test]
-fn builtin_auto_research_runs_as_many_rounds_as_asked() {
-    let graph = builtin("auto-research");
-    let mut run = Run::new(graph, json!({"task": "t", "options": {"iterations": 2}}));
-    scouts(&mut run);
-    let first = research(&mut run, "round 1", "accepted", "go deeper");
-    assert_eq!(
-        names(&first.dispatches),
-        ["explorer", "synthesizer", "challenger"]
-    );
-    scouts(&mut run);
-    let second = research(&mut run, "round 2", "accepted", "fine");
-    assert_eq!(
-        second.terminal,
-        Some(TerminalResult::Succeeded {
-            output: json!(null)
-        }),
-        "two accepted rounds end the run when two were asked for"
-    );
-}

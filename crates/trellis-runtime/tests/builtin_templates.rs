@@ -1,7 +1,8 @@
 //! Every built-in template verifies against the built-in registry, every agent node carries
-//! real instructions, and the review and research templates keep the exported reference
-//! graphs' shape exactly: node names, kinds, worker refs, types, bindings and bounds — only
-//! the prompts and the policy name are ours.
+//! real instructions, the review templates keep the exported reference graphs' shape exactly
+//! (node names, kinds, worker refs, types, bindings and bounds — only the prompts and the
+//! policy name are ours), and auto-research's push variant is its default graph plus one
+//! delivery per iteration.
 
 use serde_json::Value;
 use trellis_graph::GraphSpec;
@@ -11,7 +12,7 @@ use trellis_runtime::{
 use trellis_verify::{Verification, verify_builtin};
 
 /// The templates that follow a reference graph node for node.
-const MIRRORED: [&str; 3] = ["issue-review", "pr-review", "auto-research"];
+const MIRRORED: [&str; 2] = ["issue-review", "pr-review"];
 
 fn document(name: &str) -> Value {
     let text = template(name).unwrap().document(false).unwrap();
@@ -94,29 +95,32 @@ fn every_builtin_template_verifies() {
 #[test]
 fn agent_nodes_carry_our_own_instructions() {
     for template in templates() {
-        executables(&document(template.name), &mut |node| {
-            let worker = node["worker"].as_str().unwrap();
-            let name = node["name"].as_str().unwrap();
-            let instructions = node.get("instructions").and_then(Value::as_str);
-            if worker.starts_with("builtin.agent.") {
-                let text = instructions.unwrap_or_else(|| panic!("{name} has no instructions"));
-                assert!(
-                    text.len() > 300 && !text.contains("Placeholder"),
-                    "{}: {name} has no real instructions",
-                    template.name
-                );
-            } else {
-                assert!(
-                    instructions.is_none(),
-                    "delivery node {name} has instructions"
-                );
-            }
-        });
+        for delivery in template.deliveries.clone() {
+            let text = template.document_for(Some(delivery)).unwrap();
+            executables(&serde_json::from_str(text).unwrap(), &mut |node| {
+                let worker = node["worker"].as_str().unwrap();
+                let name = node["name"].as_str().unwrap();
+                let instructions = node.get("instructions").and_then(Value::as_str);
+                if worker.starts_with("builtin.agent.") {
+                    let text = instructions.unwrap_or_else(|| panic!("{name} has no instructions"));
+                    assert!(
+                        text.len() > 300 && !text.contains("Placeholder"),
+                        "{}: {name} has no real instructions",
+                        template.name
+                    );
+                } else {
+                    assert!(
+                        instructions.is_none(),
+                        "delivery node {name} has instructions"
+                    );
+                }
+            });
+        }
     }
 }
 
 #[test]
-fn review_and_research_templates_keep_the_reference_shape() {
+fn review_templates_keep_the_reference_shape() {
     let Some(dir) = trellis_graph::conformance::require(env!("CARGO_MANIFEST_DIR"))
         .unwrap_or_else(|e| panic!("{e}"))
     else {
@@ -196,5 +200,94 @@ fn issue_review_offers_no_delivery_as_the_reference_does_and_pr_review_does_not(
     assert_eq!(
         done["bindings"][0]["value"],
         serde_json::json!({"source": "state", "path": ["body"]})
+    );
+}
+
+/// The executable nodes of a graph document: name and worker, in document order.
+fn workers_of(graph: &Value) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    executables(graph, &mut |node| {
+        found.push((
+            node["name"].as_str().unwrap().to_owned(),
+            node["worker"].as_str().unwrap().to_owned(),
+        ))
+    });
+    found
+}
+
+#[test]
+fn auto_research_pushes_from_one_delivery_node_inside_its_loop() {
+    use trellis_runtime::DeliveryMode;
+    let research = template("auto-research").unwrap();
+    assert_eq!(
+        research.deliveries,
+        [DeliveryMode::None, DeliveryMode::Push]
+    );
+    let plain: Value = serde_json::from_str(research.document_for(None).unwrap()).unwrap();
+    let text = research.document_for(Some(DeliveryMode::Push)).unwrap();
+    let push: Value = serde_json::from_str(text).unwrap();
+    // The push graph is the default one plus a manifest agent and one push, both in the loop.
+    let mut expected = workers_of(&plain);
+    let mut added = workers_of(&push);
+    added.retain(|node| !expected.contains(node));
+    assert_eq!(
+        added,
+        [
+            (
+                "checkpoint_manifest".to_owned(),
+                "builtin.agent.research-manifest@1".to_owned()
+            ),
+            (
+                "checkpoint_delivery".to_owned(),
+                "builtin.git-delivery.push@1".to_owned()
+            ),
+        ]
+    );
+    expected.extend(added);
+    let mut all = workers_of(&push);
+    all.sort();
+    expected.sort();
+    assert_eq!(all, expected);
+    let mut in_loop = Vec::new();
+    fn walk(value: &Value, inside: bool, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                let inside = inside || map.get("kind") == Some(&Value::from("loop"));
+                if inside && map.get("kind") == Some(&Value::from("verifier")) {
+                    out.push(map["name"].as_str().unwrap_or_default().to_owned());
+                }
+                map.values().for_each(|v| walk(v, inside, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, inside, out)),
+            _ => {}
+        }
+    }
+    walk(&push["root"], false, &mut in_loop);
+    assert!(
+        in_loop.contains(&"checkpoint_delivery".to_owned()),
+        "{in_loop:?}"
+    );
+    // The manifest agent only reads: it is a verifier.
+    assert!(
+        in_loop.contains(&"checkpoint_manifest".to_owned()),
+        "{in_loop:?}"
+    );
+}
+
+/// The committed research graphs are what `scripts/build-research-templates.py` builds from
+/// the prompts, so an edit to one never drifts from the other.
+#[test]
+fn the_research_templates_are_built_from_their_script() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts/build-research-templates.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

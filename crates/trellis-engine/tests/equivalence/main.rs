@@ -278,8 +278,13 @@ fn templates() -> Vec<(GraphSpec, Value)> {
         "auto-research",
     ]
     .iter()
-    .map(|name| {
-        let path = dir.join("zeroshot-templates").join(format!("{name}.json"));
+    .map(|name| dir.join("zeroshot-templates").join(format!("{name}.json")))
+    // Trellis's own research protocol, which no exported template covers.
+    .chain(["auto-research", "auto-research-push"].iter().map(|name| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../../templates/{name}.json"))
+    }))
+    .map(|path| {
         let text = std::fs::read_to_string(path).expect("template readable");
         let graph = GraphSpec::from_json_str(&text).expect("template parses");
         (graph, Value::Null)

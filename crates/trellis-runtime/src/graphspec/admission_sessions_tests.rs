@@ -52,7 +52,7 @@ fn template_repair_loops_keep_their_sessions_as_in_the_reference() {
     research.sort_unstable();
     assert_eq!(
         research,
-        ["challenger", "explorer", "researcher", "synthesizer"]
+        ["experiment", "planner", "research_scout", "staging"]
     );
     assert!(kept(&scopes("single-worker", lane.clone())).is_empty());
 

@@ -154,13 +154,19 @@ const TEMPLATES: [Template; 5] = [
     },
     Template {
         name: "auto-research",
-        summary: "Research in rounds (options.iterations, default 10): three scouts propose in \
-                  parallel, a researcher works, an independent reviewer judges.",
+        summary: "Research in iterations over .trellis/research (options.iterations, default \
+                  10): a planner, three scouts, staging, the experiment and three independent \
+                  judges each time; then finalizers, a disposition audit and the archive.",
         document: include_str!("../../../../templates/auto-research.json"),
         default_delivery: DeliveryMode::None,
-        variants: &[],
+        variants: &[(
+            DeliveryMode::Push,
+            include_str!("../../../../templates/auto-research-push.json"),
+        )],
         source: TemplateInput::Task,
-        session_nodes: &["explorer", "synthesizer", "challenger", "researcher"],
+        // The judges and the recorders start fresh every iteration: their verdicts must not
+        // lean on what they said before.
+        session_nodes: &["planner", "research_scout", "staging", "experiment"],
     },
 ];
 
