@@ -186,6 +186,8 @@ async fn a_pasted_token_becomes_an_http_only_strict_session_cookie() {
         .to_str()
         .expect("text");
     assert!(policy.contains("form-action 'self'") && policy.contains("frame-ancestors 'none'"));
+    // Under `no-referrer` browsers post the form with `Origin: null`, which is refused.
+    assert_eq!(page.headers[header::REFERRER_POLICY], "same-origin");
 
     let signed_in = browser.sign_in(TOKEN).await;
     assert_eq!(signed_in.status, StatusCode::OK);

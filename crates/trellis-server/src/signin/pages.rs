@@ -64,9 +64,16 @@ button {{ margin-top: 1rem; padding: .5rem 1.2rem; font: inherit; border: 0; bor
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let mut response = crate::assets::secure(response);
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(SIGNIN_SECURITY_POLICY),
+    );
+    // Under `no-referrer` a browser sends `Origin: null` with the form, which the exact
+    // origin check must refuse; `same-origin` names this server to itself and nobody else.
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
     );
     response
 }
