@@ -26,6 +26,7 @@ use crate::listen::connections::Connection;
 use crate::problem::Problem;
 use crate::secret::PageToken;
 use crate::session::{LAUNCH_PREFIX, LaunchSecrets, Session, no_session_page};
+use crate::signin::pages::MAX_SIGNIN_FORM_BYTES;
 use crate::signin::{PublicOrigin, SessionView, TeamAccess};
 
 /// The header a page sends its token in.
@@ -336,6 +337,19 @@ fn check_team(
             return Err(Refusal::Plain(method_not_allowed()));
         }
         browser.require_origin(headers).map_err(Refusal::Plain)?;
+        // Anyone may post the form: its body is read only when declared and small, so an
+        // anonymous client cannot make the server hold a large body.
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<usize>().ok());
+        if !declared.is_some_and(|length| length <= MAX_SIGNIN_FORM_BYTES) {
+            return Err(Refusal::Closing(Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request.too_large",
+                "the sign-in form is a small body with its Content-Length",
+            )));
+        }
         return Ok(Admitted::anonymous());
     }
     let Some(session) = browser.session(headers) else {

@@ -83,6 +83,7 @@ impl Browser {
             .header(header::ORIGIN, ORIGIN)
             .header("sec-fetch-site", "same-origin")
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::CONTENT_LENGTH, token.len() + 6)
             .body(Body::from(format!("token={token}")))
             .expect("request");
         self.send(request).await
@@ -235,6 +236,7 @@ async fn an_https_origin_gets_a_secure_host_only_cookie() {
         .header(header::HOST, "trellis.example.com")
         .header(header::ORIGIN, "https://trellis.example.com")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::CONTENT_LENGTH, TOKEN.len() + 6)
         .body(Body::from(format!("token={TOKEN}")))
         .expect("request");
     let answer = browser.send(request).await;
@@ -259,7 +261,8 @@ async fn sign_in_is_refused_for_a_wrong_token_another_origin_or_another_host() {
             .method("POST")
             .uri("/signin")
             .header(header::HOST, host)
-            .header(header::CONTENT_TYPE, kind);
+            .header(header::CONTENT_TYPE, kind)
+            .header(header::CONTENT_LENGTH, TOKEN.len() + 6);
         if let Some(origin) = origin {
             request = request.header(header::ORIGIN, origin);
         }
@@ -313,6 +316,27 @@ async fn sign_in_is_refused_for_a_wrong_token_another_origin_or_another_host() {
         assert_eq!(answer.status, status, "{}", answer.text);
         assert_eq!(code(&answer), wanted, "{}", answer.text);
         assert!(answer.headers.get(header::SET_COOKIE).is_none());
+    }
+    // An anonymous client cannot make the server hold a large or undeclared body.
+    for length in [None, Some("1000000")] {
+        let mut request = Request::builder()
+            .method("POST")
+            .uri("/signin")
+            .header(header::HOST, HOST)
+            .header(header::ORIGIN, ORIGIN)
+            .header(header::CONTENT_TYPE, urlencoded);
+        if let Some(length) = length {
+            request = request.header(header::CONTENT_LENGTH, length);
+        }
+        let answer = browser
+            .send(
+                request
+                    .body(Body::from(format!("token={TOKEN}")))
+                    .expect("request"),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::PAYLOAD_TOO_LARGE, "{length:?}");
+        assert_eq!(answer.headers[header::CONNECTION], "close");
     }
     browser.assert_token_never_shown();
 }

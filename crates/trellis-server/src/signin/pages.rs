@@ -18,8 +18,9 @@ use crate::session::LAUNCH_PREFIX;
 const SIGNIN_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; \
      img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/// The largest sign-in form accepted (a token is at most [`MAX_TOKEN_BYTES`]).
-const MAX_FORM_BYTES: usize = MAX_TOKEN_BYTES * 3 + 64;
+/// The largest sign-in form accepted (a token is at most [`MAX_TOKEN_BYTES`], each byte at most
+/// three when encoded).
+pub(crate) const MAX_SIGNIN_FORM_BYTES: usize = MAX_TOKEN_BYTES * 3 + 64;
 
 #[derive(Deserialize)]
 struct SignInForm {
@@ -93,7 +94,7 @@ pub(crate) fn sign_in(
             mime.trim()
                 .eq_ignore_ascii_case("application/x-www-form-urlencoded")
         });
-    if !form_type || body.len() > MAX_FORM_BYTES {
+    if !form_type || body.len() > MAX_SIGNIN_FORM_BYTES {
         return signin_page(
             StatusCode::BAD_REQUEST,
             Some("Sign in with the form on this page."),
