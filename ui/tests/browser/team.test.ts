@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { launchBrowser, type Browser } from "./browser";
-import { waitForRunStatus } from "./session";
+import { seriousViolations, waitForRunStatus } from "./session";
 import { TRELLIS } from "./target";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -166,6 +166,37 @@ describe("a team server in the browser", () => {
     expect(((await replayed.json()) as { code: string }).code).toBe("no_session");
     await page.goto(`${origin}/`);
     await page.waitForURL(`${origin}/signin`);
+  });
+
+  test("the sign-in page has no serious accessibility violation", async () => {
+    await page.goto(`${origin}/signin`);
+    expect(await seriousViolations(page)).toEqual([]);
+  });
+
+  test("`trellis --target NAME ui` signs a browser in through a one-time link, never handing it the token", async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, TRELLIS_HOME: join(root, "client"), TRELLIS_TARGETS: join(root, "targets.json"), TEAM_TOKEN: TOKEN };
+    const added = spawnSync(TRELLIS, ["target", "add", "team", origin, "--token-env", "TEAM_TOKEN"], { env, encoding: "utf8", timeout: 30_000 });
+    expect(added.status, added.stderr).toBe(0);
+    const opened = spawnSync(TRELLIS, ["--target", "team", "ui"], { env, encoding: "utf8", timeout: 30_000 });
+    expect(opened.status, opened.stderr).toBe(0);
+    expect(opened.stdout + opened.stderr).not.toContain(TOKEN);
+    const link = /open (http:\/\/\S+\/launch\/[0-9a-f]+)\s/.exec(opened.stdout)?.[1];
+    expect(link).toBeDefined();
+
+    const other = await launchBrowser();
+    try {
+      const fresh = await other.context.newPage();
+      await fresh.goto(link ?? "");
+      await fresh.waitForURL(`${origin}/`);
+      await expect.poll(() => fresh.getByTestId("signed-in-as").textContent()).toBe("env:TEAM_TOKEN");
+      await fresh.getByText("Greeting from the browser").first().waitFor();
+      expect(await fresh.content()).not.toContain(TOKEN);
+      // The link worked once.
+      const again = await fresh.goto(link ?? "");
+      expect(again?.status()).toBe(403);
+    } finally {
+      await other.close();
+    }
   });
 
   test("the token never reached the server's output or any file it keeps", () => {
