@@ -33,12 +33,7 @@ impl BrowserSignIn {
         let cookie_name = if origin.is_secure() {
             "__Host-trellis_session".to_owned()
         } else {
-            let port = origin
-                .as_str()
-                .rsplit_once(':')
-                .and_then(|(_, port)| port.parse::<u16>().ok())
-                .unwrap_or(80);
-            format!("trellis_session_{port}")
+            format!("trellis_session_{}", origin.port())
         };
         Self {
             origin,

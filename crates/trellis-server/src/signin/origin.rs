@@ -27,6 +27,8 @@ pub struct PublicOrigin {
     authority: String,
     /// `scheme://authority`: what `Origin` must be.
     origin: String,
+    /// The port browsers connect to (the scheme's default when none is written).
+    port: u16,
 }
 
 impl PublicOrigin {
@@ -65,6 +67,7 @@ impl PublicOrigin {
             secure,
             origin: format!("{scheme}://{authority}"),
             authority,
+            port: port.unwrap_or(default_port),
         })
     }
 
@@ -81,6 +84,11 @@ impl PublicOrigin {
     /// Whether browsers reach the server over https (the session cookie is then `Secure`).
     pub fn is_secure(&self) -> bool {
         self.secure
+    }
+
+    /// The port browsers connect to.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `scheme://host[:port]`.
@@ -147,6 +155,7 @@ mod tests {
         let v6 =
             PublicOrigin::of_address("[::1]:9000".parse().expect("address"), true).expect("origin");
         assert_eq!(v6.as_str(), "https://[::1]:9000");
+        assert_eq!((v6.port(), origin.port(), local.port()), (9000, 443, 8420));
         for bad in [
             "trellis.example.com",
             "https://",
