@@ -343,7 +343,7 @@ fn check_team(
             .get(header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<usize>().ok());
-        if !declared.is_some_and(|length| length <= MAX_SIGNIN_FORM_BYTES) {
+        if declared.is_none_or(|length| length > MAX_SIGNIN_FORM_BYTES) {
             return Err(Refusal::Closing(Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request.too_large",
