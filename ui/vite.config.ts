@@ -15,6 +15,8 @@ export default defineConfig({
     sourcemap: false,
     reportCompressedSize: false,
     chunkSizeWarningLimit: 4096,
+    // The app, and the run view alone for frames in other pages (embed.html).
+    rollupOptions: { input: { index: "index.html", embed: "embed.html" } },
   },
   server: {
     proxy: { "/api": { target: apiTarget, changeOrigin: false } },

@@ -268,7 +268,8 @@ fn remote_command(
         Command::DiscardWorkspace(args) => cmd::remote::discard_workspace(remote, &args.run),
         Command::Prune(args) => cmd::remote::prune(remote, args),
         Command::Profile(command) => cmd::profile_remote::run(remote, command),
-        Command::Serve(_) | Command::Worker(_) | Command::Ui(_) | Command::Controller { .. } => {
+        Command::Ui(args) => cmd::ui::open_remote(remote, args),
+        Command::Serve(_) | Command::Worker(_) | Command::Controller { .. } => {
             anyhow::bail!("`--target` names a team server; this command runs only locally")
         }
         other => local_command(other, ledger),

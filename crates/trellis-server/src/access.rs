@@ -6,8 +6,11 @@
 //! `Sec-Fetch-Site`), serves run data and the page only to the browser session that used the
 //! launch link (see [`crate::session`]: other local accounts get nothing), and accepts a state
 //! change only as a JSON POST that carries the per-launch token it wrote into that page.
-//! `trellis serve` uses [`AccessPolicy::Bearer`]: every request carries `Authorization: Bearer
-//! TOKEN` naming one of the tokens the server was started with (see [`crate::bearer`]).
+//! `trellis serve` uses [`AccessPolicy::Team`]: a request carrying `Authorization: Bearer
+//! TOKEN` must name one of the tokens the server was started with (see [`crate::bearer`]);
+//! when people may sign in from a browser ([`crate::signin`]), a request without one is a
+//! browser's: exact `Host` and `Origin`, a live session cookie, and the session's page token
+//! on state changes.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +26,8 @@ use crate::listen::connections::Connection;
 use crate::problem::Problem;
 use crate::secret::PageToken;
 use crate::session::{LAUNCH_PREFIX, LaunchSecrets, Session, no_session_page};
+use crate::signin::pages::MAX_SIGNIN_FORM_BYTES;
+use crate::signin::{PublicOrigin, SessionView, TeamAccess};
 
 /// The header a page sends its token in.
 pub const TOKEN_HEADER: &str = "x-trellis-token";
@@ -32,8 +37,32 @@ pub const TOKEN_HEADER: &str = "x-trellis-token";
 pub enum AccessPolicy {
     /// A browser page on this machine: loopback, same origin, token on state changes.
     LocalPage(LocalPage),
-    /// A team server: any host, every request authenticated by a bearer token.
-    Bearer(BearerTokens),
+    /// A team server: bearer tokens from any host; browsers through a sign-in.
+    Team(TeamAccess),
+}
+
+/// Who a request that passed the policy came from (a request extension for the handlers).
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// A client with a bearer token (its name).
+    Bearer(String),
+    /// A browser signed in to a team server.
+    Session(SessionView),
+}
+
+/// A request the policy let through: whether it came from an authenticated client, and who.
+struct Admitted {
+    trusted: bool,
+    caller: Option<Caller>,
+}
+
+impl Admitted {
+    fn anonymous() -> Self {
+        Self {
+            trusted: false,
+            caller: None,
+        }
+    }
 }
 
 /// The host names a loopback server answers to, its session and the page token.
@@ -44,6 +73,7 @@ pub struct LocalPage {
     token: PageToken,
     launch_path: String,
     session: Arc<Session>,
+    embed_origins: Vec<PublicOrigin>,
 }
 
 /// Why a listen address is refused for a local page server.
@@ -70,7 +100,14 @@ impl LocalPage {
             token: secrets.page,
             launch_path: format!("{LAUNCH_PREFIX}{}", secrets.launch.as_str()),
             session: Arc::new(Session::new(port, secrets.session, secrets.launch)),
+            embed_origins: Vec::new(),
         })
+    }
+
+    /// The same, letting pages at `origins` embed the run view (`/embed.html`).
+    pub fn with_embed_origins(mut self, origins: Vec<PublicOrigin>) -> Self {
+        self.embed_origins = origins;
+        self
     }
 
     pub fn token(&self) -> &PageToken {
@@ -102,7 +139,9 @@ impl LocalPage {
         if method == Method::GET && path.starts_with(LAUNCH_PREFIX) {
             return Ok(false);
         }
-        self.check_site(headers).map_err(Refusal::Plain)?;
+        let embedding = (method == Method::GET || method == Method::HEAD) && path == "/embed.html";
+        self.check_site(headers, embedding)
+            .map_err(Refusal::Plain)?;
         // The bundle's scripts and styles are the same for everyone and hold no data.
         if (method == Method::GET || method == Method::HEAD)
             && (path.starts_with("/assets/") || path == "/favicon.ico")
@@ -121,7 +160,7 @@ impl LocalPage {
                 Refusal::NoSession
             });
         }
-        self.check_change(method, headers).map_err(Refusal::Plain)?;
+        check_change(method, headers, &self.token).map_err(Refusal::Plain)?;
         Ok(true)
     }
 
@@ -139,7 +178,10 @@ impl LocalPage {
         Ok(())
     }
 
-    fn check_site(&self, headers: &HeaderMap) -> Result<(), Problem> {
+    /// `Origin` must be this server's; `Sec-Fetch-Site` `same-origin` or `none`, or
+    /// `same-site` for a frame of the run view (`embedding`: its parents are named by the
+    /// page's `frame-ancestors`).
+    fn check_site(&self, headers: &HeaderMap, embedding: bool) -> Result<(), Problem> {
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("").to_ascii_lowercase();
             if !self.origins.contains(&origin) {
@@ -151,7 +193,7 @@ impl LocalPage {
         }
         if let Some(site) = headers.get("sec-fetch-site") {
             let site = site.to_str().unwrap_or("");
-            if site != "same-origin" && site != "none" {
+            if site != "same-origin" && site != "none" && !(embedding && site == "same-site") {
                 return Err(forbidden(
                     "forbidden_origin",
                     "requests from other sites are refused",
@@ -160,52 +202,52 @@ impl LocalPage {
         }
         Ok(())
     }
+}
 
-    /// A state change is a POST or PUT with a JSON body, or a DELETE, carrying the page token
-    /// (the profile routes replace and delete with PUT and DELETE).
-    fn check_change(&self, method: &Method, headers: &HeaderMap) -> Result<(), Problem> {
-        if method == Method::GET || method == Method::HEAD {
-            return Ok(());
-        }
-        if ![Method::POST, Method::PUT, Method::DELETE].contains(method) {
-            return Err(Problem::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "only GET, POST, PUT and DELETE are served",
-            ));
-        }
-        let json = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| {
-                value
-                    .split(';')
-                    .next()
-                    .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
-            });
-        // A DELETE carries no body; a body-carrying change must be JSON, which a cross-site
-        // form cannot send without CORS.
-        if method != Method::DELETE && !json {
-            return Err(Problem::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "json_required",
-                "state changes take a JSON body (Content-Type: application/json)",
-            ));
-        }
-        // Exactly one token header: a second value must not get a chance to be read instead.
-        let mut offered = headers.get_all(TOKEN_HEADER).iter();
-        let token_ok = match (offered.next(), offered.next()) {
-            (Some(value), None) => self.token.matches(value.as_bytes()),
-            _ => false,
-        };
-        if !token_ok {
-            return Err(forbidden(
-                "bad_token",
-                "state changes need the token of the page this server served",
-            ));
-        }
-        Ok(())
+/// A state change is a POST or PUT with a JSON body, or a DELETE, carrying the page token
+/// (the profile routes replace and delete with PUT and DELETE).
+fn check_change(method: &Method, headers: &HeaderMap, token: &PageToken) -> Result<(), Problem> {
+    if method == Method::GET || method == Method::HEAD {
+        return Ok(());
     }
+    if ![Method::POST, Method::PUT, Method::DELETE].contains(method) {
+        return Err(Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "only GET, POST, PUT and DELETE are served",
+        ));
+    }
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value
+                .split(';')
+                .next()
+                .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+        });
+    // A DELETE carries no body; a body-carrying change must be JSON, which a cross-site
+    // form cannot send without CORS.
+    if method != Method::DELETE && !json {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "json_required",
+            "state changes take a JSON body (Content-Type: application/json)",
+        ));
+    }
+    // Exactly one token header: a second value must not get a chance to be read instead.
+    let mut offered = headers.get_all(TOKEN_HEADER).iter();
+    let token_ok = match (offered.next(), offered.next()) {
+        (Some(value), None) => token.matches(value.as_bytes()),
+        _ => false,
+    };
+    if !token_ok {
+        return Err(forbidden(
+            "bad_token",
+            "state changes need the token of the page this server served",
+        ));
+    }
+    Ok(())
 }
 
 fn forbidden(code: &'static str, message: &str) -> Problem {
@@ -213,23 +255,129 @@ fn forbidden(code: &'static str, message: &str) -> Problem {
 }
 
 impl AccessPolicy {
-    /// The page token to write into the served page, if this policy uses one.
+    /// The page token of `trellis ui`'s page (a team server's is per session: see
+    /// [`Caller::Session`]).
     pub fn page_token(&self) -> Option<&PageToken> {
         match self {
             Self::LocalPage(local) => Some(local.token()),
-            Self::Bearer(_) => None,
+            Self::Team(_) => None,
         }
     }
 
-    /// `Ok(trusted)`: the request may go on (and came from an authenticated client).
-    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<bool, Refusal> {
+    /// The origins whose pages may frame the run view (`/embed.html`).
+    pub fn embed_origins(&self) -> Vec<String> {
+        let origins = match self {
+            Self::LocalPage(local) => &local.embed_origins[..],
+            Self::Team(TeamAccess {
+                browser: Some(browser),
+                ..
+            }) => browser.embed_origins(),
+            Self::Team(_) => &[],
+        };
+        origins
+            .iter()
+            .map(|origin| origin.as_str().to_owned())
+            .collect()
+    }
+
+    /// The request may go on: whether from an authenticated client, and who it is.
+    fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<Admitted, Refusal> {
         match self {
-            Self::LocalPage(local) => local.check(method, path, headers),
-            Self::Bearer(tokens) => check_bearer(tokens, headers)
-                .map(|()| true)
-                .map_err(Refusal::Bearer),
+            Self::LocalPage(local) => local.check(method, path, headers).map(|trusted| Admitted {
+                trusted,
+                caller: None,
+            }),
+            Self::Team(team) => check_team(team, method, path, headers),
         }
     }
+}
+
+/// A team server's rules. A request with an `Authorization` header (or to a server without
+/// browser sign-in) is a bearer client's, checked exactly as it always was; any other is a
+/// browser's. A browser's call of the API without a session cookie gets the same 401 a client
+/// without a token does.
+fn check_team(
+    team: &TeamAccess,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<Admitted, Refusal> {
+    let browser = match &team.browser {
+        Some(browser) if !headers.contains_key(header::AUTHORIZATION) => browser,
+        _ => {
+            return check_bearer(&team.tokens, headers)
+                .map(|name| Admitted {
+                    trusted: true,
+                    caller: Some(Caller::Bearer(name)),
+                })
+                .map_err(Refusal::Bearer);
+        }
+    };
+    let api = path.starts_with("/api/");
+    if api && !browser.has_cookie(headers) {
+        return Err(Refusal::Bearer(unauthorized(
+            "unauthenticated",
+            "this server needs `Authorization: Bearer TOKEN` (or a browser signed in at /signin)",
+        )));
+    }
+    browser.check_host(headers).map_err(Refusal::Plain)?;
+    let reading = method == Method::GET || method == Method::HEAD;
+    // A one-time link is opened from outside (a terminal, a file): its handler checks it.
+    if method == Method::GET && path.starts_with(LAUNCH_PREFIX) {
+        return Ok(Admitted::anonymous());
+    }
+    browser
+        .check_site(headers, reading && path == "/embed.html")
+        .map_err(Refusal::Plain)?;
+    if reading && (path.starts_with("/assets/") || path == "/favicon.ico" || path == "/signin") {
+        return Ok(Admitted::anonymous());
+    }
+    if path == "/signin" {
+        if method != Method::POST {
+            return Err(Refusal::Plain(method_not_allowed()));
+        }
+        browser.require_origin(headers).map_err(Refusal::Plain)?;
+        // Anyone may post the form: its body is read only when declared and small, so an
+        // anonymous client cannot make the server hold a large body.
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<usize>().ok());
+        if declared.is_none_or(|length| length > MAX_SIGNIN_FORM_BYTES) {
+            return Err(Refusal::Closing(Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request.too_large",
+                "the sign-in form is a small body with its Content-Length",
+            )));
+        }
+        return Ok(Admitted::anonymous());
+    }
+    let Some(session) = browser.session(headers) else {
+        return Err(if api || !reading {
+            Refusal::Closing(unauthorized(
+                "no_session",
+                "this browser is not signed in (or its session ended): sign in again at /signin",
+            ))
+        } else {
+            Refusal::SignIn
+        });
+    };
+    if !reading {
+        browser.require_origin(headers).map_err(Refusal::Plain)?;
+        check_change(method, headers, &session.page_token).map_err(Refusal::Plain)?;
+    }
+    Ok(Admitted {
+        trusted: true,
+        caller: Some(Caller::Session(session)),
+    })
+}
+
+fn method_not_allowed() -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "only GET, POST, PUT and DELETE are served",
+    )
 }
 
 /// Why a request is refused, and so how it is answered.
@@ -242,6 +390,8 @@ enum Refusal {
     Bearer(Problem),
     /// A browser without the session: the page saying how to get in.
     NoSession,
+    /// A browser not signed in to a team server: on to the sign-in page.
+    SignIn,
 }
 
 impl IntoResponse for Refusal {
@@ -261,13 +411,26 @@ impl IntoResponse for Refusal {
                 response
             }
             Self::NoSession => no_session_page(),
+            Self::SignIn => {
+                let mut response = StatusCode::SEE_OTHER.into_response();
+                let headers = response.headers_mut();
+                headers.insert(
+                    header::LOCATION,
+                    header::HeaderValue::from_static("/signin"),
+                );
+                headers.insert(
+                    header::CACHE_CONTROL,
+                    header::HeaderValue::from_static("no-store"),
+                );
+                response
+            }
         }
     }
 }
 
 /// Exactly one `Authorization: Bearer TOKEN` header naming an accepted token. The offered
 /// token is never logged nor quoted back.
-fn check_bearer(tokens: &BearerTokens, headers: &HeaderMap) -> Result<(), Problem> {
+fn check_bearer(tokens: &BearerTokens, headers: &HeaderMap) -> Result<String, Problem> {
     let mut offered = headers.get_all(header::AUTHORIZATION).iter();
     let token = match (offered.next(), offered.next()) {
         (Some(value), None) => value.as_bytes(),
@@ -288,9 +451,9 @@ fn check_bearer(tokens: &BearerTokens, headers: &HeaderMap) -> Result<(), Proble
         .split_at_checked(7)
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"bearer "))
         .map(|(_, secret)| secret.trim_ascii());
-    match secret {
-        Some(secret) if tokens.identify(secret).is_some() => Ok(()),
-        _ => Err(unauthorized(
+    match secret.and_then(|secret| tokens.identify(secret)) {
+        Some(name) => Ok(name.to_owned()),
+        None => Err(unauthorized(
             "bad_token",
             "the bearer token is not accepted",
         )),
@@ -310,9 +473,15 @@ pub async fn enforce(
     next: Next,
 ) -> Response {
     match policy.check(request.method(), request.uri().path(), request.headers()) {
-        Ok(trusted) => {
-            if trusted && let Some(connection) = request.extensions().get::<Arc<Connection>>() {
+        Ok(admitted) => {
+            let mut request = request;
+            if admitted.trusted
+                && let Some(connection) = request.extensions().get::<Arc<Connection>>()
+            {
                 connection.mark_trusted();
+            }
+            if let Some(caller) = admitted.caller {
+                request.extensions_mut().insert(caller);
             }
             next.run(request).await
         }

@@ -31,37 +31,88 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
-/// The page itself, with this process's token written into it.
-pub fn index_page(token: Option<&PageToken>) -> Response {
-    let Some(index) = BUNDLE
-        .get_file("index.html")
-        .and_then(|file| file.contents_utf8())
-    else {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the web UI was not built into this binary",
-        )
-            .into_response();
+/// The page itself, with the page token (and the signed-in name) written into it.
+pub fn index_page(token: Option<&PageToken>, identity: Option<&str>) -> Response {
+    page("index.html", token, identity, None).map_or_else(not_built, secure)
+}
+
+/// The run view for a frame (`embed.html`), which pages at `parents` may frame and talk to
+/// (their origins written into it for its message bridge).
+pub fn embed_page(
+    token: Option<&PageToken>,
+    identity: Option<&str>,
+    parents: &[String],
+) -> Response {
+    let Some(response) = page("embed.html", token, identity, Some(parents)) else {
+        return not_built();
     };
-    let page = match token {
-        Some(token) => index.replacen(
-            TOKEN_SLOT,
-            &format!(
-                r#"<meta name="trellis-token" content="{}" />"#,
-                token.as_str()
-            ),
-            1,
-        ),
-        None => index.to_owned(),
-    };
-    let mut response = page.into_response();
+    let mut response = secure(response);
+    let mut ancestors = String::from("'self'");
+    for parent in parents {
+        ancestors.push(' ');
+        ancestors.push_str(parent);
+    }
+    let policy = CONTENT_SECURITY_POLICY.replace(
+        "frame-ancestors 'none'",
+        &format!("frame-ancestors {ancestors}"),
+    );
+    let headers = response.headers_mut();
+    headers.remove(header::X_FRAME_OPTIONS);
+    if let Ok(policy) = HeaderValue::from_str(&policy) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    response
+}
+
+fn not_built() -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the web UI was not built into this binary",
+    )
+        .into_response()
+}
+
+/// A page of the bundle with its slots filled: the token, the signed-in name, and the
+/// origins allowed to embed it.
+fn page(
+    name: &str,
+    token: Option<&PageToken>,
+    identity: Option<&str>,
+    parents: Option<&[String]>,
+) -> Option<Response> {
+    let text = BUNDLE.get_file(name)?.contents_utf8()?;
+    let mut filled = format!(
+        r#"<meta name="trellis-token" content="{}" />"#,
+        token.map_or("", PageToken::as_str)
+    );
+    if let Some(identity) = identity {
+        filled.push_str(&format!(
+            r#"<meta name="trellis-user" content="{}" />"#,
+            attribute(identity)
+        ));
+    }
+    if let Some(parents) = parents {
+        filled.push_str(&format!(
+            r#"<meta name="trellis-embed-origins" content="{}" />"#,
+            attribute(&parents.join(" "))
+        ));
+    }
+    let mut response = text.replacen(TOKEN_SLOT, &filled, 1).into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    secure(response)
+    Some(response)
+}
+
+/// Text for an HTML attribute value.
+fn attribute(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A file of the bundle (`assets/index-…js`), cached for good: its name carries its hash.

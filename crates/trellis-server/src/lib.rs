@@ -15,19 +15,22 @@ pub mod problem;
 mod schemas;
 pub mod secret;
 pub mod session;
+pub mod signin;
 pub mod streams;
 pub mod team;
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
-pub use access::{AccessPolicy, LocalPage, NotLoopback, TOKEN_HEADER};
+pub use access::{AccessPolicy, Caller, LocalPage, NotLoopback, TOKEN_HEADER};
 pub use api::{ApiState, routes};
 pub use bearer::{BearerTokens, TokenError};
 pub use listen::body::MAX_BODY_BYTES;
@@ -35,6 +38,7 @@ pub use listen::{Limits, TlsConfig, TlsError, serve_with};
 pub use problem::Problem;
 pub use secret::PageToken;
 pub use session::LaunchSecrets;
+use signin::TeamAccess;
 pub use streams::{DEFAULT_MAX_STREAMS, StreamSlot, StreamSlots};
 
 /// The whole application: `api` under `/api/v1`, the page and its assets, all behind `policy`.
@@ -46,6 +50,10 @@ pub fn app(api: Router, policy: AccessPolicy) -> Router {
         .route("/assets/{*path}", get(asset))
         .route("/favicon.ico", get(favicon))
         .route("/launch/{secret}", get(launch))
+        .route("/embed.html", get(embed))
+        .route("/signin", get(signin_page).post(sign_in))
+        .route("/signin/link", post(signin_link))
+        .route("/signout", post(sign_out))
         .with_state(Arc::clone(&policy));
     // Layers run outside in: the policy first, then the body is read (within its limits).
     Router::new()
@@ -58,14 +66,16 @@ pub fn app(api: Router, policy: AccessPolicy) -> Router {
 }
 
 /// The app `trellis ui` serves: the API over `runtime` behind the [`LocalPage`] policy for a
-/// server bound to `address` (a loopback address), with fresh launch secrets; and the path of
-/// its one-time launch link (`/launch/SECRET`, for its user only).
+/// server bound to `address` (a loopback address), with fresh launch secrets, whose run view
+/// pages at `embed_origins` may frame; and the path of its one-time launch link
+/// (`/launch/SECRET`, for its user only).
 pub fn local_ui(
     runtime: Arc<trellis_runtime::Runtime>,
     address: std::net::SocketAddr,
+    embed_origins: Vec<signin::PublicOrigin>,
 ) -> Result<(Router, String), LocalUiError> {
     let secrets = LaunchSecrets::generate().map_err(|_| LocalUiError::NoEntropy)?;
-    let policy = LocalPage::new(address, secrets)?;
+    let policy = LocalPage::new(address, secrets)?.with_embed_origins(embed_origins);
     let launch_path = policy.launch_path().to_owned();
     let api = routes(ApiState::new(
         runtime,
@@ -94,14 +104,106 @@ pub async fn serve(
     serve_with(listener, app, Limits::default(), None, shutdown).await
 }
 
-async fn index(State(policy): State<Arc<AccessPolicy>>) -> Response {
-    assets::index_page(policy.page_token())
+/// What a page served to this request carries: its page token and, for a team server's
+/// browser session, who is signed in.
+fn page_identity<'a>(
+    policy: &'a AccessPolicy,
+    caller: Option<&'a Caller>,
+) -> (Option<&'a PageToken>, Option<&'a str>) {
+    match (policy, caller) {
+        (AccessPolicy::LocalPage(local), _) => (Some(local.token()), None),
+        (AccessPolicy::Team(_), Some(Caller::Session(session))) => {
+            (Some(&session.page_token), Some(session.identity.as_str()))
+        }
+        (AccessPolicy::Team(_), _) => (None, None),
+    }
+}
+
+async fn index(
+    State(policy): State<Arc<AccessPolicy>>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    let (token, identity) = page_identity(&policy, caller.as_ref().map(|c| &c.0));
+    assets::index_page(token, identity)
+}
+
+/// The run view alone, for a frame in another page (see `docs/embedding.md`).
+async fn embed(
+    State(policy): State<Arc<AccessPolicy>>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    let (token, identity) = page_identity(&policy, caller.as_ref().map(|c| &c.0));
+    assets::embed_page(token, identity, &policy.embed_origins())
 }
 
 async fn launch(State(policy): State<Arc<AccessPolicy>>, Path(secret): Path<String>) -> Response {
     match policy.as_ref() {
         AccessPolicy::LocalPage(local) => local.launch(&secret),
-        AccessPolicy::Bearer(_) => Problem::not_found("such page").into_response(),
+        AccessPolicy::Team(TeamAccess {
+            browser: Some(browser),
+            ..
+        }) => signin::pages::launch(browser, &secret),
+        AccessPolicy::Team(_) => Problem::not_found("such page").into_response(),
+    }
+}
+
+/// The team server's browser sign-in, if it has one.
+fn browser_of(policy: &AccessPolicy) -> Option<(&signin::BrowserSignIn, &BearerTokens)> {
+    match policy {
+        AccessPolicy::Team(TeamAccess {
+            browser: Some(browser),
+            tokens,
+        }) => Some((browser.as_ref(), tokens)),
+        _ => None,
+    }
+}
+
+async fn signin_page(State(policy): State<Arc<AccessPolicy>>) -> Response {
+    match browser_of(&policy) {
+        Some(_) => signin::pages::signin_page(StatusCode::OK, None),
+        None => Problem::not_found("such page").into_response(),
+    }
+}
+
+async fn sign_in(
+    State(policy): State<Arc<AccessPolicy>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match browser_of(&policy) {
+        Some((browser, tokens)) => signin::pages::sign_in(browser, tokens, &headers, &body),
+        None => Problem::not_found("such page").into_response(),
+    }
+}
+
+async fn sign_out(State(policy): State<Arc<AccessPolicy>>, headers: HeaderMap) -> Response {
+    match browser_of(&policy) {
+        Some((browser, _)) => signin::pages::sign_out(browser, &headers),
+        None => Problem::not_found("such page").into_response(),
+    }
+}
+
+/// `POST /signin/link`: for a bearer client only (a browser session may not mint sessions).
+async fn signin_link(
+    State(policy): State<Arc<AccessPolicy>>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    match (browser_of(&policy), caller) {
+        (Some((browser, _)), Some(Extension(Caller::Bearer(name)))) => {
+            signin::pages::new_link(browser, &name)
+        }
+        (Some(_), _) => Problem::new(
+            StatusCode::FORBIDDEN,
+            "bearer_required",
+            "sign-in links are made for clients with a bearer token",
+        )
+        .into_response(),
+        (None, _) => Problem::new(
+            StatusCode::NOT_FOUND,
+            "no_browser_signin",
+            "this server serves no browser sign-in (start it with --public-origin URL)",
+        )
+        .into_response(),
     }
 }
 

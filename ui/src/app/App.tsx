@@ -3,6 +3,7 @@ import { RunPage } from "../pages/RunPage";
 import { RunsPage } from "../pages/RunsPage";
 import { ValidatePage } from "../pages/ValidatePage";
 import { useHashRoute } from "./hooks";
+import { SessionBar } from "./SessionBar";
 
 export function App() {
   const route = useHashRoute();
@@ -20,6 +21,7 @@ export function App() {
         <a href="#/validate" className={section === "validate" ? "active" : ""}>
           Validate
         </a>
+        <SessionBar />
       </nav>
       <main>
         {runMatch?.[1] ? (

@@ -28,7 +28,13 @@ function modelOf(graph: RunGraph): GraphModel {
 
 type Tab = "timeline" | "logs" | "checkpoints";
 
-export function RunPage({ runId }: { runId: string }) {
+/** What a frame embedding the run view (`embed.html`) is told of: its status and the selected node. */
+export interface RunPageEvents {
+  onStatus?: (status: string) => void;
+  onSelectNode?: (node: string | undefined) => void;
+}
+
+export function RunPage({ runId, onStatus, onSelectNode }: { runId: string } & RunPageEvents) {
   const data = useRunData(runId);
   const { status, graph, fold, gapBodies } = data;
   const [selected, setSelected] = useState<string | undefined>();
@@ -85,6 +91,13 @@ export function RunPage({ runId }: { runId: string }) {
     [views, model],
   );
   const selectFromTimeline = useCallback((view: ExecutionView) => selectExecution(view.key), [selectExecution]);
+
+  const reportedStatus = liveFold?.status ?? status?.status;
+  useEffect(() => {
+    if (reportedStatus) onStatus?.(reportedStatus);
+  }, [reportedStatus, onStatus]);
+  const selectedName = selected ? model?.nodes.get(selected)?.name : undefined;
+  useEffect(() => onSelectNode?.(selectedName), [selectedName, onSelectNode]);
 
   if (data.error) return <div className="page error-box">Could not load run {runId}: {data.error}</div>;
   if (!status || !graph || !model || !shownFold || !liveFold || !states) {

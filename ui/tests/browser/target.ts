@@ -94,12 +94,13 @@ function waitForUrl(child: ChildProcess): Promise<{ url: string; launch: string 
   });
 }
 
-export async function startTarget(): Promise<Target> {
+/** Starts `trellis ui` on a temporary home; `extraArgs` go on its command line. */
+export async function startTarget(extraArgs: string[] = []): Promise<Target> {
   const root = mkdtempSync(join(tmpdir(), "trellis-ui-suite-"));
   // A private home with its own SQLite ledger, whatever the calling shell points at.
   const env: NodeJS.ProcessEnv = { ...process.env, TRELLIS_HOME: join(root, "home") };
   delete env.TRELLIS_LEDGER;
-  const server = spawn(TRELLIS, ["ui", "--listen", "127.0.0.1:0"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const server = spawn(TRELLIS, ["ui", "--listen", "127.0.0.1:0", ...extraArgs], { env, stdio: ["ignore", "pipe", "pipe"] });
   const { url, launch } = await waitForUrl(server);
   let workspaces = 0;
   const workspaceOf = new Map<string, string>();

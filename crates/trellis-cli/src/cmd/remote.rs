@@ -65,6 +65,26 @@ impl Remote {
             .bearer_auth(&self.token)
     }
 
+    /// Sends a bodiless request to `path` outside the run API (`/signin/link`): its JSON
+    /// answer, or the problem it got as an error.
+    pub(crate) fn call_outside_api(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+    ) -> anyhow::Result<Value> {
+        self.runtime.block_on(async {
+            let response = self
+                .client
+                .request(method, format!("{}{path}", self.base))
+                .bearer_auth(&self.token)
+                .timeout(std::time::Duration::from_secs(30))
+                .send()
+                .await
+                .with_context(|| format!("cannot reach {}", self.base))?;
+            answer(response).await
+        })
+    }
+
     /// Sends a request and returns its JSON answer, or the problem it got as an error.
     pub(crate) fn call(
         &self,

@@ -12,6 +12,8 @@ use clap::{Args, Subcommand};
 use trellis_runtime::{DispatchMode, Runtime, ServerConnections, StartMode};
 use trellis_server::bearer::append_new_token;
 use trellis_server::listen::{self, BodyLimits, Limits, TlsConfig};
+use trellis_server::signin::sessions::{DEFAULT_SESSION_IDLE, DEFAULT_SESSION_LIFETIME};
+use trellis_server::signin::{BrowserSignIn, PublicOrigin, SessionTimes};
 use trellis_server::team::{self, TeamState};
 use trellis_server::{BearerTokens, DEFAULT_MAX_STREAMS, MAX_BODY_BYTES};
 
@@ -63,7 +65,62 @@ pub struct ServeArgs {
           value_parser = parse_server_connections)]
     pub server_connections: ServerConnections,
     #[command(flatten)]
+    pub browser: BrowserArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
+}
+
+/// How people use the server from a browser (see docs/team-server.md, "People in a browser").
+#[derive(Debug, Args)]
+pub struct BrowserArgs {
+    /// The origin people's browsers open (`https://trellis.example.com`): browser requests must
+    /// carry exactly its host and origin. Default: derived from --listen (https with TLS); on
+    /// an address like 0.0.0.0 there is none, and the browser sign-in is off until given.
+    #[arg(long, value_name = "URL", value_parser = parse_origin)]
+    pub public_origin: Option<PublicOrigin>,
+    /// Serve no web UI and no browser sign-in: bearer-token clients only.
+    #[arg(long, conflicts_with = "public_origin")]
+    pub no_browser: bool,
+    /// Seconds a browser session lasts at most after signing in.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SESSION_LIFETIME.as_secs(),
+          value_parser = clap::value_parser!(u64).range(60..))]
+    pub session_lifetime: u64,
+    /// Seconds a browser session lasts without a request.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SESSION_IDLE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(60..))]
+    pub session_idle: u64,
+    /// An origin whose pages may embed the run view (`/embed.html`) in a frame (repeatable;
+    /// it must be same-site with the public origin for the session cookie to reach the frame).
+    #[arg(long = "embed-origin", value_name = "URL", value_parser = parse_origin)]
+    pub embed_origins: Vec<PublicOrigin>,
+}
+
+pub(crate) fn parse_origin(text: &str) -> Result<PublicOrigin, String> {
+    PublicOrigin::parse(text).map_err(|error| error.to_string())
+}
+
+impl BrowserArgs {
+    /// The browser sign-in of a server bound to `address`, if it has one (says why not).
+    fn sign_in(&self, address: SocketAddr, tls: bool) -> Option<BrowserSignIn> {
+        if self.no_browser {
+            return None;
+        }
+        let origin = match &self.public_origin {
+            Some(origin) => origin.clone(),
+            None => match PublicOrigin::of_address(address, tls) {
+                Ok(origin) => origin,
+                Err(error) => {
+                    eprintln!("trellis: no browser sign-in: {error}");
+                    return None;
+                }
+            },
+        };
+        let times = SessionTimes {
+            lifetime: Duration::from_secs(self.session_lifetime),
+            idle: Duration::from_secs(self.session_idle),
+        };
+        Some(BrowserSignIn::new(origin, times).with_embed_origins(self.embed_origins.clone()))
+    }
 }
 
 fn parse_server_connections(text: &str) -> Result<ServerConnections, String> {
@@ -215,7 +272,6 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         args.max_streams.max(1),
     )?
     .with_server_connections(args.server_connections.clone());
-    let app = team::app(state, tokens.clone());
     let limits = args.limits.limits();
     let scheme = if tls.is_some() { "https" } else { "http" };
     let tokio = tokio::runtime::Builder::new_multi_thread()
@@ -227,6 +283,12 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let address = listener.local_addr()?;
+        let browser = args.browser.sign_in(address, tls.is_some());
+        let public_origin = browser.as_ref().map(|browser| browser.origin().to_string());
+        let app = match browser {
+            Some(browser) => team::app_with_browser(state, tokens.clone(), browser),
+            None => team::app(state, tokens.clone()),
+        };
         // The first stdout line says where we listen (port 0 picks one); token names only.
         outln!(
             "{}",
@@ -234,11 +296,15 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
                 "listening": address.to_string(),
                 "tls": tls.is_some(),
                 "tokens": tokens.names().collect::<Vec<_>>(),
+                "publicOrigin": public_origin,
             })
         );
         eprintln!(
             "trellis: serving the team API on {scheme}://{address}/api/v1 (OpenAPI: /openapi.json)"
         );
+        if let Some(origin) = &public_origin {
+            eprintln!("trellis: people sign in at {origin}/signin");
+        }
         let takeover = runtime_for_takeover.map(|runtime| tokio::spawn(take_over_orphans(runtime)));
         let stopping = async {
             shutdown_signal().await;

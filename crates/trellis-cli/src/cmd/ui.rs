@@ -2,7 +2,9 @@
 //! validation) on a loopback address until interrupted, to its own user only: the page and the
 //! run API are served only to the browser that opened the one-time launch link printed here
 //! (`--open` hands it to the browser through a file only this user can read, never on a
-//! command line other accounts can see).
+//! command line other accounts can see). With `--target NAME` naming a team server it opens
+//! that server's runs and profiles instead: it asks the server, with the target's token, for a
+//! one-time sign-in link and hands the browser only that link (never the token).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,6 +25,12 @@ pub struct UiArgs {
     /// readable by you only, so the one-time link never appears in a process list).
     #[arg(long)]
     pub open: bool,
+    /// An origin whose pages may embed the run view (`/embed.html`) in a frame (repeatable;
+    /// use `http://localhost:PORT` and open this server as `localhost` too, so the two are
+    /// same-site and the session cookie reaches the frame).
+    #[arg(long = "embed-origin", value_name = "URL",
+          value_parser = crate::cmd::serve::parse_origin)]
+    pub embed_origins: Vec<trellis_server::signin::PublicOrigin>,
 }
 
 pub fn run(args: &UiArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
@@ -39,7 +47,8 @@ pub fn run(args: &UiArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let address = listener.local_addr()?;
-        let (app, launch_path) = trellis_server::local_ui(runtime, address)?;
+        let (app, launch_path) =
+            trellis_server::local_ui(runtime, address, args.embed_origins.clone())?;
         let url = format!("http://{address}/");
         let launch = format!("http://{address}{launch_path}");
         outln!("trellis ui: serving {url} (Ctrl-C stops)");
@@ -58,6 +67,29 @@ pub fn run(args: &UiArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         .context("the server stopped")?;
         Ok(0)
     })
+}
+
+/// `trellis --target NAME ui`: a one-time sign-in link to the team server, made with the
+/// target's token (which stays here), printed and, with `--open`, opened in the browser.
+pub fn open_remote(remote: &crate::cmd::remote::Remote, args: &UiArgs) -> anyhow::Result<u8> {
+    let answer = remote.call_outside_api(reqwest::Method::POST, "/signin/link")?;
+    let link = answer["url"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("the server answered no sign-in link"))?;
+    let seconds = answer["expiresInSeconds"].as_u64().unwrap_or(0);
+    outln!(
+        "trellis ui: open {link} (works once, within {seconds} s; it signs one browser in as this target's token)"
+    );
+    std::io::Write::flush(&mut std::io::stdout())?;
+    if args.open {
+        let home = std::env::temp_dir();
+        if let Some(launcher) = open_browser(&home, link) {
+            // The browser reads the page soon after it starts; the link itself expires anyway.
+            std::thread::sleep(std::time::Duration::from_secs(10));
+            drop(launcher);
+        }
+    }
+    Ok(0)
 }
 
 /// Asks the desktop to open the launch link `url` through a page in a file readable by this

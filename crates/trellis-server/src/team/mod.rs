@@ -6,12 +6,15 @@ pub(crate) mod runs;
 pub(crate) mod state;
 pub(crate) mod workspaces;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::routing::post;
 
 use crate::access::AccessPolicy;
 use crate::api;
 use crate::bearer::BearerTokens;
+use crate::signin::{BrowserSignIn, TeamAccess};
 
 pub use crate::api::problems::problem_of;
 pub use crate::openapi::{OPENAPI_PATH, openapi_document, openapi_router};
@@ -33,5 +36,26 @@ pub fn router(state: TeamState) -> Router {
 /// OpenAPI document at [`OPENAPI_PATH`] beside it (merged after the policy layer, so it is
 /// readable without a token: it describes the API and holds no run data).
 pub fn app(state: TeamState, tokens: BearerTokens) -> Router {
-    crate::app(router(state), AccessPolicy::Bearer(tokens)).merge(openapi_router())
+    with_access(
+        state,
+        TeamAccess {
+            tokens,
+            browser: None,
+        },
+    )
+}
+
+/// The team server that people may also use from a browser, through `browser`'s sign-in.
+pub fn app_with_browser(state: TeamState, tokens: BearerTokens, browser: BrowserSignIn) -> Router {
+    with_access(
+        state,
+        TeamAccess {
+            tokens,
+            browser: Some(Arc::new(browser)),
+        },
+    )
+}
+
+fn with_access(state: TeamState, access: TeamAccess) -> Router {
+    crate::app(router(state), AccessPolicy::Team(access)).merge(openapi_router())
 }

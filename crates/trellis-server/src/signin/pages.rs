@@ -1,0 +1,254 @@
+//! The answers of signing in and out of a team server in a browser: the sign-in page (a plain
+//! form, no script), the exchange of a pasted token for a session cookie, signing out, and the
+//! one-time sign-in links a bearer client makes (`trellis ui --target`). No answer ever holds
+//! the token: a refused one is not quoted back.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::BrowserSignIn;
+use crate::bearer::{BearerTokens, MAX_TOKEN_BYTES};
+use crate::problem::Problem;
+use crate::session::LAUNCH_PREFIX;
+
+/// The sign-in page may post its form to this server only, and be framed by nobody.
+const SIGNIN_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; \
+     img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// The largest sign-in form accepted (a token is at most [`MAX_TOKEN_BYTES`], each byte at most
+/// three when encoded).
+pub(crate) const MAX_SIGNIN_FORM_BYTES: usize = MAX_TOKEN_BYTES * 3 + 64;
+
+#[derive(Deserialize)]
+struct SignInForm {
+    token: String,
+}
+
+/// `GET /signin`: the form (`message` says why it is shown again).
+pub(crate) fn signin_page(status: StatusCode, message: Option<&str>) -> Response {
+    let notice = message
+        .map(|text| format!(r#"<p role="alert" class="notice">{}</p>"#, escape(text)))
+        .unwrap_or_default();
+    let page = format!(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8" />
+<meta name="viewport" content="width=device-width, initial-scale=1" />
+<link rel="icon" href="/favicon.ico" type="image/svg+xml" /><title>Sign in · Trellis</title>
+<style>
+body {{ font: 16px/1.5 system-ui, sans-serif; margin: 0; display: grid; place-items: center; min-height: 100vh; background: #f6f7f9; color: #1d232b; }}
+main {{ background: #fff; padding: 2rem; border-radius: 8px; box-shadow: 0 1px 4px #0002; width: min(26rem, 90vw); }}
+h1 {{ font-size: 1.3rem; margin-top: 0; }}
+label {{ display: block; font-weight: 600; margin-bottom: .3rem; }}
+input {{ width: 100%; box-sizing: border-box; padding: .5rem; font: inherit; border: 1px solid #8a94a3; border-radius: 4px; }}
+button {{ margin-top: 1rem; padding: .5rem 1.2rem; font: inherit; border: 0; border-radius: 4px; background: #2456b8; color: #fff; cursor: pointer; }}
+.notice {{ color: #9b1c1c; }}
+.hint {{ color: #4a5563; font-size: .9rem; }}
+@media (prefers-color-scheme: dark) {{ body {{ background: #15181d; color: #e4e7eb; }} main {{ background: #1f242b; }} .notice {{ color: #f19999; }} .hint {{ color: #a9b2bf; }} }}
+</style></head><body><main>
+<h1>Sign in to Trellis</h1>{notice}
+<form method="post" action="/signin">
+<label for="token">API token</label>
+<input id="token" name="token" type="password" autocomplete="off" spellcheck="false" required autofocus />
+<button type="submit">Sign in</button>
+</form>
+<p class="hint">Paste the token you were given (<code>trellis serve token create</code> makes one). It is checked once and not kept: this browser gets a session that ends when you sign out or after a while.</p>
+<p class="hint"><a href="/">Already signed in? Open the runs</a></p>
+</main></body></html>"#
+    );
+    let mut response = (status, page).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let mut response = crate::assets::secure(response);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(SIGNIN_SECURITY_POLICY),
+    );
+    // Under `no-referrer` a browser sends `Origin: null` with the form, which the exact
+    // origin check must refuse; `same-origin` names this server to itself and nobody else.
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}
+
+/// `POST /signin` (a form with `token`): a session and on to `/`, or the form again.
+pub(crate) fn sign_in(
+    browser: &BrowserSignIn,
+    tokens: &BearerTokens,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let form_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| {
+            mime.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    if !form_type || body.len() > MAX_SIGNIN_FORM_BYTES {
+        return signin_page(
+            StatusCode::BAD_REQUEST,
+            Some("Sign in with the form on this page."),
+        );
+    }
+    // The form's own rejection text is not used: it is not for people, and could quote input.
+    let token = serde_json::from_value::<SignInForm>(form_fields(body))
+        .map(|form| form.token)
+        .unwrap_or_default();
+    let Some(identity) = tokens.identify(token.trim().as_bytes()) else {
+        return signin_page(
+            StatusCode::UNAUTHORIZED,
+            Some("That token is not accepted by this server."),
+        );
+    };
+    start_session(browser, identity, "/")
+}
+
+/// The fields of a URL-encoded form as a JSON object of strings (the last of a repeated name).
+fn form_fields(body: &[u8]) -> serde_json::Value {
+    let mut fields = serde_json::Map::new();
+    for pair in body.split(|byte| *byte == b'&') {
+        let (name, value) = match pair.iter().position(|byte| *byte == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &pair[pair.len()..]),
+        };
+        if let (Some(name), Some(value)) = (percent_decode(name), percent_decode(value)) {
+            fields.insert(name, serde_json::Value::String(value));
+        }
+    }
+    serde_json::Value::Object(fields)
+}
+
+/// `+` is a space and `%XX` a byte; None when the result is not UTF-8 or an escape is broken.
+fn percent_decode(text: &[u8]) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut at = 0;
+    while at < text.len() {
+        match text[at] {
+            b'+' => bytes.push(b' '),
+            b'%' => {
+                let hex = text.get(at + 1..at + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                at += 2;
+            }
+            byte => bytes.push(byte),
+        }
+        at += 1;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// A new session for `identity`: its cookie, and a same-origin move on to `next` (which a
+/// `SameSite=Strict` cookie travels with).
+fn start_session(browser: &BrowserSignIn, identity: &str, next: &str) -> Response {
+    let cookie = match browser.sessions().start(identity) {
+        Ok(cookie) => cookie,
+        Err(_) => {
+            return signin_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some("The server could not make a session (no randomness); try again."),
+            );
+        }
+    };
+    let mut response = moving_on(next);
+    if let Some(value) = browser.session_cookie(cookie.as_str()) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// A page that moves on to `next` at once (a same-origin navigation, unlike a redirect from a
+/// link opened elsewhere, so the `SameSite=Strict` cookie is sent with it).
+fn moving_on(next: &str) -> Response {
+    let page = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\" />\
+         <meta http-equiv=\"refresh\" content=\"0; url={next}\" /><title>Trellis</title></head>\
+         <body><p>Signed in; <a href=\"{next}\">opening the runs</a>…</p></body></html>"
+    );
+    let mut response = (StatusCode::OK, page).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    crate::assets::secure(response)
+}
+
+/// `POST /signout`: ends the session and forgets its cookie.
+pub(crate) fn sign_out(browser: &BrowserSignIn, headers: &HeaderMap) -> Response {
+    browser.end_sessions(headers);
+    let mut response = Json(serde_json::json!({"signedOut": true})).into_response();
+    if let Some(value) = browser.cleared_cookie() {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// `POST /signin/link` (bearer clients only): a one-time link that signs a browser in as the
+/// caller's token, without the token ever reaching the browser.
+pub(crate) fn new_link(browser: &BrowserSignIn, identity: &str) -> Response {
+    match browser.sessions().new_link(identity) {
+        Ok(secret) => {
+            let path = format!("{LAUNCH_PREFIX}{}", secret.as_str());
+            let mut response = Json(serde_json::json!({
+                "url": format!("{}{path}", browser.origin()),
+                "expiresInSeconds": super::sessions::LINK_LIFETIME.as_secs(),
+            }))
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(_) => Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no_entropy",
+            "the operating system gave no randomness for the link",
+        )
+        .into_response(),
+    }
+}
+
+/// `GET /launch/{secret}`: a pending one-time link signs this browser in.
+pub(crate) fn launch(browser: &BrowserSignIn, offered: &str) -> Response {
+    match browser.sessions().redeem_link(offered.as_bytes()) {
+        Some(identity) => start_session(browser, &identity, "/"),
+        None => signin_page(
+            StatusCode::FORBIDDEN,
+            Some("This sign-in link was already used, has expired or is not this server's."),
+        ),
+    }
+}
+
+/// Text for an HTML element.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_fields_are_decoded() {
+        let fields = form_fields(b"token=trellis_ab%2Bc+d&other=1&token2");
+        assert_eq!(fields["token"], "trellis_ab+c d");
+        assert_eq!(fields["other"], "1");
+        assert_eq!(fields["token2"], "");
+        assert!(form_fields(b"token=%zz")["token"].is_null());
+    }
+}
