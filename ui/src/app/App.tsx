@@ -1,4 +1,5 @@
-// The app shell: navigation and the hash routes (`#/`, `#/runs/ID`, `#/validate`).
+// The app shell: navigation and the hash routes (`#/`, `#/runs/ID`, `#/profiles/NAME`, `#/validate`).
+import { ProfilesPage } from "../pages/ProfilesPage";
 import { RunPage } from "../pages/RunPage";
 import { RunsPage } from "../pages/RunsPage";
 import { ValidatePage } from "../pages/ValidatePage";
@@ -7,7 +8,8 @@ import { useHashRoute } from "./hooks";
 export function App() {
   const route = useHashRoute();
   const runMatch = /^\/runs\/([^/]+)$/.exec(route);
-  const section = runMatch || route === "/" || route.startsWith("/runs") ? "runs" : route.slice(1);
+  const profileMatch = /^\/profiles(?:\/(.+))?$/.exec(route);
+  const section = runMatch || route === "/" || route.startsWith("/runs") ? "runs" : profileMatch ? "profiles" : route.slice(1);
   return (
     <div className="app">
       <nav className="topnav">
@@ -17,6 +19,9 @@ export function App() {
         <a href="#/" className={section === "runs" ? "active" : ""}>
           Runs
         </a>
+        <a href="#/profiles" className={section === "profiles" ? "active" : ""}>
+          Profiles
+        </a>
         <a href="#/validate" className={section === "validate" ? "active" : ""}>
           Validate
         </a>
@@ -24,6 +29,8 @@ export function App() {
       <main>
         {runMatch?.[1] ? (
           <RunPage key={runMatch[1]} runId={runMatch[1]} />
+        ) : profileMatch ? (
+          <ProfilesPage open={profileMatch[1]} />
         ) : section === "validate" ? (
           <ValidatePage />
         ) : (

@@ -1,0 +1,149 @@
+// Starting a run of the profile: its input fields, where it works and its title, and the
+// runtime settings (harness, provider, model, effort, budget, a command per node) stored in the
+// profile's plan. Starting saves pending changes first; the run opens in the run view.
+import { useId, useMemo, useState } from "react";
+import { profilesApi, type ProfileDefinition } from "../api/profiles";
+import { navigate } from "../app/hooks";
+import { describeFailure } from "../run/errors";
+import { isObject, walkNodes } from "./document";
+import { CommitField, SelectField } from "./fields";
+import { EFFORTS, HARNESSES, PROVIDERS, readSettings, writePlan, type Settings } from "./plan";
+
+interface Props {
+  name: string;
+  definition: ProfileDefinition;
+  apply: (change: (current: ProfileDefinition) => ProfileDefinition) => void;
+  /** Saves pending changes; false when refused. */
+  save: () => Promise<boolean>;
+  dirty: boolean;
+  valid: boolean;
+}
+
+/** The executables of a graph, by name, in document order. */
+export function executableNames(graph: unknown): string[] {
+  const names: string[] = [];
+  walkNodes(graph, (node) => {
+    if ((node.kind === "step" || node.kind === "verifier") && typeof node.name === "string") names.push(node.name);
+  });
+  return names;
+}
+
+const choices = (values: string[], empty: string) => values.map((value) => ({ value, label: value || empty }));
+
+export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
+  const graph = definition.graph;
+  const executables = useMemo(() => executableNames(graph), [graph]);
+  const settings = readSettings(definition.plan);
+  const inputFields = useMemo(() => {
+    const input = isObject(graph) ? graph.initialInput : undefined;
+    return isObject(input) && isObject(input.fields) ? Object.entries(input.fields) : [];
+  }, [graph]);
+  const [values, setValues] = useState<Record<string, string>>({});
+  const [workspace, setWorkspace] = useState("");
+  const [title, setTitle] = useState("");
+  const [starting, setStarting] = useState(false);
+  const [failure, setFailure] = useState<string | undefined>();
+  const workspaceId = useId();
+  const titleId = useId();
+
+  const change = (patch: Partial<Settings>) => {
+    const next = { ...settings, ...patch };
+    apply((current) => {
+      const plan = writePlan(next, executableNames(current.graph));
+      const { plan: _old, ...rest } = current;
+      return plan ? { ...rest, plan } : rest;
+    });
+  };
+
+  const runInput = (): Record<string, unknown> => {
+    const input: Record<string, unknown> = {};
+    for (const [field, spec] of inputFields) {
+      const text = values[field];
+      if (text === undefined || text === "") continue;
+      const kind = isObject(spec) && isObject(spec.type) ? spec.type.kind : "string";
+      input[field] = kind === "string" ? text : (JSON.parse(text) as unknown);
+    }
+    return input;
+  };
+
+  const start = async () => {
+    setFailure(undefined);
+    setStarting(true);
+    try {
+      const input = runInput();
+      if (dirty && !(await save())) return;
+      const answer = await profilesApi.start({
+        profile: name,
+        input,
+        ...(title.trim() ? { title: title.trim() } : {}),
+        ...(workspace.trim() ? { workspace: workspace.trim() } : {}),
+      });
+      navigate(`/runs/${answer.runId}`);
+    } catch (error) {
+      setFailure(`Not started: ${describeFailure(error)}`);
+    } finally {
+      setStarting(false);
+    }
+  };
+
+  return (
+    <section className="run-bar" aria-label="Run" data-testid="run-bar">
+      <div className="run-inputs">
+        {inputFields.map(([field, spec]) => (
+          <div className="form-row" key={field}>
+            <label htmlFor={`${workspaceId}-${field}`}>
+              {field}
+              {isObject(spec) && isObject(spec.type) && spec.type.kind !== "string" ? " (JSON)" : ""}
+            </label>
+            <input
+              id={`${workspaceId}-${field}`}
+              value={values[field] ?? ""}
+              data-testid={`run-input-${field}`}
+              onChange={(event) => setValues((current) => ({ ...current, [field]: event.target.value }))}
+            />
+          </div>
+        ))}
+        <div className="form-row">
+          <label htmlFor={workspaceId}>Workspace (absolute; empty: where trellis ui runs)</label>
+          <input id={workspaceId} value={workspace} data-testid="run-workspace" onChange={(event) => setWorkspace(event.target.value)} />
+        </div>
+        <div className="form-row">
+          <label htmlFor={titleId}>Title</label>
+          <input id={titleId} value={title} data-testid="run-title" onChange={(event) => setTitle(event.target.value)} />
+        </div>
+        <button type="button" className="primary" disabled={starting || !valid} data-testid="start-run" onClick={() => void start()}>
+          {starting ? "Starting…" : dirty ? "Save and start" : "Start run"}
+        </button>
+      </div>
+      <details className="run-settings" data-testid="run-settings">
+        <summary>Runtime settings</summary>
+        <div className="settings-grid">
+          <SelectField label="Harness" value={settings.harness} options={choices(["", ...HARNESSES], "detect")} onChange={(harness) => change({ harness })} testId="setting-harness" />
+          <SelectField label="Provider" value={settings.provider} options={choices(["", ...PROVIDERS], "the harness's own")} onChange={(provider) => change({ provider })} />
+          <CommitField label="Model" value={settings.model} onCommit={(model) => change({ model })} placeholder="the CLI's default" />
+          <SelectField label="Effort" value={settings.effort} options={choices(EFFORTS, "default")} onChange={(effort) => change({ effort })} />
+          <CommitField label="Budget: input tokens" type="number" value={settings.inputTokens} onCommit={(inputTokens) => change({ inputTokens })} />
+          <CommitField label="Budget: output tokens" type="number" value={settings.outputTokens} onCommit={(outputTokens) => change({ outputTokens })} />
+          <CommitField label="Budget: cost (USD)" type="number" value={settings.costUsd} onCommit={(costUsd) => change({ costUsd })} />
+        </div>
+        <h3>Command bindings</h3>
+        <p className="muted small">A node given a command runs it with its input as JSON on stdin; the others run on the agent lane above.</p>
+        {executables.map((node) => (
+          <CommitField
+            key={node}
+            label={`Command for ${node}`}
+            value={settings.commands[node] ?? ""}
+            testId={`command-${node}`}
+            placeholder="agent"
+            onCommit={(line) => change({ commands: { ...settings.commands, [node]: line } })}
+          />
+        ))}
+      </details>
+      {failure && (
+        <div className="error-box" role="alert" data-testid="start-error">
+          {failure}
+        </div>
+      )}
+    </section>
+  );
+}
