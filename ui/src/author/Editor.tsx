@@ -4,6 +4,7 @@
 import { useEffect, useMemo, useState } from "react";
 import { profilesApi, type BuiltinWorker } from "../api/profiles";
 import type { Diagnostic } from "../api/types";
+import { Dialog } from "../app/Dialog";
 import { navigate } from "../app/hooks";
 import { GraphCanvas } from "../graph/GraphCanvas";
 import { graphSpecModel } from "../graph/graphspec";
@@ -22,6 +23,7 @@ export function Editor({ name, editor }: { name: string; editor: ProfileEditor }
   const [selected, setSelected] = useState<string | undefined>();
   const [showJson, setShowJson] = useState(false);
   const [workers, setWorkers] = useState<BuiltinWorker[]>([]);
+  const [confirmDelete, setConfirmDelete] = useState(false);
   useEffect(() => {
     profilesApi.workers().then(setWorkers, () => setWorkers([]));
   }, []);
@@ -78,21 +80,35 @@ export function Editor({ name, editor }: { name: string; editor: ProfileEditor }
         <button type="button" onClick={() => setShowJson((shown) => !shown)} aria-pressed={showJson} data-testid="toggle-json">
           JSON
         </button>
-        <button
-          type="button"
-          className="danger"
-          data-testid="delete-profile"
-          onClick={() => {
-            if (!window.confirm(`Delete the profile "${name}"?`)) return;
-            void editor.remove().then((done) => done && navigate("/profiles"));
-          }}
-        >
+        <button type="button" className="danger" data-testid="delete-profile" onClick={() => setConfirmDelete(true)}>
           Delete
         </button>
         <span className={`validation-status status ${status === "verified" ? "status-ok" : status === "checking" ? "status-muted" : "status-bad"}`} data-testid="validation-status" data-status={status}>
           {status === "verified" ? "✓ verified" : status === "checking" ? "checking…" : `needs attention: ${diagnostics.length || 1} problem(s)`}
         </span>
       </div>
+      {confirmDelete && (
+        <Dialog
+          titleId="delete-profile-title"
+          title={`Delete the profile "${name}"?`}
+          onCancel={() => setConfirmDelete(false)}
+          actions={
+            <button
+              type="button"
+              className="danger"
+              data-testid="confirm-delete"
+              onClick={() => {
+                setConfirmDelete(false);
+                void editor.remove().then((done) => done && navigate("/profiles"));
+              }}
+            >
+              Delete
+            </button>
+          }
+        >
+          <p>{editor.revision === undefined ? "Its unsaved draft is dropped." : `Revision ${editor.revision} and its unsaved changes are deleted; runs started from it stay.`}</p>
+        </Dialog>
+      )}
       {editor.restored && (
         <div className="warn-box" data-testid="draft-restored">
           Unsaved changes from earlier were restored.{" "}

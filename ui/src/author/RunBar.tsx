@@ -1,6 +1,7 @@
-// Starting a run of the profile: its input fields, where it works and its title, and the
-// runtime settings (harness, provider, model, effort, budget, a command per node) stored in the
-// profile's plan. Starting saves pending changes first; the run opens in the run view.
+// Starting a run of the profile: its input (saved as the profile's default input, which a save
+// is admitted with), where it works and its title, and the runtime settings (harness, provider,
+// model, effort, budget, a command per node) saved as the profile's plan. Starting saves
+// pending changes first; the run opens in the run view.
 import { useId, useMemo, useState } from "react";
 import { profilesApi, type ProfileDefinition } from "../api/profiles";
 import { navigate } from "../app/hooks";
@@ -38,7 +39,8 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
     const input = isObject(graph) ? graph.initialInput : undefined;
     return isObject(input) && isObject(input.fields) ? Object.entries(input.fields) : [];
   }, [graph]);
-  const [values, setValues] = useState<Record<string, string>>({});
+  const values: Record<string, unknown> = isObject(definition.input) ? definition.input : {};
+  const [inputError, setInputError] = useState<string | undefined>();
   const [workspace, setWorkspace] = useState("");
   const [title, setTitle] = useState("");
   const [starting, setStarting] = useState(false);
@@ -55,26 +57,34 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
     });
   };
 
-  const runInput = (): Record<string, unknown> => {
-    const input: Record<string, unknown> = {};
-    for (const [field, spec] of inputFields) {
-      const text = values[field];
-      if (text === undefined || text === "") continue;
-      const kind = isObject(spec) && isObject(spec.type) ? spec.type.kind : "string";
-      input[field] = kind === "string" ? text : (JSON.parse(text) as unknown);
+  /** Sets one field of the default input: text for a string field, else JSON. */
+  const setInput = (field: string, kind: unknown, text: string) => {
+    let value: unknown = text;
+    if (kind !== "string" && text !== "") {
+      try {
+        value = JSON.parse(text) as unknown;
+      } catch {
+        setInputError(`${field} is not JSON`);
+        return;
+      }
     }
-    return input;
+    setInputError(undefined);
+    apply((current) => {
+      const input = { ...(isObject(current.input) ? current.input : {}) };
+      if (text === "") delete input[field];
+      else input[field] = value;
+      const { input: _old, ...rest } = current;
+      return Object.keys(input).length > 0 ? { ...rest, input } : rest;
+    });
   };
 
   const start = async () => {
     setFailure(undefined);
     setStarting(true);
     try {
-      const input = runInput();
       if (dirty && !(await save())) return;
       const answer = await profilesApi.start({
         profile: name,
-        input,
         ...(title.trim() ? { title: title.trim() } : {}),
         ...(workspace.trim() ? { workspace: workspace.trim() } : {}),
       });
@@ -89,20 +99,19 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
   return (
     <section className="run-bar" aria-label="Run" data-testid="run-bar">
       <div className="run-inputs">
-        {inputFields.map(([field, spec]) => (
-          <div className="form-row" key={field}>
-            <label htmlFor={`${workspaceId}-${field}`}>
-              {field}
-              {isObject(spec) && isObject(spec.type) && spec.type.kind !== "string" ? " (JSON)" : ""}
-            </label>
-            <input
-              id={`${workspaceId}-${field}`}
-              value={values[field] ?? ""}
-              data-testid={`run-input-${field}`}
-              onChange={(event) => setValues((current) => ({ ...current, [field]: event.target.value }))}
+        {inputFields.map(([field, spec]) => {
+          const kind = isObject(spec) && isObject(spec.type) ? spec.type.kind : "string";
+          const value = values[field];
+          return (
+            <CommitField
+              key={field}
+              label={`Input: ${field}${kind === "string" ? "" : " (JSON)"}`}
+              value={value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value)}
+              testId={`run-input-${field}`}
+              onCommit={(text) => setInput(field, kind, text)}
             />
-          </div>
-        ))}
+          );
+        })}
         <div className="form-row">
           <label htmlFor={workspaceId}>Workspace (absolute; empty: where trellis ui runs)</label>
           <input id={workspaceId} value={workspace} data-testid="run-workspace" onChange={(event) => setWorkspace(event.target.value)} />
@@ -139,6 +148,7 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
           />
         ))}
       </details>
+      {inputError && <span className="error-text">{inputError}</span>}
       {failure && (
         <div className="error-box" role="alert" data-testid="start-error">
           {failure}

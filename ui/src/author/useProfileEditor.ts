@@ -43,6 +43,15 @@ export function useProfileEditor(name: string) {
     setLoad("loading");
     setSaveProblem(undefined);
     const draft = readDraft(name);
+    if (draft && draft.baseRevision === undefined) {
+      // A profile made in this browser and never saved: nothing to read from the server.
+      setRevision(undefined);
+      setSaved(undefined);
+      setHistory(startHistory(draft.definition));
+      setRestored(false);
+      setLoad("ready");
+      return;
+    }
     try {
       const profile = await profilesApi.get(name).catch((error: unknown) => {
         if (error instanceof ApiError && error.status === 404) return undefined;
