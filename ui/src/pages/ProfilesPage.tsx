@@ -11,7 +11,8 @@ import { Editor } from "../author/Editor";
 import { useProfileEditor } from "../author/useProfileEditor";
 import { describeFailure } from "../run/errors";
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+/** What the profile store accepts: 1–64 lowercase letters, digits, `-`, `_`, `.`, starting with a letter or digit. */
+const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export function ProfilesPage({ open }: { open?: string }) {
   const [profiles, setProfiles] = useState<ProfileSummary[] | undefined>();
@@ -89,7 +90,7 @@ function NewProfile({ taken }: { taken: Set<string> }) {
   useEffect(() => {
     api.templates().then(setTemplates, (error: unknown) => setFailure(describeFailure(error)));
   }, []);
-  const problem = !name ? undefined : !NAME.test(name) ? "letters, digits, dot, dash and underscore" : taken.has(name) ? "that name is taken" : undefined;
+  const problem = !name ? undefined : !NAME.test(name) ? "lowercase letters, digits, -, _ and ., starting with a letter or digit" : taken.has(name) ? "that name is taken" : undefined;
 
   const create = async () => {
     setFailure(undefined);

@@ -220,6 +220,20 @@ describe("authoring profiles in Chromium", () => {
     }
   });
 
+  test("the editor is usable from the keyboard", async () => {
+    await createProfile("keys");
+    // A node opens from the outline with Enter; the add menu and Undo work without a mouse.
+    await page.getByTestId("outline-done").getByRole("button").first().focus();
+    await page.keyboard.press("Enter");
+    await page.locator('[data-testid="node-panel"][data-node="done"]').waitFor();
+    await page.getByTestId("add-to-run").focus();
+    await page.keyboard.press("ArrowDown");
+    await expect.poll(outlineNames).toEqual(["run", "step", "done"]);
+    await page.getByTestId("undo").focus();
+    await page.keyboard.press("Enter");
+    await expect.poll(outlineNames).toEqual(["run", "done"]);
+  });
+
   test("the editor has no serious accessibility violation, in light and dark", async () => {
     await page.goto(`${session.target.url}/#/profiles/greeter`);
     await page.locator('[data-testid="editor"][data-profile="greeter"]').waitFor();
