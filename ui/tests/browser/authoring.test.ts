@@ -272,6 +272,17 @@ describe("authoring profiles in Chromium", () => {
     }
   });
 
+  test("at 390 px wide the editor stacks without sideways scroll", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto(`${session.target.url}/#/profiles/greeter`);
+      await page.locator('[data-testid="editor"][data-profile="greeter"]').waitFor();
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(391);
+    } finally {
+      await page.setViewportSize({ width: 1440, height: 900 });
+    }
+  });
+
   test("no page answered an unexpected error or threw", () => {
     expect(session.problems).toEqual([]);
   });

@@ -29,6 +29,8 @@ import {
 import { commit, redo, startHistory, undo } from "../../src/author/history";
 import { readSettings, splitCommand, writePlan } from "../../src/author/plan";
 import { exportText, importText } from "../../src/author/JsonView";
+import { graphSpecModel } from "../../src/graph/graphspec";
+import { pinsFor } from "../../src/graph/pins";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const template = (name: string) => JSON.parse(readFileSync(`${here}../../../templates/${name}.json`, "utf8")) as Json;
@@ -174,5 +176,20 @@ describe("history, plans and JSON", () => {
     }
     expect(importText("[1]").error).toMatch(/object/);
     expect(importText("{").error).toMatch(/not JSON/);
+  });
+});
+
+describe("diagnostics on nodes", () => {
+  test("a diagnostic inside a node's binding is pinned on that node; a named one on its nodes", () => {
+    let graph: Json = emptyGraph();
+    for (let n = 0; n < 3; n += 1) graph = addInto(graph, ["root"], "step")?.graph ?? graph;
+    const model = graphSpecModel(graph);
+    const pins = pinsFor(model, [
+      { code: "undefined_read", message: "not defined", at: "root/children/2/inputBindings/0/value", nodes: [] },
+      { code: "invalid_graph_shape", message: "reused", at: "root/children/0", nodes: ["step", "step_2"] },
+    ]);
+    expect(pins.get("root/children/2")?.map((pin) => pin.code)).toEqual(["undefined_read"]);
+    expect(pins.get("root/children/0")?.map((pin) => pin.code)).toEqual(["invalid_graph_shape"]);
+    expect(pins.has("root/children/1")).toBe(false);
   });
 });
