@@ -3,6 +3,7 @@
 import { useId, useState } from "react";
 import { typeSummary } from "../graph/graphspec";
 import { bindField, addWrite, readablePaths, rebind, removeWrite, resultPaths, sameType, unbind, fieldPaths } from "./bindings";
+import { useProvenPaths } from "./available";
 import { getAt, isObject, stateInScope, type DocPath, type Json } from "./document";
 
 interface Props {
@@ -14,6 +15,10 @@ interface Props {
 
 const keyOf = (source: string, path: string[]) => `${source}:${path.join(".")}`;
 
+/** A source's label, saying when the verifier does not prove it defined where the node reads it. */
+const sourceLabel = (entry: { source: string; path: string[]; label: string }, proven: Set<string> | undefined) =>
+  proven && !proven.has(keyOf(entry.source, entry.path)) ? `${entry.label} (not proven defined here)` : entry.label;
+
 export function InputBindings({ graph, path, node, onChange }: Props) {
   const completion = node.kind === "succeed";
   const payloadKey = completion ? "output" : "input";
@@ -21,6 +26,7 @@ export function InputBindings({ graph, path, node, onChange }: Props) {
   const payload = node[payloadKey];
   const fields = isObject(payload) && isObject(payload.fields) ? payload.fields : {};
   const readable = readablePaths(graph, path);
+  const proven = useProvenPaths(graph, path, readable);
   const [field, setField] = useState("");
   const [source, setSource] = useState("");
   const fieldId = useId();
@@ -59,7 +65,7 @@ export function InputBindings({ graph, path, node, onChange }: Props) {
                 {!known && <option value={current}>{current.replace(":", ".")} (not in scope)</option>}
                 {choices.map((entry) => (
                   <option key={keyOf(entry.source, entry.path)} value={keyOf(entry.source, entry.path)}>
-                    {entry.label}
+                    {sourceLabel(entry, proven)}
                   </option>
                 ))}
               </select>
@@ -76,7 +82,7 @@ export function InputBindings({ graph, path, node, onChange }: Props) {
           <option value="">choose a path in scope…</option>
           {readable.map((entry) => (
             <option key={keyOf(entry.source, entry.path)} value={keyOf(entry.source, entry.path)}>
-              {entry.label}
+              {sourceLabel(entry, proven)}
             </option>
           ))}
         </select>

@@ -29,6 +29,7 @@ import {
 import { commit, redo, startHistory, undo } from "../../src/author/history";
 import { readSettings, splitCommand, writePlan } from "../../src/author/plan";
 import { exportText, importText } from "../../src/author/JsonView";
+import { probeDocument, provenIndices } from "../../src/author/available";
 import { graphSpecModel } from "../../src/graph/graphspec";
 import { pinsFor } from "../../src/graph/pins";
 
@@ -191,5 +192,22 @@ describe("diagnostics on nodes", () => {
     expect(pins.get("root/children/2")?.map((pin) => pin.code)).toEqual(["undefined_read"]);
     expect(pins.get("root/children/0")?.map((pin) => pin.code)).toEqual(["invalid_graph_shape"]);
     expect(pins.has("root/children/1")).toBe(false);
+  });
+});
+
+describe("what the verifier proves available", () => {
+  test("a probe binds every candidate into a field of its type after the node's own bindings", () => {
+    let graph: Json = addInto(emptyGraph(), ["root"], "step")?.graph ?? emptyGraph();
+    const step = ["root", "children", 0];
+    const candidates = readablePaths(graph, step);
+    graph = bindField(graph, step, "goal", candidates[0] ?? { source: "state", path: ["task"], type: {}, label: "" });
+    const probe = probeDocument(graph, step, candidates);
+    expect(probe?.first).toBe(1);
+    expect(getAt(probe?.document, [...step, "inputBindings", 1])).toEqual({ target: ["__trellis_probe_0"], value: { source: "state", path: ["task"] } });
+    expect(getAt(probe?.document, [...step, "input", "fields", "__trellis_probe_0"])).toEqual({ type: { kind: "string" }, required: true });
+    // The original is untouched; a diagnostic on a probe binding marks its candidate unproven.
+    expect(getAt(graph, [...step, "inputBindings"])).toHaveLength(1);
+    const diagnostics = [{ at: "root/children/0/inputBindings/2/value" }, { at: "root/children/0/inputBindings/0" }, { at: "root/children/1" }];
+    expect([...provenIndices(diagnostics, step, "inputBindings", 1, 3)]).toEqual([0, 2]);
   });
 });
