@@ -34,7 +34,7 @@ const choices = (values: string[], empty: string) => values.map((value) => ({ va
 export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
   const graph = definition.graph;
   const executables = useMemo(() => executableNames(graph), [graph]);
-  const settings = readSettings(definition.plan);
+  const settings = readSettings(definition.plan, executables);
   const inputFields = useMemo(() => {
     const input = isObject(graph) ? graph.initialInput : undefined;
     return isObject(input) && isObject(input.fields) ? Object.entries(input.fields) : [];
@@ -51,7 +51,7 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
   const change = (patch: Partial<Settings>) => {
     const next = { ...settings, ...patch };
     apply((current) => {
-      const plan = writePlan(next, executableNames(current.graph));
+      const plan = writePlan(next, executableNames(current.graph), current.plan);
       const { plan: _old, ...rest } = current;
       return plan ? { ...rest, plan } : rest;
     });

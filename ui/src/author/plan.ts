@@ -51,10 +51,14 @@ export function splitCommand(line: string): string[] {
 export const joinCommand = (args: unknown[]): string =>
   args.map((arg) => (typeof arg === "string" && /[\s"']/.test(arg) ? `'${arg}'` : String(arg))).join(" ");
 
-export function readSettings(plan: unknown): Settings {
+/** The settings a plan holds; a uniform command plan is that command for every executable. */
+export function readSettings(plan: unknown, executables: string[] = []): Settings {
   const body = isObject(plan) ? (isObject(plan.uniform) ? plan.uniform : isObject(plan.exact) ? plan.exact : {}) : {};
   const budget = isObject(body.budget) ? body.budget : {};
   const commands: Record<string, string> = {};
+  if (body.kind === "command" && Array.isArray(body.command)) {
+    for (const name of executables) commands[name] = joinCommand(body.command);
+  }
   let model = str(body.model);
   let effort = str(body.effort);
   if (isObject(body.nodes)) {
@@ -79,8 +83,23 @@ export function readSettings(plan: unknown): Settings {
   };
 }
 
-/** The plan for `settings` over the graph's executables (none when nothing is set). */
-export function writePlan(settings: Settings, executables: string[]): { exact?: Json; uniform?: Json } | undefined {
+/** Keys of a plan body the settings manage; the others (connections, sessionScope, …) are kept. */
+const MANAGED = ["harness", "provider", "model", "effort", "budget", "nodes", "kind", "command"];
+
+/**
+ * The plan for `settings` over the graph's executables (none when nothing is set), keeping
+ * the fields of `previous` the settings do not show when the plan keeps its shape.
+ */
+export function writePlan(settings: Settings, executables: string[], previous?: unknown): { exact?: Json; uniform?: Json } | undefined {
+  const plan = planOf(settings, executables);
+  const shape = plan?.exact ? "exact" : "uniform";
+  const before = isObject(previous) && isObject(previous[shape]) && (previous[shape] as Json).kind !== "command" ? (previous[shape] as Json) : undefined;
+  if (!plan || !before) return plan;
+  const kept = Object.fromEntries(Object.entries(before).filter(([key]) => !MANAGED.includes(key)));
+  return { [shape]: { ...kept, ...plan[shape] } };
+}
+
+function planOf(settings: Settings, executables: string[]): { exact?: Json; uniform?: Json } | undefined {
   const budget: Json = {};
   if (settings.inputTokens) budget.inputTokens = Number(settings.inputTokens);
   if (settings.outputTokens) budget.outputTokens = Number(settings.outputTokens);

@@ -168,6 +168,11 @@ describe("history, plans and JSON", () => {
     expect(uniform).toEqual({ uniform: { harness: "claude", provider: "anthropic", model: "m", effort: "high" } });
     expect(readSettings(uniform).model).toBe("m");
     expect(splitCommand(` a "b c"  '' d`)).toEqual(["a", "b c", "", "d"]);
+    // Fields the settings do not show survive a change; a uniform command plan reads as a command per node.
+    const previous = { uniform: { harness: "claude", provider: "anthropic", model: "a", connections: { anthropic: ["KEY"] }, sessionScope: "node_instance" } };
+    const changed = writePlan({ ...readSettings(previous), model: "b" }, ["worker"], previous);
+    expect(changed).toEqual({ uniform: { harness: "claude", provider: "anthropic", model: "b", connections: { anthropic: ["KEY"] }, sessionScope: "node_instance" } });
+    expect(readSettings({ uniform: { kind: "command", command: ["./run", "x y"] } }, ["a", "b"]).commands).toEqual({ a: "./run 'x y'", b: "./run 'x y'" });
   });
 
   test("export then import gives back every template, unknown fields included", () => {
