@@ -137,7 +137,7 @@ export function Editor({ name, editor }: { name: string; editor: ProfileEditor }
         </div>
         <section className="editor-canvas" aria-label="Graph picture">
           {model.nodes.size > 0 ? (
-            <GraphCanvas model={model} pins={pins} selected={selected} onSelect={(id) => id && setSelected(id)} />
+            <GraphCanvas model={model} pins={pins} selected={selected} onSelect={(id) => id && setSelected(id)} keepCollapsed />
           ) : (
             <p className="empty">An empty graph: add a step to the root sequence in the outline.</p>
           )}

@@ -80,9 +80,14 @@ describe("authoring profiles in Chromium", () => {
     await createProfile("greeter", "software-change");
     await expect.poll(status, { timeout: 15_000 }).toBe("verified");
 
+    await page.getByTestId("expand-all").click();
+    await expect.poll(() => page.getByTestId("expand-all").textContent()).toBe("Collapse groups");
     await select("acceptance");
     const instructions = "Accept greeting.txt only when it ends with an exclamation mark.";
     await commitField("node-instructions", instructions);
+    // An edit redraws the picture but keeps the frames opened.
+    await page.locator('.react-flow__node[data-id$="/branches/0"]').first().waitFor();
+    expect(await page.getByTestId("expand-all").textContent()).toBe("Collapse groups");
 
     await page.getByText("Runtime settings").click();
     await commitField("command-worker", `python3 ${offline}/worker.py`);
