@@ -116,6 +116,30 @@ pub fn graph_json_schema() -> serde_json::Value {
     trellis_graph::schema::graph_json_schema()
 }
 
+/// One worker of the built-in registry: its reference and how the runtime runs it (`agent`,
+/// `delivery`); `command.<name>@N` references are open-ended and not listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BuiltinWorkerInfo {
+    pub worker: &'static str,
+    pub kind: &'static str,
+}
+
+/// The built-in worker registry, for an editor's worker picker.
+pub fn builtin_workers() -> Vec<BuiltinWorkerInfo> {
+    use trellis_verify::builtin::{BUILTIN_WORKERS, BuiltinKind};
+    BUILTIN_WORKERS
+        .iter()
+        .map(|builtin| BuiltinWorkerInfo {
+            worker: builtin.worker,
+            kind: match builtin.kind {
+                BuiltinKind::Agent => "agent",
+                BuiltinKind::Delivery => "delivery",
+                BuiltinKind::Command => "command",
+            },
+        })
+        .collect()
+}
+
 /// Internals for this crate's own integration tests and benchmarks: not part of the API.
 #[cfg(feature = "testing")]
 #[doc(hidden)]

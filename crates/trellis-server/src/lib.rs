@@ -10,6 +10,7 @@ pub mod assets;
 pub mod bearer;
 pub mod caller;
 pub mod listen;
+pub mod local_runs;
 pub mod openapi;
 pub mod problem;
 mod schemas;
@@ -77,10 +78,9 @@ pub fn local_ui(
     let secrets = LaunchSecrets::generate().map_err(|_| LocalUiError::NoEntropy)?;
     let policy = LocalPage::new(address, secrets)?.with_embed_origins(embed_origins);
     let launch_path = policy.launch_path().to_owned();
-    let api = routes(ApiState::new(
-        runtime,
-        StreamSlots::new(DEFAULT_MAX_STREAMS),
-    ));
+    let state = ApiState::new(runtime, StreamSlots::new(DEFAULT_MAX_STREAMS));
+    // The page's profile editor starts runs of saved profiles (`POST /runs`).
+    let api = routes(state.clone()).merge(local_runs::routes(state));
     Ok((app(api, AccessPolicy::LocalPage(policy)), launch_path))
 }
 

@@ -69,6 +69,7 @@ impl Modify for BearerSecurity {
         crate::api::reads::validate,
         crate::api::reads::templates,
         crate::api::reads::template,
+        crate::api::reads::workers,
         crate::api::profiles::list,
         crate::api::profiles::create,
         crate::api::profiles::show,

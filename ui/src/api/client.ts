@@ -26,6 +26,7 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    readonly details?: unknown,
   ) {
     super(message);
   }
@@ -51,6 +52,7 @@ async function readProblem(response: Response): Promise<ApiError> {
     response.status,
     problem.code ?? `http_${response.status}`,
     problem.message ?? response.statusText ?? "request failed",
+    problem.details,
   );
 }
 
@@ -62,6 +64,23 @@ async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
   if (!response.ok) throw await readProblem(response);
   return (await response.json()) as T;
 }
+
+/** A state change (`POST`, `PUT`, `DELETE`) carrying the page token; the answer's JSON. */
+export async function sendJson<T>(method: "POST" | "PUT" | "DELETE", path: string, body?: unknown): Promise<T> {
+  const response = await fetch(`${API}${path}`, {
+    method,
+    headers: {
+      Accept: "application/json",
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+      "X-Trellis-Token": pageToken(),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!response.ok) throw await readProblem(response);
+  return (await response.json()) as T;
+}
+
+export { getJson };
 
 async function postJson<T>(path: string, body: unknown): Promise<T> {
   const response = await fetch(`${API}${path}`, {

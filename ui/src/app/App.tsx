@@ -1,4 +1,5 @@
-// The app shell: navigation and the hash routes (`#/`, `#/runs/ID`, `#/validate`).
+// The app shell: navigation and the hash routes (`#/`, `#/runs/ID`, `#/profiles/NAME`, `#/validate`).
+import { ProfilesPage } from "../pages/ProfilesPage";
 import { RunPage } from "../pages/RunPage";
 import { RunsPage } from "../pages/RunsPage";
 import { ValidatePage } from "../pages/ValidatePage";
@@ -8,7 +9,8 @@ import { SessionBar } from "./SessionBar";
 export function App() {
   const route = useHashRoute();
   const runMatch = /^\/runs\/([^/]+)$/.exec(route);
-  const section = runMatch || route === "/" || route.startsWith("/runs") ? "runs" : route.slice(1);
+  const profileMatch = /^\/profiles(?:\/(.+))?$/.exec(route);
+  const section = runMatch || route === "/" || route.startsWith("/runs") ? "runs" : profileMatch ? "profiles" : route.slice(1);
   return (
     <div className="app">
       <nav className="topnav">
@@ -18,6 +20,9 @@ export function App() {
         <a href="#/" className={section === "runs" ? "active" : ""}>
           Runs
         </a>
+        <a href="#/profiles" className={section === "profiles" ? "active" : ""}>
+          Profiles
+        </a>
         <a href="#/validate" className={section === "validate" ? "active" : ""}>
           Validate
         </a>
@@ -26,6 +31,8 @@ export function App() {
       <main>
         {runMatch?.[1] ? (
           <RunPage key={runMatch[1]} runId={runMatch[1]} />
+        ) : profileMatch ? (
+          <ProfilesPage open={profileMatch[1]} />
         ) : section === "validate" ? (
           <ValidatePage />
         ) : (

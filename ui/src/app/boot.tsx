@@ -5,6 +5,7 @@ import "@xyflow/react/dist/style.css";
 import "../theme.css";
 import "../styles.css";
 import "../run/run.css";
+import "../author/author.css";
 import { App } from "./App";
 
 const root = document.getElementById("root");

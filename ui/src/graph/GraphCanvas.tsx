@@ -31,6 +31,8 @@ export interface GraphCanvasProps {
   onSelect?: (id: string | undefined) => void;
   /** Ids to expand on request (e.g. a pinned node deep in a collapsed frame). */
   reveal?: string[];
+  /** A new model of the same document (an edit) keeps the frames opened or closed as they were. */
+  keepCollapsed?: boolean;
 }
 
 /** Text is 12 px or more: the first view never zooms below this, so it reads at 12 px or more. */
@@ -42,13 +44,18 @@ function backEdgeLabel(label: string | undefined, run: NodeRunState | undefined,
   return `round ${run.rounds} of max ${max ?? "?"}`;
 }
 
-function Canvas({ model, states, pins, selected, onSelect, reveal }: GraphCanvasProps) {
+function Canvas({ model, states, pins, selected, onSelect, reveal, keepCollapsed }: GraphCanvasProps) {
   const [collapsed, setCollapsed] = useState<Set<string>>(() => defaultCollapsed(model));
   const [layout, setLayout] = useState<Layout | undefined>();
   const [layoutError, setLayoutError] = useState<string | undefined>();
   const flow = useReactFlow();
 
-  useEffect(() => setCollapsed(defaultCollapsed(model)), [model]);
+  const seeded = useRef(false);
+  useEffect(() => {
+    const keep = keepCollapsed && seeded.current;
+    seeded.current = true;
+    setCollapsed((current) => (keep ? new Set([...current].filter((id) => model.nodes.get(id)?.group)) : defaultCollapsed(model)));
+  }, [model, keepCollapsed]);
 
   useEffect(() => {
     if (!reveal || reveal.length === 0) return;

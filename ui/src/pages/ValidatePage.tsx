@@ -8,6 +8,7 @@ import type { Diagnostic, DocumentKind, TemplateInfo, ValidationReport } from ".
 import { gapModel, looksLikeGap } from "../graph/gap";
 import { GraphCanvas } from "../graph/GraphCanvas";
 import { graphSpecModel } from "../graph/graphspec";
+import { pinsFor } from "../graph/pins";
 import { emptyModel, type GraphModel } from "../graph/model";
 import { Thumbnail } from "../graph/Thumbnail";
 import { prettyJson } from "../run/format";
@@ -30,24 +31,6 @@ function modelFor(document: unknown, kind: KindChoice): GraphModel {
 function breadcrumb(path: Diagnostic["path"]): string {
   if (!path) return "";
   return Array.isArray(path) ? path.join(" › ") : path;
-}
-
-/** Diagnostics by the model node ids they name. */
-function pinsFor(model: GraphModel, diagnostics: Diagnostic[]): Map<string, Diagnostic[]> {
-  const pins = new Map<string, Diagnostic[]>();
-  for (const diagnostic of diagnostics) {
-    // Pinned where it points when the model has that place (one of two nodes sharing a name),
-    // else on every node it names.
-    const exact = diagnostic.at !== undefined && model.nodes.has(diagnostic.at) ? [diagnostic.at] : undefined;
-    for (const name of exact ? [""] : (diagnostic.nodes ?? [])) {
-      for (const id of exact ?? model.byName.get(name) ?? []) {
-        const list = pins.get(id);
-        if (list) list.push(diagnostic);
-        else pins.set(id, [diagnostic]);
-      }
-    }
-  }
-  return pins;
 }
 
 export function ValidatePage() {

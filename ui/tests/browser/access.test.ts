@@ -102,6 +102,10 @@ describe("keyboard, accessibility and polish", () => {
       }],
       ["software-change run", () => openRun(succeeded, "succeeded")],
       ["GaP run", () => openRun(gap, "succeeded")],
+      ["profiles", async () => {
+        await page.goto(`${session.target.url}/#/profiles`);
+        await page.getByTestId("new-profile-name").waitFor();
+      }],
       ["validate", async () => {
         await page.goto(`${session.target.url}/#/validate`);
         await page.getByTestId("document").waitFor();

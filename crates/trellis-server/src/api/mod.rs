@@ -44,6 +44,7 @@ pub fn routes(state: ApiState) -> Router {
         .route("/validate", post(reads::validate))
         .route("/templates", get(reads::templates))
         .route("/templates/{name}", get(reads::template))
+        .route("/workers", get(reads::workers))
         .route("/profiles", get(profiles::list).post(profiles::create))
         .route(
             "/profiles/{name}",

@@ -280,6 +280,16 @@ pub async fn templates() -> Response {
     Json(trellis_runtime::templates()).into_response()
 }
 
+/// The built-in worker registry (an editor's worker picker); `command.<name>@N` references,
+/// bound to commands by a plan, are open-ended and not listed.
+#[utoipa::path(
+    get, path = "/api/v1/workers", tag = "documents",
+    responses((status = 200, description = "every built-in worker: `[{\"worker\", \"kind\": \"agent\" | \"delivery\"}]`", body = Vec<Object>)),
+)]
+pub async fn workers() -> Response {
+    Json(trellis_runtime::builtin_workers()).into_response()
+}
+
 /// One built-in template with its graph document.
 #[utoipa::path(
     get, path = "/api/v1/templates/{name}", tag = "documents",
