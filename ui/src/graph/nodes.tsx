@@ -121,6 +121,7 @@ function CardNode({ data }: NodeProps<DrawnNode>) {
       className={`card state-${state}${data.selected ? " selected" : ""}${pins?.length ? " pinned" : ""}`}
       data-testid={`node-${node.name}`}
       data-state={state}
+      data-reached={run?.reached ? "true" : undefined}
     >
       <Handles />
       <div className="card-head">
@@ -133,6 +134,11 @@ function CardNode({ data }: NodeProps<DrawnNode>) {
         {run && run.executions.length > 1 && !itemsShown && (
           <span className="badge" title="executions">
             ×{run.executions.length}
+          </span>
+        )}
+        {run?.reached && (
+          <span className="reached-mark" title="The run ended here, with this node's failure">
+            ended here ✕
           </span>
         )}
       </div>
