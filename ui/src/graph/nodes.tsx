@@ -207,7 +207,7 @@ function PillNode({ data }: NodeProps<DrawnNode>) {
   );
 }
 
-function frameHeadline(node: ModelNode, run: NodeRunState | undefined): string {
+export function frameHeadline(node: ModelNode, run: NodeRunState | undefined): string {
   if (node.kind === "loop" && node.maxIterations !== undefined) {
     return run && run.rounds > 0
       ? `round ${run.rounds} of at most ${node.maxIterations}`
@@ -234,6 +234,8 @@ function FrameNode({ data }: NodeProps<DrawnNode>) {
         <button
           type="button"
           className="frame-toggle nodrag"
+          // The accessible tree expands and collapses by keyboard; this is for the pointer.
+          tabIndex={-1}
           aria-label={collapsed ? `Expand ${node.name}` : `Collapse ${node.name}`}
           onClick={(event) => {
             event.stopPropagation();
