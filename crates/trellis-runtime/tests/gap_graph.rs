@@ -226,5 +226,10 @@ fn a_gap_run_recorded_without_its_end_still_reads() {
         .unwrap();
     let status = runtime.status(&run_id).expect("an older run still reads");
     assert_eq!(status.gap_end, None);
-    assert!(serde_json::to_value(&status).unwrap().get("gapEnd").is_none());
+    assert!(
+        serde_json::to_value(&status)
+            .unwrap()
+            .get("gapEnd")
+            .is_none()
+    );
 }
