@@ -111,7 +111,7 @@ fn run_and_forget(dir: &std::path::Path, document: &Value) -> (Runtime, RunId) {
 
 /// The run's events as its ledger holds them, logs left out.
 fn recorded(dir: &std::path::Path, run_id: &RunId) -> Vec<RunEvent> {
-    let store = SqliteStore::open(&dir.join("home/ledger.sqlite3")).unwrap();
+    let store = SqliteStore::open(dir.join("home/ledger.sqlite3")).unwrap();
     store
         .events_after(run_id, Cursor::START, 1000, EventFilter::ExceptLogs)
         .unwrap()
@@ -197,7 +197,7 @@ fn a_gap_run_recorded_without_its_end_still_reads() {
     })
     .expect("the runtime opens");
     // A run as an older Trellis recorded it: the terminal, and no `run_finished` before it.
-    let store = SqliteStore::open(&dir.path().join("home/ledger.sqlite3")).unwrap();
+    let store = SqliteStore::open(dir.path().join("home/ledger.sqlite3")).unwrap();
     let run_id = RunId::generate();
     store
         .create_or_get(NewRun::new(
