@@ -352,6 +352,7 @@ mod tests {
             controller: None,
             executions,
             cause: None,
+            gap_end: None,
         }
     }
 

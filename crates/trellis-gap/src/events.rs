@@ -126,6 +126,10 @@ pub struct ExecutionResult {
     pub outputs: IndexMap<String, Map<String, Value>>,
     /// Why the run did not succeed (also set for a failure end node).
     pub error: Option<String>,
+    /// The full id (`subgraph.node`) of the node whose failure ended the run without reaching
+    /// an end node; not part of the serialized result, whose shape is fixed.
+    #[serde(skip)]
+    pub failed_node: Option<String>,
     /// Checkpoints evaluated after subgraph visits (omitted when none were).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checkpoints: Vec<CheckpointResult>,

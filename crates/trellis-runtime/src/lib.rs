@@ -56,6 +56,7 @@ pub use graphspec::source::{
 };
 pub use observation::cause::{CauseNode, RunCause};
 pub use observation::gap_bodies::{GapBody, GapBodyPhase};
+pub use observation::gap_end::{GapEnd, GapExitStatus};
 pub use observation::logs::{LogEntry, LogFilter, LogRecord, LogsStream};
 pub use observation::runs_stream::RunsStream;
 pub use observation::streams::{Subscription, WatchStream, WatchUpdate, WatchedExecution};

@@ -91,6 +91,8 @@ const STATUS_FIELDS: &[(&str, Field, bool)] = &[
     ("executions", Field::Components("ExecutionSummary"), true),
     // Why a failed run failed: `{reason, nodes: [{node, channel, reason, message, …}]}`.
     ("cause", Field::Object, false),
+    // Where a finished GaP run ended: `{exitStatus, endNode, failedNode}`.
+    ("gapEnd", Field::Object, false),
 ];
 
 const EXECUTION_FIELDS: &[(&str, Field, bool)] = &[

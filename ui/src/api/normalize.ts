@@ -3,6 +3,7 @@
 // in the page's form pass through, so the page reads either.
 import type {
   CauseNode,
+  GapEnd,
   CheckpointInfo,
   CheckpointPage,
   Diagnostic,
@@ -93,6 +94,12 @@ export function executionSummary(raw: unknown): ExecutionSummary {
   };
 }
 
+function gapEnd(raw: unknown): GapEnd | undefined {
+  if (!isObject(raw)) return undefined;
+  const exitStatus = raw.exitStatus === "success" || raw.exitStatus === "failure" ? raw.exitStatus : undefined;
+  return { exitStatus, endNode: str(raw.endNode), failedNode: str(raw.failedNode) };
+}
+
 export function runStatus(raw: unknown): RunStatus {
   const run = isObject(raw) ? raw : {};
   const { result } = statusWord(run.status);
@@ -102,6 +109,7 @@ export function runStatus(raw: unknown): RunStatus {
     executions: (Array.isArray(run.executions) ? run.executions : []).map(executionSummary),
     result: (run.result as TerminalResult | undefined) ?? result,
     cause: runCause(run.cause),
+    gapEnd: gapEnd(run.gapEnd),
     worktree: isObject(run.worktree) && typeof run.worktree.path === "string"
       ? { path: run.worktree.path, worktreeOf: str(run.worktree.worktreeOf) ?? "", exists: run.worktree.exists === true }
       : undefined,

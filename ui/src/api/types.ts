@@ -108,11 +108,20 @@ export interface RetainedWorkspace {
   exists: boolean;
 }
 
+/** Where a finished GaP run ended (`RunStatus.gapEnd`): the end node it reached, or the node whose failure ended it. */
+export interface GapEnd {
+  exitStatus?: "success" | "failure";
+  endNode?: string;
+  /** The full node id (`subgraph.node`). */
+  failedNode?: string;
+}
+
 export interface RunStatus extends RunSummary {
   cursor: string;
   executions: ExecutionSummary[];
   result?: TerminalResult;
   cause?: RunCause;
+  gapEnd?: GapEnd;
   worktree?: RetainedWorkspace;
 }
 

@@ -1,7 +1,9 @@
 // Draws a graph model with React Flow after laying it out with ELK; frames collapse and expand
 // on demand, and run states, the path taken and diagnostics are painted on without a new layout.
 // The first view of each layout is fitted once; opening the inspector or selecting a node never
-// moves it. Nodes are reached with Tab and opened with Enter or Space.
+// moves it. Keyboard and screen readers use the graph's accessible tree (`GraphTree`): one tab
+// stop, arrow keys to move, expand and collapse, Enter or Space to open; the canvas wears its
+// focus ring and pans to keep it in view.
 import {
   Background,
   Controls,
@@ -12,15 +14,16 @@ import {
   useStore,
   type Edge,
 } from "@xyflow/react";
-import { useCallback, useEffect, useMemo, useRef, useState, type KeyboardEvent } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { Diagnostic } from "../api/types";
 import { edgeTaken } from "../run/outcome";
 import type { NodeRunState } from "../run/state";
 import { edgeTypes, type RoutedData } from "./edges";
 import { defaultCollapsed } from "./collapse";
-import { layoutGraph, shortLabel, type Layout } from "./layout";
+import { GraphTree } from "./GraphTree";
+import { layoutGraph, shortLabel, visibleOwner, type Layout } from "./layout";
 import type { GraphModel } from "./model";
-import { drawnType, nodeTypes, stateWords, type DrawnNode } from "./nodes";
+import { drawnType, nodeTypes, type DrawnNode } from "./nodes";
 
 export interface GraphCanvasProps {
   model: GraphModel;
@@ -113,6 +116,51 @@ function Canvas({ model, states, pins, selected, onSelect, reveal, keepCollapsed
     void flow.setViewport({ x, y, zoom });
   }, [layout, flow, canvasWidth, canvasHeight]);
 
+  // The tree's tab stop: the item last moved to or clicked, else the node open in the
+  // inspector, shown as its nearest visible frame while a frame above it is collapsed.
+  const [activeWish, setActive] = useState<string | undefined>();
+  const [treeFocused, setTreeFocused] = useState(false);
+  useEffect(() => setActive(undefined), [model]);
+  // A node opened from elsewhere (the timeline, a pinned diagnostic) takes the tab stop.
+  useEffect(() => {
+    if (selected) setActive(selected);
+  }, [selected]);
+  const active = useMemo(() => {
+    const wanted = activeWish ?? selected;
+    const shown = wanted && model.nodes.has(wanted) ? visibleOwner(model, wanted, collapsed) : undefined;
+    return shown ?? model.roots[0] ?? "";
+  }, [activeWish, selected, model, collapsed]);
+  const expand = useCallback((ids: string[]) => {
+    setCollapsed((current) => {
+      const next = new Set(current);
+      for (const id of ids) next.delete(id);
+      return next;
+    });
+  }, []);
+  const collapse = useCallback((id: string) => setCollapsed((current) => new Set(current).add(id)), []);
+
+  // Keep the node the keyboard is on in view, at the zoom the reader chose.
+  useEffect(() => {
+    if (!treeFocused || !layout || canvasWidth === 0) return;
+    const internal = flow.getInternalNode(active);
+    if (!internal) return;
+    const { x, y, zoom } = flow.getViewport();
+    const at = internal.internals.positionAbsolute;
+    const width = internal.measured.width ?? internal.width ?? 0;
+    const height = internal.measured.height ?? internal.height ?? 0;
+    const left = at.x * zoom + x;
+    const top = at.y * zoom + y;
+    // In view when whole, or for a frame larger than half the view, when its head is.
+    const needWidth = Math.min(width * zoom, canvasWidth / 2);
+    const needHeight = Math.min(height * zoom, canvasHeight / 2);
+    const inView = left >= 0 && top >= 0 && left + needWidth <= canvasWidth && top + needHeight <= canvasHeight;
+    if (inView) return;
+    // A frame larger than the view is brought in by its head.
+    const centerX = at.x + Math.min(width, (canvasWidth * 0.8) / zoom) / 2;
+    const centerY = at.y + Math.min(height, (canvasHeight * 0.8) / zoom) / 2;
+    void flow.setCenter(centerX, centerY, { zoom });
+  }, [active, treeFocused, layout, flow, canvasWidth, canvasHeight]);
+
   const toggle = useCallback((id: string) => {
     setCollapsed((current) => {
       const next = new Set(current);
@@ -147,9 +195,9 @@ function Canvas({ model, states, pins, selected, onSelect, reveal, keepCollapsed
           connectable: false,
           selectable: true,
           zIndex: node.group ? 0 : 1,
-          // A card or pill is named by its own text; a frame by what it is and how it stands.
-          ariaLabel: node.group ? `${node.kind} ${node.name}${run ? `, ${stateWords(run)}` : ""}` : undefined,
-          ariaRole: node.group ? "group" : "button",
+          className: treeFocused && placed.id === active ? "tree-focus" : undefined,
+          // Screen readers read the accessible tree instead (the same nodes, in words).
+          domAttributes: { "aria-hidden": true, "aria-roledescription": undefined },
           data: {
             node,
             run,
@@ -161,7 +209,7 @@ function Canvas({ model, states, pins, selected, onSelect, reveal, keepCollapsed
         },
       ];
     });
-  }, [layout, model, states, pins, selected, toggle]);
+  }, [layout, model, states, pins, selected, toggle, treeFocused, active]);
 
   const edges = useMemo<Edge<RoutedData>[]>(() => {
     if (!layout) return [];
@@ -186,23 +234,24 @@ function Canvas({ model, states, pins, selected, onSelect, reveal, keepCollapsed
     });
   }, [layout, states, model]);
 
-  // Enter or Space on a focused node opens it (React Flow only selects it).
-  const onKeyDown = useCallback(
-    (event: KeyboardEvent<HTMLDivElement>) => {
-      if (event.key !== "Enter" && event.key !== " ") return;
-      const target = event.target as HTMLElement;
-      if (!target.classList.contains("react-flow__node")) return;
-      const id = target.getAttribute("data-id");
-      if (!id) return;
-      event.preventDefault();
-      onSelect?.(id);
-    },
-    [onSelect],
-  );
+  const open = useCallback((id: string) => onSelect?.(id), [onSelect]);
 
   if (layoutError) return <div className="error-box">Layout failed: {layoutError}</div>;
   return (
-    <div className="graph-flow" onKeyDown={onKeyDown}>
+    <div className="graph-flow">
+      <GraphTree
+        model={model}
+        states={states}
+        pins={pins}
+        collapsed={collapsed}
+        selected={selected}
+        active={active}
+        onActive={setActive}
+        onExpand={expand}
+        onCollapse={collapse}
+        onOpen={open}
+        onFocusedChange={setTreeFocused}
+      />
       <ReactFlow
         nodes={nodes}
         edges={edges}
@@ -211,12 +260,16 @@ function Canvas({ model, states, pins, selected, onSelect, reveal, keepCollapsed
         nodesDraggable={false}
         nodesConnectable={false}
         edgesFocusable={false}
+        nodesFocusable={false}
         elementsSelectable
         minZoom={0.05}
         maxZoom={2.5}
         onlyRenderVisibleElements
         proOptions={{ hideAttribution: true }}
-        onNodeClick={(_, node) => onSelect?.(node.id)}
+        onNodeClick={(_, node) => {
+          setActive(node.id);
+          onSelect?.(node.id);
+        }}
         onPaneClick={() => onSelect?.(undefined)}
       >
         <Background gap={24} size={1} />

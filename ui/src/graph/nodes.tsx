@@ -121,6 +121,7 @@ function CardNode({ data }: NodeProps<DrawnNode>) {
       className={`card state-${state}${data.selected ? " selected" : ""}${pins?.length ? " pinned" : ""}`}
       data-testid={`node-${node.name}`}
       data-state={state}
+      data-reached={run?.reached ? "true" : undefined}
     >
       <Handles />
       <div className="card-head">
@@ -133,6 +134,11 @@ function CardNode({ data }: NodeProps<DrawnNode>) {
         {run && run.executions.length > 1 && !itemsShown && (
           <span className="badge" title="executions">
             ×{run.executions.length}
+          </span>
+        )}
+        {run?.reached && (
+          <span className="reached-mark" title="The run ended here, with this node's failure">
+            ended here ✕
           </span>
         )}
       </div>
@@ -201,7 +207,7 @@ function PillNode({ data }: NodeProps<DrawnNode>) {
   );
 }
 
-function frameHeadline(node: ModelNode, run: NodeRunState | undefined): string {
+export function frameHeadline(node: ModelNode, run: NodeRunState | undefined): string {
   if (node.kind === "loop" && node.maxIterations !== undefined) {
     return run && run.rounds > 0
       ? `round ${run.rounds} of at most ${node.maxIterations}`
@@ -228,6 +234,8 @@ function FrameNode({ data }: NodeProps<DrawnNode>) {
         <button
           type="button"
           className="frame-toggle nodrag"
+          // The accessible tree expands and collapses by keyboard; this is for the pointer.
+          tabIndex={-1}
           aria-label={collapsed ? `Expand ${node.name}` : `Collapse ${node.name}`}
           onClick={(event) => {
             event.stopPropagation();

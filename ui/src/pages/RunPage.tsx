@@ -72,9 +72,9 @@ export function RunPage({ runId, onStatus, onSelectNode }: { runId: string } & R
     if (!model || !shownFold) return undefined;
     const computed = nodeStates(model, views);
     const result = shownFold.result;
-    markReached(model, computed, reachedTerminals(model, result, views), result?.status === "failed");
+    markReached(model, computed, reachedTerminals(model, result, views, status?.gapEnd), result?.status === "failed");
     return computed;
-  }, [model, views, shownFold]);
+  }, [model, views, shownFold, status?.gapEnd]);
   const nodeNames = useMemo(
     () => (model ? [...new Set(executables(model).map((node) => node.runName ?? node.name))] : []),
     [model],

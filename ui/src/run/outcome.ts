@@ -1,22 +1,32 @@
 // How a run ended, drawn on its graph: the terminal it reached, the path it took, and the
 // verdicts each round of a loop gave.
-import type { TerminalResult } from "../api/types";
+import type { GapEnd, TerminalResult } from "../api/types";
 import type { GraphModel, ModelEdge } from "../graph/model";
 import type { ExecutionView, NodeRunState } from "./state";
 
+/** A GaP run's top-level end node called `name`. */
+function gapEndNode(model: GraphModel, name: string): string[] {
+  return [...model.nodes.values()].filter((node) => node.kind === "end" && node.parent === "workflow" && node.name === name).map((node) => node.id);
+}
+
 /**
- * The terminal node(s) a finished run reached: a GaP run's `end_node`; a GraphSpec failure's
- * `fail` node with that reason; a GraphSpec success's only `succeed` node, or the one whose
- * frame ran last when there are several.
+ * The terminal node(s) a finished run reached: a GaP run's end node (from its result, or for a
+ * failure from `gapEnd`), or the node whose failure ended it; a GraphSpec failure's `fail` node
+ * with that reason; a GraphSpec success's only `succeed` node, or the one whose frame ran last
+ * when there are several.
  */
-export function reachedTerminals(model: GraphModel, result: TerminalResult | undefined, views: ExecutionView[]): string[] {
+export function reachedTerminals(model: GraphModel, result: TerminalResult | undefined, views: ExecutionView[], gapEnd?: GapEnd): string[] {
   if (!result) return [];
   const nodes = [...model.nodes.values()];
+  if (result.status === "failed" && gapEnd) {
+    if (gapEnd.endNode) return gapEndNode(model, gapEnd.endNode);
+    const failed = gapEnd.failedNode;
+    if (failed) return nodes.filter((node) => !node.group && (node.runName ?? node.name) === failed).map((node) => node.id);
+  }
   if (result.status === "succeeded") {
     const output = result.output as { end_node?: unknown } | undefined;
     if (output && typeof output.end_node === "string") {
-      const endNode = output.end_node;
-      return nodes.filter((node) => node.kind === "end" && node.parent === "workflow" && node.name === endNode).map((node) => node.id);
+      return gapEndNode(model, output.end_node);
     }
     const succeeds = nodes.filter((node) => node.kind === "succeed");
     if (succeeds.length <= 1) return succeeds.map((node) => node.id);

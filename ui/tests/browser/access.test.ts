@@ -1,5 +1,5 @@
-// Keyboard, screen-reader and small-screen use, and the smaller promises of every page: a focus
-// ring on nodes, Enter opens and Escape closes, dialogs that keep focus and default to Cancel,
+// Keyboard, screen-reader and small-screen use, and the smaller promises of every page: the
+// graph as a WAI-ARIA tree (one tab stop, arrow keys, a focus ring on the canvas), Enter opens and Escape closes, dialogs that keep focus and default to Cancel,
 // no serious axe-core violations, glyphs that render, a served favicon, plain error messages, a
 // hint to reload after the server restarted, a dark theme, and a usable 390 px layout.
 import type { Page } from "playwright-core";
@@ -33,31 +33,100 @@ async function openRun(runId: string, status: string) {
 }
 
 describe("keyboard, accessibility and polish", () => {
-  test("Tab reaches a node with a visible focus ring, Enter opens it, Escape closes it", async () => {
+  test("Tab reaches the graph's tree in one stop, the canvas rings its node, Enter opens it, Escape closes it", async () => {
     await openRun(succeeded, "succeeded");
-    let focusedNode: string | null = null;
-    for (let press = 0; press < 40 && !focusedNode; press += 1) {
+    let focused: string | null = null;
+    for (let press = 0; press < 40 && !focused; press += 1) {
       await page.keyboard.press("Tab");
-      focusedNode = await page.evaluate(() => {
+      focused = await page.evaluate(() => {
         const active = document.activeElement;
-        return active?.classList.contains("react-flow__node") ? active.getAttribute("data-id") : null;
+        return active?.getAttribute("role") === "treeitem" ? active.getAttribute("data-node-id") : null;
       });
     }
-    expect(focusedNode).not.toBeNull();
-    const ring = await page.evaluate(() => {
-      const style = getComputedStyle(document.activeElement as Element);
-      return { width: Number.parseFloat(style.outlineWidth), style: style.outlineStyle };
-    });
+    expect(focused).not.toBeNull();
+    // One tab stop: the focused item alone is in the tab order, and no canvas node is.
+    await expect(page.locator('[role="treeitem"][tabindex="0"]').count()).resolves.toBe(1);
+    await expect(page.locator(".react-flow__node[tabindex]").count()).resolves.toBe(0);
+    const ring = await page.evaluate((id) => {
+      const node = [...document.querySelectorAll(".react-flow__node")].find((element) => element.getAttribute("data-id") === id);
+      const style = node ? getComputedStyle(node) : undefined;
+      return { width: Number.parseFloat(style?.outlineWidth ?? "0"), style: style?.outlineStyle ?? "none" };
+    }, focused);
     expect(ring.style).not.toBe("none");
     expect(ring.width).toBeGreaterThanOrEqual(2);
     await page.keyboard.press("Enter");
     await page.getByTestId("inspector").waitFor({ timeout: 5_000 });
+    await expect(page.locator('[role="treeitem"][aria-selected="true"]').getAttribute("data-node-id")).resolves.toBe(focused);
     await page.keyboard.press("Escape");
     await expect.poll(() => page.getByTestId("inspector").count()).toBe(0);
-    // Space opens it as well.
-    await page.locator(`.react-flow__node[data-id="${focusedNode}"]`).focus();
+    // Focus stayed on the item; Space opens it as well.
+    await expect(page.evaluate(() => document.activeElement?.getAttribute("data-node-id"))).resolves.toBe(focused);
     await page.keyboard.press(" ");
     await page.getByTestId("inspector").waitFor({ timeout: 5_000 });
+    await page.keyboard.press("Escape");
+    await expect.poll(() => page.getByTestId("inspector").count()).toBe(0);
+    // The next Tab leaves the tree.
+    await page.keyboard.press("Tab");
+    await expect(page.evaluate(() => document.activeElement?.getAttribute("role"))).resolves.not.toBe("treeitem");
+  });
+
+  test("the graph is a WAI-ARIA tree: frames expand and collapse, arrows move, Home, End and type-ahead jump", async () => {
+    await openRun(gap, "succeeded");
+    const tree = page.getByRole("tree", { name: "Graph nodes" });
+    await expect(tree.count()).resolves.toBe(1);
+    const item = (name: string) => page.getByTestId(`tree-${name}`);
+    const focusedName = () => page.evaluate(() => document.activeElement?.getAttribute("data-testid"));
+    const attributes = (name: string) =>
+      item(name).evaluate((element) => ({
+        role: element.getAttribute("role"),
+        level: element.getAttribute("aria-level"),
+        size: element.getAttribute("aria-setsize"),
+        position: element.getAttribute("aria-posinset"),
+        expanded: element.getAttribute("aria-expanded"),
+        selected: element.getAttribute("aria-selected"),
+      }));
+    // The workflow frame holds the subgraph frame (a group of four) and the end nodes.
+    await expect(attributes("workflow")).resolves.toEqual({ role: "treeitem", level: "1", size: "1", position: "1", expanded: "true", selected: "false" });
+    await expect(attributes("run_sg")).resolves.toEqual({ role: "treeitem", level: "2", size: "4", position: "1", expanded: "true", selected: "false" });
+    await expect(attributes("work")).resolves.toMatchObject({ level: "3", expanded: null });
+    await expect(item("run_sg").locator(':scope > [role="group"] > [role="treeitem"]').count()).resolves.toBe(4);
+    // The label says what the node is and how it stands.
+    await expect(item("done").textContent()).resolves.toContain("succeeded, the run ended here");
+
+    await item("workflow").focus();
+    await page.keyboard.press("ArrowDown");
+    await expect(focusedName()).resolves.toBe("tree-run_sg");
+    // Left collapses the frame, on the canvas too; Down then skips its children.
+    await page.keyboard.press("ArrowLeft");
+    await expect(item("run_sg").getAttribute("aria-expanded")).resolves.toBe("false");
+    await expect.poll(() => page.getByTestId("frame-run_sg").getAttribute("class")).toContain("collapsed");
+    await expect.poll(() => page.getByTestId("node-work").count()).toBe(0);
+    await page.keyboard.press("ArrowDown");
+    await expect(focusedName()).resolves.toBe("tree-done");
+    await page.keyboard.press("ArrowUp");
+    await expect(focusedName()).resolves.toBe("tree-run_sg");
+    // Right expands it, then enters it; Left goes back to the parent.
+    await page.keyboard.press("ArrowRight");
+    await expect(item("run_sg").getAttribute("aria-expanded")).resolves.toBe("true");
+    await expect(focusedName()).resolves.toBe("tree-run_sg");
+    await page.getByTestId("node-work").waitFor();
+    await page.keyboard.press("ArrowRight");
+    await expect(focusedName()).resolves.toBe("tree-work");
+    await page.keyboard.press("ArrowLeft");
+    await expect(focusedName()).resolves.toBe("tree-run_sg");
+    await page.keyboard.press("End");
+    await expect(page.evaluate(() => document.activeElement?.getAttribute("data-node-id"))).resolves.toBe("workflow/START");
+    await page.keyboard.press("Home");
+    await expect(focusedName()).resolves.toBe("tree-workflow");
+    // Type-ahead, then Enter opens the node in the inspector and marks it selected.
+    await page.keyboard.type("fa");
+    await expect(focusedName()).resolves.toBe("tree-failed");
+    await page.keyboard.press("Enter");
+    await page.getByTestId("inspector").waitFor({ timeout: 5_000 });
+    await expect(item("failed").getAttribute("aria-selected")).resolves.toBe("true");
+    // Still one tab stop, and it is the focused item.
+    await expect(page.locator('[role="treeitem"][tabindex="0"]').count()).resolves.toBe(1);
+    await expect(item("failed").getAttribute("tabindex")).resolves.toBe("0");
     await page.keyboard.press("Escape");
     await expect.poll(() => page.getByTestId("inspector").count()).toBe(0);
   });

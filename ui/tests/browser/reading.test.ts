@@ -47,6 +47,19 @@ describe("reading a finished run", () => {
     expect(await page.locator(".inspector .empty").count()).toBe(0);
   });
 
+  test("a failed GaP run whose folder was deleted marks the failure end it reached", async () => {
+    const gap = session.target.runGapWorkflow("test_sg_on_error_recovery.json", "GaP recovery workflow that fails", true);
+    await openRun(gap, "failed");
+    const failedEnd = page.getByTestId("node-failed");
+    await expect.poll(() => failedEnd.getAttribute("data-reached"), { timeout: 10_000 }).toBe("true");
+    await expect(failedEnd.textContent()).resolves.toContain("run ended here ✕");
+    await expect(failedEnd.getAttribute("data-kind")).resolves.toBe("end");
+    await expect(page.getByTestId("node-done").getAttribute("data-reached")).resolves.toBeNull();
+    await expect(page.getByTestId("node-work").getAttribute("data-state")).resolves.toBe("failed");
+    // The accessible tree says so as well.
+    await expect(page.getByTestId("tree-failed").textContent()).resolves.toContain("the run ended here");
+  });
+
   test("a running GaP run's bodies turn running, then succeeded, without a reload", async () => {
     const slow = {
       version: 3,
@@ -89,6 +102,9 @@ describe("reading a finished run", () => {
     await expect(page.getByTestId("node-make").getAttribute("data-state")).resolves.toBe("succeeded");
     await expect(page.getByTestId("run-cause").textContent()).resolves.toContain("check: ");
     await expect(page.getByTestId("run-cause").textContent()).resolves.toContain("seven is not enough");
+    // No end node was reached: the node whose failure ended the run is marked instead.
+    await expect.poll(() => page.getByTestId("node-check").getAttribute("data-reached"), { timeout: 10_000 }).toBe("true");
+    await expect(page.getByTestId("node-done").getAttribute("data-reached")).resolves.toBeNull();
   });
 
   test("a succeeded software-change run marks the terminal it reached, the path, the loop's rounds and each round's verdicts", async () => {

@@ -30,9 +30,10 @@ export interface Target {
   /**
    * Runs the public GaP conformance workflow `name` (../shared/conformance/gap) to its end from
    * a folder of its own with the stub Python tool, then deletes that folder: the page must draw
-   * the run from the ledger alone.
+   * the run from the ledger alone. With `fails`, its `stub.work` tool raises, and the run must
+   * end failed.
    */
-  runGapWorkflow: (name: string, title: string) => string;
+  runGapWorkflow: (name: string, title: string, fails?: boolean) => string;
   /** Starts a GaP workflow `document` detached, with the built-in `stub.*` tools; its run id. */
   startGapDocument: (document: unknown, title: string) => string;
   /** The run's `status` object as `trellis status --json` reports it. */
@@ -140,19 +141,19 @@ export async function startTarget(extraArgs: string[] = []): Promise<Target> {
       workspaceOf.set(runId, workspace);
       return runId;
     },
-    runGapWorkflow: (name, title) => {
+    runGapWorkflow: (name, title, fails = false) => {
       workspaces += 1;
       const folder = join(root, `gap-${workspaces}`);
       mkdirSync(folder);
       cpSync(join(repo, "../shared/conformance/gap", name), join(folder, "workflow.json"));
-      const tool = `stub.work=${join(repo, "crates/trellis-gap/tests/fixtures/tools/stub_tools.py")}:work_ok`;
+      const tool = `stub.work=${join(repo, "crates/trellis-gap/tests/fixtures/tools/stub_tools.py")}:${fails ? "work_fail" : "work_ok"}`;
       const ran = spawnSync(TRELLIS, ["run", join(folder, "workflow.json"), "--python-tool", tool, "--title", title, "--json"], {
         env,
         cwd: root,
         encoding: "utf8",
         timeout: 60_000,
       });
-      if (ran.status !== 0) throw new Error(`trellis run (GaP) failed: ${ran.stderr}`);
+      if (ran.status !== (fails ? 1 : 0)) throw new Error(`trellis run (GaP) exited ${ran.status}: ${ran.stderr}`);
       rmSync(folder, { recursive: true, force: true });
       const listed = spawnSync(TRELLIS, ["list", "--json"], { env, encoding: "utf8", timeout: 30_000 });
       const runs = (JSON.parse(listed.stdout) as { runs: { runId: string; title: string }[] }).runs;

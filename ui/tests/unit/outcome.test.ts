@@ -34,6 +34,15 @@ describe("how a run ended", () => {
     expect(edgeTaken(model, { source: "workflow/run_sg/START", target: "workflow/run_sg/work" }, states)).toBe(true);
   });
 
+  test("a failed GaP run reaches the end node its ledger names, or the node whose failure ended it", () => {
+    const model = gapModel(JSON.parse(readFileSync(`${conformance}/gap/test_sg_on_error_recovery.json`, "utf8")));
+    const failed = { status: "failed", reason: "workflow_failed" } as const;
+    expect(reachedTerminals(model, failed, [], { exitStatus: "failure", endNode: "failed" })).toEqual(["workflow/failed"]);
+    expect(reachedTerminals(model, failed, [], { failedNode: "sg_work.work" })).toEqual(["workflow/run_sg/work"]);
+    // A run recorded before its end was kept marks nothing.
+    expect(reachedTerminals(model, failed, [])).toEqual([]);
+  });
+
   test("a GraphSpec failure reaches the fail node with its reason; a force-stop reaches none", () => {
     const model = graphSpecModel(softwareChange);
     const reached = reachedTerminals(model, { status: "failed", reason: "change_attempts_exhausted" }, []);

@@ -180,6 +180,16 @@ impl ExecError {
             _ => None,
         }
     }
+
+    /// The node whose body failed, when the error is one node's failure.
+    fn failed_node(&self) -> Option<String> {
+        match self {
+            ExecError::Node { node_id, .. } | ExecError::Resolve { node_id, .. } => {
+                Some(node_id.clone())
+            }
+            _ => None,
+        }
+    }
 }
 
 /// One execution's state beyond what nodes share through `ctx`.
@@ -220,6 +230,7 @@ fn empty_result(error: String) -> ExecutionResult {
         end_node: None,
         outputs: IndexMap::new(),
         error: Some(error),
+        failed_node: None,
         traceback: None,
         trace_dir: None,
         duration_s: 0.0,

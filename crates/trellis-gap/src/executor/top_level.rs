@@ -41,6 +41,7 @@ impl Executor<'_> {
             Ok(terminal) => terminal,
             Err(error) => {
                 result.traceback = error.traceback();
+                result.failed_node = error.failed_node();
                 result.error = Some(error.to_string());
                 return result;
             }

@@ -48,6 +48,21 @@ fn recorded_payload(event: &GapEvent, redactor: &Redactor) -> Value {
     })
 }
 
+/// How the workflow ended, recorded as a `run_finished` progress event just before the run's
+/// terminal: the executor's result without its outputs (the terminal holds a success's) and
+/// without its error text (logged), plus the node whose failure ended it. A failed run's
+/// terminal says only `workflow_failed`, so this is where its end is kept.
+fn run_finished_payload(result: &trellis_gap::ExecutionResult) -> Value {
+    json!({
+        "event": "run_finished",
+        "result": {
+            "exit_status": result.exit_status,
+            "end_node": result.end_node,
+            "failed_node": result.failed_node,
+        },
+    })
+}
+
 /// Most events one ledger transaction carries; keeps batches well under the ledger's bound.
 const BATCH_EVENTS: usize = 512;
 
@@ -321,6 +336,9 @@ pub(crate) fn drive(
     if let Some(error) = &result.error {
         closing.push(error_log(format!("workflow failed: {error}")));
     }
+    closing.push(RunEvent::GapEvent {
+        payload: run_finished_payload(&result),
+    });
     closing.push(RunEvent::Terminal { result: terminal });
     store.append(&run_id, &closing)?;
     if let Some(failure) = write_failure {

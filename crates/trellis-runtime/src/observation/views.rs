@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::checkpoints::operations::RetainedWorkspace;
 use crate::observation::cause::RunCause;
+use crate::observation::gap_end::GapEnd;
 use serde::Serialize;
 use serde_json::Value;
 use trellis_agents::Binding;
@@ -111,6 +112,10 @@ pub struct RunStatus {
     /// Why a failed run failed: the nodes whose outcomes led to its `fail` node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<RunCause>,
+    /// Where a finished GaP run ended: the end node it reached, or the node whose failure
+    /// ended it (absent for runs recorded before this was kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap_end: Option<GapEnd>,
 }
 
 /// A run's controller process.
@@ -145,6 +150,7 @@ impl RunStatus {
                 .map(|(&id, e)| ExecutionSummary::of(run_id, id, e))
                 .collect(),
             cause: None,
+            gap_end: None,
         }
     }
 }

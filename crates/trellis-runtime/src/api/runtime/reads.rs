@@ -12,6 +12,7 @@ use crate::graphspec::admission::{Registry, verify};
 use crate::observation::attach::resolve_execution;
 use crate::observation::cause::run_cause;
 use crate::observation::gap_bodies::{GapBody, gap_bodies};
+use crate::observation::gap_end::gap_end;
 use crate::observation::logs::{LogFilter, LogsStream};
 use crate::observation::runs_stream::RunsStream;
 use crate::observation::streams::WatchStream;
@@ -36,6 +37,9 @@ impl Runtime {
                 &snapshot,
                 record.submission.get("graph"),
             )?;
+        }
+        if record.kind == RunKind::Gap && snapshot.head.is_finished() {
+            status.gap_end = gap_end(self.store.as_ref(), run_id)?;
         }
         Ok(status)
     }
