@@ -193,6 +193,7 @@ impl Runtime {
             handling,
             from_checkpoint: None,
             caller_connections: connections.caller_names(),
+            environment: options.environment.filter(|spec| !spec.is_empty()),
         };
         let title = options
             .title

@@ -1,0 +1,355 @@
+//! `trellis run --target NAME --environment FILE`: a local `trellis serve` runs the file's
+//! setup hooks (which install a tool the step is then started as, found on its `PATH`) and
+//! startup hooks (which leave a service running, stopped when the run ends) before it
+//! dispatches; both run again on resume; a hook over its limit, or failing, ends the run
+//! before any step started, with its log; a secret a hook prints is masked; and a local run
+//! refuses an environment file.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use support::serve::{Server, served_workspaces};
+use support::{CliOutput, STATE_TIMEOUT, Sandbox, graph, python, wait_until, worker_script};
+
+const TOKEN: &str = "trellis_environment_token_3c2b1a0f";
+/// A connection value the startup hook prints: it must never be recorded.
+const CANARY: &str = "canary-environment-hook-8d7e6f5a";
+
+/// Runs `trellis ARGS` with the targets file naming `server` as `team`, `env` added.
+fn remote(sandbox: &Sandbox, server: &Server, args: &[&str], env: &[(&str, &str)]) -> CliOutput {
+    let targets = sandbox.home.with_file_name("targets.json");
+    let targets = targets.to_str().expect("UTF-8 path");
+    let mut all_env = vec![("TRELLIS_TARGETS", targets), ("TEAM_TOKEN", TOKEN)];
+    all_env.extend_from_slice(env);
+    if !Path::new(targets).exists() {
+        sandbox
+            .trellis_with_env(
+                &[
+                    "target",
+                    "add",
+                    "team",
+                    &server.base,
+                    "--token-env",
+                    "TEAM_TOKEN",
+                ],
+                &all_env,
+            )
+            .success();
+    }
+    let mut all = vec!["--target", "team"];
+    all.extend_from_slice(args);
+    sandbox.trellis_with_env(&all, &all_env)
+}
+
+/// Where the hooks of these tests leave their marks (outside every workspace).
+fn marks(sandbox: &Sandbox) -> PathBuf {
+    let dir = sandbox.home.with_file_name("marks");
+    std::fs::create_dir_all(&dir).expect("marks dir");
+    dir
+}
+
+/// Writes an environment file: a setup hook installing `envtool` (the test worker under
+/// another name) into the tools directory, and a startup hook leaving a `sleep` service
+/// running, printing the canary, and — from the second time on — fixing the `flaky` step.
+fn environment_file(sandbox: &Sandbox) -> String {
+    let marks = marks(sandbox);
+    let marks = marks.display();
+    let tool = format!(
+        "#!/bin/sh\nexec {} {} \"$@\"\n",
+        python(),
+        worker_script().display()
+    );
+    let setup = format!(
+        "echo setup >> {marks}/hooks.log\n\
+         cat > \"$TRELLIS_TOOLS_BIN/envtool\" <<'TOOL'\n{tool}TOOL\n\
+         chmod +x \"$TRELLIS_TOOLS_BIN/envtool\"\n\
+         echo installed envtool; pwd"
+    );
+    let startup = format!(
+        "grep -q startup {marks}/hooks.log && touch \"$TRELLIS_WORKSPACE/fixed-flaky\"\n\
+         echo startup >> {marks}/hooks.log\n\
+         sleep 300 >/dev/null 2>&1 &\n\
+         echo $! > {marks}/service-$TRELLIS_RUN_ID.pid\n\
+         echo \"the token is $CANARY_TOKEN\" >&2"
+    );
+    sandbox.write_json(
+        "environment.json",
+        &json!({
+            "setup": [{"name": "tools", "run": setup}],
+            "startup": [{"name": "service", "run": startup}]
+        }),
+    )
+}
+
+/// The `run` arguments of a one-step graph whose step runs as `envtool`.
+fn run_args(sandbox: &Sandbox, step: &str) -> Vec<String> {
+    let plan = json!({
+        "kind": "command",
+        "command": ["envtool"],
+        "connections": ["CANARY_TOKEN"],
+    });
+    let mut args = sandbox.run_args(&graph::one_step_graph(step), &json!({"value": 21}), &plan);
+    args.push("--no-source".into());
+    args
+}
+
+fn hooks_log(sandbox: &Sandbox) -> Vec<String> {
+    std::fs::read_to_string(marks(sandbox).join("hooks.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The run's log messages, read through the server.
+fn log_messages(sandbox: &Sandbox, server: &Server, run: &str) -> Vec<String> {
+    let out = remote(sandbox, server, &["logs", run], &[]).success();
+    assert!(
+        !out.stdout.contains(CANARY),
+        "the canary leaked:\n{}",
+        out.stdout
+    );
+    out.ndjson()
+        .iter()
+        .filter_map(|line| line["record"]["message"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+fn service_pid(sandbox: &Sandbox, run: &str) -> u32 {
+    let path = marks(sandbox).join(format!("service-{run}.pid"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("no {}: {e}", path.display()))
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+fn receipt_and_last(out: &CliOutput) -> (String, Value) {
+    let lines = out.ndjson();
+    let run = lines[0]["runId"].as_str().expect("receipt").to_owned();
+    let last = lines.last().expect("watch updates").clone();
+    (run, last)
+}
+
+#[test]
+fn setup_installs_a_tool_the_step_finds_on_its_path_and_the_startup_service_ends_with_the_run() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let environment = environment_file(&sandbox);
+    let mut args: Vec<String> = run_args(&sandbox, "double");
+    args.extend(["--environment".into(), environment]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = remote(&sandbox, &server, &args, &[("CANARY_TOKEN", CANARY)]).success();
+    let (run, last) = receipt_and_last(&out);
+    assert_eq!(
+        last["status"]["terminalResult"],
+        json!({"status": "succeeded", "output": {"result": 42}}),
+        "{last}"
+    );
+    assert_eq!(hooks_log(&sandbox), ["setup", "startup"]);
+
+    // The service the startup hook left running is stopped with the run.
+    let service = service_pid(&sandbox, &run);
+    wait_until("the startup service to stop", STATE_TIMEOUT, || {
+        (!pid_alive(service)).then_some(())
+    });
+
+    // The hooks' output is in the run's log, labelled, the canary masked; setup ran in the
+    // run's environment directory, not the workspace.
+    let messages = log_messages(&sandbox, &server, &run);
+    let has = |text: &str| messages.iter().any(|m| m.contains(text));
+    assert!(has("[setup tools] installed envtool"), "{messages:#?}");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("[setup tools] /") && m.ends_with("/environment")),
+        "{messages:#?}"
+    );
+    assert!(
+        has("[startup service] the token is [REDACTED]"),
+        "{messages:#?}"
+    );
+    assert!(has("leaving services running"), "{messages:#?}");
+    assert!(!server.kill().contains(CANARY));
+}
+
+#[test]
+fn hooks_run_again_when_a_failed_run_is_resumed() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let environment = environment_file(&sandbox);
+    let mut args = run_args(&sandbox, "flaky");
+    args.extend(["--environment".into(), environment]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env = [("CANARY_TOKEN", CANARY)];
+    let out = remote(&sandbox, &server, &args, &env);
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let (run, last) = receipt_and_last(&out);
+    assert_eq!(last["status"]["terminalResult"]["status"], "failed");
+    assert_eq!(hooks_log(&sandbox), ["setup", "startup"]);
+
+    // The successor prepares its environment again; its startup hook fixes the step. (The
+    // ended run's controller may still be stopping its service and holding the workspace.)
+    let out = wait_until("the workspace to be free", STATE_TIMEOUT, || {
+        let out = remote(&sandbox, &server, &["resume", &run], &env);
+        (!out.stderr.contains("run.workspace_busy")).then_some(out)
+    })
+    .success();
+    let (successor, last) = receipt_and_last(&out);
+    assert_ne!(successor, run);
+    assert_eq!(
+        last["status"]["terminalResult"],
+        json!({"status": "succeeded", "output": {"result": 22}}),
+        "{last}"
+    );
+    assert_eq!(
+        hooks_log(&sandbox),
+        ["setup", "startup", "setup", "startup"]
+    );
+    for run in [&run, &successor] {
+        let service = service_pid(&sandbox, run);
+        wait_until("each run's service to stop", STATE_TIMEOUT, || {
+            (!pid_alive(service)).then_some(())
+        });
+    }
+}
+
+#[test]
+fn a_hook_over_its_limit_or_failing_ends_the_run_before_any_step_with_its_log() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(
+        &sandbox,
+        TOKEN,
+        None,
+        &[],
+        &[("TRELLIS_ENVIRONMENT_HOOK_LIMIT_MS", "700")],
+    );
+    let marks = marks(&sandbox);
+    let cases = [
+        (
+            "slow",
+            format!(
+                "echo warming up; touch {}/slow-started; sleep 60",
+                marks.display()
+            ),
+            "environment_hook_timeout",
+            "ran over its limit of 700 ms",
+        ),
+        (
+            "broken",
+            "echo cannot reach the mirror >&2; exit 3".to_owned(),
+            "environment_hook_failed",
+            "failed: it exited with code 3",
+        ),
+    ];
+    for (name, script, reason, says) in cases {
+        let environment = sandbox.write_json(
+            &format!("{name}.json"),
+            &json!({
+                "setup": [{"name": name, "run": script}],
+                "startup": [{"name": "never", "run": format!("touch {}/startup-ran", marks.display())}]
+            }),
+        );
+        let plan = json!({"kind": "command", "command": ["no-such-tool"]});
+        let mut args = sandbox.run_args(
+            &graph::one_step_graph("double"),
+            &json!({"value": 1}),
+            &plan,
+        );
+        args.extend(["--no-source".into(), "--environment".into(), environment]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = remote(&sandbox, &server, &args, &[]);
+        assert_eq!(out.code, Some(1), "{out:#?}");
+        let (run, last) = receipt_and_last(&out);
+        assert_eq!(
+            last["status"]["terminalResult"],
+            json!({"status": "failed", "reason": reason}),
+            "{last}"
+        );
+        let status = remote(&sandbox, &server, &["status", &run], &[])
+            .success()
+            .json();
+        assert_eq!(status["executionsStarted"], 0, "no step started: {status}");
+        assert!(!marks.join("startup-ran").exists(), "no later hook ran");
+        let messages = log_messages(&sandbox, &server, &run);
+        let has = |text: &str| messages.iter().any(|m| m.contains(text));
+        assert!(has(says), "{name}: {messages:#?}");
+        if name == "slow" {
+            // What the hook printed before it was stopped is kept.
+            assert!(has("[setup slow] warming up"), "{messages:#?}");
+        } else {
+            assert!(
+                has("[setup broken] cannot reach the mirror"),
+                "{messages:#?}"
+            );
+        }
+        assert!(has("no step was started"), "{messages:#?}");
+    }
+    assert!(marks.join("slow-started").exists());
+    let log = std::fs::read_dir(served_workspaces(&sandbox))
+        .expect("served workspaces")
+        .filter_map(Result::ok)
+        .any(|entry| entry.path().join("invocations.log").exists());
+    assert!(!log, "no worker ran");
+}
+
+#[test]
+fn a_local_run_refuses_an_environment_file_and_a_malformed_one_is_named_before_sending() {
+    let sandbox = Sandbox::new();
+    let environment = sandbox.write_json(
+        "environment.json",
+        &json!({"setup": [{"name": "tools", "run": "true"}]}),
+    );
+    let mut args = sandbox.run_args(
+        &graph::one_step_graph("double"),
+        &json!({"value": 1}),
+        &support::uniform_worker_plan(&[]),
+    );
+    args.extend(["--environment".into(), environment]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = sandbox.trellis_with_env(&args, &[("TRELLIS_ERROR_FORMAT", "json")]);
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let error: Value = serde_json::from_str(out.stderr.trim()).expect("a JSON error");
+    assert_eq!(error["code"], "runtime.invalid_environment", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--target")),
+        "{error}"
+    );
+    assert!(
+        sandbox.trellis(&["list", "--json"]).success().json()["runs"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    );
+
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let malformed = sandbox.write_json(
+        "malformed.json",
+        &json!({"setup": [{"name": "tools", "script": "true"}]}),
+    );
+    let mut args = run_args(&sandbox, "double");
+    args.extend(["--environment".into(), malformed]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = remote(
+        &sandbox,
+        &server,
+        &args,
+        &[("TRELLIS_ERROR_FORMAT", "json")],
+    );
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let error: Value = serde_json::from_str(out.stderr.trim()).expect("a JSON error");
+    assert_eq!(error["code"], "runtime.invalid_environment", "{error}");
+    let listed = remote(&sandbox, &server, &["list"], &[]).success().json();
+    assert_eq!(listed["runs"], json!([]), "nothing was submitted: {listed}");
+}
