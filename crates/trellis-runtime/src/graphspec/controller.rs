@@ -19,7 +19,9 @@ use crate::delivery::{ForgeSettings, GitDelivery, delivery_workers};
 use crate::dispatch::queued::{QueuedHarness, RunQueue};
 use crate::dispatch::{ControllerHold, dispatch_to_workers};
 use crate::graphspec::admission::{Readmitted, readmit};
-use crate::graphspec::environment::{HookRun, Preparation, prepare_environment};
+use crate::graphspec::environment::{
+    HookRun, Preparation, PreparedEnvironment, prepare_environment,
+};
 use crate::graphspec::harnesses::agent_harness;
 use crate::graphspec::reuse::ReuseIndex;
 use crate::graphspec::supervisor::{Harnesses, RunContext, Supervisor};
@@ -257,7 +259,7 @@ fn drive(
         .collect();
     // The environment is prepared before anything is dispatched (and again by every resumed
     // successor); a hook that fails ends the run here, before any step started.
-    let prepared = match &admitted.submission.environment {
+    let mut prepared = match &admitted.submission.environment {
         None => None,
         Some(spec) => {
             let preparation = runtime.block_on(prepare_environment(HookRun {
@@ -290,6 +292,7 @@ fn drive(
             }
         }
     };
+    let services = prepared.as_mut().map(PreparedEnvironment::take_services);
     if let Some(prepared) = &prepared {
         let path = base_env
             .iter()
@@ -363,7 +366,11 @@ fn drive(
                 }
             });
         }
-        let supervisor = Supervisor::new(context)?;
+        let mut supervisor = Supervisor::new(context)?;
+        if let Some(services) = services {
+            // A run reported finished has no service of its environment left running.
+            supervisor = supervisor.before_terminal(Box::new(move || services.stop()));
+        }
         match workspace {
             Some(workspace) => supervisor.with_workspace(workspace).run().await,
             None => supervisor.run().await,

@@ -63,28 +63,50 @@ impl PreparedEnvironment {
         }
     }
 
-    /// Stops every service group (SIGTERM, a short grace, SIGKILL).
-    fn stop_services(&mut self) {
-        if self.services.is_empty() {
-            return;
-        }
-        for &group in &self.services {
-            trellis_process::signal_group(group, Signal::SIGTERM);
-        }
-        let deadline = Instant::now() + SERVICE_GRACE;
-        while Instant::now() < deadline && self.services.iter().any(|&g| group_alive(g)) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for group in self.services.drain(..) {
-            trellis_process::kill_group(group);
-        }
+    /// Hands over the services startup hooks left running: stopping them is then the
+    /// caller's (the supervisor's, right before the run's terminal record), or happens when
+    /// what is returned is dropped.
+    pub(crate) fn take_services(&mut self) -> Services {
+        Services(std::mem::take(&mut self.services))
     }
 }
 
 impl Drop for PreparedEnvironment {
     fn drop(&mut self) {
-        self.stop_services();
+        Services(std::mem::take(&mut self.services)).stop();
         let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The process groups startup hooks left running; stopped when dropped.
+pub(crate) struct Services(Vec<u32>);
+
+impl Services {
+    /// Stops every group: SIGTERM, a short grace, SIGKILL.
+    pub(crate) fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        for &group in &self.0 {
+            trellis_process::signal_group(group, Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + SERVICE_GRACE;
+        while Instant::now() < deadline && self.0.iter().any(|&g| group_alive(g)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for group in self.0.drain(..) {
+            trellis_process::kill_group(group);
+        }
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        self.stop_now();
     }
 }
 
