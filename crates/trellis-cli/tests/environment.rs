@@ -348,3 +348,56 @@ fn a_local_run_refuses_an_environment_file_and_a_malformed_one_is_named_before_s
     let listed = remote(&sandbox, &server, &["list"], &[]).success().json();
     assert_eq!(listed["runs"], json!([]), "nothing was submitted: {listed}");
 }
+
+#[test]
+fn a_force_stop_during_a_hook_stops_the_hook_and_ends_the_run_force_stopped() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let marks = marks(&sandbox);
+    let environment = sandbox.write_json(
+        "environment.json",
+        &json!({"setup": [{
+            "name": "long",
+            "run": format!("echo $$ > {}/hook.pid; sleep 120", marks.display())
+        }]}),
+    );
+    let plan = json!({"kind": "command", "command": ["no-such-tool"]});
+    let mut args = sandbox.run_args(
+        &graph::one_step_graph("double"),
+        &json!({"value": 1}),
+        &plan,
+    );
+    args.extend([
+        "--no-source".into(),
+        "--detach".into(),
+        "--environment".into(),
+        environment,
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = remote(&sandbox, &server, &args, &[]).success();
+    let run = out.ndjson()[0]["runId"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+    let hook = wait_until("the hook to start", STATE_TIMEOUT, || {
+        std::fs::read_to_string(marks.join("hook.pid"))
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+    });
+    remote(&sandbox, &server, &["force-stop", &run], &[]).success();
+    let status = wait_until("the run to end", STATE_TIMEOUT, || {
+        let status = remote(&sandbox, &server, &["status", &run], &[])
+            .success()
+            .json();
+        (status["status"]["phase"] == "finished").then_some(status)
+    });
+    assert_eq!(
+        status["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "force_stopped"}),
+        "{status}"
+    );
+    assert_eq!(status["executionsStarted"], 0, "{status}");
+    wait_until("the hook to be stopped", STATE_TIMEOUT, || {
+        (!pid_alive(hook)).then_some(())
+    });
+}

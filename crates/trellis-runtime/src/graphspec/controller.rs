@@ -252,6 +252,23 @@ fn drive(
     let run_dir = home
         .run_dir(run_id.as_str())
         .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    if watch_signals {
+        // Watched from here on (the handler stays for the process's life), so a force-stop
+        // during the environment's hooks wakes them too instead of killing the controller.
+        runtime.block_on(async {
+            let mut terminate =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .map_err(|e| RuntimeError::io("cannot watch SIGTERM", e))?;
+            let signal_wake = wake.clone();
+            tokio::spawn(async move {
+                while terminate.recv().await.is_some() {
+                    signal_wake.notify_one();
+                }
+            });
+            Ok::<(), RuntimeError>(())
+        })?;
+    }
     let mut base_env: Vec<(String, String)> = ["PATH", "HOME", "LANG", "TMPDIR"]
         .iter()
         .chain(trellis_agents::access::AGENT_CONFIG_ENV.iter())
@@ -271,6 +288,7 @@ fn drive(
                 base_env: &base_env,
                 secrets: &secrets,
                 limits: HookLimits::from_env(),
+                wake: wake.clone(),
             }))?;
             match preparation {
                 Preparation::Ready(prepared) => Some(prepared),
@@ -339,7 +357,6 @@ fn drive(
         ),
     };
     let scratch = run_dir.join("scratch");
-    let wake = Arc::new(tokio::sync::Notify::new());
     let context = RunContext {
         store: store.clone(),
         run_id: run_id.clone(),
@@ -355,17 +372,6 @@ fn drive(
         wake: wake.clone(),
     };
     let outcome = runtime.block_on(async move {
-        if watch_signals {
-            let mut terminate =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .map_err(|e| RuntimeError::io("cannot watch SIGTERM", e))?;
-            let signal_wake = wake.clone();
-            tokio::spawn(async move {
-                while terminate.recv().await.is_some() {
-                    signal_wake.notify_one();
-                }
-            });
-        }
         let mut supervisor = Supervisor::new(context)?;
         if let Some(services) = services {
             // A run reported finished has no service of its environment left running.

@@ -131,6 +131,8 @@ pub(crate) struct HookRun<'a> {
     /// The run's connection values: handed to hooks, masked in their output.
     pub secrets: &'a SecretEnv,
     pub limits: HookLimits,
+    /// Notified when the controller is asked to stop (SIGTERM): look at the ledger at once.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -164,6 +166,7 @@ pub(crate) async fn prepare_environment(run: HookRun<'_>) -> Result<Preparation,
     let watcher = tokio::spawn(watch_for_stop(
         run.store.clone(),
         run.run_id.clone(),
+        run.wake.clone(),
         stop.clone(),
     ));
     let started = Instant::now();
@@ -191,10 +194,19 @@ pub(crate) async fn prepare_environment(run: HookRun<'_>) -> Result<Preparation,
     })
 }
 
-/// Cancels `stop` once the run was asked to stop.
-async fn watch_for_stop(store: Arc<dyn RunStore>, run_id: RunId, stop: CancellationToken) {
+/// Cancels `stop` once the run was asked to stop (looked for every [`STOP_POLL`], and when
+/// `wake` says so).
+async fn watch_for_stop(
+    store: Arc<dyn RunStore>,
+    run_id: RunId,
+    wake: Arc<tokio::sync::Notify>,
+    stop: CancellationToken,
+) {
     loop {
-        tokio::time::sleep(STOP_POLL).await;
+        tokio::select! {
+            _ = tokio::time::sleep(STOP_POLL) => {}
+            _ = wake.notified() => {}
+        }
         let asked = store.head(&run_id).map_or(false, |head| {
             head.progress.force_stop_requested || head.is_finished()
         });

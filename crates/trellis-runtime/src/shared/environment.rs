@@ -221,6 +221,16 @@ mod tests {
     }
 
     #[test]
+    fn the_example_environment_file_is_valid() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/environment/environment.json");
+        let text = std::fs::read_to_string(&path).expect("the example exists");
+        let spec = EnvironmentSpec::from_text(&text).expect("the example is valid");
+        assert_eq!(spec.setup.len(), 1);
+        assert_eq!(spec.startup.len(), 2);
+    }
+
+    #[test]
     fn a_hook_may_lower_its_limit_but_never_raise_it() {
         let limits = HookLimits {
             per_hook: Duration::from_secs(100),
