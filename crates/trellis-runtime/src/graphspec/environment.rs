@@ -207,9 +207,9 @@ async fn watch_for_stop(
             _ = tokio::time::sleep(STOP_POLL) => {}
             _ = wake.notified() => {}
         }
-        let asked = store.head(&run_id).map_or(false, |head| {
-            head.progress.force_stop_requested || head.is_finished()
-        });
+        let asked = store
+            .head(&run_id)
+            .is_ok_and(|head| head.progress.force_stop_requested || head.is_finished());
         if asked {
             stop.cancel();
             return;
