@@ -143,8 +143,20 @@ fn receipt_and_last(out: &CliOutput) -> (String, Value) {
 
 #[test]
 fn setup_installs_a_tool_the_step_finds_on_its_path_and_the_startup_service_ends_with_the_run() {
+    tool_and_service(None);
+}
+
+#[test]
+fn the_same_on_a_postgresql_ledger() {
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
+    };
+    tool_and_service(Some(&schema.location_url()));
+}
+
+fn tool_and_service(ledger: Option<&str>) {
     let sandbox = Sandbox::new();
-    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let server = Server::start(&sandbox, TOKEN, ledger, &[], &[]);
     let environment = environment_file(&sandbox);
     let mut args: Vec<String> = run_args(&sandbox, "double");
     args.extend(["--environment".into(), environment]);
