@@ -191,6 +191,30 @@ fn tool_and_service(ledger: Option<&str>) {
     );
     assert!(has("leaving services running"), "{messages:#?}");
     assert!(!server.kill().contains(CANARY));
+    // Nor is it in any file the server and the run wrote (ledger, controller log, workspace).
+    for root in [&sandbox.home, &served_workspaces(&sandbox)] {
+        assert_no_canary_under(root);
+    }
+}
+
+fn assert_no_canary_under(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            assert_no_canary_under(&path);
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            assert!(
+                !bytes
+                    .windows(CANARY.len())
+                    .any(|window| window == CANARY.as_bytes()),
+                "the canary is in {}",
+                path.display()
+            );
+        }
+    }
 }
 
 #[test]
@@ -412,4 +436,52 @@ fn a_force_stop_during_a_hook_stops_the_hook_and_ends_the_run_force_stopped() {
     wait_until("the hook to be stopped", STATE_TIMEOUT, || {
         (!pid_alive(hook)).then_some(())
     });
+}
+
+#[test]
+fn hooks_that_together_run_over_the_budget_end_the_run_budget_exhausted() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(
+        &sandbox,
+        TOKEN,
+        None,
+        &[],
+        &[("TRELLIS_ENVIRONMENT_BUDGET_MS", "1000")],
+    );
+    let environment = sandbox.write_json(
+        "environment.json",
+        &json!({"setup": [
+            {"name": "first", "run": "sleep 0.6"},
+            {"name": "second", "run": "echo second started; sleep 30"}
+        ]}),
+    );
+    let plan = json!({"kind": "command", "command": ["no-such-tool"]});
+    let mut args = sandbox.run_args(
+        &graph::one_step_graph("double"),
+        &json!({"value": 1}),
+        &plan,
+    );
+    args.extend(["--no-source".into(), "--environment".into(), environment]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = std::time::Instant::now();
+    let out = remote(&sandbox, &server, &args, &[]);
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "the second hook was stopped at the budget, not at its own end"
+    );
+    let (run, last) = receipt_and_last(&out);
+    assert_eq!(
+        last["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "environment_budget_exhausted"}),
+        "{last}"
+    );
+    let messages = log_messages(&sandbox, &server, &run);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("budget of 1000 ms ran out")
+                || m.contains("the hooks' budget of 1000 ms is spent")),
+        "{messages:#?}"
+    );
 }

@@ -233,8 +233,9 @@ async fn run_hook(
             run,
             LogLevel::Error,
             format!(
-                "environment: {label} not started: the hooks' budget of {} s is spent",
-                run.limits.budget.as_secs()
+                "environment: {label} not started: the hooks' budget of {} ms is spent; no step \
+                 was started",
+                run.limits.budget.as_millis()
             ),
         )?;
         return Ok(Some(Preparation::Failed(BUDGET_EXHAUSTED)));
