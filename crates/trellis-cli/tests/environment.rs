@@ -485,3 +485,52 @@ fn hooks_that_together_run_over_the_budget_end_the_run_budget_exhausted() {
         "{messages:#?}"
     );
 }
+
+#[test]
+fn services_of_a_controller_that_died_are_stopped_by_whoever_ends_its_run() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    let environment = environment_file(&sandbox);
+    let mut args = run_args(&sandbox, "slow");
+    args.extend(["--detach".into(), "--environment".into(), environment]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = remote(&sandbox, &server, &args, &[("CANARY_TOKEN", CANARY)]).success();
+    let run = out.ndjson()[0]["runId"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+    wait_until("the step to start", STATE_TIMEOUT, || {
+        let status = remote(&sandbox, &server, &["status", &run], &[])
+            .success()
+            .json();
+        (status["executionsStarted"] == 1).then_some(())
+    });
+    let service = service_pid(&sandbox, &run);
+    assert!(pid_alive(service));
+    let controller = support::controller_pid(&run).expect("the run's controller");
+    support::send_signal(controller, nix::sys::signal::Signal::SIGKILL);
+    wait_until("the controller to die", STATE_TIMEOUT, || {
+        (!pid_alive(controller)).then_some(())
+    });
+    // The next observer finds the run lost, ends it and stops what its controller left.
+    let status = remote(&sandbox, &server, &["status", &run], &[])
+        .success()
+        .json();
+    assert_eq!(
+        status["status"]["terminalResult"],
+        json!({"status": "failed", "reason": "runtime_lost"}),
+        "{status}"
+    );
+    wait_until("the service to be stopped", STATE_TIMEOUT, || {
+        (!pid_alive(service)).then_some(())
+    });
+    assert!(
+        !sandbox
+            .home
+            .join("runs")
+            .join(&run)
+            .join("environment")
+            .exists(),
+        "the environment directory is removed"
+    );
+}

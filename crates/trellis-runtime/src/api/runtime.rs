@@ -401,6 +401,7 @@ impl Runtime {
                     if finalize_orphaned(self.store.as_ref(), run_id, TerminalReason::ForceStopped)?
                     {
                         crate::control::recovery::remove_dead_copies(&self.home, run_id);
+                        crate::control::recovery::stop_dead_services(&self.home, run_id);
                     }
                     drop(lease);
                 }

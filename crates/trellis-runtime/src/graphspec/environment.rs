@@ -15,7 +15,9 @@ use trellis_process::{
 };
 use trellis_run_model::{LogLevel, LogStream, bound_log_message, sanitize_log_message};
 
-use crate::shared::environment::{EnvironmentSpec, Hook, HookLimits};
+use crate::shared::environment::{
+    ENVIRONMENT_DIR, EnvironmentSpec, Hook, HookLimits, SERVICES_FILE,
+};
 use crate::shared::error::RuntimeError;
 
 /// Most lines of one hook's output recorded in the run's log.
@@ -50,7 +52,7 @@ pub(crate) enum Preparation {
 pub(crate) struct PreparedEnvironment {
     root: PathBuf,
     tools_bin: PathBuf,
-    services: Vec<u32>,
+    services: Services,
 }
 
 impl PreparedEnvironment {
@@ -67,40 +69,56 @@ impl PreparedEnvironment {
     /// caller's (the supervisor's, right before the run's terminal record), or happens when
     /// what is returned is dropped.
     pub(crate) fn take_services(&mut self) -> Services {
-        Services(std::mem::take(&mut self.services))
+        Services {
+            groups: std::mem::take(&mut self.services.groups),
+            listing: self.services.listing.clone(),
+        }
     }
 }
 
 impl Drop for PreparedEnvironment {
     fn drop(&mut self) {
-        Services(std::mem::take(&mut self.services)).stop();
+        self.services.stop_now();
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
-/// The process groups startup hooks left running; stopped when dropped.
-pub(crate) struct Services(Vec<u32>);
+/// The process groups startup hooks left running, listed in the run's [`SERVICES_FILE`] for
+/// whoever ends the run should its controller die; stopped when dropped.
+pub(crate) struct Services {
+    groups: Vec<u32>,
+    listing: PathBuf,
+}
 
 impl Services {
+    /// Adds a group, listed before anything else happens.
+    fn add(&mut self, group: u32) -> Result<(), RuntimeError> {
+        self.groups.push(group);
+        let text: String = self.groups.iter().map(|g| format!("{g}\n")).collect();
+        std::fs::write(&self.listing, text)
+            .map_err(|e| RuntimeError::io("cannot list the environment's services", e))
+    }
+
     /// Stops every group: SIGTERM, a short grace, SIGKILL.
     pub(crate) fn stop(mut self) {
         self.stop_now();
     }
 
     fn stop_now(&mut self) {
-        if self.0.is_empty() {
+        if self.groups.is_empty() {
             return;
         }
-        for &group in &self.0 {
+        for &group in &self.groups {
             trellis_process::signal_group(group, Signal::SIGTERM);
         }
         let deadline = Instant::now() + SERVICE_GRACE;
-        while Instant::now() < deadline && self.0.iter().any(|&g| group_alive(g)) {
+        while Instant::now() < deadline && self.groups.iter().any(|&g| group_alive(g)) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        for group in self.0.drain(..) {
+        for group in self.groups.drain(..) {
             trellis_process::kill_group(group);
         }
+        let _ = std::fs::remove_file(&self.listing);
     }
 }
 
@@ -153,14 +171,17 @@ impl Phase {
 /// Runs every setup hook, then every startup hook, each within its limit and all within the
 /// budget, stopping at the first that fails.
 pub(crate) async fn prepare_environment(run: HookRun<'_>) -> Result<Preparation, RuntimeError> {
-    let root = run.run_dir.join("environment");
+    let root = run.run_dir.join(ENVIRONMENT_DIR);
     let tools_bin = root.join("tools").join("bin");
     std::fs::create_dir_all(&tools_bin)
         .map_err(|e| RuntimeError::io("cannot create the run's environment directory", e))?;
     let mut prepared = PreparedEnvironment {
         root,
         tools_bin,
-        services: Vec::new(),
+        services: Services {
+            groups: Vec::new(),
+            listing: run.run_dir.join(SERVICES_FILE),
+        },
     };
     let stop = CancellationToken::new();
     let watcher = tokio::spawn(watch_for_stop(
@@ -278,7 +299,7 @@ async fn run_hook(
                 && let Some(group) = group
                 && group_alive(group)
             {
-                prepared.services.push(group);
+                prepared.services.add(group)?;
                 note(
                     run,
                     LogLevel::Info,

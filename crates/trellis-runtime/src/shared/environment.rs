@@ -17,6 +17,12 @@ pub const MAX_HOOK_NAME_BYTES: usize = 64;
 pub const DEFAULT_HOOK_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// The longest all of a run's hooks may run together (30 minutes), unless the host lowers it.
 pub const DEFAULT_HOOKS_BUDGET: Duration = Duration::from_secs(30 * 60);
+/// The file in a run's directory listing the process groups of the services its environment's
+/// startup hooks left running (one id a line), while they run: what ends a run whose
+/// controller died stops them.
+pub const SERVICES_FILE: &str = "environment-services";
+/// The run's environment directory, in its run directory.
+pub const ENVIRONMENT_DIR: &str = "environment";
 /// The host's own limit on one hook, in milliseconds (tests lower it).
 pub const HOOK_LIMIT_ENV: &str = "TRELLIS_ENVIRONMENT_HOOK_LIMIT_MS";
 /// The host's own limit on all hooks of a run, in milliseconds (tests lower it).
