@@ -430,6 +430,7 @@ mod tests {
                         .to_owned(),
                 ),
             }],
+            environment: None,
         });
         insta::assert_snapshot!(format!(
             "{}{}",

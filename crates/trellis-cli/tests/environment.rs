@@ -311,6 +311,13 @@ fn a_hook_over_its_limit_or_failing_ends_the_run_before_any_step_with_its_log() 
             .success()
             .json();
         assert_eq!(status["executionsStarted"], 0, "no step started: {status}");
+        assert_eq!(status["cause"]["reason"], reason, "{status}");
+        assert!(
+            status["cause"]["environment"]
+                .as_str()
+                .is_some_and(|note| note.contains(says) && note.contains(name)),
+            "the cause names the hook and what happened: {status}"
+        );
         assert!(!marks.join("startup-ran").exists(), "no later hook ran");
         let messages = log_messages(&sandbox, &server, &run);
         let has = |text: &str| messages.iter().any(|m| m.contains(text));

@@ -16,7 +16,8 @@ use trellis_process::{
 use trellis_run_model::{LogLevel, LogStream, bound_log_message, sanitize_log_message};
 
 use crate::shared::environment::{
-    ENVIRONMENT_DIR, EnvironmentSpec, Hook, HookLimits, SERVICES_FILE,
+    BUDGET_EXHAUSTED, ENVIRONMENT_DIR, EnvironmentSpec, HOOK_FAILED, HOOK_TIMED_OUT, Hook,
+    HookLimits, SERVICES_FILE,
 };
 use crate::shared::error::RuntimeError;
 
@@ -30,11 +31,6 @@ const LOG_BATCH: usize = 32;
 const STOP_POLL: Duration = Duration::from_millis(200);
 /// How long services get between SIGTERM and SIGKILL when the run is over.
 const SERVICE_GRACE: Duration = Duration::from_secs(2);
-
-/// Terminal reasons of a run whose environment could not be prepared.
-pub(crate) const HOOK_FAILED: &str = "environment_hook_failed";
-pub(crate) const HOOK_TIMED_OUT: &str = "environment_hook_timeout";
-pub(crate) const BUDGET_EXHAUSTED: &str = "environment_budget_exhausted";
 
 /// What preparing the environment came to.
 pub(crate) enum Preparation {

@@ -23,6 +23,12 @@ pub const DEFAULT_HOOKS_BUDGET: Duration = Duration::from_secs(30 * 60);
 pub const SERVICES_FILE: &str = "environment-services";
 /// The run's environment directory, in its run directory.
 pub const ENVIRONMENT_DIR: &str = "environment";
+/// The terminal reasons of a run whose environment could not be prepared: a hook failed, a hook
+/// ran over its limit, the hooks together ran over the budget.
+pub const HOOK_FAILED: &str = "environment_hook_failed";
+pub const HOOK_TIMED_OUT: &str = "environment_hook_timeout";
+pub const BUDGET_EXHAUSTED: &str = "environment_budget_exhausted";
+pub const ENVIRONMENT_REASONS: [&str; 3] = [HOOK_FAILED, HOOK_TIMED_OUT, BUDGET_EXHAUSTED];
 /// The host's own limit on one hook, in milliseconds (tests lower it).
 pub const HOOK_LIMIT_ENV: &str = "TRELLIS_ENVIRONMENT_HOOK_LIMIT_MS";
 /// The host's own limit on all hooks of a run, in milliseconds (tests lower it).
