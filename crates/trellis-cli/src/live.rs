@@ -431,6 +431,7 @@ mod tests {
                         .to_owned(),
                 ),
             }],
+            environment: None,
         });
         insta::assert_snapshot!(format!(
             "{}{}",

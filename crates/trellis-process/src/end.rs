@@ -120,6 +120,13 @@ impl GroupGuard {
     }
 }
 
+impl GroupGuard {
+    /// Forgets the group without killing it: its members are the caller's to stop.
+    pub fn release(&mut self) {
+        self.pgid = None;
+    }
+}
+
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill_now();

@@ -268,8 +268,13 @@ pub async fn run_process(
         });
         break stop_group(&mut child, pgid, limits.kill_grace).await;
     };
-    // Background children may still hold the pipes; the group goes with its leader.
-    group.kill_now();
+    // Background children may still hold the pipes; the group goes with its leader, unless
+    // the caller keeps what a leader that ended on its own left running.
+    if limits.keep_group_after_exit && forced.is_none() {
+        group.release();
+    } else {
+        group.kill_now();
+    }
     let drain_until = Instant::now() + DRAIN_AFTER_EXIT;
     while let Ok(Some((stream, line))) = tokio::time::timeout_at(drain_until, rx.recv()).await {
         capture.record(stream, &line);

@@ -44,6 +44,11 @@ pub struct ProcessLimits {
     pub max_line_bytes: usize,
     /// Time between SIGTERM and SIGKILL when stopping the group.
     pub kill_grace: Duration,
+    /// Leave the group alone once its leader exited on its own: background processes it
+    /// started (an environment's startup services) live on until the caller stops them with
+    /// [`crate::kill_group`] or [`crate::signal_group`]. A stopped leader's group is always
+    /// killed.
+    pub keep_group_after_exit: bool,
 }
 
 impl Default for ProcessLimits {
@@ -55,6 +60,7 @@ impl Default for ProcessLimits {
             max_stdout_bytes: DEFAULT_MAX_STDOUT_BYTES,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             kill_grace: DEFAULT_KILL_GRACE,
+            keep_group_after_exit: false,
         }
     }
 }

@@ -446,3 +446,63 @@ fn a_session_speaks_over_its_pipes_and_stops_with_its_group() {
     assert!(wait_gone(grandchild));
     assert!(pipes.stdout.next().is_none());
 }
+
+/// An environment's startup hook leaves a service running: with `keep_group_after_exit` the
+/// group outlives its leader until the caller stops it; without it (every other child) the
+/// group goes with its leader, and a leader stopped at its deadline takes it along either way.
+#[tokio::test]
+async fn a_kept_group_outlives_its_leader_until_the_caller_kills_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "sleep 300 >/dev/null 2>&1 & echo $! > service.pid";
+    let mut lines = Lines::default();
+    let kept = ProcessLimits {
+        keep_group_after_exit: true,
+        ..ProcessLimits::default()
+    };
+    let report = run_process(
+        &sh(script, dir.path()),
+        &kept,
+        &CancellationToken::new(),
+        &mut lines,
+    )
+    .await;
+    assert_eq!(report.end, ProcessEnd::Exited { code: 0 });
+    let service = read_pid(&dir.path().join("service.pid"));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(alive(service), "the service lives on after its starter");
+    let group = lines.pgid.expect("the leader's group");
+    trellis_process::kill_group(group);
+    assert!(
+        wait_gone(service),
+        "killing the kept group stops the service"
+    );
+
+    std::fs::remove_file(dir.path().join("service.pid")).unwrap();
+    let report = run_process(
+        &sh(script, dir.path()),
+        &ProcessLimits::default(),
+        &CancellationToken::new(),
+        &mut Lines::default(),
+    )
+    .await;
+    assert_eq!(report.end, ProcessEnd::Exited { code: 0 });
+    let service = read_pid(&dir.path().join("service.pid"));
+    assert!(wait_gone(service), "an ordinary child's group goes with it");
+
+    let stopped = ProcessLimits {
+        deadline: Some(Duration::from_millis(300)),
+        kill_grace: Duration::from_millis(100),
+        ..kept
+    };
+    std::fs::remove_file(dir.path().join("service.pid")).unwrap();
+    let report = run_process(
+        &sh(&format!("{script}; sleep 300"), dir.path()),
+        &stopped,
+        &CancellationToken::new(),
+        &mut Lines::default(),
+    )
+    .await;
+    assert_eq!(report.end, ProcessEnd::DeadlineExceeded);
+    let service = read_pid(&dir.path().join("service.pid"));
+    assert!(wait_gone(service), "a stopped leader's group is killed");
+}

@@ -76,6 +76,10 @@ pub use profiles::name::{MAX_PROFILE_NAME_BYTES, ProfileName};
 pub use profiles::requests::{DeletedProfile, SaveProfile, SavedProfile};
 pub use profiles::store::{ExpectedRevision, ProfileListing, UnreadableProfile};
 pub use shared::documents::{DocumentKind, classify};
+pub use shared::environment::{
+    DEFAULT_HOOK_LIMIT, DEFAULT_HOOKS_BUDGET, EnvironmentError, EnvironmentSpec, HOOK_LIMIT_ENV,
+    HOOKS_BUDGET_ENV, Hook,
+};
 pub use shared::error::RuntimeError;
 pub use shared::home::default_home;
 /// How much of its workers' output a run records, per execution and per run.

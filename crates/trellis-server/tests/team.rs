@@ -255,6 +255,37 @@ async fn refusals_are_problems_with_stable_codes() {
             StatusCode::BAD_REQUEST,
             "query.status",
         ),
+        (
+            post(&server, "/api/v1/runs", {
+                let mut body = submission("bad-environment", 1);
+                body["environment"] = json!({"setup": [{"name": "x", "run": ""}]});
+                body
+            })
+            .await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "runtime.invalid_environment",
+        ),
+        (
+            post(&server, "/api/v1/runs/requirements", {
+                let mut body = submission("bad-environment", 1);
+                body["environment"] = json!({"startup": "not a list"});
+                body
+            })
+            .await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "runtime.invalid_environment",
+        ),
+        (
+            post(&server, "/api/v1/runs", {
+                let mut body = submission("both-environments", 1);
+                body["environment"] = json!({});
+                body["noEnvironment"] = json!(true);
+                body
+            })
+            .await,
+            StatusCode::BAD_REQUEST,
+            "request.invalid",
+        ),
     ];
     for (answer, status, code) in cases {
         assert_eq!(answer.status, status, "{}", answer.text);
@@ -374,6 +405,22 @@ fn schema_mismatch(document: &Value, name: &str, value: &Value) -> (Vec<String>,
         .map(str::to_owned)
         .collect();
     (undeclared, missing)
+}
+
+#[tokio::test]
+async fn the_health_check_answers_without_a_token() {
+    let server = server();
+    let answer = send(
+        &server,
+        Request::builder()
+            .uri("/healthz")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+    assert_eq!(answer.json()["status"], "ok");
+    assert_eq!(answer.json()["version"], env!("CARGO_PKG_VERSION"));
 }
 
 #[tokio::test]

@@ -363,6 +363,13 @@ pub fn run(remote: &Remote, args: &RunArgs) -> anyhow::Result<u8> {
     if args.no_preflight {
         body["noPreflight"] = json!(true);
     }
+    if let Some(path) = &args.environment {
+        // Checked here first, so a mistake is named before anything is sent.
+        body["environment"] = serde_json::to_value(crate::cmd::run_args::read_environment(path)?)?;
+    }
+    if args.no_environment {
+        body["noEnvironment"] = json!(true);
+    }
     // The server admits the run first and names the variables it requires: exactly those
     // are read here and sent.
     let mut asked = body.clone();

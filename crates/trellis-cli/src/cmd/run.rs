@@ -3,8 +3,9 @@
 
 use anyhow::bail;
 use trellis_runtime::{
-    AdmissionError, AdmitRequest, ConfigSource, DocumentKind, GraphSource, InputSource, PlanSource,
-    RuntimeError, StartMode, SubmitOptions, WorkspaceMode, WorkspaceOptions, classify,
+    AdmissionError, AdmitRequest, ConfigSource, DocumentKind, EnvironmentError, GraphSource,
+    InputSource, PlanSource, RuntimeError, StartMode, SubmitOptions, WorkspaceMode,
+    WorkspaceOptions, classify,
 };
 
 use crate::cmd::run_args::{CheckpointsSwitch, RunArgs, WorkspaceArg, delivery};
@@ -13,6 +14,9 @@ use crate::context::{machine_output, open_runtime};
 use crate::render::diagnostic_block;
 
 pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
+    if args.environment.is_some() || args.no_environment {
+        return Err(RuntimeError::Environment(EnvironmentError::LocalRun).into());
+    }
     if args.source.given() {
         bail!(
             "--source-remote, --source-branch, --allow-untracked and --no-source are for runs \
@@ -131,6 +135,7 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
                 ..WorkspaceOptions::default()
             },
             skip_preflight: args.no_preflight,
+            environment: None,
         },
     );
     let receipt = match submitted {

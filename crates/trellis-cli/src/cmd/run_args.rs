@@ -127,6 +127,13 @@ pub struct RunArgs {
     /// loopback (only on a network you trust).
     #[arg(long)]
     pub insecure: bool,
+    /// With --target: an environment file (docs/environment.md) whose setup and startup hooks
+    /// prepare the server's host before the run dispatches, and again on every resume.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_environment")]
+    pub environment: Option<PathBuf>,
+    /// With --target: run without an environment file, the server's default included.
+    #[arg(long)]
+    pub no_environment: bool,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -180,6 +187,19 @@ impl RunArgs {
             self.checkpoints.unwrap_or(CheckpointsSwitch::On)
         }
     }
+}
+
+/// Reads and checks an environment file (refused as `runtime.invalid_environment`).
+pub(crate) fn read_environment(
+    path: &std::path::Path,
+) -> anyhow::Result<trellis_runtime::EnvironmentSpec> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        trellis_runtime::RuntimeError::Environment(trellis_runtime::EnvironmentError::Invalid(
+            format!("cannot read {}: {error}", path.display()),
+        ))
+    })?;
+    Ok(trellis_runtime::EnvironmentSpec::from_text(&text)
+        .map_err(trellis_runtime::RuntimeError::Environment)?)
 }
 
 fn parse_delivery(text: &str) -> Result<DeliveryMode, String> {

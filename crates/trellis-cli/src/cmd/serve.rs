@@ -64,6 +64,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "all|none|NAMES", default_value = "all",
           value_parser = parse_server_connections)]
     pub server_connections: ServerConnections,
+    /// An environment file (docs/environment.md) for every run whose submission names none
+    /// and does not ask for none (`trellis run --target … --no-environment`).
+    #[arg(long, value_name = "FILE")]
+    pub environment: Option<PathBuf>,
     #[command(flatten)]
     pub browser: BrowserArgs,
     #[command(flatten)]
@@ -252,6 +256,11 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             "no bearer tokens: give --tokens FILE (see `trellis serve token create`) or --token-env VAR"
         );
     }
+    let default_environment = args
+        .environment
+        .as_deref()
+        .map(crate::cmd::run_args::read_environment)
+        .transpose()?;
     let mut runtime = open_runtime(ledger)?;
     if let Some(dispatch) = args.dispatch {
         runtime = runtime.with_dispatch(match dispatch {
@@ -271,7 +280,8 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         StartMode::Detached,
         args.max_streams.max(1),
     )?
-    .with_server_connections(args.server_connections.clone());
+    .with_server_connections(args.server_connections.clone())
+    .with_default_environment(default_environment);
     let limits = args.limits.limits();
     let scheme = if tls.is_some() { "https" } else { "http" };
     let tokio = tokio::runtime::Builder::new_multi_thread()

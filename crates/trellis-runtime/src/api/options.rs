@@ -7,6 +7,8 @@ use trellis_ledger::LedgerLocation;
 
 use trellis_run_model::RunId;
 
+use crate::shared::environment::EnvironmentSpec;
+
 /// How to open a runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RuntimeOptions {
@@ -46,6 +48,9 @@ pub struct SubmitOptions {
     pub workspace: WorkspaceOptions,
     /// Skip the agent lane's preflight (CLI installed, signed in, declared variables set).
     pub skip_preflight: bool,
+    /// Hooks that prepare the host before the run dispatches (a team server's runs: local
+    /// runs use the environment they are started from).
+    pub environment: Option<EnvironmentSpec>,
 }
 
 /// Where a run works.

@@ -193,6 +193,7 @@ impl Runtime {
             handling,
             from_checkpoint: None,
             caller_connections: connections.caller_names(),
+            environment: options.environment.filter(|spec| !spec.is_empty()),
         };
         let title = options
             .title
@@ -400,6 +401,7 @@ impl Runtime {
                     if finalize_orphaned(self.store.as_ref(), run_id, TerminalReason::ForceStopped)?
                     {
                         crate::control::recovery::remove_dead_copies(&self.home, run_id);
+                        crate::control::recovery::stop_dead_services(&self.home, run_id);
                     }
                     drop(lease);
                 }

@@ -1,5 +1,6 @@
 //! Finalizing runs whose owner is gone: any command that finds a non-terminal run with a free
-//! controller lease settles its active executions as `crash` and ends it `runtime_lost`.
+//! controller lease settles its active executions as `crash` and ends it `runtime_lost`,
+//! removing what the dead controller left on this host (verifier copies, environment services).
 
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
 use trellis_ledger::{
@@ -7,6 +8,7 @@ use trellis_ledger::{
 };
 
 use crate::checkpoints::copy_places::CopyPlaces;
+use crate::shared::environment::{ENVIRONMENT_DIR, SERVICES_FILE};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome};
 
@@ -49,6 +51,7 @@ pub fn reconcile(
     let finalized = finalize(store, run_id, TerminalReason::RuntimeLost);
     if matches!(finalized, Ok(true)) {
         remove_dead_copies(home, run_id);
+        stop_dead_services(home, run_id);
     }
     drop(lease);
     finalized.map(|done| {
@@ -67,6 +70,24 @@ pub(crate) fn remove_dead_copies(home: &TrellisHome, run_id: &RunId) {
     if let Some(places) = CopyPlaces::of_existing_run(home, run_id.as_str()) {
         let _ = places.remove_all();
     }
+}
+
+/// Stops the services a dead controller of `run_id` left running (the process groups its
+/// environment's startup hooks listed) and removes its environment directory. The caller holds
+/// the run's lease. On this host only: the groups are this host's.
+pub(crate) fn stop_dead_services(home: &TrellisHome, run_id: &RunId) {
+    let run_dir = home.run_path(run_id.as_str());
+    let listing = run_dir.join(SERVICES_FILE);
+    if let Ok(text) = std::fs::read_to_string(&listing) {
+        for group in text
+            .lines()
+            .filter_map(|line| line.trim().parse::<u32>().ok())
+        {
+            trellis_process::kill_group(group);
+        }
+        let _ = std::fs::remove_file(&listing);
+    }
+    let _ = std::fs::remove_dir_all(run_dir.join(ENVIRONMENT_DIR));
 }
 
 /// Why Trellis ends a run on its own.

@@ -44,8 +44,9 @@ pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Environment variables a controller keeps besides the plan's connection names (six say
 /// where the forge is and how patiently delivery waits on it and retries, the last two whether executions
-/// go to worker hosts and how long the controller's lease row lives).
-const CONTROLLER_ENV: [&str; 22] = [
+/// go to worker hosts and how long the controller's lease row lives, then the limits of
+/// environment hooks).
+const CONTROLLER_ENV: [&str; 24] = [
     "PATH",
     "HOME",
     "LANG",
@@ -64,6 +65,9 @@ const CONTROLLER_ENV: [&str; 22] = [
     "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT",
     DISPATCH_ENV,
     CONTROLLER_LEASE_ENV,
+    // The host's limits on a run's environment hooks (lowered by tests).
+    crate::shared::environment::HOOK_LIMIT_ENV,
+    crate::shared::environment::HOOKS_BUDGET_ENV,
     // How a PostgreSQL ledger is reached, as the host that starts the controller reaches it:
     // the driver's variables (a password kept out of the URL) and the outage window.
     "PGPASSWORD",

@@ -1,6 +1,6 @@
 //! The controller of one run: holds its leases (inherited by a detached controller process, or
-//! taken by an in-process driver), re-admits the stored submission, builds the harnesses and
-//! drives the supervisor to the run's end.
+//! taken by an in-process driver), re-admits the stored submission, prepares its environment,
+//! builds the harnesses and drives the supervisor to the run's end.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,14 +14,19 @@ use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, RunWorkspace
 use crate::control::lease::{
     CONTROLLER_LEASE_FD, Leases, WORKSPACE_LEASE_FD, controller_attached, inherited_lease,
 };
+use crate::control::recovery::{TerminalReason, finalize};
 use crate::delivery::{ForgeSettings, GitDelivery, delivery_workers};
 use crate::dispatch::queued::{QueuedHarness, RunQueue};
 use crate::dispatch::{ControllerHold, dispatch_to_workers};
 use crate::graphspec::admission::{Readmitted, readmit};
+use crate::graphspec::environment::{
+    HookRun, Preparation, PreparedEnvironment, prepare_environment,
+};
 use crate::graphspec::harnesses::agent_harness;
 use crate::graphspec::reuse::ReuseIndex;
 use crate::graphspec::supervisor::{Harnesses, RunContext, Supervisor};
 use crate::observation::cause::run_cause;
+use crate::shared::environment::HookLimits;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
 use crate::shared::submission::ResumePoint;
@@ -240,6 +245,80 @@ fn drive(
             .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
             .collect(),
     );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RuntimeError::io("cannot start the async runtime", e))?;
+    let run_dir = home
+        .run_dir(run_id.as_str())
+        .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    if watch_signals {
+        // Watched from here on (the handler stays for the process's life), so a force-stop
+        // during the environment's hooks wakes them too instead of killing the controller.
+        runtime.block_on(async {
+            let mut terminate =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .map_err(|e| RuntimeError::io("cannot watch SIGTERM", e))?;
+            let signal_wake = wake.clone();
+            tokio::spawn(async move {
+                while terminate.recv().await.is_some() {
+                    signal_wake.notify_one();
+                }
+            });
+            Ok::<(), RuntimeError>(())
+        })?;
+    }
+    let mut base_env: Vec<(String, String)> = ["PATH", "HOME", "LANG", "TMPDIR"]
+        .iter()
+        .chain(trellis_agents::access::AGENT_CONFIG_ENV.iter())
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
+    // The environment is prepared before anything is dispatched (and again by every resumed
+    // successor); a hook that fails ends the run here, before any step started.
+    let mut prepared = match &admitted.submission.environment {
+        None => None,
+        Some(spec) => {
+            let preparation = runtime.block_on(prepare_environment(HookRun {
+                store: store.clone(),
+                run_id,
+                spec,
+                run_dir: &run_dir,
+                workspace: &admitted.submission.workspace,
+                base_env: &base_env,
+                secrets: &secrets,
+                limits: HookLimits::from_env(),
+                wake: wake.clone(),
+            }))?;
+            match preparation {
+                Preparation::Ready(prepared) => Some(prepared),
+                Preparation::Failed(reason) => {
+                    store.append(
+                        run_id,
+                        &[RunEvent::Terminal {
+                            result: trellis_ledger::TerminalResult::Failed {
+                                reason: reason.to_owned(),
+                            },
+                        }],
+                    )?;
+                    return Ok(());
+                }
+                Preparation::Stopped => {
+                    finalize(store.as_ref(), run_id, TerminalReason::ForceStopped)?;
+                    return Ok(());
+                }
+            }
+        }
+    };
+    let services = prepared.as_mut().map(PreparedEnvironment::take_services);
+    if let Some(prepared) = &prepared {
+        let path = base_env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+            .map(|(_, value)| value.clone());
+        base_env.retain(|(name, _)| name != "PATH");
+        base_env.push(("PATH".to_owned(), prepared.path_with_tools(path.as_deref())));
+    }
     let Inherited { lineage, workspace } = inherited;
     let reuse = ReuseIndex::from_lineage_retrying(&lineage, &failures_to_retry(&*store, &lineage)?);
     // The lineage's first run names the delivery branch and report marker across resumes.
@@ -277,16 +356,7 @@ fn drive(
                 .with_forge(ForgeSettings::from_env()),
         ),
     };
-    let scratch = home
-        .run_dir(run_id.as_str())
-        .map_err(|e| RuntimeError::io("cannot open the run directory", e))?
-        .join("scratch");
-    let base_env = ["PATH", "HOME", "LANG", "TMPDIR"]
-        .iter()
-        .chain(trellis_agents::access::AGENT_CONFIG_ENV.iter())
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-        .collect();
-    let wake = Arc::new(tokio::sync::Notify::new());
+    let scratch = run_dir.join("scratch");
     let context = RunContext {
         store: store.clone(),
         run_id: run_id.clone(),
@@ -301,23 +371,12 @@ fn drive(
         reuse,
         wake: wake.clone(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| RuntimeError::io("cannot start the async runtime", e))?;
     let outcome = runtime.block_on(async move {
-        if watch_signals {
-            let mut terminate =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .map_err(|e| RuntimeError::io("cannot watch SIGTERM", e))?;
-            let signal_wake = wake.clone();
-            tokio::spawn(async move {
-                while terminate.recv().await.is_some() {
-                    signal_wake.notify_one();
-                }
-            });
+        let mut supervisor = Supervisor::new(context)?;
+        if let Some(services) = services {
+            // A run reported finished has no service of its environment left running.
+            supervisor = supervisor.before_terminal(Box::new(move || services.stop()));
         }
-        let supervisor = Supervisor::new(context)?;
         match workspace {
             Some(workspace) => supervisor.with_workspace(workspace).run().await,
             None => supervisor.run().await,
@@ -327,6 +386,9 @@ fn drive(
         agent.close_run(run_id.as_str());
     }
     let _ = std::fs::remove_dir_all(&scratch);
+    // The services startup hooks left running stop with the run, before its workspace is
+    // free for the next one.
+    drop(prepared);
     drop(queue);
     if hold.as_ref().is_some_and(ControllerHold::is_lost) {
         eprintln!("trellis: another controller took run {run_id} over");

@@ -13,6 +13,7 @@ use trellis_ledger::{
     RunStore, TerminalResult,
 };
 
+use crate::shared::environment::ENVIRONMENT_REASONS;
 use crate::shared::error::RuntimeError;
 
 /// Terminal reasons Trellis itself gives; the graph's routing did not lead there.
@@ -29,12 +30,21 @@ pub struct RunCause {
     pub reason: String,
     /// The executions whose outcomes led there, in execution order.
     pub nodes: Vec<CauseNode>,
+    /// For a run whose environment could not be prepared (no step ran): Trellis's note of
+    /// which hook failed and how (`environment: setup NAME was stopped: …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
 }
 
 impl RunCause {
-    /// One line per causing node: `worker: refusal (authentication_required) — …`.
+    /// One line per causing node: `worker: refusal (authentication_required) — …`, or the
+    /// environment's note.
     pub fn lines(&self) -> Vec<String> {
-        self.nodes.iter().map(CauseNode::line).collect()
+        self.environment
+            .iter()
+            .cloned()
+            .chain(self.nodes.iter().map(CauseNode::line))
+            .collect()
     }
 }
 
@@ -103,6 +113,13 @@ pub(crate) fn run_cause(
     if RUNTIME_REASONS.contains(&reason.as_str()) {
         return Ok(None);
     }
+    if ENVIRONMENT_REASONS.contains(&reason.as_str()) {
+        return Ok(Some(RunCause {
+            reason: reason.clone(),
+            nodes: Vec::new(),
+            environment: last_environment_note(store, &snapshot.head.run_id)?,
+        }));
+    }
     let names = graph
         .and_then(|g| g.get("root"))
         .map(|root| routed_from(root, reason))
@@ -155,6 +172,7 @@ pub(crate) fn run_cause(
     Ok(Some(RunCause {
         reason: reason.clone(),
         nodes,
+        environment: None,
     }))
 }
 
@@ -370,6 +388,34 @@ fn last_lines(
         errors.entry(execution).or_insert(note);
     }
     Ok(errors)
+}
+
+/// The last run-wide error note of Trellis's own: what the environment hook that ended the run
+/// did.
+fn last_environment_note(
+    store: &dyn RunStore,
+    run_id: &RunId,
+) -> Result<Option<String>, RuntimeError> {
+    let mut note = None;
+    let mut after = Cursor::START;
+    loop {
+        let page = store.events_after(run_id, after, usize::MAX, EventFilter::LogsOnly)?;
+        let Some(last) = page.last() else { break };
+        after = last.cursor;
+        for stored in &page {
+            if let RunEvent::Log {
+                execution: None,
+                stream: LogStream::System,
+                level: LogLevel::Error,
+                message,
+                ..
+            } = &stored.event
+            {
+                note = Some(excerpt(message));
+            }
+        }
+    }
+    Ok(note)
 }
 
 fn diagnostic_text(diagnostic: &Value) -> Option<String> {

@@ -80,6 +80,9 @@ pub enum RuntimeError {
     /// A caller's connection values were refused, or a required one has no value.
     #[error(transparent)]
     Connections(#[from] crate::plan::ConnectionsError),
+    /// An environment file was refused.
+    #[error(transparent)]
+    Environment(#[from] crate::shared::environment::EnvironmentError),
     #[error("internal runtime failure: {0}")]
     Internal(String),
 }
@@ -127,6 +130,7 @@ impl RuntimeError {
             Self::Workspace(error) => error.code(),
             Self::Preflight(_) => "run.preflight",
             Self::Connections(error) => error.code(),
+            Self::Environment(error) => error.code(),
             Self::Internal(_) => "runtime.internal",
         }
     }

@@ -1,5 +1,5 @@
 //! A GraphSpec run's submission: what the ledger stores to define the run (graph, input, plan,
-//! workspace and how it is handled, source revision, template, checkpoint resumed from). Never secret values; read back by
+//! workspace and how it is handled, source revision, template, checkpoint resumed from, environment hooks). Never secret values; read back by
 //! [`crate::graphspec::admission::readmit`].
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::delivery::SourceRevision;
 use crate::plan::RuntimePlan;
+use crate::shared::environment::EnvironmentSpec;
 
 /// Everything that defines a GraphSpec run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,10 @@ pub struct Submission {
     /// in its controller's memory alone, so no other host can take the run over.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub caller_connections: Vec<String>,
+    /// The hooks that prepare the host before the run dispatches (a team server's runs only);
+    /// a resumed successor runs them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentSpec>,
 }
 
 /// The git position the run started from.

@@ -89,7 +89,9 @@ fn status_of(code: &str) -> StatusCode {
         | "run.no_checkpoints"
         | "run.no_retained_workspace" => StatusCode::CONFLICT,
         "ledger.busy" | "ledger.unavailable" => StatusCode::SERVICE_UNAVAILABLE,
-        "run.not_submittable" | "run.preflight" => StatusCode::UNPROCESSABLE_ENTITY,
+        "run.not_submittable" | "run.preflight" | "runtime.invalid_environment" => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
         code if code.starts_with("connections.") => StatusCode::BAD_REQUEST,
         code if code.starts_with("admission.") => match code {
             "admission.verifier_internal" | "admission.stored_submission" => {

@@ -9,7 +9,7 @@ pub(crate) mod workspaces;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::post;
+use axum::routing::{get, post};
 
 use crate::access::AccessPolicy;
 use crate::api;
@@ -32,9 +32,12 @@ pub fn router(state: TeamState) -> Router {
     api::routes(state.api).merge(submission)
 }
 
+/// Where a load balancer or container engine asks whether the server answers.
+pub const HEALTH_PATH: &str = "/healthz";
+
 /// The whole team server: the team API under `/api/v1` behind bearer-token access, and the
-/// OpenAPI document at [`OPENAPI_PATH`] beside it (merged after the policy layer, so it is
-/// readable without a token: it describes the API and holds no run data).
+/// OpenAPI document at [`OPENAPI_PATH`] and the health check at [`HEALTH_PATH`] beside it
+/// (merged after the policy layer, so they answer without a token: they hold no run data).
 pub fn app(state: TeamState, tokens: BearerTokens) -> Router {
     with_access(
         state,
@@ -57,5 +60,12 @@ pub fn app_with_browser(state: TeamState, tokens: BearerTokens, browser: Browser
 }
 
 fn with_access(state: TeamState, access: TeamAccess) -> Router {
-    crate::app(router(state), AccessPolicy::Team(access)).merge(openapi_router())
+    crate::app(router(state), AccessPolicy::Team(access))
+        .merge(openapi_router())
+        .route(HEALTH_PATH, get(health))
+}
+
+/// `{"status": "ok", "version"}`: the server accepts connections and answers requests.
+async fn health() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }

@@ -9,15 +9,15 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use trellis_runtime::{
-    AdmitRequest, ConfigSource, DeliveryMode, GraphSource, InputSource, PlanSource, RuntimeError,
-    SubmitOptions, TemplateDelivery, WorkspaceOptions,
+    AdmitRequest, ConfigSource, DeliveryMode, EnvironmentSpec, GraphSource, InputSource,
+    PlanSource, RuntimeError, SubmitOptions, TemplateDelivery, WorkspaceOptions,
 };
 use utoipa::ToSchema;
 
 use super::state::TeamState;
 use super::workspaces::WorkspaceError;
 pub use crate::api::control::SubmitAnswer;
-use crate::api::problems::{bad_request, blocking, json_body};
+use crate::api::problems::{bad_request, blocking, json_body, problem_of};
 use crate::caller::{CallerValues, Requirements};
 use crate::problem::Problem;
 use crate::schemas::ProblemDoc;
@@ -65,6 +65,15 @@ pub struct SubmitRequest {
     #[serde(default)]
     #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
     pub connections: CallerValues,
+    /// An environment file (`{"setup": [...], "startup": [...]}`, docs/environment.md): hooks
+    /// the run's controller runs on this host before it dispatches anything, and again on
+    /// every resume. None: the server's default environment, if it has one; an invalid one
+    /// answers 422 `runtime.invalid_environment`.
+    #[schema(value_type = Option<Object>)]
+    pub environment: Option<Value>,
+    /// Run without any environment file, the server's default included.
+    #[serde(default)]
+    pub no_environment: bool,
 }
 
 /// A built-in template (`GET`-able with `trellis template list`).
@@ -190,7 +199,7 @@ async fn profile_request(
         (status = 200, description = "the key already named this submission's run", body = SubmitAnswer),
         (status = 409, description = "the key names another submission", body = ProblemDoc),
         (status = 400, description = "a malformed request or source (a URL with credentials among them)", body = ProblemDoc),
-        (status = 422, description = "the graph, input or plan was refused, or the source cannot be fetched", body = ProblemDoc),
+        (status = 422, description = "the graph, input, plan or environment was refused, or the source cannot be fetched", body = ProblemDoc),
     ),
 )]
 pub async fn submit(State(state): State<TeamState>, body: Bytes) -> Result<Response, Problem> {
@@ -281,15 +290,36 @@ const BEFORE_RUN: [&str; 6] = [
     "connections.reserved",
 ];
 
+/// The environment a submission's run prepares: its own, none when it asks for none, else the
+/// server's default.
+fn environment_of(
+    state: &TeamState,
+    request: &mut SubmitRequest,
+) -> Result<Option<EnvironmentSpec>, Problem> {
+    match (request.environment.take(), request.no_environment) {
+        (Some(_), true) => Err(bad_request(
+            "request.invalid",
+            "give at most one of `environment` and `noEnvironment`",
+        )),
+        (None, true) => Ok(None),
+        (Some(document), false) => EnvironmentSpec::from_value(document)
+            .map(Some)
+            .map_err(|error| problem_of(&RuntimeError::Environment(error))),
+        (None, false) => Ok(state.default_environment.as_deref().cloned()),
+    }
+}
+
 /// Checks out the source, admits and submits the run working in `workspace`.
 async fn start(
     state: &TeamState,
     mut request: SubmitRequest,
     workspace: std::path::PathBuf,
 ) -> Result<trellis_runtime::Receipt, Refused> {
-    // The values are checked first: a malformed one is refused before any fetch.
+    // The values and the environment are checked first: a malformed one is refused before
+    // any fetch.
     let connections =
         std::mem::take(&mut request.connections).connections(&state.server_connections())?;
+    let environment = environment_of(state, &mut request)?;
     if let Some(source) = request.source.take() {
         super::workspaces::prepare_source(&state.workspaces, &workspace, source).await?;
     }
@@ -299,6 +329,7 @@ async fn start(
         start: state.api.start,
         workspace: WorkspaceOptions::default(),
         skip_preflight: request.no_preflight,
+        environment,
     };
     let admit = match request.profile.take() {
         Some(name) => profile_request(state, name, request, workspace).await?,
@@ -345,6 +376,8 @@ pub async fn requirements(
         ));
     }
     request.source = None;
+    // The environment is checked as the submission would check it.
+    environment_of(&state, &mut request)?;
     // Admission only needs some directory to stand for the run's workspace.
     let workspace = state.workspaces.root().to_path_buf();
     let admit = match request.profile.take() {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use trellis_runtime::{Runtime, ServerConnections, StartMode};
+use trellis_runtime::{EnvironmentSpec, Runtime, ServerConnections, StartMode};
 
 use crate::api::state::ApiState;
 use crate::streams::StreamSlots;
@@ -15,6 +15,8 @@ use crate::team::workspaces::{WorkspaceError, WorkspaceRoot};
 pub struct TeamState {
     pub(super) api: ApiState,
     pub(super) workspaces: Arc<WorkspaceRoot>,
+    /// The environment a run gets when its submission names none (`serve --environment`).
+    pub(super) default_environment: Option<Arc<EnvironmentSpec>>,
 }
 
 impl TeamState {
@@ -32,7 +34,15 @@ impl TeamState {
                 .with_start(start)
                 .with_caller_connections(ServerConnections::All),
             workspaces: Arc::new(WorkspaceRoot::open(workspaces)?),
+            default_environment: None,
         })
+    }
+
+    /// The same state, runs that name no environment (and do not refuse one) getting
+    /// `environment`.
+    pub fn with_default_environment(mut self, environment: Option<EnvironmentSpec>) -> Self {
+        self.default_environment = environment.map(Arc::new);
+        self
     }
 
     /// The same state, this host's environment supplying only the connection variables

@@ -1,6 +1,7 @@
 //! The supervisor loop a controller runs: reduce, record dispatches before starting workers,
 //! record outcomes before reducing again, void losers, honour force-stop and budgets.
 
+mod cleanup;
 mod events;
 mod record;
 mod stall;
@@ -125,6 +126,8 @@ pub struct Supervisor {
     workspace: Option<RunWorkspace>,
     /// Step commits left before the test hook [`events::DIE_AFTER_STEP_COMMIT_ENV`] aborts.
     step_commits_until_death: Option<u64>,
+    /// Called once just before the terminal record (`cleanup.rs`).
+    before_terminal: Option<Box<dyn FnOnce() + Send>>,
 }
 
 pub(crate) fn node_facts(graph: &GraphSpec) -> HashMap<NodeName, NodeFacts> {
@@ -214,6 +217,7 @@ impl Supervisor {
             log_budgets: HashMap::new(),
             run_log_budget: RunLogBudget::default(),
             workspace: None,
+            before_terminal: None,
             step_commits_until_death: events::step_commits_until_death(),
         })
     }
@@ -327,6 +331,7 @@ impl Supervisor {
         }
         self.drain_workers().await?;
         self.finish_workspace(false)?;
+        self.clean_up_before_terminal();
         finalize(self.ctx.store.as_ref(), &self.ctx.run_id, reason)?;
         Ok(())
     }
@@ -352,6 +357,7 @@ impl Supervisor {
         // be stopping. The run is not finished until every worker group is gone.
         self.drain_workers().await?;
         self.finish_workspace(matches!(result, TerminalResult::Succeeded { .. }))?;
+        self.clean_up_before_terminal();
         self.append(&[RunEvent::Terminal { result }])?;
         Ok(())
     }
