@@ -88,6 +88,7 @@ pub use shared::templates::{
 pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
 /// The hidden subcommand a worker host's step guards run as, and what it runs.
 pub use trellis_process::{GUARD_SUBCOMMAND as GUARD_COMMAND, run_guard};
+pub use worker_host::private_workspace::WorkspaceServer;
 pub use worker_host::work::{WorkerOptions, WorkerReport};
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.

@@ -17,6 +17,7 @@ mod references;
 mod repo;
 pub mod source;
 mod staged;
+mod transfer;
 mod worktree;
 
 pub use checkpoint::{
@@ -27,4 +28,8 @@ pub use error::WorkspaceError;
 pub use git::{CHECKPOINT_AUTHOR, GIT_TIMEOUT, Git, MAX_GIT_OUTPUT_BYTES};
 pub use references::{SAVED_NAMESPACE, TrellisReference, delete_references, trellis_references};
 pub use repo::{ObjectId, Repository};
+pub use transfer::{
+    REMOTE_NAMESPACE, RemoteEnd, apply_changes, bundle_head, commit_at, fetch_bundle,
+    remote_reference, start_workspace, tree_of, write_bundle,
+};
 pub use worktree::{add_worktree, remove_worktree, worktree_base};

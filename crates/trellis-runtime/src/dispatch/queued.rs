@@ -22,6 +22,8 @@ use trellis_ledger::postgres::leases::Dispatch;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
+use crate::dispatch::remote_workspace::{StartPoint, apply_result, forget, record_start};
+
 /// How often the collector looks for pushed lines, settled and expired claims while anything
 /// waits.
 const COLLECT_EVERY: Duration = Duration::from_millis(50);
@@ -38,6 +40,10 @@ pub(crate) struct DispatchPayload {
     pub node_instance: u64,
     pub attempt: u32,
     pub input: Value,
+    /// Where a worker host without the controller's filesystem gets the workspace; absent
+    /// when the workspace is not in git.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartPoint>,
 }
 
 /// What a worker host reports for one execution.
@@ -53,6 +59,10 @@ pub(crate) struct QueuedOutcome {
     pub logs: Vec<DispatchLog>,
     /// Who ran it (`worker@host:pid`).
     pub worker: String,
+    /// The commit holding the workspace the execution left, returned to the serving host
+    /// (a worker host without the controller's filesystem whose step changed files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 /// How an execution left the queue.
@@ -105,6 +115,8 @@ pub(crate) struct RunQueue {
     store: Arc<dyn RunStore>,
     run_id: RunId,
     token: i64,
+    /// The run's directory: scratch space for start points and results.
+    run_dir: PathBuf,
     mailbox: Arc<Mutex<Mailbox>>,
     stop: Arc<AtomicBool>,
     collector: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -115,6 +127,7 @@ impl RunQueue {
         store: Arc<dyn RunStore>,
         run_id: RunId,
         token: i64,
+        run_dir: PathBuf,
     ) -> Result<Arc<Self>, crate::shared::error::RuntimeError> {
         let mailbox = Arc::new(Mutex::new(Mailbox::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -132,6 +145,7 @@ impl RunQueue {
             store,
             run_id,
             token,
+            run_dir,
             mailbox,
             stop,
             collector: Mutex::new(Some(collector)),
@@ -272,11 +286,29 @@ impl Harness for QueuedHarness {
     ) -> BoxFuture<'a, ExecutionResult> {
         Box::pin(async move {
             let execution = request.execution;
+            let (workspace, run_id, run_dir) = (
+                request.workspace.clone(),
+                self.queue.run_id.clone(),
+                self.queue.run_dir.clone(),
+            );
+            let start =
+                off_thread(move || record_start(&workspace, &run_id, execution, &run_dir)).await;
+            let start = match start {
+                Some(Ok(start)) => start,
+                Some(Err(error)) => {
+                    return crash_with(
+                        format!("cannot record the workspace for worker hosts: {error}"),
+                        &events,
+                    );
+                }
+                None => return crash_with("the recording thread failed".into(), &events),
+            };
             let payload = DispatchPayload {
                 workspace: request.workspace.clone(),
                 node_instance: request.node_instance,
                 attempt: request.attempt,
                 input: request.input.clone(),
+                start,
             };
             let payload_json = match serde_json::to_string(&payload) {
                 Ok(json) => json,
@@ -321,9 +353,11 @@ impl Harness for QueuedHarness {
                     }
                 }
             };
-            tokio::select! {
+            let result = tokio::select! {
                 finished = finished => match finished {
-                    Some(Finished::Settled(json)) => settled(&json, &events).await,
+                    Some(Finished::Settled(json)) => {
+                        settled(&json, &events, self.result_place(&request)).await
+                    }
                     Some(Finished::Lost) => lost(&events),
                     None => crash_with("the queue stopped before the execution settled".into(), &events),
                 },
@@ -346,8 +380,31 @@ impl Harness for QueuedHarness {
                         TokenUsage::default(),
                     )
                 }
-            }
+            };
+            // Whatever became of it, nothing of the execution stays in the repository.
+            let (workspace, run_id) = (request.workspace.clone(), self.queue.run_id.clone());
+            let _ = off_thread(move || forget(&workspace, &run_id, execution)).await;
+            result
         })
+    }
+}
+
+/// Where a returned result is applied: the execution's workspace on this host.
+struct ResultPlace {
+    workspace: PathBuf,
+    run_id: RunId,
+    execution: u64,
+    run_dir: PathBuf,
+}
+
+impl QueuedHarness {
+    fn result_place(&self, request: &ExecutionRequest) -> ResultPlace {
+        ResultPlace {
+            workspace: request.workspace.clone(),
+            run_id: self.queue.run_id.clone(),
+            execution: request.execution,
+            run_dir: self.queue.run_dir.clone(),
+        }
     }
 }
 
@@ -364,7 +421,7 @@ async fn forward(lines: Vec<DispatchLog>, events: &EventSink) {
     }
 }
 
-async fn settled(json: &str, events: &EventSink) -> ExecutionResult {
+async fn settled(json: &str, events: &EventSink, place: ResultPlace) -> ExecutionResult {
     let reported: QueuedOutcome = match serde_json::from_str(json) {
         Ok(reported) => reported,
         Err(e) => {
@@ -382,6 +439,40 @@ async fn settled(json: &str, events: &EventSink) -> ExecutionResult {
         })
         .await;
     forward(reported.logs, events).await;
+    if let Some(commit) = reported.result.clone() {
+        // The step's changes land in the workspace before its outcome is recorded, as a
+        // step run here writes them before it answers.
+        let applied = off_thread(move || {
+            apply_result(
+                &place.workspace,
+                &place.run_id,
+                place.execution,
+                &commit,
+                &place.run_dir,
+            )
+        })
+        .await;
+        match applied {
+            Some(Ok(changed)) => {
+                let _ = events
+                    .send(HarnessEvent::Log {
+                        stream: LogStream::System,
+                        level: LogLevel::Info,
+                        message: format!(
+                            "applied the worker host's result: {changed} path(s) changed"
+                        ),
+                    })
+                    .await;
+            }
+            Some(Err(error)) => {
+                return crash_with(
+                    format!("cannot apply the worker host's result: {error}"),
+                    events,
+                );
+            }
+            None => return crash_with("the applying thread failed".into(), events),
+        }
+    }
     if reported.usage != TokenUsage::default() {
         let _ = events.send(HarnessEvent::Usage(reported.usage)).await;
     }
@@ -442,6 +533,7 @@ mod tests {
             store: Arc::new(trellis_ledger::SqliteStore::open_in_memory().unwrap()),
             run_id: RunId::new("run-1").unwrap(),
             token: 1,
+            run_dir: PathBuf::new(),
             mailbox: Arc::new(queue),
             stop: Arc::new(AtomicBool::new(true)),
             collector: Mutex::new(None),
