@@ -14,7 +14,6 @@ use trellis_workspace::{
     bundle_head, commit_at, delete_references, fetch_bundle, remote_reference, write_bundle,
 };
 
-use crate::dispatch::queued::DispatchPayload;
 use crate::shared::error::RuntimeError;
 
 /// Where a run's scratch indexes and bundles in transit live, in its run directory.
@@ -29,6 +28,16 @@ pub(crate) struct StartPoint {
     pub commit: String,
     /// Where the execution works, relative to the top of the repository.
     pub subdir: PathBuf,
+}
+
+/// The part of a queued execution's payload (`queued::DispatchPayload`) the serving host
+/// reads: where the execution works and its start point.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueuedWorkspace {
+    workspace: PathBuf,
+    #[serde(default)]
+    start: Option<StartPoint>,
 }
 
 /// A scratch file of execution `execution` in the run's directory (created on demand).
@@ -133,7 +142,7 @@ fn claimed(
     run_id: &RunId,
     execution: u64,
     claim_token: i64,
-) -> Result<(DispatchPayload, StartPoint, Repository), RuntimeError> {
+) -> Result<(StartPoint, Repository), RuntimeError> {
     let not_claimed = || RuntimeError::NotClaimed {
         run: run_id.to_string(),
         execution,
@@ -142,17 +151,14 @@ fn claimed(
     let json = postgres
         .claimed_payload(run_id, execution, claim_token)?
         .ok_or_else(not_claimed)?;
-    let payload: DispatchPayload = serde_json::from_str(&json)
+    let payload: QueuedWorkspace = serde_json::from_str(&json)
         .map_err(|e| RuntimeError::Internal(format!("a stored dispatch is unreadable: {e}")))?;
-    let start = payload
-        .start
-        .clone()
-        .ok_or_else(|| RuntimeError::NoStartPoint {
-            run: run_id.to_string(),
-            execution,
-        })?;
+    let start = payload.start.ok_or_else(|| RuntimeError::NoStartPoint {
+        run: run_id.to_string(),
+        execution,
+    })?;
     let repo = Repository::open(&payload.workspace, &Git::from_environment())?;
-    Ok((payload, start, repo))
+    Ok((start, repo))
 }
 
 /// Writes the bundle of execution `execution`'s start point (with the history of the run's
@@ -164,7 +170,7 @@ pub(crate) fn write_start_bundle(
     claim_token: i64,
     file: &Path,
 ) -> Result<(), RuntimeError> {
-    let (_, start, repo) = claimed(store, run_id, execution, claim_token)?;
+    let (start, repo) = claimed(store, run_id, execution, claim_token)?;
     let reference = remote_reference(run_id.as_str(), execution, RemoteEnd::Start)?;
     match commit_at(&repo, &reference)? {
         Some(commit) if commit.as_str() == start.commit => {}
@@ -190,7 +196,7 @@ pub(crate) fn receive_result(
     claim_token: i64,
     file: &Path,
 ) -> Result<ObjectId, RuntimeError> {
-    let (_, start, repo) = claimed(store, run_id, execution, claim_token)?;
+    let (start, repo) = claimed(store, run_id, execution, claim_token)?;
     let reference = remote_reference(run_id.as_str(), execution, RemoteEnd::Result)?;
     let refused = |why: String, conflict: bool| RuntimeError::ResultRefused {
         run: run_id.to_string(),
