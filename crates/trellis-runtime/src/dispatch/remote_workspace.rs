@@ -52,7 +52,8 @@ pub(crate) fn scratch_file(
     Ok(dir.join(format!("{execution}.{what}")))
 }
 
-/// Records the start point of execution `execution` of `run_id` working in `workspace`;
+/// Records the start point of execution `execution` of `run_id` working in `workspace` (or
+/// answers the one recorded already, for an execution adopted from a previous controller);
 /// `None` when the workspace is not in a git working tree (only a worker host sharing the
 /// filesystem can run it then).
 pub(crate) fn record_start(
@@ -72,6 +73,14 @@ pub(crate) fn record_start(
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let reference = remote_reference(run_id.as_str(), execution, RemoteEnd::Start)?;
+    // A controller that took the run over adopts executions already queued: their payload
+    // (kept by the queue) names the start recorded then, which must stay what it names.
+    if let Some(recorded) = commit_at(&repo, &reference)? {
+        return Ok(Some(StartPoint {
+            commit: recorded.to_string(),
+            subdir,
+        }));
+    }
     // A fresh scratch index (seeded from the workspace's own): the controller's checkpoint
     // index is its alone.
     let index = scratch_file(run_dir, execution, "start.index")?;
