@@ -99,7 +99,7 @@ fn a_truncated_result_bundle_is_refused_and_stores_nothing() {
     let state = tempfile::tempdir().unwrap();
     let start_ref = remote_reference(RUN, 1, RemoteEnd::Start).unwrap();
     let result_ref = remote_reference(RUN, 1, RemoteEnd::Result).unwrap();
-    let start = checkpoints(root, RUN, state.path())
+    checkpoints(root, RUN, state.path())
         .record_as(&start_ref, None, "start")
         .unwrap();
     let repo = Repository::open(root, &Git::from_environment()).unwrap();

@@ -22,7 +22,7 @@ use trellis_ledger::postgres::leases::Dispatch;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
-use crate::dispatch::remote_workspace::{StartPoint, apply_result, forget, record_start};
+use crate::dispatch::remote_workspace::{apply_result, forget};
 
 /// How often the collector looks for pushed lines, settled and expired claims while anything
 /// waits.
@@ -40,10 +40,6 @@ pub(crate) struct DispatchPayload {
     pub node_instance: u64,
     pub attempt: u32,
     pub input: Value,
-    /// Where a worker host without the controller's filesystem gets the workspace; absent
-    /// when the workspace is not in git.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start: Option<StartPoint>,
 }
 
 /// What a worker host reports for one execution.
@@ -115,7 +111,7 @@ pub(crate) struct RunQueue {
     store: Arc<dyn RunStore>,
     run_id: RunId,
     token: i64,
-    /// The run's directory: scratch space for start points and results.
+    /// The run's directory: scratch space for applying results.
     run_dir: PathBuf,
     mailbox: Arc<Mutex<Mailbox>>,
     stop: Arc<AtomicBool>,
@@ -286,29 +282,11 @@ impl Harness for QueuedHarness {
     ) -> BoxFuture<'a, ExecutionResult> {
         Box::pin(async move {
             let execution = request.execution;
-            let (workspace, run_id, run_dir) = (
-                request.workspace.clone(),
-                self.queue.run_id.clone(),
-                self.queue.run_dir.clone(),
-            );
-            let start =
-                off_thread(move || record_start(&workspace, &run_id, execution, &run_dir)).await;
-            let start = match start {
-                Some(Ok(start)) => start,
-                Some(Err(error)) => {
-                    return crash_with(
-                        format!("cannot record the workspace for worker hosts: {error}"),
-                        &events,
-                    );
-                }
-                None => return crash_with("the recording thread failed".into(), &events),
-            };
             let payload = DispatchPayload {
                 workspace: request.workspace.clone(),
                 node_instance: request.node_instance,
                 attempt: request.attempt,
                 input: request.input.clone(),
-                start,
             };
             let payload_json = match serde_json::to_string(&payload) {
                 Ok(json) => json,

@@ -1,13 +1,13 @@
 //! Steps on worker hosts that do not share the serving host's filesystem, on the serving host:
-//! the controller records each queued execution's start point (its workspace as a commit whose
-//! parent is `HEAD`, the run's source revision) before queueing it, and applies a returned
-//! result to the workspace — as the step's own changes — before the outcome settles; the
-//! serving host hands the start point of a claimed execution out as a git bundle and takes the
-//! result back as one, only while that claim holds the execution.
+//! when such a worker asks, the serving host records the claimed execution's start point (its
+//! workspace as a commit whose parent is `HEAD`, the run's source revision) and hands it out as
+//! a git bundle, then takes the result back as one — only while that claim holds the
+//! execution; the controller applies a returned result to the workspace, as the step's own
+//! changes, before the outcome settles. A worker sharing the filesystem costs nothing here.
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use trellis_ledger::{RunId, RunStore};
 use trellis_workspace::{
     Git, ObjectId, RemoteEnd, Repository, RunCheckpoints, WorkspaceError, apply_changes,
@@ -19,10 +19,8 @@ use crate::shared::error::RuntimeError;
 /// Where a run's scratch indexes and bundles in transit live, in its run directory.
 const REMOTE_DIR: &str = "remote";
 
-/// What a queued execution's payload says about where a worker host without the workspace
-/// gets it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// Where an execution on a worker host without the workspace starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StartPoint {
     /// The commit holding the workspace at dispatch (named by the execution's start reference).
     pub commit: String,
@@ -31,13 +29,66 @@ pub(crate) struct StartPoint {
 }
 
 /// The part of a queued execution's payload (`queued::DispatchPayload`) the serving host
-/// reads: where the execution works and its start point.
+/// reads: where the execution works.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct QueuedWorkspace {
     workspace: PathBuf,
-    #[serde(default)]
-    start: Option<StartPoint>,
+}
+
+/// Where an execution on a worker host without the serving host's filesystem starts.
+#[derive(Debug, Clone)]
+pub struct RemoteStart {
+    /// The start commit (its bundle's one reference: `refs/trellis/remote/RUN/N/start`).
+    pub commit: String,
+    /// Where the execution works, relative to the top of the repository.
+    pub subdir: PathBuf,
+    /// A git bundle of the start with the history of the run's source revision.
+    pub bundle: Vec<u8>,
+}
+
+impl RemoteStart {
+    /// [`RemoteStart::subdir`] as the `Trellis-Workspace-Subdir` header carries it.
+    pub fn subdir_header(&self) -> String {
+        encode_subdir(&self.subdir)
+    }
+}
+
+/// The headers of a start bundle's answer: its commit, and where the execution works below
+/// the repository's top (bytes other than letters, digits and `/._-` as `%XX`).
+pub const START_COMMIT_HEADER: &str = "trellis-start-commit";
+pub const WORKSPACE_SUBDIR_HEADER: &str = "trellis-workspace-subdir";
+
+/// `subdir` as [`WORKSPACE_SUBDIR_HEADER`] carries it.
+pub(crate) fn encode_subdir(subdir: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut text = String::new();
+    for &byte in subdir.as_os_str().as_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/._-".contains(&byte) {
+            text.push(char::from(byte));
+        } else {
+            text.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    text
+}
+
+/// The directory [`encode_subdir`] wrote; `None` for text it cannot have written.
+pub(crate) fn decode_subdir(text: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut bytes = Vec::new();
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    Some(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
 }
 
 /// A scratch file of execution `execution` in the run's directory (created on demand).
@@ -73,8 +124,7 @@ pub(crate) fn record_start(
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let reference = remote_reference(run_id.as_str(), execution, RemoteEnd::Start)?;
-    // A controller that took the run over adopts executions already queued: their payload
-    // (kept by the queue) names the start recorded then, which must stay what it names.
+    // Recorded once: a retried request gets the start the worker's result will build on.
     if let Some(recorded) = commit_at(&repo, &reference)? {
         return Ok(Some(StartPoint {
             commit: recorded.to_string(),
@@ -145,13 +195,13 @@ pub(crate) fn forget(workspace: &Path, run_id: &RunId, execution: u64) {
     let _ = delete_references(&repo, &gone);
 }
 
-/// The payload and repository of execution `execution` while `claim_token` holds it.
-fn claimed(
+/// The workspace execution `execution` works in, while `claim_token` holds it.
+fn claimed_workspace(
     store: &dyn RunStore,
     run_id: &RunId,
     execution: u64,
     claim_token: i64,
-) -> Result<(StartPoint, Repository), RuntimeError> {
+) -> Result<PathBuf, RuntimeError> {
     let not_claimed = || RuntimeError::NotClaimed {
         run: run_id.to_string(),
         execution,
@@ -162,36 +212,31 @@ fn claimed(
         .ok_or_else(not_claimed)?;
     let payload: QueuedWorkspace = serde_json::from_str(&json)
         .map_err(|e| RuntimeError::Internal(format!("a stored dispatch is unreadable: {e}")))?;
-    let start = payload.start.ok_or_else(|| RuntimeError::NoStartPoint {
-        run: run_id.to_string(),
-        execution,
-    })?;
-    let repo = Repository::open(&payload.workspace, &Git::from_environment())?;
-    Ok((start, repo))
+    Ok(payload.workspace)
 }
 
-/// Writes the bundle of execution `execution`'s start point (with the history of the run's
-/// source revision) to `file`, for the worker host holding it with `claim_token`.
+/// Records (once; a retried request gets the same) the start point of execution `execution`
+/// for the worker host holding it with `claim_token`, and writes its bundle (with the history
+/// of the run's source revision) to `file`.
 pub(crate) fn write_start_bundle(
     store: &dyn RunStore,
     run_id: &RunId,
     execution: u64,
     claim_token: i64,
+    run_dir: &Path,
     file: &Path,
-) -> Result<(), RuntimeError> {
-    let (start, repo) = claimed(store, run_id, execution, claim_token)?;
-    let reference = remote_reference(run_id.as_str(), execution, RemoteEnd::Start)?;
-    match commit_at(&repo, &reference)? {
-        Some(commit) if commit.as_str() == start.commit => {}
-        _ => {
-            return Err(RuntimeError::NoStartPoint {
-                run: run_id.to_string(),
-                execution,
-            });
+) -> Result<StartPoint, RuntimeError> {
+    let workspace = claimed_workspace(store, run_id, execution, claim_token)?;
+    let start = record_start(&workspace, run_id, execution, run_dir)?.ok_or_else(|| {
+        RuntimeError::NoStartPoint {
+            run: run_id.to_string(),
+            execution,
         }
-    }
+    })?;
+    let repo = Repository::open(&workspace, &Git::from_environment())?;
+    let reference = remote_reference(run_id.as_str(), execution, RemoteEnd::Start)?;
     write_bundle(&repo, &reference, None, file)?;
-    Ok(())
+    Ok(start)
 }
 
 /// Takes the result bundle `file` of execution `execution` from the worker host holding it
@@ -205,7 +250,9 @@ pub(crate) fn receive_result(
     claim_token: i64,
     file: &Path,
 ) -> Result<ObjectId, RuntimeError> {
-    let (start, repo) = claimed(store, run_id, execution, claim_token)?;
+    let workspace = claimed_workspace(store, run_id, execution, claim_token)?;
+    let repo = Repository::open(&workspace, &Git::from_environment())?;
+    let start_ref = remote_reference(run_id.as_str(), execution, RemoteEnd::Start)?;
     let reference = remote_reference(run_id.as_str(), execution, RemoteEnd::Result)?;
     let refused = |why: String, conflict: bool| RuntimeError::ResultRefused {
         run: run_id.to_string(),
@@ -214,6 +261,8 @@ pub(crate) fn receive_result(
         conflict,
     };
     let unusable = |error: WorkspaceError| refused(error.to_string(), false);
+    let start = commit_at(&repo, &start_ref)?
+        .ok_or_else(|| refused("no start point was handed out for it".into(), false))?;
     let existing = commit_at(&repo, &reference)?;
     let offered = match existing {
         // Already received: only the header is read, to tell a retry from a second result.
@@ -231,7 +280,7 @@ pub(crate) fn receive_result(
         ));
     }
     let parent = commit_at(&repo, &format!("{offered}^"))?;
-    if parent.as_ref().map(ObjectId::as_str) != Some(start.commit.as_str()) {
+    if parent.as_ref() != Some(&start) {
         let _ = delete_references(&repo, &[(reference, offered)]);
         return Err(refused(
             "the result does not follow the execution's start point".into(),
@@ -239,4 +288,19 @@ pub(crate) fn receive_result(
         ));
     }
     Ok(offered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subdirectory_survives_its_header() {
+        for subdir in ["", "pkg/app", "a b/ü%/x.y_z-1"] {
+            let encoded = encode_subdir(Path::new(subdir));
+            assert!(encoded.bytes().all(|b| b.is_ascii_graphic()), "{encoded}");
+            assert_eq!(decode_subdir(&encoded), Some(PathBuf::from(subdir)));
+        }
+        assert_eq!(decode_subdir("bad%4"), None);
+    }
 }

@@ -15,7 +15,9 @@ use trellis_workspace::{
     start_workspace, tree_of, write_bundle,
 };
 
-use crate::dispatch::remote_workspace::StartPoint;
+use crate::dispatch::remote_workspace::{
+    START_COMMIT_HEADER, WORKSPACE_SUBDIR_HEADER, decode_subdir,
+};
 
 /// The header carrying the claim's fencing token: the serving host answers only the holder.
 pub const CLAIM_HEADER: &str = "trellis-claim";
@@ -81,12 +83,8 @@ fn http_client() -> Result<reqwest::Client, String> {
 pub(crate) async fn fetch(
     server: &WorkspaceServer,
     claim: &Claim,
-    start: &StartPoint,
     root: PathBuf,
 ) -> Result<PrivateWorkspace, String> {
-    if start.subdir.is_absolute() || start.subdir.components().any(|c| c.as_os_str() == "..") {
-        return Err("the start point names a directory outside the workspace".into());
-    }
     let _ = force_remove_dir(&root);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -107,6 +105,21 @@ pub(crate) async fn fetch(
             "the serving host refused the workspace ({status}): {body}"
         ));
     }
+    let header = |name: &str| {
+        answer
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let expected = header(START_COMMIT_HEADER)
+        .ok_or_else(|| "the serving host named no start commit".to_owned())?;
+    let subdir = header(WORKSPACE_SUBDIR_HEADER)
+        .and_then(|text| decode_subdir(&text))
+        .filter(|subdir| {
+            subdir.is_relative() && !subdir.components().any(|c| c.as_os_str() == "..")
+        })
+        .ok_or_else(|| "the serving host named no directory inside the workspace".to_owned())?;
     let bundle = answer
         .bytes()
         .await
@@ -129,12 +142,12 @@ pub(crate) async fn fetch(
         }
     };
     let workspace = PrivateWorkspace {
-        workdir: repo.top().join(&start.subdir),
+        workdir: repo.top().join(&subdir),
         root,
         repo,
         start: commit,
     };
-    if workspace.start.as_str() != start.commit {
+    if workspace.start.as_str() != expected {
         return Err("the serving host sent a different start point".into());
     }
     Ok(workspace)

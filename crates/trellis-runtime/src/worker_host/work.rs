@@ -276,29 +276,22 @@ impl Job {
             .scratch
             .join(claim.run_id.as_str())
             .join(claim.execution.to_string());
-        let private = match (&self.server, &payload.start) {
-            (Some(server), Some(start)) => {
+        let private = match &self.server {
+            Some(server) => {
                 let root = scratch.with_extension("workspace");
-                match fetch(server, claim, start, root).await {
+                match fetch(server, claim, root).await {
                     Ok(private) => Some(private),
                     Err(why) => return refuse(format!("cannot fetch the run's workspace: {why}")),
                 }
             }
-            (Some(_), None) => {
-                return refuse(
-                    "the run's workspace is not in git: only a worker host sharing the serving \
-                     host's filesystem can run it"
-                        .into(),
-                );
-            }
-            (None, _) if !payload.workspace.is_dir() => {
+            None if !payload.workspace.is_dir() => {
                 return refuse(format!(
                     "the run's workspace {} is not on this host (start the worker with --server \
                      to fetch it from the serving host)",
                     payload.workspace.display()
                 ));
             }
-            (None, _) => None,
+            None => None,
         };
         let workspace = private
             .as_ref()

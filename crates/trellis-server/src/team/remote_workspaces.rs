@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use trellis_runtime::{CLAIM_HEADER, START_COMMIT_HEADER, WORKSPACE_SUBDIR_HEADER};
 use utoipa::ToSchema;
 
 use crate::api::extract::Path;
@@ -19,8 +20,6 @@ use crate::problem::Problem;
 use crate::schemas::ProblemDoc;
 use crate::team::state::TeamState;
 
-/// The header carrying the claim's fencing token.
-pub const CLAIM_HEADER: &str = "trellis-claim";
 /// The media type of a git bundle.
 const BUNDLE_TYPE: &str = "application/x-git-bundle";
 
@@ -49,8 +48,9 @@ fn claim_token(headers: &HeaderMap) -> Result<i64, Problem> {
 }
 
 /// The workspace execution `execution` starts from, as a git bundle whose one reference
-/// (`refs/trellis/remote/RUN/EXECUTION/start`) names a commit of the workspace whose parent is
-/// the run's source revision.
+/// (`refs/trellis/remote/RUN/EXECUTION/start`, also in `Trellis-Start-Commit`) names a commit
+/// of the workspace whose parent is the run's source revision, recorded on the first request;
+/// `Trellis-Workspace-Subdir` says where the execution works below the repository's top.
 #[utoipa::path(
     get, path = "/api/v1/runs/{run}/executions/{execution}/workspace", tag = "workers",
     params(
@@ -59,7 +59,11 @@ fn claim_token(headers: &HeaderMap) -> Result<i64, Problem> {
         ("Trellis-Claim" = i64, Header, description = "the worker host's claim (fencing token)"),
     ),
     responses(
-        (status = 200, description = "a git bundle", content_type = "application/x-git-bundle"),
+        (status = 200, description = "a git bundle", content_type = "application/x-git-bundle",
+            headers(
+                ("Trellis-Start-Commit" = String, description = "the start commit"),
+                ("Trellis-Workspace-Subdir" = String, description = "where the execution works, relative to the repository's top (bytes beyond letters, digits and /._- as %XX)"),
+            )),
         (status = 400, body = ProblemDoc),
         (status = 409, description = "the claim does not hold the execution", body = ProblemDoc),
         (status = 422, description = "the workspace is not in git", body = ProblemDoc),
@@ -73,11 +77,20 @@ pub async fn workspace(
     let run = run_id(&run)?;
     let claim = claim_token(&headers)?;
     let runtime = Arc::clone(&state.api.runtime);
-    let bundle = blocking(move || runtime.remote_workspace(&run, execution, claim)).await?;
-    let mut response = bundle.into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(BUNDLE_TYPE));
+    let start = blocking(move || runtime.remote_workspace(&run, execution, claim)).await?;
+    let (commit, subdir) = (start.commit.clone(), start.subdir_header());
+    let mut response = start.bundle.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(BUNDLE_TYPE));
+    for (name, value) in [
+        (START_COMMIT_HEADER, commit),
+        (WORKSPACE_SUBDIR_HEADER, subdir),
+    ] {
+        // Both are printable ASCII by construction (hex digits; an encoded path).
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
     Ok(response)
 }
 

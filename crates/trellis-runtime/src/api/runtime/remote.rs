@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use trellis_ledger::RunId;
 
 use super::Runtime;
-use crate::dispatch::remote_workspace::{receive_result, scratch_file, write_start_bundle};
+use crate::dispatch::remote_workspace::{
+    RemoteStart, StartPoint, receive_result, scratch_file, write_start_bundle,
+};
 use crate::shared::error::RuntimeError;
 
 /// Names bundles in transit apart when one execution's requests overlap.
@@ -25,11 +27,14 @@ impl Drop for InTransit {
 }
 
 impl Runtime {
-    fn in_transit(&self, run_id: &RunId, execution: u64) -> Result<InTransit, RuntimeError> {
-        let run_dir = self
-            .home_dir()
+    fn run_dir(&self, run_id: &RunId) -> Result<PathBuf, RuntimeError> {
+        self.home_dir()
             .run_dir(run_id.as_str())
-            .map_err(|e| RuntimeError::io("cannot open the run directory", e))?;
+            .map_err(|e| RuntimeError::io("cannot open the run directory", e))
+    }
+
+    fn in_transit(&self, run_id: &RunId, execution: u64) -> Result<InTransit, RuntimeError> {
+        let run_dir = self.run_dir(run_id)?;
         let what = format!(
             "{}-{}.bundle",
             std::process::id(),
@@ -38,18 +43,34 @@ impl Runtime {
         Ok(InTransit(scratch_file(&run_dir, execution, &what)?))
     }
 
-    /// The workspace execution `execution` of `run_id` starts from, as a git bundle (the
-    /// start commit and the history of the run's source revision), for the worker host whose
-    /// claim on it carries the fencing token `claim_token` (`dispatch.not_claimed` otherwise).
+    /// The workspace execution `execution` of `run_id` starts from, recorded on the first
+    /// request as a commit of the workspace whose parent is its `HEAD`, for the worker host
+    /// whose claim on it carries the fencing token `claim_token` (`dispatch.not_claimed`
+    /// otherwise): the commit, where the execution works below the repository's top, and a git
+    /// bundle of it with the history of the run's source revision.
     pub fn remote_workspace(
         &self,
         run_id: &RunId,
         execution: u64,
         claim_token: i64,
-    ) -> Result<Vec<u8>, RuntimeError> {
+    ) -> Result<RemoteStart, RuntimeError> {
+        let run_dir = self.run_dir(run_id)?;
         let file = self.in_transit(run_id, execution)?;
-        write_start_bundle(self.store(), run_id, execution, claim_token, &file.0)?;
-        std::fs::read(&file.0).map_err(|e| RuntimeError::io("cannot read the bundle", e))
+        let StartPoint { commit, subdir } = write_start_bundle(
+            self.store(),
+            run_id,
+            execution,
+            claim_token,
+            &run_dir,
+            &file.0,
+        )?;
+        let bundle =
+            std::fs::read(&file.0).map_err(|e| RuntimeError::io("cannot read the bundle", e))?;
+        Ok(RemoteStart {
+            commit,
+            subdir,
+            bundle,
+        })
     }
 
     /// Takes the result `bundle` of execution `execution` of `run_id` from the worker host
