@@ -59,6 +59,10 @@ pub(crate) struct QueuedOutcome {
     /// (a worker host without the controller's filesystem whose step changed files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// Whether the worker host fetched the workspace from the serving host (so its start
+    /// point, and maybe a result, are references to drop).
+    #[serde(default)]
+    pub fetched_workspace: bool,
 }
 
 /// How an execution left the queue.
@@ -331,9 +335,14 @@ impl Harness for QueuedHarness {
                     }
                 }
             };
+            // Whether the execution may have left transfer references in the repository: only
+            // a worker host that fetched the workspace makes any (as far as an outcome says).
+            let mut fetched = true;
             let result = tokio::select! {
                 finished = finished => match finished {
                     Some(Finished::Settled(json)) => {
+                        fetched = serde_json::from_str::<QueuedOutcome>(&json)
+                            .map_or(true, |reported| reported.fetched_workspace);
                         settled(&json, &events, self.result_place(&request)).await
                     }
                     Some(Finished::Lost) => lost(&events),
@@ -360,8 +369,10 @@ impl Harness for QueuedHarness {
                 }
             };
             // Whatever became of it, nothing of the execution stays in the repository.
-            let (workspace, run_id) = (request.workspace.clone(), self.queue.run_id.clone());
-            let _ = off_thread(move || forget(&workspace, &run_id, execution)).await;
+            if fetched {
+                let (workspace, run_id) = (request.workspace.clone(), self.queue.run_id.clone());
+                let _ = off_thread(move || forget(&workspace, &run_id, execution)).await;
+            }
             result
         })
     }

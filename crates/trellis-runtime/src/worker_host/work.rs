@@ -245,6 +245,7 @@ impl Job {
             }],
             worker: self.worker.clone(),
             result: None,
+            fetched_workspace: self.server.is_some(),
         };
         let payload: DispatchPayload = match serde_json::from_str(&claim.payload_json) {
             Ok(payload) => payload,
@@ -362,6 +363,7 @@ impl Job {
         let mut outcome = result.outcome;
         let usage = logs.usage;
         let mut lines = logs.finish();
+        let fetched_workspace = private.is_some();
         let returned = match private {
             Some(private) if !cancel.is_cancelled() => {
                 self.return_result(&private, claim, &mut outcome, &mut lines)
@@ -376,6 +378,7 @@ impl Job {
             logs: lines,
             worker: self.worker.clone(),
             result: returned,
+            fetched_workspace,
         }
     }
 }
