@@ -1,8 +1,9 @@
 //! What a controller handing executions to worker hosts relies on: queueing an execution
 //! again keeps its row (a controller that took a run over re-attaches), finished dispatches
 //! (settled or lost) are taken once and only by the lease holder, a withdrawn execution fences
-//! its worker, fenced `append_at` refuses a stale controller, and runs whose controller is gone
-//! are found, and a payload is answered only to its live claim. Needs `TRELLIS_TEST_POSTGRES_URL` (skipped without it, failing in CI).
+//! its worker, fenced `append_at` refuses a stale controller, runs whose controller is gone are
+//! found, and a payload is answered only to its live claim. Needs `TRELLIS_TEST_POSTGRES_URL`
+//! (skipped without it, failing in CI).
 
 mod common;
 
