@@ -1,8 +1,9 @@
 //! What a controller handing executions to worker hosts relies on: queueing an execution
 //! again keeps its row (a controller that took a run over re-attaches), finished dispatches
 //! (settled or lost) are taken once and only by the lease holder, a withdrawn execution fences
-//! its worker, fenced `append_at` refuses a stale controller, and runs whose controller is gone
-//! are found. Needs `TRELLIS_TEST_POSTGRES_URL` (skipped without it, failing in CI).
+//! its worker, fenced `append_at` refuses a stale controller, runs whose controller is gone are
+//! found, and a payload is answered only to its live claim. Needs `TRELLIS_TEST_POSTGRES_URL`
+//! (skipped without it, failing in CI).
 
 mod common;
 
@@ -197,4 +198,44 @@ fn runs_whose_controller_is_gone_are_found_and_finished_ones_are_not() {
         .unwrap();
     assert!(taken.fencing_token > live.fencing_token);
     assert!(store.orphaned_runs(Duration::ZERO, 10).unwrap().is_empty());
+}
+
+#[test]
+fn a_dispatch_payload_is_answered_only_to_its_live_claim() {
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
+    let store = store_with_runs(&schema, &["run-p"]);
+    let run = run_id("run-p");
+    let lease = store
+        .acquire_controller(&run, "ctl", LONG)
+        .unwrap()
+        .unwrap();
+    store
+        .enqueue(&run, lease.fencing_token, vec![dispatch(1, "work here")])
+        .unwrap();
+    // Queued, not yet claimed: nobody holds it.
+    assert_eq!(store.claimed_payload(&run, 1, 1).unwrap(), None);
+    let claim = store.claim("w1", &["command"], 1, SHORT).unwrap().remove(0);
+    let held = store
+        .claimed_payload(&run, 1, claim.fencing_token)
+        .unwrap()
+        .expect("the holder gets the payload");
+    assert!(held.contains("work here"), "{held}");
+    assert_eq!(
+        store
+            .claimed_payload(&run, 1, claim.fencing_token + 1)
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.claimed_payload(&run, 2, claim.fencing_token).unwrap(),
+        None
+    );
+    // Once the claim's lease ran out, not even its token is answered.
+    std::thread::sleep(SHORT * 3);
+    assert_eq!(
+        store.claimed_payload(&run, 1, claim.fencing_token).unwrap(),
+        None
+    );
 }

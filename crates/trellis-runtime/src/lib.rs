@@ -45,6 +45,7 @@ pub use checkpoints::prune::{
 pub use control::spawn::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
 pub use control::spawn::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
 pub use dispatch::DispatchMode;
+pub use dispatch::remote_workspace::{RemoteStart, START_COMMIT_HEADER, WORKSPACE_SUBDIR_HEADER};
 pub use gap_runs::admission::{GapConnector, GapOutcome, GapRunRequest};
 pub use graphspec::admission::{
     AdmissionError, AdmissionSummary, AdmitRequest, Admitted, ConfigSource, GraphSource,
@@ -93,6 +94,7 @@ pub use shared::templates::{
 pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
 /// The hidden subcommand a worker host's step guards run as, and what it runs.
 pub use trellis_process::{GUARD_SUBCOMMAND as GUARD_COMMAND, run_guard};
+pub use worker_host::private_workspace::{CLAIM_HEADER, WorkspaceServer};
 pub use worker_host::work::{WorkerOptions, WorkerReport};
 
 /// The run vocabulary front ends render: ids, cursors, phases, results, log levels.

@@ -17,6 +17,7 @@ use crate::api::profiles::{ProfileCreateBody, ProfileSaveBody};
 use crate::api::reads::{RunList, ValidateBody};
 use crate::api::workspace::PruneBody;
 use crate::caller::Requirements;
+use crate::team::remote_workspaces::ReceivedResult;
 use crate::team::runs::{PlanChoice, SubmitRequest, TemplateChoice};
 use crate::team::workspaces::SourceChoice;
 
@@ -77,6 +78,8 @@ impl Modify for BearerSecurity {
         crate::api::profiles::delete,
         crate::team::runs::requirements,
         crate::api::control::requirements,
+        crate::team::remote_workspaces::workspace,
+        crate::team::remote_workspaces::result,
     ),
     components(schemas(
         SubmitRequest, TemplateChoice, PlanChoice, SourceChoice, SubmitAnswer, RunList, ValidateBody,
@@ -87,7 +90,7 @@ impl Modify for BearerSecurity {
         PruneBody, PruneReportDoc, PrunedItemDoc,
         ProfileCreateBody, ProfileSaveBody, ProfileDefinitionDoc, ProfileDoc, ProfileSummaryDoc,
         ProfileListingDoc, SavedProfileDoc, DeletedProfileDoc,
-        Requirements,
+        Requirements, ReceivedResult,
     )),
     modifiers(&BearerSecurity),
     security(("bearer" = [])),
@@ -98,6 +101,7 @@ impl Modify for BearerSecurity {
         (name = "events", description = "Server-Sent Events resumable by cursor"),
         (name = "documents", description = "validate a document; the built-in templates"),
         (name = "profiles", description = "saved run definitions, revision-checked, admitted on save"),
+        (name = "workers", description = "workspaces of worker hosts without the serving host's filesystem, as git bundles"),
     ),
 )]
 struct TeamApi;

@@ -459,6 +459,8 @@ async fn the_openapi_document_is_public_and_matches_real_answers() {
         ("/api/v1/validate", "post"),
         ("/api/v1/templates", "get"),
         ("/api/v1/templates/{name}", "get"),
+        ("/api/v1/runs/{run}/executions/{execution}/workspace", "get"),
+        ("/api/v1/runs/{run}/executions/{execution}/result", "put"),
     ] {
         assert!(
             document["paths"][path][method].is_object(),

@@ -387,6 +387,29 @@ impl RunCheckpoints {
         Ok(tree)
     }
 
+    /// Records the working tree as a commit of `parent` (else `HEAD`) named by `reference`,
+    /// outside the run's numbered checkpoints: the start or the result of a step run on
+    /// another host.
+    pub fn record_as(
+        &self,
+        reference: &str,
+        parent: Option<&ObjectId>,
+        message: &str,
+    ) -> Result<Previous, WorkspaceError> {
+        let mut state = self.guard();
+        state.holds_previous = false;
+        self.stage_everything()?;
+        let tree = self.write_tree()?;
+        let parent = match parent {
+            Some(parent) => Some(parent.clone()),
+            None => self.repo.head()?,
+        };
+        let commit = self.commit(&tree, parent.as_ref(), message)?;
+        self.repo
+            .run(&["update-ref", reference, commit.as_str()], &[])?;
+        Ok(Previous { commit, tree })
+    }
+
     /// The ignored files and directories of the working tree (a directory whose content is
     /// all ignored is listed once), relative to its top, as git's ignore rules name them.
     pub fn ignored_entries(&self) -> Result<Vec<PathBuf>, WorkspaceError> {

@@ -19,6 +19,7 @@ mod repo;
 pub mod source;
 mod staged;
 mod stamp;
+mod transfer;
 mod worktree;
 
 pub use checkpoint::{
@@ -32,4 +33,8 @@ pub use references::{
     trellis_references,
 };
 pub use repo::{ObjectId, Repository};
+pub use transfer::{
+    REMOTE_NAMESPACE, RemoteEnd, apply_changes, bundle_head, commit_at, fetch_bundle,
+    remote_reference, start_workspace, tree_of, write_bundle,
+};
 pub use worktree::{add_worktree, remove_worktree, worktree_base};

@@ -275,7 +275,7 @@ impl Remote {
 
 /// Whether what is sent to the server at `base` is protected on the way: https, or a loopback
 /// host.
-fn protected(base: &str) -> bool {
+pub(crate) fn protected(base: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(base) else {
         return false;
     };

@@ -1,13 +1,15 @@
 //! `trellis worker --ledger URL`: a worker host. It claims node executions that controllers on
 //! any host queued in the PostgreSQL ledger, runs them with its own harnesses and environment,
-//! and reports their outcomes; SIGINT or SIGTERM stops it.
+//! and reports their outcomes; SIGINT or SIGTERM stops it. It runs each execution in the
+//! run's workspace path (a filesystem shared with the serving hosts), or, with `--server`, in
+//! a private copy fetched from a serving host's run API, returning the result there.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
-use trellis_runtime::WorkerOptions;
+use trellis_runtime::{WorkerOptions, WorkspaceServer};
 
 use crate::context::open_runtime;
 
@@ -34,6 +36,42 @@ pub struct WorkerArgs {
     /// worker at once (PostgreSQL `LISTEN/NOTIFY`); this is the safety net if a note is lost.
     #[arg(long, value_name = "MS", default_value_t = 1_000)]
     pub poll_ms: u64,
+    /// A serving host (`trellis serve`) to fetch each execution's workspace from and return
+    /// its result to, for a host that does not share the serving hosts' filesystem. Without
+    /// it the worker runs in the workspace path the run names.
+    #[arg(long, value_name = "URL", requires = "token_env")]
+    pub server: Option<String>,
+    /// The variable holding a bearer token of that server (`trellis serve token create`).
+    #[arg(long, value_name = "VAR", requires = "server")]
+    pub token_env: Option<String>,
+    /// Allow `--server` over plain http to a host other than loopback (the token travels
+    /// unprotected; only for a trusted network or a TLS-terminating proxy on this host).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+/// The serving host the worker fetches workspaces from, with its token read from the named
+/// variable (never printed).
+fn workspace_server(args: &WorkerArgs) -> anyhow::Result<Option<WorkspaceServer>> {
+    let (Some(base), Some(variable)) = (&args.server, &args.token_env) else {
+        return Ok(None);
+    };
+    if reqwest::Url::parse(base).is_err() {
+        bail!("--server {base:?} is not a URL");
+    }
+    if !args.insecure && !super::remote::protected(base) {
+        bail!(
+            "--server over plain http beyond loopback would send the token unprotected: use https, or add --insecure if the network is trusted"
+        );
+    }
+    let token = match std::env::var(variable) {
+        Ok(token) if !token.trim().is_empty() => token.trim().to_owned(),
+        _ => bail!("--token-env {variable}: the variable is not set"),
+    };
+    Ok(Some(WorkspaceServer {
+        base: base.trim_end_matches('/').to_owned(),
+        token,
+    }))
 }
 
 pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
@@ -47,6 +85,7 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     if args.lease_ms < 300 {
         bail!("--lease-ms must be at least 300");
     }
+    let server = workspace_server(args)?;
     let runtime = open_runtime(ledger)?;
     let options = WorkerOptions {
         slots: args.slots.max(1),
@@ -57,6 +96,7 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             .home()
             .join("worker-scratch")
             .join(std::process::id().to_string()),
+        server,
     };
     let scratch = options.scratch.clone();
     let tokio = tokio::runtime::Builder::new_multi_thread()
@@ -72,7 +112,7 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         });
         outln!(
             "{}",
-            serde_json::json!({"worker": "started", "slots": options.slots, "harnesses": options.harnesses})
+            serde_json::json!({"worker": "started", "slots": options.slots, "harnesses": options.harnesses, "workspaces": options.server.as_ref().map_or("shared", |_| "fetched")})
         );
         Ok::<_, anyhow::Error>(runtime.work(options, stop).await?)
     })?;

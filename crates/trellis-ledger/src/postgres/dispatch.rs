@@ -168,7 +168,43 @@ async fn orphaned_runs(
         .collect()
 }
 
+async fn claimed_payload(
+    shared: &Shared,
+    run_id: RunId,
+    execution: i64,
+    claim_token: i64,
+) -> Result<Option<String>, LedgerError> {
+    let client = connection(shared).await?;
+    let row = client
+        .query_opt(
+            "SELECT q.payload_json FROM dispatch_queue q JOIN runs r ON r.id = q.run
+             WHERE r.run_id = $1 AND q.execution = $2 AND q.state = 'claimed'
+               AND q.fencing_token = $3 AND q.lease_expires_at > now()",
+            &[&run_id.as_str(), &execution, &claim_token],
+        )
+        .await
+        .map_err(server_error)?;
+    row.map(|row| row.try_get(0).map_err(server_error))
+        .transpose()
+}
+
 impl PostgresStore {
+    /// The payload of execution `execution` of `run_id` while the claim whose fencing token
+    /// is `claim_token` holds it (claimed, lease not expired); `None` otherwise. What a serving
+    /// host checks before handing a worker host the execution's workspace or taking its result.
+    pub fn claimed_payload(
+        &self,
+        run_id: &RunId,
+        execution: u64,
+        claim_token: i64,
+    ) -> Result<Option<String>, LedgerError> {
+        let run_id = run_id.clone();
+        let execution = stored_execution(execution)?;
+        self.call(move |shared| async move {
+            claimed_payload(&shared, run_id, execution, claim_token).await
+        })
+    }
+
     /// Removes and returns the run's finished dispatches by execution: settled ones with their
     /// outcome, lost ones (out of claims) with `None`; only while `controller_token` holds the
     /// run, so a fenced controller never takes what its successor is waiting for.

@@ -3,6 +3,7 @@
 mod connections;
 mod profiles;
 mod reads;
+mod remote;
 mod revival;
 mod workspaces;
 

@@ -1,9 +1,11 @@
 //! Dispatch of a run's work over hosts on a PostgreSQL ledger, controller side: the
 //! controller's lease row (taken, renewed, and fencing every append), node executions handed
-//! to worker hosts through the ledger's dispatch queue (`queued`), and taking over the runs of
+//! to worker hosts through the ledger's dispatch queue (`queued`) with their workspaces for hosts
+//! that do not share this one's filesystem (`remote_workspace`), and taking over the runs of
 //! controllers that are gone (`takeover`). The worker host itself is `worker_host`.
 
 pub(crate) mod queued;
+pub(crate) mod remote_workspace;
 pub(crate) mod takeover;
 
 use std::sync::Arc;

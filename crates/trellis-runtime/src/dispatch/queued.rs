@@ -25,6 +25,8 @@ use trellis_ledger::postgres::leases::Dispatch;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
+use crate::dispatch::remote_workspace::{apply_result, forget};
+
 /// How often the collector looks whether anything waits, while nothing does.
 const COLLECT_EVERY: Duration = Duration::from_millis(50);
 /// Longest the collector waits for a worker's note (pushed lines, an outcome) before it looks
@@ -60,6 +62,14 @@ pub(crate) struct QueuedOutcome {
     pub logs: Vec<DispatchLog>,
     /// Who ran it (`worker@host:pid`).
     pub worker: String,
+    /// The commit holding the workspace the execution left, returned to the serving host
+    /// (a worker host without the controller's filesystem whose step changed files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Whether the worker host fetched the workspace from the serving host (so its start
+    /// point, and maybe a result, are references to drop).
+    #[serde(default)]
+    pub fetched_workspace: bool,
 }
 
 /// How an execution left the queue.
@@ -112,6 +122,8 @@ pub(crate) struct RunQueue {
     store: Arc<dyn RunStore>,
     run_id: RunId,
     token: i64,
+    /// The run's directory: scratch space for applying results.
+    run_dir: PathBuf,
     mailbox: Arc<Mutex<Mailbox>>,
     stop: Arc<AtomicBool>,
     collector: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -122,6 +134,7 @@ impl RunQueue {
         store: Arc<dyn RunStore>,
         run_id: RunId,
         token: i64,
+        run_dir: PathBuf,
     ) -> Result<Arc<Self>, crate::shared::error::RuntimeError> {
         let mailbox = Arc::new(Mutex::new(Mailbox::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -139,6 +152,7 @@ impl RunQueue {
             store,
             run_id,
             token,
+            run_dir,
             mailbox,
             stop,
             collector: Mutex::new(Some(collector)),
@@ -347,9 +361,16 @@ impl Harness for QueuedHarness {
                     }
                 }
             };
-            tokio::select! {
+            // Whether the execution may have left transfer references in the repository: only
+            // a worker host that fetched the workspace makes any (as far as an outcome says).
+            let mut fetched = true;
+            let result = tokio::select! {
                 finished = finished => match finished {
-                    Some(Finished::Settled(json)) => settled(&json, &events).await,
+                    Some(Finished::Settled(json)) => {
+                        fetched = serde_json::from_str::<QueuedOutcome>(&json)
+                            .map_or(true, |reported| reported.fetched_workspace);
+                        settled(&json, &events, self.result_place(&request)).await
+                    }
                     Some(Finished::Lost) => lost(&events),
                     None => crash_with("the queue stopped before the execution settled".into(), &events),
                 },
@@ -372,8 +393,33 @@ impl Harness for QueuedHarness {
                         TokenUsage::default(),
                     )
                 }
+            };
+            // Whatever became of it, nothing of the execution stays in the repository.
+            if fetched {
+                let (workspace, run_id) = (request.workspace.clone(), self.queue.run_id.clone());
+                let _ = off_thread(move || forget(&workspace, &run_id, execution)).await;
             }
+            result
         })
+    }
+}
+
+/// Where a returned result is applied: the execution's workspace on this host.
+struct ResultPlace {
+    workspace: PathBuf,
+    run_id: RunId,
+    execution: u64,
+    run_dir: PathBuf,
+}
+
+impl QueuedHarness {
+    fn result_place(&self, request: &ExecutionRequest) -> ResultPlace {
+        ResultPlace {
+            workspace: request.workspace.clone(),
+            run_id: self.queue.run_id.clone(),
+            execution: request.execution,
+            run_dir: self.queue.run_dir.clone(),
+        }
     }
 }
 
@@ -390,7 +436,7 @@ async fn forward(lines: Vec<DispatchLog>, events: &EventSink) {
     }
 }
 
-async fn settled(json: &str, events: &EventSink) -> ExecutionResult {
+async fn settled(json: &str, events: &EventSink, place: ResultPlace) -> ExecutionResult {
     let reported: QueuedOutcome = match serde_json::from_str(json) {
         Ok(reported) => reported,
         Err(e) => {
@@ -408,6 +454,40 @@ async fn settled(json: &str, events: &EventSink) -> ExecutionResult {
         })
         .await;
     forward(reported.logs, events).await;
+    if let Some(commit) = reported.result.clone() {
+        // The step's changes land in the workspace before its outcome is recorded, as a
+        // step run here writes them before it answers.
+        let applied = off_thread(move || {
+            apply_result(
+                &place.workspace,
+                &place.run_id,
+                place.execution,
+                &commit,
+                &place.run_dir,
+            )
+        })
+        .await;
+        match applied {
+            Some(Ok(changed)) => {
+                let _ = events
+                    .send(HarnessEvent::Log {
+                        stream: LogStream::System,
+                        level: LogLevel::Info,
+                        message: format!(
+                            "applied the worker host's result: {changed} path(s) changed"
+                        ),
+                    })
+                    .await;
+            }
+            Some(Err(error)) => {
+                return crash_with(
+                    format!("cannot apply the worker host's result: {error}"),
+                    events,
+                );
+            }
+            None => return crash_with("the applying thread failed".into(), events),
+        }
+    }
     if reported.usage != TokenUsage::default() {
         let _ = events.send(HarnessEvent::Usage(reported.usage)).await;
     }
@@ -468,6 +548,7 @@ mod tests {
             store: Arc::new(trellis_ledger::SqliteStore::open_in_memory().unwrap()),
             run_id: RunId::new("run-1").unwrap(),
             token: 1,
+            run_dir: PathBuf::new(),
             mailbox: Arc::new(queue),
             stop: Arc::new(AtomicBool::new(true)),
             collector: Mutex::new(None),

@@ -330,6 +330,8 @@ fn drive(
             store.clone(),
             run_id.clone(),
             hold.token(),
+            home.run_dir(run_id.as_str())
+                .map_err(|e| RuntimeError::io("cannot open the run directory", e))?,
         )?),
         _ => None,
     };

@@ -72,6 +72,22 @@ pub enum RuntimeError {
     NoCheckpoints(String),
     #[error("run {run} has no retained workspace{reason}")]
     NoRetainedWorkspace { run: String, reason: String },
+    /// A worker host asked for, or returned, the workspace of an execution its claim does not
+    /// hold (unknown, settled, withdrawn, or claimed anew since).
+    #[error("execution {execution} of run {run} is not held by this claim")]
+    NotClaimed { run: String, execution: u64 },
+    /// The execution has no start point to send (its workspace is not in git).
+    #[error("execution {execution} of run {run} has no workspace a worker host can fetch")]
+    NoStartPoint { run: String, execution: u64 },
+    /// A returned result is unusable (a truncated or foreign bundle) or differs from the one
+    /// already returned for the execution.
+    #[error("the result of execution {execution} of run {run} is refused: {why}")]
+    ResultRefused {
+        run: String,
+        execution: u64,
+        why: String,
+        conflict: bool,
+    },
     #[error("workspace: {0}")]
     Workspace(#[from] trellis_workspace::WorkspaceError),
     /// The plan's agents could not work (preflight): one line per problem, with its fix.
@@ -127,6 +143,10 @@ impl RuntimeError {
             Self::WorkspaceChanged { .. } => "run.workspace_changed",
             Self::NoCheckpoints(_) => "run.no_checkpoints",
             Self::NoRetainedWorkspace { .. } => "run.no_retained_workspace",
+            Self::NotClaimed { .. } => "dispatch.not_claimed",
+            Self::NoStartPoint { .. } => "dispatch.no_start_point",
+            Self::ResultRefused { conflict: true, .. } => "dispatch.result_conflict",
+            Self::ResultRefused { .. } => "dispatch.result_invalid",
             Self::Workspace(error) => error.code(),
             Self::Preflight(_) => "run.preflight",
             Self::Connections(error) => error.code(),

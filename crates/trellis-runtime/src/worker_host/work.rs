@@ -21,6 +21,7 @@ use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LedgerError, LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
 use super::live_logs::{LiveLogs, PUSH_EVERY, Pushed};
+use super::private_workspace::{PrivateWorkspace, WorkspaceServer, fetch};
 use crate::dispatch::queued::{DispatchPayload, QueuedOutcome};
 use crate::graphspec::admission::readmit;
 use crate::graphspec::harnesses::agent_harness;
@@ -42,8 +43,12 @@ pub struct WorkerOptions {
     pub lease: Duration,
     /// How long it waits between looks at an empty queue.
     pub poll: Duration,
-    /// Where agent executions get their private directories.
+    /// Where agent executions get their private directories (and executions their private
+    /// workspaces, with `server`).
     pub scratch: PathBuf,
+    /// The serving host to fetch each execution's workspace from and return its result to;
+    /// `None`: the workspace is a path this host shares with the serving host.
+    pub server: Option<WorkspaceServer>,
 }
 
 /// What a worker host did, for its exit report.
@@ -128,6 +133,7 @@ pub(crate) async fn work(
                 facts: facts.clone(),
                 lease: options.lease,
                 scratch: options.scratch.clone(),
+                server: options.server.clone(),
                 worker: name.clone(),
                 stop: stop.clone(),
             };
@@ -194,6 +200,7 @@ struct Job {
     facts: Arc<Mutex<HashMap<RunId, Arc<RunFacts>>>>,
     lease: Duration,
     scratch: PathBuf,
+    server: Option<WorkspaceServer>,
     worker: String,
     stop: CancellationToken,
 }
@@ -284,6 +291,8 @@ impl Job {
                 message,
             }],
             worker: self.worker.clone(),
+            result: None,
+            fetched_workspace: self.server.is_some(),
         };
         let payload: DispatchPayload = match serde_json::from_str(&claim.payload_json) {
             Ok(payload) => payload,
@@ -311,16 +320,30 @@ impl Job {
                 return refuse("delivery runs on the controller's host, not a worker".into());
             }
         };
-        if !payload.workspace.is_dir() {
-            return refuse(format!(
-                "the run's workspace {} is not on this host",
-                payload.workspace.display()
-            ));
-        }
         let scratch = self
             .scratch
             .join(claim.run_id.as_str())
             .join(claim.execution.to_string());
+        let private = match &self.server {
+            Some(server) => {
+                let root = scratch.with_extension("workspace");
+                match fetch(server, claim, root).await {
+                    Ok(private) => Some(private),
+                    Err(why) => return refuse(format!("cannot fetch the run's workspace: {why}")),
+                }
+            }
+            None if !payload.workspace.is_dir() => {
+                return refuse(format!(
+                    "the run's workspace {} is not on this host (start the worker with --server \
+                     to fetch it from the serving host)",
+                    payload.workspace.display()
+                ));
+            }
+            None => None,
+        };
+        let workspace = private
+            .as_ref()
+            .map_or_else(|| payload.workspace.clone(), |p| p.workdir.clone());
         let uses_scratch = matches!(binding, Binding::Agent(_));
         if uses_scratch && let Err(e) = std::fs::create_dir_all(&scratch) {
             return refuse(format!("cannot create scratch space: {e}"));
@@ -345,7 +368,7 @@ impl Job {
             contract: known.contract.clone(),
             idle_timeout: binding.idle_timeout_ms().map(Duration::from_millis),
             binding: binding.clone(),
-            workspace: payload.workspace,
+            workspace,
             scratch: scratch.clone(),
             deadline: known.timeout_ms.map(Duration::from_millis),
             environment: secrets,
@@ -384,12 +407,51 @@ impl Job {
         if uses_scratch {
             let _ = std::fs::remove_dir_all(&scratch);
         }
+        let mut outcome = result.outcome;
+        let usage = logs.usage;
+        let mut lines = logs.finish();
+        let fetched_workspace = private.is_some();
+        let returned = match private {
+            Some(private) if !cancel.is_cancelled() => {
+                self.return_result(&private, claim, &mut outcome, &mut lines)
+                    .await
+            }
+            _ => None,
+        };
         QueuedOutcome {
-            outcome: result.outcome,
-            usage: logs.usage,
+            outcome,
+            usage,
             killed_from_outside: result.killed_from_outside,
-            logs: logs.finish(),
+            logs: lines,
             worker: self.worker.clone(),
+            result: returned,
+            fetched_workspace,
+        }
+    }
+}
+
+impl Job {
+    /// Returns the private workspace's result to the serving host; when it cannot, the
+    /// execution fails (`crash`) with the reason in its log rather than lose its changes.
+    async fn return_result(
+        &self,
+        private: &PrivateWorkspace,
+        claim: &Claim,
+        outcome: &mut WorkerOutcome,
+        lines: &mut Vec<DispatchLog>,
+    ) -> Option<String> {
+        let server = self.server.as_ref()?;
+        match private.return_result(server, claim).await {
+            Ok(commit) => commit,
+            Err(why) => {
+                *outcome = WorkerOutcome::failure(WorkerErrorCode::Crash);
+                lines.push(DispatchLog {
+                    stream: LogStream::System,
+                    level: LogLevel::Error,
+                    message: format!("cannot return the workspace to the serving host: {why}"),
+                });
+                None
+            }
         }
     }
 }

@@ -87,7 +87,11 @@ fn status_of(code: &str) -> StatusCode {
         | "run.workspace_busy"
         | "run.workspace_changed"
         | "run.no_checkpoints"
-        | "run.no_retained_workspace" => StatusCode::CONFLICT,
+        | "run.no_retained_workspace"
+        | "dispatch.not_claimed"
+        | "dispatch.result_conflict" => StatusCode::CONFLICT,
+        "dispatch.result_invalid" => StatusCode::BAD_REQUEST,
+        "dispatch.no_start_point" => StatusCode::UNPROCESSABLE_ENTITY,
         "ledger.busy" | "ledger.unavailable" => StatusCode::SERVICE_UNAVAILABLE,
         "run.not_submittable" | "run.preflight" | "runtime.invalid_environment" => {
             StatusCode::UNPROCESSABLE_ENTITY

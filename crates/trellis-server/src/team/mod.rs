@@ -1,7 +1,9 @@
 //! The team server (`trellis serve`): the one run API of [`crate::api`] plus submission
-//! ([`runs`]), behind bearer tokens, with the OpenAPI document of [`crate::openapi`] beside it.
+//! ([`runs`]) and the workspaces of worker hosts without its filesystem
+//! ([`remote_workspaces`]), behind bearer tokens, with the OpenAPI document of [`crate::openapi`] beside it.
 //! Every other route is the same code the web UI's server mounts.
 
+pub(crate) mod remote_workspaces;
 pub(crate) mod runs;
 pub(crate) mod state;
 pub(crate) mod workspaces;
@@ -9,7 +11,7 @@ pub(crate) mod workspaces;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 
 use crate::access::AccessPolicy;
 use crate::api;
@@ -28,6 +30,14 @@ pub fn router(state: TeamState) -> Router {
     let submission = Router::new()
         .route("/runs", post(runs::submit))
         .route("/runs/requirements", post(runs::requirements))
+        .route(
+            "/runs/{run}/executions/{execution}/workspace",
+            get(remote_workspaces::workspace),
+        )
+        .route(
+            "/runs/{run}/executions/{execution}/result",
+            put(remote_workspaces::result),
+        )
         .with_state(state.clone());
     api::routes(state.api).merge(submission)
 }
