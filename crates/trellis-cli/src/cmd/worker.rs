@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
-use trellis_runtime::WorkerOptions;
+use trellis_runtime::{Isolation, WorkerOptions};
 
-use crate::context::open_runtime;
+use crate::context::{IsolationArg, open_runtime};
 
 /// The harness names a worker may take executions for.
 const HARNESSES: [&str; 5] = ["command", "claude", "codex", "copilot", "agent"];
@@ -33,6 +33,11 @@ pub struct WorkerArgs {
     /// How long to wait between looks at an empty queue, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 200)]
     pub poll_ms: u64,
+    /// Where the steps run: `none` (as this worker's user, the default) or `sandbox` (each in
+    /// a bubblewrap sandbox; refused at start without a working `bwrap`). A run's plan may ask
+    /// for `sandbox`, which this worker then honours or refuses the step.
+    #[arg(long, value_name = "MODE", value_enum, default_value = "none")]
+    pub isolation: IsolationArg,
 }
 
 pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
@@ -47,7 +52,13 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         bail!("--lease-ms must be at least 300");
     }
     let runtime = open_runtime(ledger)?;
+    let isolation = Isolation::from(args.isolation);
+    if isolation == Isolation::Sandbox {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        trellis_runtime::Sandbox::detect(&path, true)?;
+    }
     let options = WorkerOptions {
+        isolation,
         slots: args.slots.max(1),
         harnesses: args.harness.clone(),
         lease: Duration::from_millis(args.lease_ms),

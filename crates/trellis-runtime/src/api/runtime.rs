@@ -19,6 +19,7 @@ use crate::api::options::{
     Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
 };
 use crate::api::validation::{self, ValidateRequest, ValidationReport};
+use crate::control::isolation::apply_isolation;
 use crate::control::recovery::{TerminalReason, finalize_abandoned, finalize_orphaned, reconcile};
 use crate::control::spawn::{Launched, Start, controller_env};
 use crate::delivery::read_source;
@@ -30,7 +31,7 @@ use crate::graphspec::admission::{self, AdmissionError, AdmitRequest, Admitted, 
 use crate::graphspec::launch::{LaunchRequest, launch};
 use crate::graphspec::preparation::prepare;
 use crate::observation::views::RunStatus;
-use crate::plan::Connections;
+use crate::plan::{Connections, Isolation};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::shared::submission::{StoredSource, Submission, WorkspaceHandling};
@@ -53,6 +54,8 @@ pub struct Runtime {
     controller_program: Option<PathBuf>,
     /// Where this host's controllers run executions; `None`: as `$TRELLIS_DISPATCH` says.
     dispatch: Option<DispatchMode>,
+    /// Where this host's controllers run their steps; `None`: as `$TRELLIS_ISOLATION` says.
+    isolation: Option<Isolation>,
 }
 
 /// Parses a run id given by a person or a client.
@@ -95,6 +98,7 @@ impl Runtime {
             ledger,
             controller_program: options.controller_program,
             dispatch: None,
+            isolation: None,
         })
     }
 
@@ -109,6 +113,18 @@ impl Runtime {
             ));
         }
         self.dispatch = Some(mode);
+        Ok(self)
+    }
+
+    /// Makes every controller this runtime starts run its steps at least as contained as
+    /// `isolation` (a plan may ask for more, never less). `sandbox` is refused at once when
+    /// this host cannot build one (`bwrap` missing or unusable), never silently dropped.
+    pub fn with_isolation(mut self, isolation: Isolation) -> Result<Self, RuntimeError> {
+        if isolation == Isolation::Sandbox {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            trellis_agents::Sandbox::detect(&path, true)?;
+        }
+        self.isolation = Some(isolation);
         Ok(self)
     }
 
@@ -260,6 +276,7 @@ impl Runtime {
                 env: {
                     let mut env = controller_env(env_names, connections);
                     crate::dispatch::apply_dispatch(&mut env, self.dispatch);
+                    apply_isolation(&mut env, self.isolation);
                     if connections.from_caller_any() && self.queues(&env) {
                         return Err(RuntimeError::NotSubmittable(
                             "this server hands executions to worker hosts (--dispatch queue), \
@@ -590,6 +607,7 @@ impl Runtime {
             &program,
             self.ledger.as_ref(),
             self.dispatch,
+            self.isolation,
             grace,
         )
     }

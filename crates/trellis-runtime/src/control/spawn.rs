@@ -44,8 +44,8 @@ pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Environment variables a controller keeps besides the plan's connection names (six say
 /// where the forge is and how patiently delivery waits on it and retries, the last two whether executions
-/// go to worker hosts and how long the controller's lease row lives).
-const CONTROLLER_ENV: [&str; 22] = [
+/// go to worker hosts, whether they are contained and how long the controller's lease row lives).
+const CONTROLLER_ENV: [&str; 23] = [
     "PATH",
     "HOME",
     "LANG",
@@ -63,6 +63,7 @@ const CONTROLLER_ENV: [&str; 22] = [
     // The kill-point tests' hook (supervisor/record.rs); never set otherwise.
     "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT",
     DISPATCH_ENV,
+    super::isolation::ISOLATION_ENV,
     CONTROLLER_LEASE_ENV,
     // How a PostgreSQL ledger is reached, as the host that starts the controller reaches it:
     // the driver's variables (a password kept out of the URL) and the outage window.

@@ -13,13 +13,14 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, SecretEnv};
+use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, Isolation, SecretEnv};
 use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome};
 use trellis_ledger::postgres::leases::Claim;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LedgerError, LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
 use super::live_logs::{LiveLogs, PUSH_EVERY, Pushed};
+use crate::control::isolation::plan_sandbox;
 use crate::dispatch::queued::{DispatchPayload, QueuedOutcome};
 use crate::graphspec::admission::readmit;
 use crate::graphspec::harnesses::agent_harness;
@@ -43,6 +44,8 @@ pub struct WorkerOptions {
     pub poll: Duration,
     /// Where agent executions get their private directories.
     pub scratch: PathBuf,
+    /// Where steps run (`--isolation`); combined with each plan's to the stricter.
+    pub isolation: Isolation,
 }
 
 /// What a worker host did, for its exit report.
@@ -58,6 +61,7 @@ struct RunFacts {
     plan: RuntimePlan,
     nodes: HashMap<NodeName, NodeFacts>,
     agent: Option<Arc<dyn Harness>>,
+    command: Arc<dyn Harness>,
 }
 
 /// Claims and runs executions until `stop` is cancelled; then stops claiming, cancels what
@@ -114,6 +118,7 @@ pub(crate) async fn work(
                 facts: facts.clone(),
                 lease: options.lease,
                 scratch: options.scratch.clone(),
+                isolation: options.isolation,
                 worker: name.clone(),
                 stop: stop.clone(),
             };
@@ -147,6 +152,7 @@ struct Job {
     facts: Arc<Mutex<HashMap<RunId, Arc<RunFacts>>>>,
     lease: Duration,
     scratch: PathBuf,
+    isolation: Isolation,
     worker: String,
     stop: CancellationToken,
 }
@@ -206,11 +212,14 @@ impl Job {
         .await
         .map_err(|_| "the admission thread failed".to_owned())??;
         let plan = admitted.submission.plan.clone();
-        let agent = agent_harness(&plan).ok().flatten();
+        // A worker that cannot contain the run's steps as asked runs none of them.
+        let sandbox = plan_sandbox(&plan, self.isolation).map_err(|e| e.to_string())?;
+        let agent = agent_harness(&plan, sandbox.as_ref()).ok().flatten();
         let facts = Arc::new(RunFacts {
             nodes: node_facts(admitted.graph.spec()),
             plan,
             agent,
+            command: Arc::new(ExecHarness::contained(sandbox)),
         });
         if let Ok(mut cache) = self.facts.lock() {
             if cache.len() >= MAX_CACHED_RUNS {
@@ -255,7 +264,7 @@ impl Job {
             return refuse(format!("node {node} has no binding or contract"));
         };
         let harness: Arc<dyn Harness> = match binding {
-            Binding::Command(_) => Arc::new(ExecHarness),
+            Binding::Command(_) => facts.command.clone(),
             Binding::Agent(_) => match &facts.agent {
                 Some(agent) => agent.clone(),
                 None => return refuse("no agent CLI for this run's plan on this worker".into()),

@@ -1,0 +1,238 @@
+//! `--isolation sandbox` through the real binary (issue 33): a hostile command worker tries to
+//! write outside its workspace, read a canary in the invoking user's home and in another run's
+//! workspace, signal a process outside, and list the Trellis home. Under the sandbox all of it
+//! fails while its own edit lands and the run succeeds; without it, the same worker reaches
+//! everything, which is what the sandbox is for. Needs `bwrap` (scripts/test installs
+//! Debian's bubblewrap); without it the sandbox half is a refusal, which is tested too.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use serde_json::{Value, json};
+use support::graph::*;
+use support::{Sandbox, process_alive};
+
+/// The worker: each attempt is a shell snippet whose success means "reached"; the verdicts go
+/// to `reach.txt` in the workspace, the edit to `edit.txt`, and the reply is `{"output": null}`.
+const HOSTILE_WORKER: &str = r#"#!/bin/sh
+cat >/dev/null
+attempt() {
+  if sh -c "$2" >/dev/null 2>&1; then echo "$1=reached"; else echo "$1=blocked"; fi
+}
+{
+  attempt write_outside "echo escaped > '$OUTSIDE/escaped.txt'"
+  attempt read_home_canary "cat '$REAL_HOME/canary.txt'"
+  attempt read_other_run "cat '$OTHER_WORKSPACE/canary.txt'"
+  attempt signal_outside "kill -TERM $VICTIM"
+  attempt read_trellis_home "ls '$TRELLIS_STATE'"
+} > reach.txt
+echo "edited by the worker" > edit.txt
+echo '{"output": null}'
+"#;
+
+/// A test's world: the invoking user's home with a canary, another run's workspace with one,
+/// a directory outside every workspace, and the hostile worker's file.
+struct World {
+    sandbox: Sandbox,
+    real_home: PathBuf,
+    other_workspace: PathBuf,
+    outside: PathBuf,
+    worker: PathBuf,
+}
+
+impl World {
+    fn new() -> Self {
+        let sandbox = Sandbox::new();
+        let base = sandbox
+            .workspace
+            .parent()
+            .expect("the workspace has a parent")
+            .to_path_buf();
+        let real_home = base.join("user-home");
+        let other_workspace = base.join("other-run-workspace");
+        let outside = base.join("outside");
+        for dir in [&real_home, &other_workspace, &outside] {
+            std::fs::create_dir_all(dir).expect("directory");
+        }
+        std::fs::write(real_home.join("canary.txt"), "home canary").expect("canary");
+        std::fs::write(other_workspace.join("canary.txt"), "other canary").expect("canary");
+        let worker = base.join("tools").join("hostile.sh");
+        std::fs::create_dir_all(worker.parent().expect("tools")).expect("tools");
+        std::fs::write(&worker, HOSTILE_WORKER).expect("worker");
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&worker, executable).expect("chmod");
+        Self {
+            sandbox,
+            real_home,
+            other_workspace,
+            outside,
+            worker,
+        }
+    }
+
+    fn graph(&self) -> Value {
+        let state = record(&[("value", integer(), true)]);
+        graph(
+            state.clone(),
+            seq(
+                "root",
+                &state,
+                vec![
+                    step("hostile", null(), null(), &[], &[]),
+                    unless_failed("hostile", &state, succeed("done", null(), &[])),
+                ],
+                &[],
+            ),
+        )
+    }
+
+    fn plan(&self, victim: u32) -> Value {
+        json!({
+            "kind": "command",
+            "command": [self.worker],
+            "env": {
+                "OUTSIDE": self.outside,
+                "REAL_HOME": self.real_home,
+                "OTHER_WORKSPACE": self.other_workspace,
+                "VICTIM": victim.to_string(),
+                "TRELLIS_STATE": self.sandbox.home,
+            },
+        })
+    }
+
+    /// Runs the graph in the foreground with `isolation`; the terminal result and what the
+    /// worker reached.
+    fn run(&self, isolation: &str, victim: u32) -> (Value, String) {
+        let args = self
+            .sandbox
+            .run_args(&self.graph(), &json!({"value": 1}), &self.plan(victim));
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend(["--isolation", isolation]);
+        let output = support::finish(
+            support::start({
+                let mut command = self.sandbox.command(&args);
+                command.env("HOME", &self.real_home);
+                command
+            }),
+            support::COMMAND_TIMEOUT,
+            &args,
+        );
+        let lines = output.ndjson();
+        let mut terminal = lines
+            .last()
+            .map(|last| last["status"]["terminalResult"].clone())
+            .unwrap_or(Value::Null);
+        if terminal["status"] != "succeeded"
+            && let Some(run) = lines.first().and_then(|l| l["runId"].as_str())
+        {
+            // What the worker said, for the assertion message.
+            terminal["logs"] = Value::from(self.sandbox.trellis(&["logs", run]).stdout);
+        }
+        let reach = std::fs::read_to_string(self.sandbox.workspace.join("reach.txt"))
+            .unwrap_or_else(|_| panic!("the worker ran and reported\n{output:#?}"));
+        (terminal, reach)
+    }
+}
+
+/// A process outside any sandbox for the worker to signal.
+fn victim() -> Child {
+    Command::new("sleep").arg("120").spawn().expect("sleep")
+}
+
+fn verdicts(reach: &str) -> Vec<(String, String)> {
+    reach
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(what, verdict)| (what.to_owned(), verdict.to_owned()))
+        .collect()
+}
+
+fn bwrap_installed() -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| Path::new(&dir).join("bwrap").is_file())
+}
+
+#[test]
+fn a_hostile_worker_in_the_sandbox_reaches_nothing_but_its_workspace() {
+    if !bwrap_installed() {
+        eprintln!("skipped: bubblewrap is not installed (scripts/test installs it)");
+        return;
+    }
+    let world = World::new();
+    let mut victim = victim();
+    let (terminal, reach) = world.run("sandbox", victim.id());
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    assert_eq!(
+        std::fs::read_to_string(world.sandbox.workspace.join("edit.txt")).expect("edit"),
+        "edited by the worker\n"
+    );
+    let verdicts = verdicts(&reach);
+    assert_eq!(verdicts.len(), 5, "{reach}");
+    for (what, verdict) in &verdicts {
+        assert_eq!(verdict, "blocked", "{what} under the sandbox:\n{reach}");
+    }
+    assert!(!world.outside.join("escaped.txt").exists());
+    assert!(process_alive(victim.id()), "the victim was signalled");
+    let _ = victim.kill();
+    let _ = victim.wait();
+}
+
+#[test]
+fn the_same_worker_without_the_sandbox_reaches_everything() {
+    let world = World::new();
+    let mut victim = victim();
+    let (terminal, reach) = world.run("none", victim.id());
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    for (what, verdict) in verdicts(&reach) {
+        assert_eq!(verdict, "reached", "{what} without the sandbox:\n{reach}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(world.outside.join("escaped.txt")).expect("escaped"),
+        "escaped\n"
+    );
+    // SIGTERM ended it: reaped here, so its pid is not a zombie that looks alive.
+    let status = victim.wait().expect("victim");
+    assert!(!status.success());
+}
+
+/// A host whose `PATH` holds no `bwrap` (an empty directory here) refuses `run --isolation
+/// sandbox` and `serve` (sandbox by default) at start, saying how to install it or opt out;
+/// nothing runs uncontained instead.
+#[test]
+fn a_sandbox_the_host_cannot_build_is_refused_before_anything_runs() {
+    let world = World::new();
+    let empty = world
+        .sandbox
+        .workspace
+        .parent()
+        .expect("base")
+        .join("empty-path");
+    std::fs::create_dir_all(&empty).expect("empty PATH directory");
+    let path = empty.display().to_string();
+    let args = world
+        .sandbox
+        .run_args(&world.graph(), &json!({"value": 1}), &world.plan(1));
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--isolation", "sandbox"]);
+    let output = world.sandbox.trellis_with_env(&args, &[("PATH", &path)]);
+    assert_ne!(output.code, Some(0), "{output:#?}");
+    assert!(
+        output.stderr.contains("apt-get install bubblewrap"),
+        "{output:#?}"
+    );
+    assert!(output.stderr.contains("--isolation none"), "{output:#?}");
+    assert!(!world.sandbox.workspace.join("reach.txt").exists());
+
+    let serve = world.sandbox.trellis_with_env(
+        &["serve", "--listen", "127.0.0.1:0", "--token-env", "TOKEN"],
+        &[
+            ("PATH", &path),
+            ("TOKEN", "a-token-long-enough-to-be-accepted-here"),
+        ],
+    );
+    assert_ne!(serve.code, Some(0), "{serve:#?}");
+    assert!(serve.stderr.contains("bubblewrap"), "{serve:#?}");
+    assert!(serve.stderr.contains("--isolation none"), "{serve:#?}");
+}

@@ -1,0 +1,243 @@
+//! Contained steps: a child rewritten to run inside a bubblewrap (`bwrap`) sandbox whose only
+//! writable trees are the step's own, with a read-only system, a private `HOME` and `/tmp`,
+//! its own PID namespace and, unless the policy says otherwise, the network.
+//!
+//! What the sandbox sees, in mount order (later mounts cover earlier ones):
+//! - the system read-only: `/usr`, `/etc`, `/opt`, the `/bin`, `/sbin` and `/lib*` links or
+//!   directories, the resolver's runtime directory; fresh `/proc` and `/dev`;
+//! - every directory on the child's `PATH` read-only, a `…/bin` directory with its prefix (an
+//!   npm or Python prefix keeps its packages beside `bin`), but never the real home itself;
+//! - a private `/tmp` and `/var/tmp` (empty tmpfs);
+//! - [`Placement::read_only`] read-only, then [`Placement::writable`] (the workspace, an
+//!   agent's private home and scratch directory) read-write, each at its own path, and
+//!   [`Placement::fresh`] directories made in the private `/tmp` (a command's home).
+//!
+//! Nothing else exists inside: not the real home, not the Trellis home, not other runs'
+//! workspaces. All capabilities are dropped (a root host keeps none inside), the sandbox dies
+//! with the runner (`--die-with-parent`), and killing the step's process group kills the
+//! namespace's init and with it every process inside.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::spec::ProcessSpec;
+
+/// The sandbox tool's executable name.
+pub const BWRAP_PROGRAM: &str = "bwrap";
+
+/// What to install, said in every refusal.
+const INSTALL_ADVICE: &str = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; \
+     Fedora: dnf install bubblewrap; Arch: pacman -S bubblewrap) or pass --isolation none";
+
+/// System trees every program needs, mounted read-only when present.
+const SYSTEM_TREES: [&str; 11] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix/store",
+    "/run/systemd/resolve",
+];
+
+/// Why no sandbox can be built on this host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "--isolation sandbox needs bubblewrap (`bwrap`), which is not on PATH: {INSTALL_ADVICE}"
+    )]
+    NotInstalled,
+    #[error(
+        "bubblewrap ({path}) cannot build a sandbox on this host ({reason}); user namespaces \
+         may be disabled (sysctl kernel.unprivileged_userns_clone=1) — or pass --isolation none"
+    )]
+    Unusable { path: String, reason: String },
+}
+
+/// A working sandbox tool and the policy every contained step shares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    bwrap: PathBuf,
+    network: bool,
+}
+
+/// Where one step may write and what else it may read.
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    /// Trees the step writes (its workspace or verifier copy, its private home, its scratch).
+    pub writable: Vec<PathBuf>,
+    /// Trees the step reads but never writes (git objects a verifier copy borrows).
+    pub read_only: Vec<PathBuf>,
+    /// The real home, never shown even when a `PATH` entry lies in it.
+    pub real_home: Option<PathBuf>,
+    /// Empty directories made inside the sandbox's private `/tmp` (a home that lives and dies
+    /// with the step).
+    pub fresh: Vec<PathBuf>,
+}
+
+impl Sandbox {
+    /// Finds `bwrap` on `path_env` and proves it can build a sandbox here by starting `true`
+    /// in one; `network` says whether contained steps keep the network.
+    pub fn detect(path_env: &OsStr, network: bool) -> Result<Self, SandboxError> {
+        let bwrap = which::which_in(BWRAP_PROGRAM, Some(path_env), "/")
+            .map_err(|_| SandboxError::NotInstalled)?;
+        let sandbox = Self { bwrap, network };
+        sandbox.trial()?;
+        Ok(sandbox)
+    }
+
+    /// The `bwrap` this sandbox runs.
+    pub fn program(&self) -> &Path {
+        &self.bwrap
+    }
+
+    /// Whether contained steps keep the network.
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    fn trial(&self) -> Result<(), SandboxError> {
+        let unusable = |reason: String| SandboxError::Unusable {
+            path: self.bwrap.display().to_string(),
+            reason,
+        };
+        let mut args = self.namespace_args();
+        args.extend(["--ro-bind", "/", "/", "--", "true"].map(String::from));
+        let output = Command::new(&self.bwrap)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| unusable(e.to_string()))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        Err(unusable(
+            stderr
+                .lines()
+                .last()
+                .unwrap_or("it failed without a message")
+                .to_owned(),
+        ))
+    }
+
+    fn namespace_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+        ]
+        .map(String::from)
+        .to_vec();
+        if !self.network {
+            args.push("--unshare-net".into());
+        }
+        args
+    }
+
+    /// `spec` rewritten to run inside the sandbox: the program becomes `bwrap` with the mounts
+    /// of `placement`, the working directory stays the same path inside, and the environment,
+    /// stdin and redaction are unchanged (`bwrap` hands its environment to the program, which
+    /// it looks up on that environment's `PATH`).
+    pub fn contain(&self, spec: ProcessSpec, placement: &Placement) -> ProcessSpec {
+        let mut args = self.namespace_args();
+        let mut pair = |kind: &str, from: &Path, to: &Path| {
+            args.extend([
+                kind.to_owned(),
+                from.display().to_string(),
+                to.display().to_string(),
+            ]);
+        };
+        for tree in SYSTEM_TREES.map(Path::new) {
+            match std::fs::read_link(tree) {
+                // Merged-/usr systems link /bin to usr/bin: the same link inside.
+                Ok(target) => pair("--symlink", &target, tree),
+                Err(_) if tree.is_dir() => pair("--ro-bind", tree, tree),
+                Err(_) => {}
+            }
+        }
+        let path_env = spec
+            .env
+            .iter()
+            .rev()
+            .find(|(name, _)| name == "PATH")
+            .map_or("", |(_, value)| value.as_str());
+        for dir in path_trees(path_env, placement.real_home.as_deref()) {
+            pair("--ro-bind", &dir, &dir);
+        }
+        for (kind, dir) in [("--proc", "/proc"), ("--dev", "/dev"), ("--tmpfs", "/tmp")] {
+            args.extend([kind.to_owned(), dir.to_owned()]);
+        }
+        args.extend(["--tmpfs".to_owned(), "/var/tmp".to_owned()]);
+        let mut pair = |kind: &str, dir: &Path| {
+            let text = dir.display().to_string();
+            args.extend([kind.to_owned(), text.clone(), text]);
+        };
+        // A program named by its path is shown read-only, wherever it lies (never its
+        // directory: a command's own file is all it is given).
+        let program = Path::new(&spec.program);
+        if program.is_absolute() && program.exists() {
+            pair("--ro-bind", program);
+        }
+        for dir in placement.read_only.iter().filter(|dir| dir.exists()) {
+            pair("--ro-bind", dir);
+        }
+        for dir in &placement.writable {
+            pair("--bind", dir);
+        }
+        for dir in &placement.fresh {
+            args.extend(["--dir".to_owned(), dir.display().to_string()]);
+        }
+        if !spec.cwd.as_os_str().is_empty() {
+            args.extend(["--chdir".to_owned(), spec.cwd.display().to_string()]);
+        }
+        args.push("--".into());
+        args.push(spec.program.clone());
+        args.extend(spec.args.iter().cloned());
+        ProcessSpec {
+            program: self.bwrap.display().to_string(),
+            args,
+            ..spec
+        }
+    }
+}
+
+/// The read-only trees `PATH` needs: each existing directory, and for `…/bin` its prefix
+/// (unless the prefix is the real home, whose other contents stay hidden).
+fn path_trees(path_env: &str, real_home: Option<&Path>) -> Vec<PathBuf> {
+    let mut trees: Vec<PathBuf> = Vec::new();
+    for dir in std::env::split_paths(path_env) {
+        if !dir.is_absolute() || !dir.is_dir() {
+            continue;
+        }
+        let tree = match dir.parent() {
+            Some(prefix)
+                if dir.file_name() == Some(OsStr::new("bin"))
+                    && prefix != Path::new("/")
+                    && Some(prefix) != real_home =>
+            {
+                prefix.to_path_buf()
+            }
+            _ => dir,
+        };
+        if Some(tree.as_path()) == real_home {
+            continue;
+        }
+        if !trees.iter().any(|known| tree.starts_with(known)) {
+            trees.retain(|known| !known.starts_with(&tree));
+            trees.push(tree);
+        }
+    }
+    trees
+}
