@@ -21,6 +21,7 @@ pub mod exec;
 pub mod failure;
 pub mod forward;
 pub mod harness;
+pub mod harness_sandbox;
 pub mod lane;
 pub mod policy;
 pub mod preflight;

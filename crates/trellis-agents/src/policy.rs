@@ -77,14 +77,20 @@ pub fn probe(
         HarnessKind::Codex if real_home => {
             let codex_home = crate::access::base_value(request, "CODEX_HOME")
                 .map_or_else(|| home.join(".codex"), PathBuf::from);
-            let text = std::fs::read_to_string(codex_home.join("config.toml")).unwrap_or_default();
             UserPolicy {
-                codex_keys: top_level_keys(&text, &["sandbox_mode", "approval_policy"]),
+                codex_keys: codex_config_keys(&codex_home),
                 ..UserPolicy::default()
             }
         }
         HarnessKind::Codex | HarnessKind::Copilot => UserPolicy::default(),
     }
+}
+
+/// The permission keys (`sandbox_mode`, `approval_policy`) the `config.toml` in `codex_home`
+/// sets at its top level.
+pub fn codex_config_keys(codex_home: &Path) -> Vec<&'static str> {
+    let text = std::fs::read_to_string(codex_home.join("config.toml")).unwrap_or_default();
+    top_level_keys(&text, &["sandbox_mode", "approval_policy"])
 }
 
 fn read_json(path: &Path) -> Option<Value> {

@@ -26,16 +26,21 @@ attempt() {
   attempt read_home_canary "cat '$REAL_HOME/canary.txt'"
   attempt read_other_run "cat '$OTHER_WORKSPACE/canary.txt'"
   attempt signal_outside "kill -TERM $VICTIM"
-  attempt read_trellis_home "ls '$TRELLIS_STATE'"
+  attempt read_trellis_home "cat '$TRELLIS_STATE/canary.txt' && ls '$TRELLIS_STATE/runs'"
 } > reach.txt
 echo "edited by the worker" > edit.txt
 echo '{"output": null}'
 "#;
 
 /// A test's world: the invoking user's home with a canary, another run's workspace with one,
-/// a directory outside every workspace, and the hostile worker's file.
+/// a directory outside every workspace, and the hostile worker's file. The Trellis home is the
+/// default one inside the user's home (`~/.local/state/trellis`, with a canary), and `~/.local/bin`
+/// is on `PATH`, so the sandbox shows `~/.local` read-only: the hard case, where the Trellis
+/// home and the rest of the user's home must stay hidden under a tree that is shown.
 struct World {
     sandbox: Sandbox,
+    trellis_home: PathBuf,
+    path: String,
     real_home: PathBuf,
     other_workspace: PathBuf,
     outside: PathBuf,
@@ -57,6 +62,17 @@ impl World {
             std::fs::create_dir_all(dir).expect("directory");
         }
         std::fs::write(real_home.join("canary.txt"), "home canary").expect("canary");
+        let trellis_home = real_home.join(".local/state/trellis");
+        let local_bin = real_home.join(".local/bin");
+        for dir in [&trellis_home, &local_bin] {
+            std::fs::create_dir_all(dir).expect("directory");
+        }
+        std::fs::write(trellis_home.join("canary.txt"), "trellis canary").expect("canary");
+        let path = format!(
+            "{}:{}",
+            local_bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         std::fs::write(other_workspace.join("canary.txt"), "other canary").expect("canary");
         let worker = base.join("tools").join("hostile.sh");
         std::fs::create_dir_all(worker.parent().expect("tools")).expect("tools");
@@ -65,6 +81,8 @@ impl World {
         std::fs::set_permissions(&worker, executable).expect("chmod");
         Self {
             sandbox,
+            trellis_home,
+            path,
             real_home,
             other_workspace,
             outside,
@@ -97,7 +115,7 @@ impl World {
                 "REAL_HOME": self.real_home,
                 "OTHER_WORKSPACE": self.other_workspace,
                 "VICTIM": victim.to_string(),
-                "TRELLIS_STATE": self.sandbox.home,
+                "TRELLIS_STATE": self.trellis_home,
             },
         })
     }
@@ -110,15 +128,7 @@ impl World {
             .run_args(&self.graph(), &json!({"value": 1}), &self.plan(victim));
         let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
         args.extend(["--isolation", isolation]);
-        let output = support::finish(
-            support::start({
-                let mut command = self.sandbox.command(&args);
-                command.env("HOME", &self.real_home);
-                command
-            }),
-            support::COMMAND_TIMEOUT,
-            &args,
-        );
+        let output = self.trellis(&args);
         let lines = output.ndjson();
         let mut terminal = lines
             .last()
@@ -128,11 +138,23 @@ impl World {
             && let Some(run) = lines.first().and_then(|l| l["runId"].as_str())
         {
             // What the worker said, for the assertion message.
-            terminal["logs"] = Value::from(self.sandbox.trellis(&["logs", run]).stdout);
+            terminal["logs"] = Value::from(self.trellis(&["logs", run]).stdout);
         }
         let reach = std::fs::read_to_string(self.sandbox.workspace.join("reach.txt"))
             .unwrap_or_else(|_| panic!("the worker ran and reported\n{output:#?}"));
         (terminal, reach)
+    }
+}
+
+impl World {
+    /// `trellis ARGS` as the user of this world: its home, `PATH` and Trellis home.
+    fn trellis(&self, args: &[&str]) -> support::CliOutput {
+        let mut command = self.sandbox.command(args);
+        command
+            .env("HOME", &self.real_home)
+            .env("PATH", &self.path)
+            .env("TRELLIS_HOME", &self.trellis_home);
+        support::finish(support::start(command), support::COMMAND_TIMEOUT, args)
     }
 }
 
@@ -149,9 +171,15 @@ fn verdicts(reach: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether `bwrap` is on `PATH`; under `CI` (where scripts/test installs it) it must be.
 fn bwrap_installed() -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|dir| Path::new(&dir).join("bwrap").is_file())
+    let found = std::env::split_paths(&path).any(|dir| Path::new(&dir).join("bwrap").is_file());
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "CI must run the containment tests: install bubblewrap"
+    );
+    found
 }
 
 #[test]

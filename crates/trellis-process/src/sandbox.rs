@@ -64,6 +64,8 @@ pub enum SandboxError {
 pub struct Sandbox {
     bwrap: PathBuf,
     network: bool,
+    /// Trees never shown, even under a tree that is (the Trellis home under a `PATH` prefix).
+    hidden: Vec<PathBuf>,
 }
 
 /// Where one step may write and what else it may read.
@@ -86,9 +88,20 @@ impl Sandbox {
     pub fn detect(path_env: &OsStr, network: bool) -> Result<Self, SandboxError> {
         let bwrap = which::which_in(BWRAP_PROGRAM, Some(path_env), "/")
             .map_err(|_| SandboxError::NotInstalled)?;
-        let sandbox = Self { bwrap, network };
+        let sandbox = Self {
+            bwrap,
+            network,
+            hidden: Vec::new(),
+        };
         sandbox.trial()?;
         Ok(sandbox)
+    }
+
+    /// Also hides `trees` (the Trellis home) from every step, wherever a shown tree holds them;
+    /// a step's own directories inside them are still shown.
+    pub fn hiding(mut self, trees: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.hidden.extend(trees);
+        self
     }
 
     /// The `bwrap` this sandbox runs.
@@ -152,18 +165,14 @@ impl Sandbox {
     /// it looks up on that environment's `PATH`).
     pub fn contain(&self, spec: ProcessSpec, placement: &Placement) -> ProcessSpec {
         let mut args = self.namespace_args();
-        let mut pair = |kind: &str, from: &Path, to: &Path| {
-            args.extend([
-                kind.to_owned(),
-                from.display().to_string(),
-                to.display().to_string(),
-            ]);
-        };
-        for tree in SYSTEM_TREES.map(Path::new) {
+        let system = SYSTEM_TREES.map(Path::new);
+        for tree in system {
             match std::fs::read_link(tree) {
                 // Merged-/usr systems link /bin to usr/bin: the same link inside.
-                Ok(target) => pair("--symlink", &target, tree),
-                Err(_) if tree.is_dir() => pair("--ro-bind", tree, tree),
+                Ok(target) => push(&mut args, &["--symlink", &text(&target), &text(tree)]),
+                Err(_) if tree.is_dir() => {
+                    push(&mut args, &["--ro-bind", &text(tree), &text(tree)])
+                }
                 Err(_) => {}
             }
         }
@@ -173,44 +182,70 @@ impl Sandbox {
             .rev()
             .find(|(name, _)| name == "PATH")
             .map_or("", |(_, value)| value.as_str());
-        for dir in path_trees(path_env, placement.real_home.as_deref()) {
-            pair("--ro-bind", &dir, &dir);
+        // Shown trees and hidden ones, shallow first: a deeper mount covers a shallower one, so
+        // a hidden home under a shown prefix is masked, and a `PATH` prefix inside the home
+        // (`~/.local`) is shown again over that mask — with the Trellis home inside it masked.
+        let shown = path_trees(path_env, placement.real_home.as_deref());
+        let mut layers: Vec<(&Path, bool)> =
+            shown.iter().map(|dir| (dir.as_path(), true)).collect();
+        for hidden in self.hidden.iter().chain(&placement.real_home) {
+            let covered = shown
+                .iter()
+                .map(PathBuf::as_path)
+                .chain(system)
+                .any(|tree| hidden.starts_with(tree) && hidden != tree);
+            if covered {
+                layers.push((hidden.as_path(), false));
+            }
         }
-        for (kind, dir) in [("--proc", "/proc"), ("--dev", "/dev"), ("--tmpfs", "/tmp")] {
-            args.extend([kind.to_owned(), dir.to_owned()]);
+        layers.sort_by_key(|(dir, _)| dir.components().count());
+        for (dir, show) in layers {
+            if show {
+                push(&mut args, &["--ro-bind", &text(dir), &text(dir)]);
+            } else {
+                push(&mut args, &["--tmpfs", &text(dir)]);
+            }
         }
-        args.extend(["--tmpfs".to_owned(), "/var/tmp".to_owned()]);
-        let mut pair = |kind: &str, dir: &Path| {
-            let text = dir.display().to_string();
-            args.extend([kind.to_owned(), text.clone(), text]);
-        };
+        push(
+            &mut args,
+            &[
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+            ],
+        );
         // A program named by its path is shown read-only, wherever it lies (never its
         // directory: a command's own file is all it is given).
         let program = Path::new(&spec.program);
         if program.is_absolute() && program.exists() {
-            pair("--ro-bind", program);
+            push(&mut args, &["--ro-bind", &spec.program, &spec.program]);
         }
         for dir in placement.read_only.iter().filter(|dir| dir.exists()) {
-            pair("--ro-bind", dir);
+            push(&mut args, &["--ro-bind", &text(dir), &text(dir)]);
         }
         for dir in &placement.writable {
-            pair("--bind", dir);
+            push(&mut args, &["--bind", &text(dir), &text(dir)]);
         }
         for dir in &placement.fresh {
-            args.extend(["--dir".to_owned(), dir.display().to_string()]);
+            push(&mut args, &["--dir", &text(dir)]);
         }
         if !spec.cwd.as_os_str().is_empty() {
-            args.extend(["--chdir".to_owned(), spec.cwd.display().to_string()]);
+            push(&mut args, &["--chdir", &text(&spec.cwd)]);
         }
-        args.push("--".into());
-        args.push(spec.program.clone());
+        push(&mut args, &["--", &spec.program]);
         args.extend(spec.args.iter().cloned());
         ProcessSpec {
-            program: self.bwrap.display().to_string(),
+            program: text(&self.bwrap),
             args,
             ..spec
         }
     }
+}
+
+fn push(args: &mut Vec<String>, words: &[&str]) {
+    args.extend(words.iter().map(|word| (*word).to_owned()));
+}
+
+fn text(path: &Path) -> String {
+    path.display().to_string()
 }
 
 /// The read-only trees `PATH` needs: each existing directory, and for `…/bin` its prefix
@@ -240,4 +275,38 @@ fn path_trees(path_env: &str, real_home: Option<&Path>) -> Vec<PathBuf> {
         }
     }
     trees
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_directories_are_shown_with_their_prefix_but_never_the_home() {
+        let root =
+            std::env::temp_dir().join(format!("trellis-sandbox-paths-{}", std::process::id()));
+        let npm_bin = root.join("npm/bin");
+        let home = root.join("home");
+        let home_bin = home.join("bin");
+        let local_bin = home.join(".local/bin");
+        for dir in [&npm_bin, &home_bin, &local_bin] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let path = std::env::join_paths([
+            npm_bin.as_path(),
+            home_bin.as_path(),
+            local_bin.as_path(),
+            Path::new("relative/bin"),
+            root.join("missing/bin").as_path(),
+        ])
+        .unwrap();
+        let trees = path_trees(path.to_str().unwrap(), Some(&home));
+        assert_eq!(
+            trees,
+            [root.join("npm"), home_bin, home.join(".local")],
+            "an npm prefix keeps its packages; the home itself is never shown"
+        );
+        assert!(path_trees("", None).is_empty());
+        std::fs::remove_dir_all(root).unwrap();
+    }
 }

@@ -59,6 +59,7 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     }
     let options = WorkerOptions {
         isolation,
+        trellis_home: runtime.home().to_path_buf(),
         slots: args.slots.max(1),
         harnesses: args.harness.clone(),
         lease: Duration::from_millis(args.lease_ms),

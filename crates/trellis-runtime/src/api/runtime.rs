@@ -169,7 +169,11 @@ impl Runtime {
         self.check_connections(&connections, &connection_names)?;
         let lookup = connections.lookup(&connection_names);
         if !options.skip_preflight {
-            let problems = crate::plan::preflight::preflight(&plan, &lookup);
+            let host = self
+                .isolation
+                .unwrap_or_else(crate::control::isolation::host_isolation);
+            let contained = plan.isolation.unwrap_or_default().max(host) == Isolation::Sandbox;
+            let problems = crate::plan::preflight::preflight(&plan, &lookup, contained);
             if !problems.is_empty() {
                 return Err(RuntimeError::Preflight(problems));
             }

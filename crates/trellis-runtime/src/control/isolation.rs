@@ -2,6 +2,8 @@
 //! [`ISOLATION_ENV`]) combined with the plan's to the stricter of the two, and the sandbox
 //! that follows from it — found and proven to work before any step starts, never skipped.
 
+use std::path::Path;
+
 use trellis_agents::{Isolation, Network, Sandbox};
 
 use crate::plan::RuntimePlan;
@@ -30,17 +32,18 @@ pub(crate) fn apply_isolation(env: &mut Vec<(String, String)>, isolation: Option
 }
 
 /// The sandbox `plan`'s steps run in on a host set to `host`, or `None` when neither asks for
-/// one. A host that cannot build the sandbox refuses with what to install.
+/// one; it hides `trellis_home` from every step. A host that cannot build the sandbox refuses
+/// with what to install.
 pub(crate) fn plan_sandbox(
     plan: &RuntimePlan,
     host: Isolation,
+    trellis_home: &Path,
 ) -> Result<Option<Sandbox>, RuntimeError> {
     if plan.isolation.unwrap_or_default().max(host) == Isolation::None {
         return Ok(None);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     let network = plan.network.unwrap_or_default() == Network::On;
-    Sandbox::detect(&path, network)
-        .map(Some)
-        .map_err(RuntimeError::from)
+    let sandbox = Sandbox::detect(&path, network)?;
+    Ok(Some(sandbox.hiding([trellis_home.to_path_buf()])))
 }

@@ -267,7 +267,7 @@ fn drive(
             )
         }
         None => {
-            let sandbox = plan_sandbox(&plan, host_isolation())?;
+            let sandbox = plan_sandbox(&plan, host_isolation(), home.root())?;
             (
                 Arc::new(ExecHarness::contained(sandbox.clone())),
                 agent_harness(&plan, sandbox.as_ref())?,

@@ -46,6 +46,8 @@ pub struct WorkerOptions {
     pub scratch: PathBuf,
     /// Where steps run (`--isolation`); combined with each plan's to the stricter.
     pub isolation: Isolation,
+    /// This host's Trellis home, which a sandbox hides from every step.
+    pub trellis_home: PathBuf,
 }
 
 /// What a worker host did, for its exit report.
@@ -119,6 +121,7 @@ pub(crate) async fn work(
                 lease: options.lease,
                 scratch: options.scratch.clone(),
                 isolation: options.isolation,
+                trellis_home: options.trellis_home.clone(),
                 worker: name.clone(),
                 stop: stop.clone(),
             };
@@ -153,6 +156,7 @@ struct Job {
     lease: Duration,
     scratch: PathBuf,
     isolation: Isolation,
+    trellis_home: PathBuf,
     worker: String,
     stop: CancellationToken,
 }
@@ -213,7 +217,8 @@ impl Job {
         .map_err(|_| "the admission thread failed".to_owned())??;
         let plan = admitted.submission.plan.clone();
         // A worker that cannot contain the run's steps as asked runs none of them.
-        let sandbox = plan_sandbox(&plan, self.isolation).map_err(|e| e.to_string())?;
+        let sandbox =
+            plan_sandbox(&plan, self.isolation, &self.trellis_home).map_err(|e| e.to_string())?;
         let agent = agent_harness(&plan, sandbox.as_ref()).ok().flatten();
         let facts = Arc::new(RunFacts {
             nodes: node_facts(admitted.graph.spec()),
