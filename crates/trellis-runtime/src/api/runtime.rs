@@ -1,6 +1,7 @@
 //! [`Runtime`]: one state directory and its ledger, and every operation on runs.
 
 mod connections;
+mod isolation;
 mod profiles;
 mod reads;
 mod revival;
@@ -113,18 +114,6 @@ impl Runtime {
             ));
         }
         self.dispatch = Some(mode);
-        Ok(self)
-    }
-
-    /// Makes every controller this runtime starts run its steps at least as contained as
-    /// `isolation` (a plan may ask for more, never less). `sandbox` is refused at once when
-    /// this host cannot build one (`bwrap` missing or unusable), never silently dropped.
-    pub fn with_isolation(mut self, isolation: Isolation) -> Result<Self, RuntimeError> {
-        if isolation == Isolation::Sandbox {
-            let path = std::env::var_os("PATH").unwrap_or_default();
-            trellis_agents::Sandbox::detect(&path, true)?;
-        }
-        self.isolation = Some(isolation);
         Ok(self)
     }
 
@@ -325,6 +314,7 @@ impl Runtime {
         request: GapRunRequest,
         progress: &(dyn Fn(&GapEvent) + Send + Sync),
     ) -> Result<GapOutcome, RuntimeError> {
+        self.refuse_contained_gap()?;
         let run = gap_admission::prepare(request)?;
         gap_runner::run_gap(self.store.clone(), &self.home, run, progress)
     }
@@ -338,6 +328,7 @@ impl Runtime {
         request: GapRunRequest,
         start: StartMode,
     ) -> Result<Receipt, RuntimeError> {
+        self.refuse_contained_gap()?;
         let run = gap_admission::prepare(request)?;
         let submission_key = run
             .submission_key
@@ -555,6 +546,7 @@ impl Runtime {
     pub fn run_controller(&self, run_id: &RunId) -> Result<(), RuntimeError> {
         let record = self.store.record(run_id)?;
         if record.kind == RunKind::Gap {
+            self.refuse_contained_gap()?;
             return gap_launch::run_detached(self.store.clone(), run_id, &record);
         }
         crate::graphspec::controller::run_detached(&self.home, self.store.clone(), run_id, record)
