@@ -253,7 +253,14 @@ fn text(path: &Path) -> String {
 fn path_trees(path_env: &str, real_home: Option<&Path>) -> Vec<PathBuf> {
     let mut trees: Vec<PathBuf> = Vec::new();
     for dir in std::env::split_paths(path_env) {
-        if !dir.is_absolute() || !dir.is_dir() {
+        if !dir.is_absolute() {
+            continue;
+        }
+        // `/bin` on a merged-/usr system is `/usr/bin`; a missing directory shows nothing.
+        let Ok(dir) = dir.canonicalize() else {
+            continue;
+        };
+        if !dir.is_dir() || SYSTEM_TREES.iter().any(|tree| dir.starts_with(tree)) {
             continue;
         }
         let tree = match dir.parent() {
@@ -297,6 +304,9 @@ mod tests {
             home_bin.as_path(),
             local_bin.as_path(),
             Path::new("relative/bin"),
+            // Already shown as the system: never a second mount.
+            Path::new("/usr/bin"),
+            Path::new("/bin"),
             root.join("missing/bin").as_path(),
         ])
         .unwrap();
