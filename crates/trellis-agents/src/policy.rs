@@ -53,26 +53,7 @@ pub fn probe(
                 Some(project.join("settings.json")),
                 Some(project.join("settings.local.json")),
             ];
-            let mut policy = UserPolicy::default();
-            for file in files.into_iter().flatten() {
-                let Some(permissions) =
-                    read_json(&file).and_then(|v| v.get("permissions").cloned())
-                else {
-                    continue;
-                };
-                let has_rules = ["allow", "deny", "ask"].iter().any(|key| {
-                    permissions
-                        .get(key)
-                        .and_then(Value::as_array)
-                        .is_some_and(|rules| !rules.is_empty())
-                });
-                let has_mode = permissions.get("defaultMode").is_some_and(Value::is_string);
-                if has_rules || has_mode {
-                    policy.claude_default_mode |= has_mode;
-                    policy.claude_permissions.get_or_insert(file);
-                }
-            }
-            policy
+            claude_policy(files.into_iter().flatten())
         }
         HarnessKind::Codex if real_home => {
             let codex_home = crate::access::base_value(request, "CODEX_HOME")
@@ -91,6 +72,29 @@ pub fn probe(
 pub fn codex_config_keys(codex_home: &Path) -> Vec<&'static str> {
     let text = std::fs::read_to_string(codex_home.join("config.toml")).unwrap_or_default();
     top_level_keys(&text, &["sandbox_mode", "approval_policy"])
+}
+
+/// The first of Claude Code's settings `files` that holds permission rules or a default mode,
+/// and whether any chooses a mode.
+fn claude_policy(files: impl IntoIterator<Item = PathBuf>) -> UserPolicy {
+    let mut policy = UserPolicy::default();
+    for file in files {
+        let Some(permissions) = read_json(&file).and_then(|v| v.get("permissions").cloned()) else {
+            continue;
+        };
+        let has_rules = ["allow", "deny", "ask"].iter().any(|key| {
+            permissions
+                .get(key)
+                .and_then(Value::as_array)
+                .is_some_and(|rules| !rules.is_empty())
+        });
+        let has_mode = permissions.get("defaultMode").is_some_and(Value::is_string);
+        if has_rules || has_mode {
+            policy.claude_default_mode |= has_mode;
+            policy.claude_permissions.get_or_insert(file);
+        }
+    }
+    policy
 }
 
 fn read_json(path: &Path) -> Option<Value> {
@@ -120,6 +124,39 @@ fn top_level_keys(text: &str, wanted: &[&'static str]) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claude_permissions_count_only_with_rules_or_a_mode() {
+        let dir = std::env::temp_dir().join(format!("trellis-policy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let empty = write(
+            "empty.json",
+            r#"{"permissions": {"allow": []}, "model": "x"}"#,
+        );
+        let broken = write("broken.json", "{not json");
+        let rules = write("rules.json", r#"{"permissions": {"deny": ["Bash(rm:*)"]}}"#);
+        let mode = write("mode.json", r#"{"permissions": {"defaultMode": "plan"}}"#);
+        let missing = dir.join("missing.json");
+
+        let none = claude_policy([empty.clone(), broken.clone(), missing.clone()]);
+        assert_eq!(none, UserPolicy::default());
+        assert!(!none.is_authored());
+        let found = claude_policy([empty.clone(), rules.clone(), mode.clone()]);
+        assert_eq!(found.claude_permissions, Some(rules));
+        assert!(
+            found.claude_default_mode,
+            "a later file's mode still counts"
+        );
+        assert!(found.is_authored());
+        let only_mode = claude_policy([mode.clone()]);
+        assert_eq!(only_mode.claude_permissions, Some(mode));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     #[test]
     fn only_top_level_keys_count() {
