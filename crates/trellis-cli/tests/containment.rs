@@ -27,6 +27,7 @@ attempt() {
   attempt read_other_run "cat '$OTHER_WORKSPACE/canary.txt'"
   attempt signal_outside "kill -TERM $VICTIM"
   attempt read_trellis_home "cat '$TRELLIS_STATE/canary.txt' && ls '$TRELLIS_STATE/runs'"
+  attempt network "/usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", $NET_PORT), 5)'"
 } > reach.txt
 echo "edited by the worker" > edit.txt
 echo '{"output": null}'
@@ -39,6 +40,8 @@ echo '{"output": null}'
 /// home and the rest of the user's home must stay hidden under a tree that is shown.
 struct World {
     sandbox: Sandbox,
+    /// A loopback service the worker tries to reach (the network check).
+    listener: std::net::TcpListener,
     trellis_home: PathBuf,
     path: String,
     real_home: PathBuf,
@@ -81,6 +84,7 @@ impl World {
         std::fs::set_permissions(&worker, executable).expect("chmod");
         Self {
             sandbox,
+            listener: std::net::TcpListener::bind("127.0.0.1:0").expect("listener"),
             trellis_home,
             path,
             real_home,
@@ -116,18 +120,25 @@ impl World {
                 "OTHER_WORKSPACE": self.other_workspace,
                 "VICTIM": victim.to_string(),
                 "TRELLIS_STATE": self.trellis_home,
+                "NET_PORT": self.listener.local_addr().expect("port").port().to_string(),
             },
         })
     }
 
-    /// Runs the graph in the foreground with `isolation`; the terminal result and what the
-    /// worker reached.
-    fn run(&self, isolation: &str, victim: u32) -> (Value, String) {
+    /// Runs the graph in the foreground with `isolation` (`None`: no flag) and `extra` plan
+    /// fields; the terminal result and what the worker reached.
+    fn run(&self, isolation: Option<&str>, extra: Value, victim: u32) -> (Value, String) {
+        let mut plan = self.plan(victim);
+        if let (Some(plan), Some(extra)) = (plan.as_object_mut(), extra.as_object()) {
+            plan.extend(extra.clone());
+        }
         let args = self
             .sandbox
-            .run_args(&self.graph(), &json!({"value": 1}), &self.plan(victim));
+            .run_args(&self.graph(), &json!({"value": 1}), &plan);
         let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
-        args.extend(["--isolation", isolation]);
+        if let Some(isolation) = isolation {
+            args.extend(["--isolation", isolation]);
+        }
         let output = self.trellis(&args);
         let lines = output.ndjson();
         let mut terminal = lines
@@ -190,16 +201,22 @@ fn a_hostile_worker_in_the_sandbox_reaches_nothing_but_its_workspace() {
     }
     let world = World::new();
     let mut victim = victim();
-    let (terminal, reach) = world.run("sandbox", victim.id());
+    let (terminal, reach) = world.run(Some("sandbox"), json!({}), victim.id());
     assert_eq!(terminal["status"], "succeeded", "{terminal}");
     assert_eq!(
         std::fs::read_to_string(world.sandbox.workspace.join("edit.txt")).expect("edit"),
         "edited by the worker\n"
     );
     let verdicts = verdicts(&reach);
-    assert_eq!(verdicts.len(), 5, "{reach}");
+    assert_eq!(verdicts.len(), 6, "{reach}");
     for (what, verdict) in &verdicts {
-        assert_eq!(verdict, "blocked", "{what} under the sandbox:\n{reach}");
+        // The network stays on unless the plan says otherwise (agents need their endpoint).
+        let expected = if what == "network" {
+            "reached"
+        } else {
+            "blocked"
+        };
+        assert_eq!(verdict, expected, "{what} under the sandbox:\n{reach}");
     }
     assert!(!world.outside.join("escaped.txt").exists());
     assert!(process_alive(victim.id()), "the victim was signalled");
@@ -211,7 +228,7 @@ fn a_hostile_worker_in_the_sandbox_reaches_nothing_but_its_workspace() {
 fn the_same_worker_without_the_sandbox_reaches_everything() {
     let world = World::new();
     let mut victim = victim();
-    let (terminal, reach) = world.run("none", victim.id());
+    let (terminal, reach) = world.run(Some("none"), json!({}), victim.id());
     assert_eq!(terminal["status"], "succeeded", "{terminal}");
     for (what, verdict) in verdicts(&reach) {
         assert_eq!(verdict, "reached", "{what} without the sandbox:\n{reach}");
@@ -223,6 +240,29 @@ fn the_same_worker_without_the_sandbox_reaches_everything() {
     // SIGTERM ended it: reaped here, so its pid is not a zombie that looks alive.
     let status = victim.wait().expect("victim");
     assert!(!status.success());
+}
+
+/// A plan may ask for the sandbox itself (no flag), and `"network": "none"` takes the network
+/// away too; an `--isolation none` host cannot loosen what the plan asked for.
+#[test]
+fn a_plan_asking_for_the_sandbox_without_network_gets_both() {
+    if !bwrap_installed() {
+        eprintln!("skipped: bubblewrap is not installed (scripts/test installs it)");
+        return;
+    }
+    let world = World::new();
+    let mut victim = victim();
+    let plan = json!({"isolation": "sandbox", "network": "none"});
+    let (terminal, reach) = world.run(Some("none"), plan, victim.id());
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    let verdicts = verdicts(&reach);
+    assert_eq!(verdicts.len(), 6, "{reach}");
+    for (what, verdict) in &verdicts {
+        assert_eq!(verdict, "blocked", "{what} in the plan's sandbox:\n{reach}");
+    }
+    assert!(process_alive(victim.id()), "the victim was signalled");
+    let _ = victim.kill();
+    let _ = victim.wait();
 }
 
 /// A host whose `PATH` holds no `bwrap` (an empty directory here) refuses `run --isolation
