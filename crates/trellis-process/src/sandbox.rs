@@ -256,11 +256,12 @@ fn path_trees(path_env: &str, real_home: Option<&Path>) -> Vec<PathBuf> {
         if !dir.is_absolute() {
             continue;
         }
-        // `/bin` on a merged-/usr system is `/usr/bin`; a missing directory shows nothing.
-        let Ok(dir) = dir.canonicalize() else {
+        // `/bin` on a merged-/usr system is `/usr/bin`, which the system trees show already; a
+        // missing directory shows nothing. Others are shown at the path `PATH` names.
+        let Ok(real) = dir.canonicalize() else {
             continue;
         };
-        if !dir.is_dir() || SYSTEM_TREES.iter().any(|tree| dir.starts_with(tree)) {
+        if !real.is_dir() || SYSTEM_TREES.iter().any(|tree| real.starts_with(tree)) {
             continue;
         }
         let tree = match dir.parent() {
