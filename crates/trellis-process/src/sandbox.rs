@@ -320,4 +320,56 @@ mod tests {
         assert!(path_trees("", None).is_empty());
         std::fs::remove_dir_all(root).unwrap();
     }
+
+    #[test]
+    fn a_hidden_tree_under_a_shown_prefix_is_masked_after_it_and_the_step_shown_last() {
+        let root =
+            std::env::temp_dir().join(format!("trellis-sandbox-layers-{}", std::process::id()));
+        let home = root.join("home");
+        let local_bin = home.join(".local/bin");
+        let state = home.join(".local/state/trellis");
+        let workspace = state.join("serve-workspaces/run");
+        for dir in [&local_bin, &workspace] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let sandbox = Sandbox {
+            bwrap: PathBuf::from("/usr/bin/bwrap"),
+            network: false,
+            hidden: vec![state.clone()],
+        };
+        let spec = ProcessSpec {
+            program: "worker".into(),
+            args: vec!["--flag".into()],
+            cwd: workspace.clone(),
+            env: vec![("PATH".into(), format!("{}:/usr/bin", local_bin.display()))],
+            ..ProcessSpec::default()
+        };
+        let placement = Placement {
+            writable: vec![workspace.clone()],
+            real_home: Some(home.clone()),
+            ..Placement::default()
+        };
+        let contained = sandbox.contain(spec, &placement);
+        assert_eq!(contained.program, "/usr/bin/bwrap");
+        let args = contained.args;
+        let at = |words: &[&str]| {
+            args.windows(words.len())
+                .position(|window| window.iter().zip(words).all(|(a, b)| a == b))
+                .unwrap_or_else(|| panic!("{words:?} in {args:?}"))
+        };
+        let local = home.join(".local").display().to_string();
+        let state = state.display().to_string();
+        let workspace = workspace.display().to_string();
+        let shown = at(&["--ro-bind", &local, &local]);
+        let masked = at(&["--tmpfs", &state]);
+        let step = at(&["--bind", &workspace, &workspace]);
+        assert!(shown < masked && masked < step, "{args:?}");
+        assert!(args.contains(&"--unshare-net".to_owned()));
+        assert!(args.contains(&"--unshare-pid".to_owned()));
+        // The home itself is under no shown tree: never mounted, nothing to mask.
+        let home = home.display().to_string();
+        assert!(!args.iter().any(|word| word == &home), "{args:?}");
+        assert_eq!(&args[args.len() - 3..], ["--", "worker", "--flag"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
 }
