@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{FailureReason, WorkerErrorCode, WorkerOutcome};
+use trellis_process::Sandbox;
 
 use crate::access::{base_value, declared_env, is_base_reserved, resolve_access};
 use crate::binding::{Binding, SessionScope};
@@ -16,6 +17,7 @@ use crate::harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, LogStream, TokenUsage,
 };
 use crate::lane::{AgentLane, HarnessKind, find_program};
+use crate::policy::{UserPolicy, probe as probe_policy};
 use crate::prompt::{PromptInput, render_prompt};
 use crate::protocol::{CliProtocol, Launch, merge_env};
 use crate::schema::reply_schema;
@@ -30,6 +32,9 @@ pub struct AgentOptions {
     /// Where private homes of `node_instance` sessions live (they must outlive the
     /// execution's scratch directory); default `$TMPDIR/trellis-agent-sessions`.
     pub session_root: Option<PathBuf>,
+    /// Runs every turn in this sandbox (`--isolation sandbox`): always with a private home
+    /// (a native lane's login copied in), and the CLI's own sandbox and approvals off.
+    pub sandbox: Option<Sandbox>,
 }
 
 /// Runs `agent` bindings through one CLI on one provider lane.
@@ -154,7 +159,9 @@ fn plan_session(
             Checkout::Resume(record) => Some(record),
         },
     };
-    let native_home = base_value(request, "HOME").filter(|_| harness.lane.provider.is_native());
+    // A contained session never sees the real home: its login is copied into a private one.
+    let native_home = base_value(request, "HOME")
+        .filter(|_| harness.lane.provider.is_native() && harness.options.sandbox.is_none());
     let (home, private_home) = match (&resume, native_home) {
         (
             Some(SessionRecord {
@@ -249,8 +256,37 @@ async fn run(
         private_home: session.private_home,
         schema: &schema,
         schema_file: request.scratch.join("reply-schema.json"),
+        contained: harness.options.sandbox.is_some(),
+        policy: if harness.options.sandbox.is_some() {
+            UserPolicy::default()
+        } else {
+            probe_policy(
+                protocol.kind(),
+                request,
+                &session.home,
+                !session.private_home,
+            )
+        },
     };
-    let prepared = prepare_files(protocol, &launch);
+    if let Some(file) = &launch.policy.claude_permissions {
+        forwarder.system(format!(
+            "respecting the Claude Code permissions in {} (no permission bypass outside a sandbox)",
+            file.display()
+        ));
+    }
+    if !launch.policy.codex_keys.is_empty() {
+        forwarder.system(format!(
+            "respecting {} from your Codex configuration",
+            launch.policy.codex_keys.join(" and ")
+        ));
+    }
+    let prepared = prepare_files(protocol, &launch).and_then(|()| {
+        if launch.contained && harness.lane.provider.is_native() && session.resume.is_none() {
+            copy_login(protocol.kind(), request, &launch.home)
+        } else {
+            Ok(())
+        }
+    });
     let spec_base = prepared.and_then(|()| base_spec(harness, protocol, &launch, forwarder));
     let (program, env_base) = match spec_base {
         Ok(found) => found,
@@ -277,6 +313,7 @@ async fn run(
     );
     let turns = TurnLoop {
         protocol,
+        sandbox: harness.options.sandbox.as_ref(),
         launch: &launch,
         program: &program,
         env: &env_base,
@@ -377,6 +414,8 @@ fn base_spec(
     let config: Vec<(String, String)> = protocol
         .user_config(provider)
         .iter()
+        // The user's configuration directories are not inside a sandbox; their login is.
+        .filter(|name| !(launch.contained && name.ends_with("_DIR")))
         .filter_map(|name| base_value(request, name).map(|v| ((*name).to_owned(), v.to_owned())))
         .collect();
     let base = vec![
@@ -392,4 +431,62 @@ fn base_spec(
         program.display().to_string(),
         merge_env([config, declared, base]),
     ))
+}
+
+/// Copies a native lane's login state from the user's real home (or configuration directory)
+/// into the private home of a contained session: the files the CLI signs in with, never the
+/// rest of the home. The real files are never written.
+fn copy_login(kind: HarnessKind, request: &ExecutionRequest, home: &Path) -> Result<(), String> {
+    let real_home = base_value(request, "HOME").map(PathBuf::from);
+    let files: Vec<(PathBuf, PathBuf)> = match kind {
+        HarnessKind::Claude => {
+            let config = base_value(request, "CLAUDE_CONFIG_DIR")
+                .map(PathBuf::from)
+                .or_else(|| real_home.as_ref().map(|h| h.join(".claude")));
+            let mut files = Vec::new();
+            if let Some(config) = config {
+                files.push((
+                    config.join(".credentials.json"),
+                    home.join(".claude/.credentials.json"),
+                ));
+            }
+            if let Some(real) = &real_home {
+                files.push((real.join(".claude.json"), home.join(".claude.json")));
+            }
+            files
+        }
+        HarnessKind::Codex => {
+            let codex_home = base_value(request, "CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| real_home.as_ref().map(|h| h.join(".codex")));
+            codex_home
+                .map(|dir| {
+                    ["auth.json", "config.toml"]
+                        .map(|name| (dir.join(name), home.join(".codex").join(name)))
+                        .to_vec()
+                })
+                .unwrap_or_default()
+        }
+        HarnessKind::Copilot => real_home
+            .map(|real| {
+                vec![(
+                    real.join(".copilot/config.json"),
+                    home.join(".copilot/config.json"),
+                )]
+            })
+            .unwrap_or_default(),
+    };
+    for (from, to) in files.into_iter().filter(|(from, _)| from.is_file()) {
+        let copied = to
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::copy(&from, &to).map(|_| ()));
+        copied.map_err(|e| {
+            format!(
+                "cannot copy the login in {} into the sandbox: {e}",
+                from.display()
+            )
+        })?;
+    }
+    Ok(())
 }

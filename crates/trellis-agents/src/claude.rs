@@ -76,9 +76,16 @@ impl CliProtocol for ClaudeCli {
             args.extend(["--effort".into(), effort.as_str().to_owned()]);
         }
         args.extend(["--json-schema".into(), launch.schema.to_string()]);
-        // Print mode cannot ask for permission; verifiers keep Bash (to run tests) but lose the
+        // Print mode cannot ask for permission: the bypass inside a Trellis sandbox, or where
+        // the user authored no permissions; otherwise their rules decide, edits accepted
+        // unless their settings choose a mode. Verifiers keep Bash (to run tests) but lose the
         // editing tools.
-        args.push("--dangerously-skip-permissions".into());
+        let bypass = launch.contained || launch.policy.claude_permissions.is_none();
+        if bypass {
+            args.push("--dangerously-skip-permissions".into());
+        } else if !launch.policy.claude_default_mode {
+            args.extend(["--permission-mode".into(), "acceptEdits".into()]);
+        }
         if launch.is_verifier() {
             args.push(format!("--disallowed-tools={VERIFIER_DISALLOWED_TOOLS}"));
         }
@@ -90,7 +97,7 @@ impl CliProtocol for ClaudeCli {
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_owned(),
             "1".to_owned(),
         )];
-        if running_as_root() {
+        if bypass && running_as_root() {
             // Claude Code refuses --dangerously-skip-permissions as root without it.
             env.push(("IS_SANDBOX".into(), "1".into()));
         }

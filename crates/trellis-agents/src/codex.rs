@@ -116,18 +116,27 @@ impl CliProtocol for CodexCli {
             // Without these two Codex contacts chatgpt.com and github.com on every start.
             "analytics.enabled=false".to_owned(),
             "features.plugins=false".to_owned(),
-            // `exec resume` has no --sandbox flag; the config key works for both.
-            format!(
+        ]);
+        // `exec resume` has no --sandbox flag; the config key works for both. Inside a Trellis
+        // sandbox Codex's own is redundant (and cannot nest): full access there. Outside one,
+        // a mode or policy the user set in their configuration stays theirs.
+        let user_set = |key: &str| !launch.contained && launch.policy.codex_keys.contains(&key);
+        if !user_set("sandbox_mode") {
+            config.push(format!(
                 "sandbox_mode={}",
-                toml_string(if launch.is_verifier() {
+                toml_string(if launch.contained {
+                    "danger-full-access"
+                } else if launch.is_verifier() {
                     "read-only"
                 } else {
                     "workspace-write"
                 })
-            ),
-            format!("approval_policy={}", toml_string("never")),
-        ]);
-        if !launch.is_verifier() {
+            ));
+        }
+        if !user_set("approval_policy") {
+            config.push(format!("approval_policy={}", toml_string("never")));
+        }
+        if !launch.is_verifier() && !launch.contained && !user_set("sandbox_mode") {
             config.push("sandbox_workspace_write.network_access=true".into());
         }
         if let Some(effort) = launch.binding.effort {

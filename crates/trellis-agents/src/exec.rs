@@ -1,24 +1,46 @@
 //! The exec harness: runs a command with `{"run","node","attempt","input"}` on stdin and reads
-//! one JSON reply from stdout. Exit 75 is a refusal, any other non-zero exit a crash.
+//! one JSON reply from stdout. Exit 75 is a refusal, any other non-zero exit a crash. Under
+//! `--isolation sandbox` each command runs in a sandbox with a private home.
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{WorkerErrorCode, WorkerOutcome};
-use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
+use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, Sandbox, run_process};
 
 use crate::binding::{Binding, CommandBinding};
+use crate::containment::contain;
 use crate::forward::LogForwarder;
 pub use crate::forward::human_duration;
 use crate::harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, TokenUsage,
 };
 
+/// A contained command's `HOME`: an empty directory in the sandbox's private `/tmp`, gone
+/// with the step.
+const SANDBOX_HOME: &str = "/tmp/home";
+
 /// Exit code a command uses to refuse the work (BSD `EX_TEMPFAIL`).
 pub const REFUSAL_EXIT_CODE: i32 = 75;
 
-/// Runs `command` bindings.
+/// Runs `command` bindings, each in a sandbox of its own when given one.
 #[derive(Debug, Default)]
-pub struct ExecHarness;
+pub struct ExecHarness {
+    sandbox: Option<Sandbox>,
+}
+
+impl ExecHarness {
+    /// Commands run as the invoking user (`--isolation none`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Commands run in `sandbox` (when given), each with an empty private home.
+    pub fn contained(sandbox: Option<Sandbox>) -> Self {
+        Self { sandbox }
+    }
+}
 
 impl Harness for ExecHarness {
     fn name(&self) -> &str {
@@ -31,7 +53,7 @@ impl Harness for ExecHarness {
         events: EventSink,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, ExecutionResult> {
-        Box::pin(run_command(request, events, cancel))
+        Box::pin(run_command(self.sandbox.as_ref(), request, events, cancel))
     }
 }
 
@@ -56,12 +78,13 @@ fn command_env(request: &ExecutionRequest, binding: &CommandBinding) -> Vec<(Str
 }
 
 async fn run_command(
+    sandbox: Option<&Sandbox>,
     request: ExecutionRequest,
     events: EventSink,
     cancel: CancellationToken,
 ) -> ExecutionResult {
     let mut forwarder = LogForwarder::for_request(events, &request);
-    let outcome = command_outcome(&request, &mut forwarder, &cancel).await;
+    let outcome = command_outcome(sandbox, &request, &mut forwarder, &cancel).await;
     // Every line reaches the supervisor before the outcome does.
     forwarder.flush().await;
     ExecutionResult {
@@ -73,6 +96,7 @@ async fn run_command(
 }
 
 async fn command_outcome(
+    sandbox: Option<&Sandbox>,
     request: &ExecutionRequest,
     forwarder: &mut LogForwarder,
     cancel: &CancellationToken,
@@ -106,6 +130,21 @@ async fn command_outcome(
         env: command_env(request, binding),
         stdin: format!("{stdin}\n").into_bytes(),
         redactor: forwarder.redactor.clone(),
+    };
+    let spec = match sandbox {
+        None => spec,
+        Some(sandbox) => {
+            let mut spec = spec;
+            spec.env.retain(|(name, _)| name != "HOME");
+            spec.env.push(("HOME".into(), SANDBOX_HOME.into()));
+            match contain(sandbox, spec, request, &[], &[Path::new(SANDBOX_HOME)]) {
+                Ok(spec) => spec,
+                Err(message) => {
+                    forwarder.system(message);
+                    return failure(WorkerErrorCode::Crash);
+                }
+            }
+        }
     };
     let limits = ProcessLimits {
         deadline: request.deadline,

@@ -6,20 +6,24 @@
 //! against the node's declared contract before it may reach the graph.
 //!
 //! The runtime picks the harness of a plan's agent lane with [`agent_harness`] (or
-//! [`AgentHarness::new`]); command bindings use [`ExecHarness`].
+//! [`AgentHarness::new`]); command bindings use [`ExecHarness`]. Under `--isolation sandbox`
+//! both run every step in a [`Sandbox`] placed by `containment`.
 
 pub mod access;
 pub mod agent;
 pub mod binding;
 mod claude;
 mod codex;
+pub mod containment;
 pub mod contract;
 mod copilot;
 pub mod exec;
 pub mod failure;
 pub mod forward;
 pub mod harness;
+pub mod harness_sandbox;
 pub mod lane;
+pub mod policy;
 pub mod preflight;
 pub mod prompt;
 mod protocol;
@@ -33,6 +37,7 @@ pub use agent::{AgentHarness, AgentOptions, agent_harness};
 pub use binding::{
     AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, NodeLane, SessionScope,
 };
+pub use containment::{Isolation, Network};
 pub use contract::NodeContract;
 pub use exec::ExecHarness;
 pub use failure::{ProviderFailureKind, sign_in_advice};
@@ -45,4 +50,5 @@ pub use lane::{
 };
 pub use redact::{Redactor, SecretEnv};
 pub use schema::SchemaDialect;
+pub use trellis_process::{Sandbox, SandboxError};
 pub use turns::MAX_CORRECTIONS;

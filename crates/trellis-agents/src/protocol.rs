@@ -14,6 +14,7 @@ use crate::failure::ProviderFailureKind;
 use crate::forward::{LogForwarder, truncate};
 use crate::harness::{ExecutionRequest, LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
+use crate::policy::UserPolicy;
 use crate::reply::RawReply;
 use crate::schema::SchemaDialect;
 
@@ -37,6 +38,11 @@ pub(crate) struct Launch<'a> {
     pub schema: &'a Value,
     /// Where the schema was written, for CLIs that take a file.
     pub schema_file: PathBuf,
+    /// Whether every turn runs in a Trellis sandbox, which makes the CLI's own sandbox and
+    /// approvals redundant (Trellis is the boundary).
+    pub contained: bool,
+    /// The user's own permission policy for the CLI (empty when contained): respected.
+    pub policy: UserPolicy,
 }
 
 impl Launch<'_> {

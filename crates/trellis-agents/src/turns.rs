@@ -6,8 +6,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{FailureReason, WorkerErrorCode, WorkerOutcome};
-use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, run_process};
+use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, Sandbox, run_process};
 
+use crate::containment::contain;
 use crate::failure::{ProviderFailureKind, advice};
 use crate::forward::LogForwarder;
 use crate::harness::{HarnessEvent, LogStream, TokenUsage};
@@ -24,6 +25,8 @@ pub const MAX_CORRECTIONS: u32 = 2;
 /// How to run the CLI for every turn of one execution.
 pub(crate) struct TurnLoop<'a> {
     pub protocol: &'a dyn CliProtocol,
+    /// Every turn runs in it, when given.
+    pub sandbox: Option<&'a Sandbox>,
     pub launch: &'a Launch<'a>,
     pub program: &'a str,
     /// The environment shared by every turn (lane variables are added per turn).
@@ -103,6 +106,22 @@ impl TurnLoop<'_> {
                 env: merge_env([self.env.to_vec(), Vec::new(), invocation.env]),
                 stdin: turn.prompt.as_bytes().to_vec(),
                 redactor: forwarder.redactor.clone(),
+            };
+            let spec = match self.sandbox {
+                None => spec,
+                Some(sandbox) => match contain(
+                    sandbox,
+                    spec,
+                    request,
+                    &[&request.scratch, &self.launch.home],
+                    &[],
+                ) {
+                    Ok(spec) => spec,
+                    Err(message) => {
+                        forwarder.system(message);
+                        return WorkerOutcome::failure(WorkerErrorCode::Crash);
+                    }
+                },
             };
             // Events are parsed as they arrive, so a long session's output is never held whole.
             let limits = ProcessLimits {

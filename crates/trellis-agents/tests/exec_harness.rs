@@ -60,7 +60,9 @@ fn request(dir: &Path, script: String, output: PayloadType) -> ExecutionRequest 
 
 async fn run(req: ExecutionRequest) -> (WorkerOutcome, Vec<HarnessEvent>) {
     let (tx, mut rx) = mpsc::channel(1024);
-    let result = ExecHarness.execute(req, tx, CancellationToken::new()).await;
+    let result = ExecHarness::new()
+        .execute(req, tx, CancellationToken::new())
+        .await;
     let mut events = Vec::new();
     while let Ok(e) = rx.try_recv() {
         events.push(e);
@@ -198,7 +200,7 @@ async fn cancellation_kills_the_whole_process_group() {
         }
         canceller.cancel();
     });
-    let result = ExecHarness.execute(req, tx, cancel).await;
+    let result = ExecHarness::new().execute(req, tx, cancel).await;
     assert_eq!(code(&result.outcome), Some(WorkerErrorCode::Refusal));
     let pid: i32 = std::fs::read_to_string(&marker)
         .unwrap()

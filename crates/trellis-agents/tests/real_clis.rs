@@ -104,6 +104,7 @@ impl Lab {
             AgentOptions {
                 program: None,
                 session_root: Some(root.path().join("sessions")),
+                sandbox: None,
             },
         );
         Lab {

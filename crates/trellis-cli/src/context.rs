@@ -1,6 +1,6 @@
 //! What most commands need: the opened runtime, run ids, and whether stdout is a terminal.
 
-use trellis_runtime::{LedgerLocation, RunId, Runtime, RuntimeOptions, parse_run_id};
+use trellis_runtime::{Isolation, LedgerLocation, RunId, Runtime, RuntimeOptions, parse_run_id};
 
 /// Opens `$TRELLIS_HOME` (created on first use) and the ledger: `ledger` when given (`--ledger`),
 /// else the runtime's default.
@@ -26,4 +26,21 @@ pub fn stdout_is_terminal() -> bool {
 /// Machine output when asked for, or when stdout is not a terminal.
 pub fn machine_output(json_flag: bool) -> bool {
     json_flag || !stdout_is_terminal()
+}
+
+/// `--isolation`: where a run's steps run. `sandbox` runs every agent and command in a
+/// bubblewrap sandbox (the workspace its only writable tree); `none` as the invoking user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IsolationArg {
+    None,
+    Sandbox,
+}
+
+impl From<IsolationArg> for Isolation {
+    fn from(arg: IsolationArg) -> Self {
+        match arg {
+            IsolationArg::None => Isolation::None,
+            IsolationArg::Sandbox => Isolation::Sandbox,
+        }
+    }
 }

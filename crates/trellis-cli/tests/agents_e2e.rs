@@ -270,7 +270,8 @@ async fn single_worker(cli: Cli) {
     );
 }
 
-async fn software_change(cli: Cli) {
+/// `isolation` adds `--isolation MODE` to the run (`sandbox` needs bubblewrap).
+async fn software_change(cli: Cli, isolation: Option<&str>) {
     let Some(clis) = AgentClis::for_tests(&format!("{}_software_change_e2e", cli.name())) else {
         return;
     };
@@ -340,7 +341,10 @@ async fn software_change(cli: Cli) {
                 "--uniform-runtime-config",
                 &lane,
                 "--json",
-            ],
+            ]
+            .into_iter()
+            .chain(isolation.map_or(Vec::new(), |mode| vec!["--isolation", mode]))
+            .collect::<Vec<_>>(),
             &server,
         )
     });
@@ -391,12 +395,45 @@ async fn codex_runs_single_worker_through_trellis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_runs_software_change_with_one_repair_round() {
-    software_change(Cli::Claude).await;
+    software_change(Cli::Claude, None).await;
+}
+
+/// Issue 33: the same change with every agent in a Trellis sandbox (Claude's permission
+/// bypass is Trellis's boundary there). Skipped without bubblewrap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_runs_software_change_in_the_sandbox() {
+    if bwrap_on_path() {
+        software_change(Cli::Claude, Some("sandbox")).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_runs_software_change_with_one_repair_round() {
-    software_change(Cli::Codex).await;
+    software_change(Cli::Codex, None).await;
+}
+
+/// Issue 33: the same change with Codex in a Trellis sandbox, its own sandbox turned off
+/// (`danger-full-access`: it could not nest, and Trellis is the boundary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_runs_software_change_in_the_sandbox() {
+    if bwrap_on_path() {
+        software_change(Cli::Codex, Some("sandbox")).await;
+    }
+}
+
+/// Whether `bwrap` is installed; the sandboxed runs say so when they skip (outside CI,
+/// where scripts/test installs it, a missing one is a failure).
+fn bwrap_on_path() -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|dir| dir.join("bwrap").is_file());
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "CI must run the sandboxed agent tests: install bubblewrap"
+    );
+    if !found {
+        eprintln!("skipped: bubblewrap (bwrap) is not installed");
+    }
+    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,6 +150,9 @@ impl Server {
             "TEAM_TOKEN",
             "--workspaces",
             workspaces.to_str().expect("UTF-8"),
+            // The python test worker lies outside the workspace a sandbox shows.
+            "--isolation",
+            "none",
         ];
         if let Some(ledger) = ledger {
             args.extend(["--ledger", ledger]);

@@ -163,6 +163,7 @@ fn start_with_few_descriptors(sandbox: &Sandbox) -> Limited {
         .arg(r#"ulimit -n 256 && exec "$0" "$@""#)
         .arg(support::TRELLIS)
         .args(["serve", "--listen", "127.0.0.1:0", "--token-env", TOKEN_ENV])
+        .args(["--isolation", "none"])
         .env("TRELLIS_HOME", &sandbox.home)
         .env(TOKEN_ENV, TOKEN)
         .env_remove("TRELLIS_LEDGER")

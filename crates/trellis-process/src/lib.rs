@@ -10,6 +10,8 @@
 //! grace, SIGKILL, grandchildren included), and every end is classified: exited with a code,
 //! crashed, killed from outside, or stopped by us.
 //!
+//! A [`Sandbox`] rewrites a spec to run inside bubblewrap (`--isolation sandbox`).
+//!
 //! [`run_process`] is the async API; [`run_blocking`] serves synchronous callers; a
 //! [`Session`] is a long-lived child speaking a protocol over its pipes.
 #![forbid(unsafe_code)]
@@ -20,6 +22,7 @@ mod guard;
 mod lines;
 mod redact;
 mod run;
+mod sandbox;
 mod session;
 mod shapes;
 mod spec;
@@ -31,6 +34,7 @@ pub use lines::{LINE_CUT_MARKER, LineDecoder, LineReader, LineSplitter, RawLine,
 pub use nix::sys::signal::Signal;
 pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor, StreamRedactor};
 pub use run::{BoxFuture, ProcessObserver, ProcessReport, run_process};
+pub use sandbox::{BWRAP_PROGRAM, Placement, Sandbox, SandboxError};
 pub use session::{Session, SessionPipes};
 pub use spec::{
     DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STDOUT_BYTES, DRAIN_AFTER_EXIT,

@@ -42,6 +42,7 @@ pub use checkpoints::operations::{
 pub use checkpoints::prune::{
     DEFAULT_PRUNE_AGE_MS, PruneOptions, PruneReason, PruneReport, PrunedItem, PrunedKind,
 };
+pub use control::isolation::ISOLATION_ENV;
 pub use control::spawn::CONTROLLER_SUBCOMMAND as CONTROLLER_COMMAND;
 pub use control::spawn::{CONTROLLER_LEASE_ENV, DISPATCH_ENV};
 pub use dispatch::DispatchMode;
@@ -70,6 +71,7 @@ pub use observation::watch_schema::watch_update_json_schema;
 pub use plan::admission::{AdmissionRefusal, GraphAdmissionError};
 pub use plan::connections::{MAX_CALLER_CONNECTIONS, MAX_CONNECTION_VALUE_BYTES};
 pub use plan::{Connections, ConnectionsError, PlanError, ServerConnections};
+pub use plan::{Isolation, Network};
 pub use profiles::document::{
     PROFILE_FORMAT, Profile, ProfileDefinition, ProfilePlan, ProfileSummary, ProfileTemplate,
 };
@@ -91,6 +93,7 @@ pub use shared::profile_error::ProfileError;
 pub use shared::templates::{
     DeliveryMode, TemplateDelivery, TemplateInfo, TemplateInput, template, templates,
 };
+pub use trellis_agents::{Sandbox, SandboxError};
 pub use trellis_ledger::{LEDGER_ENV, LedgerLocation};
 /// The hidden subcommand a worker host's step guards run as, and what it runs.
 pub use trellis_process::{GUARD_SUBCOMMAND as GUARD_COMMAND, run_guard};

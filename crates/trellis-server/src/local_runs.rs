@@ -91,6 +91,8 @@ async fn start(State(state): State<ApiState>, body: Bytes) -> Result<Response, P
         start: state.start,
         workspace: WorkspaceOptions::default(),
         skip_preflight: false,
+        // A local run uses the environment `trellis ui` was started from.
+        environment: None,
     };
     let runtime = state.runtime.clone();
     let name = request.profile;

@@ -338,14 +338,20 @@ impl CodexCommand {
             ("PATH", self.path_env.clone()),
             ("HOME", self.home.clone().into_os_string()),
             ("CODEX_HOME", self.codex_home().into_os_string()),
+            // As Trellis's harness does. With a system `bwrap`, Codex's own sandbox needs helper
+            // links it refuses to create in a CODEX_HOME under the temporary directory, and then
+            // fails every file change; the private home lives in /tmp, so TMPDIR moves into it.
+            ("TMPDIR", self.home.join("tmp").into_os_string()),
             ("LANG", "C.UTF-8".into()),
             ("GATEWAY_API_KEY", self.api_key.clone().into()),
         ]
     }
 
-    /// Creates `CODEX_HOME` (Codex refuses to start when it is missing) and returns the command.
+    /// Creates `CODEX_HOME` (Codex refuses to start when it is missing) and the temporary
+    /// directory, and returns the command.
     pub fn command(&self) -> std::io::Result<Command> {
         std::fs::create_dir_all(self.codex_home())?;
+        std::fs::create_dir_all(self.home.join("tmp"))?;
         let mut command = Command::new(&self.program);
         command
             .args(self.args())

@@ -125,6 +125,7 @@ impl Fake {
             AgentOptions {
                 program: None,
                 session_root: Some(self.path("sessions")),
+                sandbox: None,
             },
         )
     }

@@ -119,6 +119,10 @@ pub fn run(args: &RunArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         Some(runtime) => runtime,
         None => open_runtime(ledger)?,
     };
+    let runtime = match args.isolation {
+        Some(isolation) => runtime.with_isolation(isolation.into())?,
+        None => runtime,
+    };
     let submitted = runtime.submit(
         admitted,
         SubmitOptions {

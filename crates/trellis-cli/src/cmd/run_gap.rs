@@ -70,6 +70,14 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
             "GaP workflows take --inputs FILE and run their own tools and scripts; runtime plans and --input are for GraphSpec graphs"
         );
     }
+    if args.isolation == Some(crate::context::IsolationArg::Sandbox) {
+        // Refused rather than run uncontained: the Python bridge that runs a workflow's
+        // scripts is not placed in a sandbox yet.
+        bail!(
+            "--isolation sandbox is not available for GaP workflows yet (their scripts run in \
+             the Python bridge, which is not contained); run it with --isolation none"
+        );
+    }
     let request = GapRunRequest {
         workflow: path.to_path_buf(),
         inputs: args.gap.inputs.clone(),

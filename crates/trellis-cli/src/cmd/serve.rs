@@ -17,7 +17,7 @@ use trellis_server::signin::{BrowserSignIn, PublicOrigin, SessionTimes};
 use trellis_server::team::{self, TeamState};
 use trellis_server::{BearerTokens, DEFAULT_MAX_STREAMS, MAX_BODY_BYTES};
 
-use crate::context::open_runtime;
+use crate::context::{IsolationArg, open_runtime};
 
 /// The address `trellis serve` listens on when not told.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
@@ -45,6 +45,11 @@ pub struct ServeArgs {
     /// needs a PostgreSQL ledger). Not given: `$TRELLIS_DISPATCH` (`queue`), else `local`.
     #[arg(long, value_name = "MODE", value_enum)]
     pub dispatch: Option<DispatchArg>,
+    /// Where runs' steps run: `sandbox` (the default: every agent and command in a bubblewrap
+    /// sandbox; the server refuses to start without a working `bwrap`) or `none` (as this
+    /// server's user, with its whole machine in reach).
+    #[arg(long, value_name = "MODE", value_enum, default_value = "sandbox")]
+    pub isolation: IsolationArg,
     /// Open event streams allowed at once.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
@@ -268,7 +273,7 @@ fn serve(args: &ServeArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
             DispatchArg::Queue => DispatchMode::Queue,
         })?;
     }
-    let runtime = Arc::new(runtime);
+    let runtime = Arc::new(runtime.with_isolation(args.isolation.into())?);
     let runtime_for_takeover = runtime.is_shared_ledger().then(|| runtime.clone());
     let workspaces = args
         .workspaces

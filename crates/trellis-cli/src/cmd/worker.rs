@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
-use trellis_runtime::{WorkerOptions, WorkspaceServer};
+use trellis_runtime::{Isolation, WorkerOptions, WorkspaceServer};
 
-use crate::context::open_runtime;
+use crate::context::{IsolationArg, open_runtime};
 
 /// The harness names a worker may take executions for.
 const HARNESSES: [&str; 5] = ["command", "claude", "codex", "copilot", "agent"];
@@ -48,6 +48,11 @@ pub struct WorkerArgs {
     /// unprotected; only for a trusted network or a TLS-terminating proxy on this host).
     #[arg(long)]
     pub insecure: bool,
+    /// Where the steps run: `none` (as this worker's user, the default) or `sandbox` (each in
+    /// a bubblewrap sandbox; refused at start without a working `bwrap`). A run's plan may ask
+    /// for `sandbox`, which this worker then honours or refuses the step.
+    #[arg(long, value_name = "MODE", value_enum, default_value = "none")]
+    pub isolation: IsolationArg,
 }
 
 /// The serving host the worker fetches workspaces from, with its token read from the named
@@ -87,7 +92,14 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
     }
     let server = workspace_server(args)?;
     let runtime = open_runtime(ledger)?;
+    let isolation = Isolation::from(args.isolation);
+    if isolation == Isolation::Sandbox {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        trellis_runtime::Sandbox::detect(&path, true)?;
+    }
     let options = WorkerOptions {
+        isolation,
+        trellis_home: runtime.home().to_path_buf(),
         slots: args.slots.max(1),
         harnesses: args.harness.clone(),
         lease: Duration::from_millis(args.lease_ms),

@@ -51,6 +51,11 @@ impl Server {
             args.extend(["--ledger", ledger]);
         }
         args.extend(extra);
+        // The python test worker's script lies outside every workspace, which a sandbox (serve's
+        // default) does not show: these servers run as before unless a test asks for one.
+        if !extra.contains(&"--isolation") {
+            args.extend(["--isolation", "none"]);
+        }
         let mut command = sandbox.command(&args);
         command
             .env(TOKEN_ENV, token)

@@ -1,6 +1,7 @@
 //! [`Runtime`]: one state directory and its ledger, and every operation on runs.
 
 mod connections;
+mod isolation;
 mod profiles;
 mod reads;
 mod remote;
@@ -20,6 +21,7 @@ use crate::api::options::{
     Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
 };
 use crate::api::validation::{self, ValidateRequest, ValidationReport};
+use crate::control::isolation::apply_isolation;
 use crate::control::recovery::{TerminalReason, finalize_abandoned, finalize_orphaned, reconcile};
 use crate::control::spawn::{Launched, Start, controller_env};
 use crate::delivery::read_source;
@@ -31,7 +33,7 @@ use crate::graphspec::admission::{self, AdmissionError, AdmitRequest, Admitted, 
 use crate::graphspec::launch::{LaunchRequest, launch};
 use crate::graphspec::preparation::prepare;
 use crate::observation::views::RunStatus;
-use crate::plan::Connections;
+use crate::plan::{Connections, Isolation};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome, default_home};
 use crate::shared::submission::{StoredSource, Submission, WorkspaceHandling};
@@ -54,6 +56,8 @@ pub struct Runtime {
     controller_program: Option<PathBuf>,
     /// Where this host's controllers run executions; `None`: as `$TRELLIS_DISPATCH` says.
     dispatch: Option<DispatchMode>,
+    /// Where this host's controllers run their steps; `None`: as `$TRELLIS_ISOLATION` says.
+    isolation: Option<Isolation>,
 }
 
 /// Parses a run id given by a person or a client.
@@ -96,6 +100,7 @@ impl Runtime {
             ledger,
             controller_program: options.controller_program,
             dispatch: None,
+            isolation: None,
         })
     }
 
@@ -154,7 +159,11 @@ impl Runtime {
         self.check_connections(&connections, &connection_names)?;
         let lookup = connections.lookup(&connection_names);
         if !options.skip_preflight {
-            let problems = crate::plan::preflight::preflight(&plan, &lookup);
+            let host = self
+                .isolation
+                .unwrap_or_else(crate::control::isolation::host_isolation);
+            let contained = plan.isolation.unwrap_or_default().max(host) == Isolation::Sandbox;
+            let problems = crate::plan::preflight::preflight(&plan, &lookup, contained);
             if !problems.is_empty() {
                 return Err(RuntimeError::Preflight(problems));
             }
@@ -262,6 +271,7 @@ impl Runtime {
                 env: {
                     let mut env = controller_env(env_names, connections);
                     crate::dispatch::apply_dispatch(&mut env, self.dispatch);
+                    apply_isolation(&mut env, self.isolation);
                     if connections.from_caller_any() && self.queues(&env) {
                         return Err(RuntimeError::NotSubmittable(
                             "this server hands executions to worker hosts (--dispatch queue), \
@@ -306,6 +316,7 @@ impl Runtime {
         request: GapRunRequest,
         progress: &(dyn Fn(&GapEvent) + Send + Sync),
     ) -> Result<GapOutcome, RuntimeError> {
+        self.refuse_contained_gap()?;
         let run = gap_admission::prepare(request)?;
         gap_runner::run_gap(self.store.clone(), &self.home, run, progress)
     }
@@ -319,6 +330,7 @@ impl Runtime {
         request: GapRunRequest,
         start: StartMode,
     ) -> Result<Receipt, RuntimeError> {
+        self.refuse_contained_gap()?;
         let run = gap_admission::prepare(request)?;
         let submission_key = run
             .submission_key
@@ -537,6 +549,7 @@ impl Runtime {
     pub fn run_controller(&self, run_id: &RunId) -> Result<(), RuntimeError> {
         let record = self.store.record(run_id)?;
         if record.kind == RunKind::Gap {
+            self.refuse_contained_gap()?;
             return gap_launch::run_detached(self.store.clone(), run_id, &record);
         }
         crate::graphspec::controller::run_detached(&self.home, self.store.clone(), run_id, record)
@@ -593,6 +606,7 @@ impl Runtime {
             &program,
             self.ledger.as_ref(),
             self.dispatch,
+            self.isolation,
             grace,
         )
     }

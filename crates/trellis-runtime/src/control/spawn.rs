@@ -44,9 +44,9 @@ pub const CONTROLLER_SUBCOMMAND: &str = "__controller";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Environment variables a controller keeps besides the plan's connection names (six say
 /// where the forge is and how patiently delivery waits on it and retries, the last two whether executions
-/// go to worker hosts and how long the controller's lease row lives, then the limits of
-/// environment hooks).
-const CONTROLLER_ENV: [&str; 24] = [
+/// go to worker hosts, whether they are contained and how long the controller's lease row
+/// lives, then the limits of environment hooks).
+const CONTROLLER_ENV: [&str; 25] = [
     "PATH",
     "HOME",
     "LANG",
@@ -64,6 +64,7 @@ const CONTROLLER_ENV: [&str; 24] = [
     // The kill-point tests' hook (supervisor/record.rs); never set otherwise.
     "TRELLIS_TEST_DIE_AFTER_STEP_COMMIT",
     DISPATCH_ENV,
+    super::isolation::ISOLATION_ENV,
     CONTROLLER_LEASE_ENV,
     // The host's limits on a run's environment hooks (lowered by tests).
     crate::shared::environment::HOOK_LIMIT_ENV,

@@ -11,10 +11,11 @@ use std::time::Duration;
 use serde_json::Value;
 use trellis_ledger::{LEDGER_ENV, LedgerLocation, RunId, RunStore};
 
+use crate::control::isolation::apply_isolation;
 use crate::control::lease::acquire;
 use crate::control::recovery::finalize_abandoned;
 use crate::control::spawn::{controller_env, spawn_controller};
-use crate::plan::{Connections, RuntimePlan};
+use crate::plan::{Connections, Isolation, RuntimePlan};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
 
@@ -27,6 +28,7 @@ pub(crate) fn take_over_orphans(
     program: &Path,
     ledger: Option<&LedgerLocation>,
     dispatch: Option<super::DispatchMode>,
+    isolation: Option<Isolation>,
     grace: Duration,
 ) -> Result<Vec<RunId>, RuntimeError> {
     let Some(postgres) = store.as_postgres() else {
@@ -34,7 +36,7 @@ pub(crate) fn take_over_orphans(
     };
     let mut started = Vec::new();
     for run_id in postgres.orphaned_runs(grace, MAX_PER_ROUND)? {
-        if start_controller(home, store, program, ledger, dispatch, &run_id)? {
+        if start_controller(home, store, program, ledger, (dispatch, isolation), &run_id)? {
             started.push(run_id);
         }
     }
@@ -76,7 +78,7 @@ fn start_controller(
     store: &Arc<dyn RunStore>,
     program: &Path,
     ledger: Option<&LedgerLocation>,
-    dispatch: Option<super::DispatchMode>,
+    (dispatch, isolation): (Option<super::DispatchMode>, Option<Isolation>),
     run_id: &RunId,
 ) -> Result<bool, RuntimeError> {
     let record = store.record(run_id)?;
@@ -122,6 +124,7 @@ fn start_controller(
         .unwrap_or_default();
     let mut env = controller_env(&connection_names, &Connections::default());
     super::apply_dispatch(&mut env, dispatch);
+    apply_isolation(&mut env, isolation);
     if let Some(location) = ledger {
         let text = match location {
             LedgerLocation::Sqlite(path) => path.display().to_string(),

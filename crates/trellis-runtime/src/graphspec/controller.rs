@@ -11,6 +11,7 @@ use trellis_workspace::{ObjectId, Previous};
 
 use crate::checkpoints::policy::CheckpointPolicy;
 use crate::checkpoints::workspace::{CHECKPOINT_INDEX, Continuation, RunWorkspace};
+use crate::control::isolation::{host_isolation, plan_sandbox};
 use crate::control::lease::{
     CONTROLLER_LEASE_FD, Leases, WORKSPACE_LEASE_FD, controller_attached, inherited_lease,
 };
@@ -346,7 +347,13 @@ fn drive(
                 agent,
             )
         }
-        None => (Arc::new(ExecHarness), agent_harness(&plan)?),
+        None => {
+            let sandbox = plan_sandbox(&plan, host_isolation(), home.root())?;
+            (
+                Arc::new(ExecHarness::contained(sandbox.clone())),
+                agent_harness(&plan, sandbox.as_ref())?,
+            )
+        }
     };
     let harnesses = Harnesses {
         command,

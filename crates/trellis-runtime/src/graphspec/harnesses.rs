@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 use trellis_agents::lane::find_program;
-use trellis_agents::{AgentLane, AgentOptions, Harness, HarnessKind, detect_installed_cli};
+use trellis_agents::{
+    AgentLane, AgentOptions, Harness, HarnessKind, Sandbox, detect_installed_cli,
+};
 use trellis_graph::{GraphNode, GraphSpec};
 
 use crate::plan::RuntimePlan;
@@ -53,13 +55,20 @@ pub(crate) fn default_plan(
 }
 
 /// The agent harness a controller uses for the plan's lane (none without agent bindings).
-pub(crate) fn agent_harness(plan: &RuntimePlan) -> Result<Option<Arc<dyn Harness>>, RuntimeError> {
+pub(crate) fn agent_harness(
+    plan: &RuntimePlan,
+    sandbox: Option<&Sandbox>,
+) -> Result<Option<Arc<dyn Harness>>, RuntimeError> {
     if !plan.has_agents() {
         return Ok(None);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     let lane = AgentLane::choose(plan.harness, plan.provider, &path)
         .map_err(|e| RuntimeError::ControllerStart(format!("cannot run the plan's agents: {e}")))?;
-    let harness = trellis_agents::agent_harness(lane, AgentOptions::default());
+    let options = AgentOptions {
+        sandbox: sandbox.cloned(),
+        ..AgentOptions::default()
+    };
+    let harness = trellis_agents::agent_harness(lane, options);
     Ok(Some(Arc::from(harness)))
 }

@@ -10,4 +10,4 @@ pub(crate) mod runtime_plan;
 
 pub use connections::{Connections, ConnectionsError, ServerConnections};
 pub use error::PlanError;
-pub use runtime_plan::{Budget, RuntimePlan};
+pub use runtime_plan::{Budget, Isolation, Network, RuntimePlan};

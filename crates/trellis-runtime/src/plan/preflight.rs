@@ -4,7 +4,11 @@
 
 use std::time::Duration;
 
-use trellis_agents::preflight::{PreflightEnv, PreflightProblem, lane_variables, preflight_lane};
+use trellis_agents::harness_sandbox::codex_sandbox_problem;
+use trellis_agents::policy::codex_config_keys;
+use trellis_agents::preflight::{
+    PreflightEnv, PreflightProblem, installed_cli, lane_variables, preflight_lane,
+};
 use trellis_agents::{AgentBinding, AgentLane, Binding, HarnessKind, Provider};
 
 use super::runtime_plan::RuntimePlan;
@@ -15,9 +19,11 @@ const GATEWAY_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Every problem that would stop the plan's agents, with its fix; empty when all is well
 /// (and always for plans without agent bindings). `lookup` reads the environment the run
 /// will have (a caller's connection values over this host's).
+/// `contained`: the run's steps run in a Trellis sandbox, so the CLI's own is not used.
 pub(crate) fn preflight(
     plan: &RuntimePlan,
     lookup: &dyn Fn(&str) -> Option<String>,
+    contained: bool,
 ) -> Vec<PreflightProblem> {
     if !plan.has_agents() {
         return Vec::new();
@@ -42,6 +48,17 @@ pub(crate) fn preflight(
         .collect();
     let env = PreflightEnv { lookup };
     let mut problems = preflight_lane(lane, &bindings, &env);
+    // Uncontained Codex relies on its own sandbox, unless the user's configuration chose
+    // the mode (then it is theirs to keep working).
+    if problems.is_empty()
+        && !contained
+        && lane.harness == HarnessKind::Codex
+        && !user_chose_codex_sandbox(lane.provider, lookup)
+        && let Some(program) = installed_cli(lane.harness, &env)
+        && let Some(problem) = codex_sandbox_problem(&program, &path)
+    {
+        problems.push(problem);
+    }
     if problems.is_empty()
         && lane.provider == Provider::Gateway
         && let Some((_, binding)) = bindings.first()
@@ -107,4 +124,17 @@ fn models_status(url: &str, key: &str) -> Option<u16> {
     .join()
     .ok()
     .flatten()
+}
+
+/// Whether a native Codex lane's own configuration sets `sandbox_mode` (which the harness then
+/// leaves alone).
+fn user_chose_codex_sandbox(provider: Provider, lookup: &dyn Fn(&str) -> Option<String>) -> bool {
+    if provider != Provider::Openai {
+        return false;
+    }
+    let codex_home = lookup("CODEX_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| lookup("HOME").map(|home| std::path::Path::new(&home).join(".codex")));
+    codex_home.is_some_and(|dir| codex_config_keys(&dir).contains(&"sandbox_mode"))
 }

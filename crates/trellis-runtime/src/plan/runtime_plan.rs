@@ -9,7 +9,7 @@ use trellis_agents::binding::is_env_name;
 use trellis_agents::{
     AgentBinding, Binding, CommandBinding, DeliveryBinding, Effort, SessionScope,
 };
-pub use trellis_agents::{HarnessKind, Provider};
+pub use trellis_agents::{HarnessKind, Isolation, Network, Provider};
 use trellis_graph::{GraphNode, GraphSpec, NodeName, WorkerRef};
 use trellis_verify::builtin::{BuiltinKind, builtin_kind};
 
@@ -58,6 +58,13 @@ pub struct RuntimePlan {
     pub active_memory: Option<ActiveMemory>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_agents: Option<GlobalAgents>,
+    /// Where the steps run (`none`, `sandbox`); the host's `--isolation` may only make it
+    /// stricter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// `none` takes the network from sandboxed steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
 }
 
 /// The uniform shape: one agent lane for every executable (delivery nodes get git delivery).
@@ -83,6 +90,10 @@ pub struct UniformAgentPlan {
     pub active_memory: Option<ActiveMemory>,
     #[serde(default)]
     pub global_agents: Option<GlobalAgents>,
+    #[serde(default)]
+    pub isolation: Option<Isolation>,
+    #[serde(default)]
+    pub network: Option<Network>,
 }
 
 /// The uniform shape for the exec harness: one command for every executable.
@@ -103,6 +114,10 @@ pub struct UniformCommandPlan {
     pub size: RunSize,
     #[serde(default)]
     pub budget: Option<Budget>,
+    #[serde(default)]
+    pub isolation: Option<Isolation>,
+    #[serde(default)]
+    pub network: Option<Network>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,6 +240,8 @@ impl RuntimePlan {
                 budget: u.budget,
                 active_memory: None,
                 global_agents: None,
+                isolation: u.isolation,
+                network: u.network,
             };
             // Delivery workers are Trellis's own: they keep git delivery under a command plan.
             let delivery = delivery_nodes(graph);
@@ -262,6 +279,8 @@ impl RuntimePlan {
             budget: u.budget,
             active_memory: u.active_memory,
             global_agents: u.global_agents,
+            isolation: u.isolation,
+            network: u.network,
         })
     }
 

@@ -37,6 +37,10 @@ pub enum RuntimeError {
     WorkspaceBusy { workspace: PathBuf, holder: String },
     #[error("the run controller did not start: {0}")]
     ControllerStart(String),
+    /// `--isolation sandbox` (or a plan's `"isolation": "sandbox"`) on a host that cannot
+    /// build the sandbox: refused, never run uncontained.
+    #[error(transparent)]
+    Sandbox(#[from] trellis_agents::SandboxError),
     #[error("run {run} was created but did not start: {cause}")]
     NotStarted {
         run: String,
@@ -129,6 +133,7 @@ impl RuntimeError {
             Self::Io { .. } => "runtime.io",
             Self::WorkspaceBusy { .. } => "run.workspace_busy",
             Self::ControllerStart(_) => "run.controller_start",
+            Self::Sandbox(_) => "runtime.sandbox_unavailable",
             Self::NotStarted { cause, .. } => cause.code(),
             Self::StillActive(_) => "run.still_active",
             Self::NothingToResume(_) => "run.nothing_to_resume",

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, SecretEnv};
+use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, Isolation, SecretEnv};
 use trellis_graph::{NodeName, WorkerErrorCode, WorkerOutcome};
 use trellis_ledger::postgres::dispatch_notes::{DispatchNote, DispatchWaiter};
 use trellis_ledger::postgres::leases::Claim;
@@ -22,6 +22,7 @@ use trellis_ledger::{LedgerError, LogLevel, LogStream, RunId, RunStore, TokenUsa
 
 use super::live_logs::{LiveLogs, PUSH_EVERY, Pushed};
 use super::private_workspace::{PrivateWorkspace, WorkspaceServer, fetch};
+use crate::control::isolation::plan_sandbox;
 use crate::dispatch::queued::{DispatchPayload, QueuedOutcome};
 use crate::graphspec::admission::readmit;
 use crate::graphspec::harnesses::agent_harness;
@@ -49,6 +50,10 @@ pub struct WorkerOptions {
     /// The serving host to fetch each execution's workspace from and return its result to;
     /// `None`: the workspace is a path this host shares with the serving host.
     pub server: Option<WorkspaceServer>,
+    /// Where steps run (`--isolation`); combined with each plan's to the stricter.
+    pub isolation: Isolation,
+    /// This host's Trellis home, which a sandbox hides from every step.
+    pub trellis_home: PathBuf,
 }
 
 /// What a worker host did, for its exit report.
@@ -64,6 +69,7 @@ struct RunFacts {
     plan: RuntimePlan,
     nodes: HashMap<NodeName, NodeFacts>,
     agent: Option<Arc<dyn Harness>>,
+    command: Arc<dyn Harness>,
 }
 
 /// Claims and runs executions until `stop` is cancelled; then stops claiming, cancels what
@@ -134,6 +140,8 @@ pub(crate) async fn work(
                 lease: options.lease,
                 scratch: options.scratch.clone(),
                 server: options.server.clone(),
+                isolation: options.isolation,
+                trellis_home: options.trellis_home.clone(),
                 worker: name.clone(),
                 stop: stop.clone(),
             };
@@ -201,6 +209,8 @@ struct Job {
     lease: Duration,
     scratch: PathBuf,
     server: Option<WorkspaceServer>,
+    isolation: Isolation,
+    trellis_home: PathBuf,
     worker: String,
     stop: CancellationToken,
 }
@@ -260,11 +270,15 @@ impl Job {
         .await
         .map_err(|_| "the admission thread failed".to_owned())??;
         let plan = admitted.submission.plan.clone();
-        let agent = agent_harness(&plan).ok().flatten();
+        // A worker that cannot contain the run's steps as asked runs none of them.
+        let sandbox =
+            plan_sandbox(&plan, self.isolation, &self.trellis_home).map_err(|e| e.to_string())?;
+        let agent = agent_harness(&plan, sandbox.as_ref()).ok().flatten();
         let facts = Arc::new(RunFacts {
             nodes: node_facts(admitted.graph.spec()),
             plan,
             agent,
+            command: Arc::new(ExecHarness::contained(sandbox)),
         });
         if let Ok(mut cache) = self.facts.lock() {
             if cache.len() >= MAX_CACHED_RUNS {
@@ -311,7 +325,7 @@ impl Job {
             return refuse(format!("node {node} has no binding or contract"));
         };
         let harness: Arc<dyn Harness> = match binding {
-            Binding::Command(_) => Arc::new(ExecHarness),
+            Binding::Command(_) => facts.command.clone(),
             Binding::Agent(_) => match &facts.agent {
                 Some(agent) => agent.clone(),
                 None => return refuse("no agent CLI for this run's plan on this worker".into()),
