@@ -38,6 +38,11 @@ fn transcript(kind: HarnessKind) -> &'static str {
             r#"printf '%s\n' '{"type":"assistant.message","data":{"content":"{\"response\":{\"count\":3,\"note\":null},\"refusal\":null}","toolRequests":[]}}' \
   '{"type":"result","sessionId":"c1","exitCode":0}'"#
         }
+        HarnessKind::Pi => {
+            r#"printf '%s\n' '{"type":"session","version":3,"id":"p1","cwd":"/w"}' \
+  '{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"{\"response\":{\"count\":3}}"}],"usage":{"input":100,"output":20,"cacheRead":0,"cacheWrite":0},"stopReason":"stop"}}' \
+  '{"type":"agent_end","messages":[]}'"#
+        }
     }
 }
 

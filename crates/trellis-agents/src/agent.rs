@@ -1,4 +1,4 @@
-//! The agent harness shared by the Claude, Codex and Copilot adapters: lane credentials,
+//! The agent harness shared by the Claude, Codex, Copilot and pi adapters: lane credentials,
 //! sessions and homes, the child environment, then the turn loop (`turns`).
 
 use std::path::{Path, PathBuf};
@@ -16,6 +16,7 @@ use crate::harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, LogStream, TokenUsage,
 };
 use crate::lane::{AgentLane, HarnessKind, find_program};
+use crate::pi::PiCli;
 use crate::prompt::{PromptInput, render_prompt};
 use crate::protocol::{CliProtocol, Launch, merge_env};
 use crate::schema::reply_schema;
@@ -51,6 +52,7 @@ impl AgentHarness {
             HarnessKind::Claude => Box::new(ClaudeCli),
             HarnessKind::Codex => Box::new(CodexCli),
             HarnessKind::Copilot => Box::new(CopilotCli),
+            HarnessKind::Pi => Box::new(PiCli),
         };
         Self {
             lane,

@@ -1,4 +1,4 @@
-//! Harness adapters (claude, codex, copilot, exec) behind one trait: prompt rendering,
+//! Harness adapters (claude, codex, copilot, pi, exec) behind one trait: prompt rendering,
 //! reply-schema generation, correction turns, failure mapping and token usage.
 //!
 //! A harness turns one [`ExecutionRequest`] into one settled [`ExecutionResult`], streaming
@@ -20,6 +20,7 @@ pub mod failure;
 pub mod forward;
 pub mod harness;
 pub mod lane;
+mod pi;
 pub mod preflight;
 pub mod prompt;
 mod protocol;

@@ -1,4 +1,4 @@
-//! The real `claude`, `codex` and `copilot` CLIs driven through the adapters on the gateway
+//! The real `claude`, `codex`, `copilot` and `pi` CLIs driven through the adapters on the gateway
 //! lane, against the scripted loopback model server: a step node that writes a file and
 //! returns its output, and a verifier whose first reply is malformed and corrected.
 //!
@@ -24,11 +24,12 @@ use trellis_testkit::{Api, Block, Conversation, ModelServer, Script, Turn, Usage
 
 const KEY: &str = "trellis-real-cli-gateway-key";
 
-/// The installed CLIs, with Copilot checked too; `None` (after a note) to skip.
+/// The installed CLIs, with Copilot and pi checked too; `None` (after a note) to skip.
 fn clis(test: &str, kind: HarnessKind) -> Option<AgentClis> {
     let clis = AgentClis::for_tests(test)?;
-    if kind == HarnessKind::Copilot && !clis.prefix.join("bin/copilot").is_file() {
-        let why = "copilot not installed; run scripts/install-agent-clis.sh";
+    let program = kind.program_name();
+    if !clis.prefix.join("bin").join(program).is_file() {
+        let why = format!("{program} not installed; run scripts/install-agent-clis.sh");
         if std::env::var_os("CI").is_some() {
             panic!("{test}: agent CLIs are required in CI: {why}");
         }
@@ -48,7 +49,7 @@ fn api(kind: HarnessKind) -> Api {
 
 fn dialect(kind: HarnessKind) -> SchemaDialect {
     match kind {
-        HarnessKind::Claude => SchemaDialect::Standard,
+        HarnessKind::Claude | HarnessKind::Pi => SchemaDialect::Standard,
         _ => SchemaDialect::OpenAiStrict,
     }
 }
@@ -189,7 +190,7 @@ impl Lab {
 /// The structured reply block carrying `body`, in the CLI's dialect.
 fn envelope(kind: HarnessKind, body: Value) -> Block {
     match kind {
-        HarnessKind::Claude => Block::structured(json!({"response": body})),
+        HarnessKind::Claude | HarnessKind::Pi => Block::structured(json!({"response": body})),
         _ => Block::structured(json!({"response": body, "refusal": null})),
     }
 }
@@ -200,6 +201,7 @@ fn file_written_marker(kind: HarnessKind) -> &'static str {
         HarnessKind::Claude => "File created successfully",
         HarnessKind::Codex => "Updated the following files",
         HarnessKind::Copilot => "Added 1 file",
+        HarnessKind::Pi => "Successfully wrote 21 bytes",
     }
 }
 
@@ -209,7 +211,7 @@ async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
         return;
     };
     let step_body = match kind {
-        HarnessKind::Claude => json!({"count": 1}),
+        HarnessKind::Claude | HarnessKind::Pi => json!({"count": 1}),
         _ => json!({"count": 1, "note": null}),
     };
     let script = Script::new(vec![
@@ -254,8 +256,8 @@ async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
             .user_text
             .contains("Input JSON:\n{\"file\":\"result.txt\"}")
     );
-    if kind != HarnessKind::Copilot {
-        // Claude and Codex hand our schema to the model; Copilot's prompt mode cannot.
+    if !matches!(kind, HarnessKind::Copilot | HarnessKind::Pi) {
+        // Claude and Codex hand our schema to the model; Copilot's prompt mode and pi cannot.
         assert_eq!(
             requests[0].reply_schema.as_ref(),
             Some(&reply_schema(&step_contract(), dialect(kind)))
@@ -270,8 +272,8 @@ async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
             cache_write_tokens: 0,
             cost_usd: result.usage.cost_usd,
         },
-        // Codex and Copilot report 300 input including 40 cached.
-        HarnessKind::Codex | HarnessKind::Copilot => TokenUsage {
+        // Codex, Copilot and pi report 300 input including 40 cached.
+        HarnessKind::Codex | HarnessKind::Copilot | HarnessKind::Pi => TokenUsage {
             input_tokens: 260,
             output_tokens: 50,
             cache_read_tokens: 40,
@@ -378,4 +380,14 @@ async fn copilot_step_writes_a_file_and_is_verified() {
 #[tokio::test]
 async fn copilot_verifier_reply_is_corrected_in_the_same_session() {
     verifier_reply_is_corrected_in_the_same_session(HarnessKind::Copilot).await;
+}
+
+#[tokio::test]
+async fn pi_step_writes_a_file_and_is_verified() {
+    step_writes_a_file_and_is_verified(HarnessKind::Pi).await;
+}
+
+#[tokio::test]
+async fn pi_verifier_reply_is_corrected_in_the_same_session() {
+    verifier_reply_is_corrected_in_the_same_session(HarnessKind::Pi).await;
 }

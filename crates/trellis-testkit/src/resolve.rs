@@ -54,10 +54,14 @@ impl Context<'_> {
                 name: STRUCTURED_OUTPUT_TOOL.to_owned(),
                 input: self.fill_value(value)?,
             },
+            Block::WriteFile { path, content } if self.offers("write") => {
+                self.pi_write(path, content)?
+            }
             Block::WriteFile { path, content } => Output::Call {
                 name: "Write".to_owned(),
                 input: json!({"file_path": self.absolute(path)?, "content": self.fill(content)?}),
             },
+            Block::Shell { command } if self.offers("bash") => self.pi_shell(command)?,
             Block::Shell { command } => Output::Call {
                 name: "Bash".to_owned(),
                 input: json!({"command": self.fill(command)?}),
@@ -81,7 +85,11 @@ impl Context<'_> {
                 let value = self.fill_value(value)?;
                 Output::Text(serde_json::to_string(&value).map_err(|e| e.to_string())?)
             }
+            Block::WriteFile { path, content } if self.offers("write") => {
+                self.pi_write(path, content)?
+            }
             Block::WriteFile { path, content } => self.openai_write(path, content)?,
+            Block::Shell { command } if self.offers("bash") => self.pi_shell(command)?,
             Block::Shell { command } => self.openai_shell(&self.fill(command)?)?,
             Block::ToolCall { name, input } => Output::Call {
                 name: name.clone(),
@@ -91,6 +99,26 @@ impl Context<'_> {
                 name: name.clone(),
                 input: self.fill(input)?,
             },
+        })
+    }
+
+    fn offers(&self, name: &str) -> bool {
+        self.view.tools.iter().any(|tool| tool == name)
+    }
+
+    /// Pi's `write` tool (lower-case names, on either protocol).
+    fn pi_write(&self, path: &str, content: &str) -> Result<Output, String> {
+        Ok(Output::Call {
+            name: "write".to_owned(),
+            input: json!({"path": self.absolute(path)?, "content": self.fill(content)?}),
+        })
+    }
+
+    /// Pi's `bash` tool.
+    fn pi_shell(&self, command: &str) -> Result<Output, String> {
+        Ok(Output::Call {
+            name: "bash".to_owned(),
+            input: json!({"command": self.fill(command)?}),
         })
     }
 

@@ -33,6 +33,7 @@ fn body(kind: HarnessKind) -> &'static str {
         HarnessKind::Claude => include_str!("../fakes/claude.sh"),
         HarnessKind::Codex => include_str!("../fakes/codex.sh"),
         HarnessKind::Copilot => include_str!("../fakes/copilot.sh"),
+        HarnessKind::Pi => panic!("no fake pi: the real pi runs in real_clis.rs"),
     }
 }
 
