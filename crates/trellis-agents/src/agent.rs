@@ -11,6 +11,7 @@ use crate::binding::{Binding, SessionScope};
 use crate::claude::ClaudeCli;
 use crate::codex::CodexCli;
 use crate::copilot::CopilotCli;
+use crate::copilot_headless::CopilotHeadless;
 use crate::forward::LogForwarder;
 use crate::harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, LogStream, TokenUsage,
@@ -19,6 +20,7 @@ use crate::lane::{AgentLane, HarnessKind, find_program};
 use crate::pi::PiCli;
 use crate::prompt::{PromptInput, render_prompt};
 use crate::protocol::{CliProtocol, Launch, merge_env};
+use crate::runner::{ProcessTurns, TurnRunner};
 use crate::schema::reply_schema;
 use crate::session::{Checkout, SessionKey, SessionRecord, SessionStore};
 use crate::turns::{SessionState, TurnLoop};
@@ -280,11 +282,23 @@ async fn run(
     let turns = TurnLoop {
         protocol,
         launch: &launch,
-        program: &program,
-        env: &env_base,
         first_prompt,
     };
-    let outcome = turns.run(&mut state, forwarder, cancel).await;
+    // Copilot keeps one headless connection for the execution; the others run a process per
+    // turn.
+    let mut runner: Box<dyn TurnRunner + '_> = match harness.lane.harness {
+        HarnessKind::Copilot => Box::new(CopilotHeadless::new(&launch, &program, &env_base)),
+        _ => Box::new(ProcessTurns {
+            protocol,
+            launch: &launch,
+            program: &program,
+            env: &env_base,
+        }),
+    };
+    let outcome = turns
+        .run(runner.as_mut(), &mut state, forwarder, cancel)
+        .await;
+    runner.close(forwarder).await;
 
     // As in the reference: a node-instance session carries over from a successful execution
     // and from a malformed reply (the conversation is intact, only its answer was refused);

@@ -52,8 +52,6 @@ impl Launch<'_> {
 
 /// One turn: a prompt, in a new session or continuing one.
 pub(crate) struct Turn<'a> {
-    /// Counts turns of this execution from 0 (names per-turn files).
-    pub index: u32,
     pub prompt: &'a str,
     pub resume: Option<&'a str>,
 }

@@ -256,8 +256,9 @@ async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
             .user_text
             .contains("Input JSON:\n{\"file\":\"result.txt\"}")
     );
-    if !matches!(kind, HarnessKind::Copilot | HarnessKind::Pi) {
-        // Claude and Codex hand our schema to the model; Copilot's prompt mode and pi cannot.
+    if kind != HarnessKind::Pi {
+        // Claude, Codex and Copilot (its headless `responseFormat`) hand our schema to the
+        // model; pi cannot.
         assert_eq!(
             requests[0].reply_schema.as_ref(),
             Some(&reply_schema(&step_contract(), dialect(kind)))

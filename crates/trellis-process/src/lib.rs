@@ -31,7 +31,7 @@ pub use lines::{LINE_CUT_MARKER, LineDecoder, LineReader, LineSplitter, RawLine,
 pub use nix::sys::signal::Signal;
 pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor, StreamRedactor};
 pub use run::{BoxFuture, ProcessObserver, ProcessReport, run_process};
-pub use session::{Session, SessionPipes};
+pub use session::{RawSessionPipes, Session, SessionPipes};
 pub use spec::{
     DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STDOUT_BYTES, DRAIN_AFTER_EXIT,
     ProcessLimits, ProcessSpec,
