@@ -1,4 +1,4 @@
-//! The real Claude Code, Codex and pi CLIs run the built-in templates end to end through
+//! The real Claude Code, Codex, Copilot (headless JSON-RPC) and pi CLIs run the built-in templates end to end through
 //! `trellis run`, against the scripted model server on loopback (gateway lane): the agent
 //! changes the workspace, software-change is accepted after one repair round, token usage is
 //! recorded, and the gateway key never reaches the ledger.
@@ -19,6 +19,7 @@ const KEY: &str = "canary-gateway-key-e2e-5150";
 enum Cli {
     Claude,
     Codex,
+    Copilot,
     Pi,
 }
 
@@ -27,27 +28,30 @@ impl Cli {
         match self {
             Cli::Claude => "claude",
             Cli::Codex => "codex",
+            Cli::Copilot => "copilot",
             Cli::Pi => "pi",
         }
     }
-    /// Pi's gateway speaks its default wire, the OpenAI Responses API.
+    /// Copilot's gateway and pi's default wire are the OpenAI Responses API.
     fn api(self) -> Api {
         match self {
             Cli::Claude => Api::Anthropic,
-            Cli::Codex | Cli::Pi => Api::Openai,
+            Cli::Codex | Cli::Copilot | Cli::Pi => Api::Openai,
         }
     }
     fn model(self) -> &'static str {
         match self {
             Cli::Claude => DEFAULT_CLAUDE_MODEL,
-            Cli::Codex | Cli::Pi => DEFAULT_CODEX_MODEL,
+            Cli::Codex | Cli::Copilot | Cli::Pi => DEFAULT_CODEX_MODEL,
         }
     }
     /// The structured reply in the CLI's schema dialect.
     fn reply(self, body: Value) -> Block {
         match self {
             Cli::Claude | Cli::Pi => Block::structured(json!({"response": body})),
-            Cli::Codex => Block::structured(json!({"response": body, "refusal": null})),
+            Cli::Codex | Cli::Copilot => {
+                Block::structured(json!({"response": body, "refusal": null}))
+            }
         }
     }
     /// The installed CLIs when this one is among them; `None` (after a note) to skip.
@@ -151,7 +155,7 @@ impl Lab {
         // Claude Code appends /v1/messages itself; Codex expects the /v1 prefix in its base URL.
         let base_url = match cli {
             Cli::Claude => server.url(),
-            Cli::Codex | Cli::Pi => server.openai_base_url(),
+            Cli::Codex | Cli::Copilot | Cli::Pi => server.openai_base_url(),
         };
         let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
         command
@@ -427,6 +431,21 @@ async fn pi_runs_single_worker_through_trellis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_runs_software_change_with_one_repair_round() {
     software_change(Cli::Pi).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copilot_runs_single_worker_through_trellis() {
+    single_worker(Cli::Copilot).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copilot_runs_software_change_with_one_repair_round() {
+    software_change(Cli::Copilot).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copilot_run_over_its_token_budget_ends_budget_exhausted() {
+    budget_stop(Cli::Copilot).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
