@@ -381,7 +381,8 @@ fn base_spec(
     };
     let provider = launch.provider;
     let reserved = |name: &str| is_base_reserved(name) || protocol.reserved(name, provider);
-    let (declared, skipped) = declared_env(launch.binding, request, &reserved);
+    let (mut declared, skipped) = declared_env(launch.binding, request, &reserved);
+    declared.retain(|(name, _)| !protocol.consumes(name));
     if !skipped.is_empty() {
         forwarder.system(format!(
             "connection variables {} are controlled by the {} harness and were not passed",

@@ -50,9 +50,13 @@ impl CliProtocol for CopilotCli {
                 | "COPILOT_AUTO_UPDATE"
                 | "COPILOT_ALLOW_ALL"
                 | "COPILOT_MODEL"
-                | "COPILOT_PROVIDERS_CONFIG"
                 | "COPILOT_DISABLE_KEYTAR"
         ) || name.starts_with("COPILOT_PROVIDER_")
+    }
+
+    fn consumes(&self, name: &str) -> bool {
+        // The registry travels in `session.create`.
+        name == crate::copilot_registry::PROVIDERS_CONFIG_ENV
     }
 
     fn invocation(&self, launch: &Launch<'_>, _turn: &Turn<'_>) -> Result<Invocation, String> {

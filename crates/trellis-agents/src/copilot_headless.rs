@@ -11,7 +11,7 @@ use trellis_process::{BoxFuture, ProcessEnd, ProcessObserver, ProcessSpec};
 
 use crate::access::LaneAccess;
 use crate::copilot::{CopilotCli, CopilotTurn};
-use crate::copilot_registry::read_registry;
+use crate::copilot_registry::{read_registry, run_token_command};
 use crate::forward::LogForwarder;
 use crate::harness::LogStream;
 use crate::jsonrpc::{Incoming, RpcConnection};
@@ -32,6 +32,8 @@ pub(crate) struct CopilotHeadless<'a> {
     pub env: &'a [(String, String)],
     connection: Option<RpcConnection>,
     session_id: Option<String>,
+    /// Registry provider name → its `apiKeyCommand`, run per `providerToken.getToken`.
+    token_commands: Vec<(String, String)>,
 }
 
 impl<'a> CopilotHeadless<'a> {
@@ -42,6 +44,7 @@ impl<'a> CopilotHeadless<'a> {
             env,
             connection: None,
             session_id: None,
+            token_commands: Vec::new(),
         }
     }
 }
@@ -124,7 +127,7 @@ impl CopilotHeadless<'_> {
                 let mut transcript = Box::new(parser).finish();
                 transcript.session_id = Some(session);
                 return Ok(TurnEnd::Ran {
-                    transcript,
+                    transcript: Box::new(transcript),
                     end: ProcessEnd::Exited { code: 0 },
                 });
             }
@@ -207,10 +210,12 @@ impl CopilotHeadless<'_> {
             Wait::Stopped(end) => Ok(Err(self.stopped(end).await)),
             Wait::Failed(why) if turn.resume.is_some() => {
                 self.stopped(ProcessEnd::Cancelled).await;
-                let mut transcript = Transcript::default();
-                transcript.session_lost = Some(why);
+                let transcript = Transcript {
+                    session_lost: Some(why),
+                    ..Transcript::default()
+                };
                 Ok(Err(TurnEnd::Ran {
-                    transcript,
+                    transcript: Box::new(transcript),
                     end: ProcessEnd::Exited { code: 0 },
                 }))
             }
@@ -219,7 +224,7 @@ impl CopilotHeadless<'_> {
     }
 
     /// `session.create` for a new session, `session.resume` to continue one.
-    fn session_params(&self, turn: &Turn<'_>) -> Result<(&'static str, Value), String> {
+    fn session_params(&mut self, turn: &Turn<'_>) -> Result<(&'static str, Value), String> {
         let launch = self.launch;
         let mut params = Map::new();
         params.insert(
@@ -251,6 +256,7 @@ impl CopilotHeadless<'_> {
         } else if let Some(registry) = read_registry(launch)? {
             params.insert("providers".into(), registry.providers);
             params.insert("models".into(), registry.models);
+            self.token_commands = registry.token_commands;
         }
         Ok(match turn.resume {
             Some(session) => {
@@ -346,7 +352,7 @@ impl CopilotHeadless<'_> {
                 (Some(id), request) => {
                     let id = id.clone();
                     let params = message.get("params").cloned().unwrap_or(Value::Null);
-                    self.serve(&id, request, &params, forwarder);
+                    self.serve(&id, request, &params, forwarder).await;
                 }
                 (None, "session.event") => {
                     let event = message.pointer("/params/event").unwrap_or(&Value::Null);
@@ -372,7 +378,39 @@ impl CopilotHeadless<'_> {
     }
 
     /// Answers a request the CLI made.
-    fn serve(&mut self, id: &Value, method: &str, _params: &Value, forwarder: &mut LogForwarder) {
+    async fn serve(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: &Value,
+        forwarder: &mut LogForwarder,
+    ) {
+        if method == "providerToken.getToken" {
+            let provider = text(params, "providerName");
+            let command = self
+                .token_commands
+                .iter()
+                .find(|(name, _)| name == provider)
+                .map(|(_, command)| command.clone());
+            let answer = match command {
+                Some(command) => {
+                    let cwd = self.launch.request.workspace.clone();
+                    run_token_command(&command, self.env, &cwd).await
+                }
+                None => Err(format!("no apiKeyCommand for provider {provider:?}")),
+            };
+            let Some(connection) = self.connection.as_mut() else {
+                return;
+            };
+            match answer {
+                Ok(token) => connection.respond(id, json!({"token": token})),
+                Err(why) => {
+                    forwarder.system(format!("copilot asked a token for {provider}: {why}"));
+                    connection.refuse(id, -32603, &why);
+                }
+            }
+            return;
+        }
         let token = match self.launch.access {
             LaneAccess::Native { api_key } => api_key.clone(),
             _ => None,
@@ -460,7 +498,7 @@ impl CopilotHeadless<'_> {
             transcript.provider_error = Some(why);
         }
         TurnEnd::Ran {
-            transcript,
+            transcript: Box::new(transcript),
             end: match end {
                 ProcessEnd::Exited { code: 0 } => ProcessEnd::Exited { code: 1 },
                 other => other,

@@ -15,7 +15,7 @@ use crate::protocol::{
 pub(crate) enum TurnEnd {
     /// The CLI answered (or died while answering); what it said and how it ended.
     Ran {
-        transcript: Transcript,
+        transcript: Box<Transcript>,
         end: ProcessEnd,
     },
     /// Trellis stopped it (deadline, idle limit, cancellation) or it could not start.
@@ -87,7 +87,10 @@ impl TurnRunner for ProcessTurns<'_> {
                 | ProcessEnd::Crashed { .. }
                 | ProcessEnd::KilledFromOutside { .. }) => {
                     self.protocol.complete(self.launch, turn, &mut transcript);
-                    TurnEnd::Ran { transcript, end }
+                    TurnEnd::Ran {
+                        transcript: Box::new(transcript),
+                        end,
+                    }
                 }
                 other => TurnEnd::Stopped(other),
             })

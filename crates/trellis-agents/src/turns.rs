@@ -83,7 +83,7 @@ impl TurnLoop<'_> {
                 resume: state.session_id.as_deref(),
             };
             let (transcript, end) = match runner.run(&turn, remaining, forwarder, cancel).await {
-                Ok(TurnEnd::Ran { transcript, end }) => (transcript, end),
+                Ok(TurnEnd::Ran { transcript, end }) => (*transcript, end),
                 Ok(TurnEnd::Stopped(end)) => return stopped(end, forwarder),
                 Err(message) => {
                     forwarder.system(message);

@@ -392,3 +392,83 @@ async fn pi_step_writes_a_file_and_is_verified() {
 async fn pi_verifier_reply_is_corrected_in_the_same_session() {
     verifier_reply_is_corrected_in_the_same_session(HarnessKind::Pi).await;
 }
+
+/// Copilot on its `github` lane with no GitHub login at all: a declared provider registry
+/// (`COPILOT_PROVIDERS_CONFIG`) routes `corp/<model>` to the scripted server, and the
+/// provider's `apiKeyCommand` runs before every model request, so each request (the first
+/// reply, then its correction) carries the token the command prints at that moment.
+#[tokio::test]
+async fn copilot_provider_registry_fetches_a_fresh_token_per_request() {
+    let kind = HarnessKind::Copilot;
+    let Some(clis) = clis("copilot_provider_registry", kind) else {
+        return;
+    };
+    let script = Script::new(vec![
+        Conversation::new("writer")
+            .on_api(Api::Openai)
+            .matching("graph node `writer`")
+            .turn(Turn::reply(vec![Block::text("One line, I think.")]))
+            .turn(
+                Turn::reply(vec![envelope(kind, json!({"count": 1, "note": null}))])
+                    .expecting("was rejected mechanically"),
+            ),
+    ]);
+    let lab = Lab::start(kind, clis, script).await;
+    let counter = lab.root.path().join("token-counter");
+    let command = format!(
+        "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; printf rotating-token-$n",
+        c = counter.display()
+    );
+    let registry = json!({"providers": [{"name": "corp", "type": "openai", "wireApi": "responses",
+        "baseUrl": lab.server.openai_base_url(), "apiKeyCommand": command}],
+        "models": [{"id": DEFAULT_CODEX_MODEL, "provider": "corp"}]});
+    let harness = AgentHarness::new(
+        AgentLane::new(kind, Provider::Github).unwrap(),
+        AgentOptions {
+            program: None,
+            session_root: Some(lab.root.path().join("sessions")),
+        },
+    );
+    let mut request = lab.request("writer", step_contract());
+    let Binding::Agent(binding) = &mut request.binding else {
+        unreachable!()
+    };
+    binding.model = format!("corp/{DEFAULT_CODEX_MODEL}");
+    binding.connections = BTreeMap::from([(
+        "copilot_providers".to_owned(),
+        vec!["COPILOT_PROVIDERS_CONFIG".to_owned()],
+    )]);
+    request.environment = SecretEnv::new(BTreeMap::from([(
+        "COPILOT_PROVIDERS_CONFIG".to_owned(),
+        registry.to_string(),
+    )]));
+    let (tx, mut rx) = mpsc::channel(8192);
+    let result = harness.execute(request, tx, CancellationToken::new()).await;
+    let mut events = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        events.push(event);
+    }
+    assert_eq!(
+        result.outcome,
+        WorkerOutcome::Verified {
+            output: json!({"count": 1}),
+            artifacts: vec![]
+        },
+        "{events:#?}"
+    );
+    lab.assert_script_done(&events);
+    let tokens: Vec<Option<String>> = lab
+        .server
+        .requests_for("writer")
+        .iter()
+        .map(|r| r.headers.get("authorization").cloned())
+        .collect();
+    assert_eq!(
+        tokens,
+        [
+            Some("Bearer rotating-token-1".to_owned()),
+            Some("Bearer rotating-token-2".to_owned())
+        ]
+    );
+    assert!(!format!("{events:?}").contains("rotating-token"));
+}
