@@ -20,7 +20,7 @@ use trellis_agents::{
 };
 use trellis_graph::{GraphNode, JsonPath, NodeName, PayloadType, WorkerOutcome};
 use trellis_testkit::cli::{AgentClis, DEFAULT_CLAUDE_MODEL, DEFAULT_CODEX_MODEL};
-use trellis_testkit::{Api, Block, Conversation, ModelServer, Script, Turn, Usage};
+use trellis_testkit::{Api, Block, Conversation, Hang, ModelServer, Script, Turn, Usage};
 
 const KEY: &str = "trellis-real-cli-gateway-key";
 
@@ -471,4 +471,44 @@ async fn copilot_provider_registry_fetches_a_fresh_token_per_request() {
         ]
     );
     assert!(!format!("{events:?}").contains("rotating-token"));
+}
+
+/// A model that never answers: the idle limit stops the CLI (Copilot's live connection
+/// included) and the execution settles `timeout`.
+async fn a_silent_model_hits_the_idle_limit(kind: HarnessKind) {
+    let test = format!("{}_idle_limit", kind.as_str());
+    let Some(clis) = clis(&test, kind) else {
+        return;
+    };
+    let script = Script::new(vec![
+        Conversation::new("writer")
+            .on_api(api(kind))
+            .matching("graph node `writer`")
+            .turn(Turn::hang(Hang::NoResponse)),
+    ]);
+    let lab = Lab::start(kind, clis, script).await;
+    let mut request = lab.request("writer", step_contract());
+    request.idle_timeout = Some(Duration::from_secs(4));
+    let started = std::time::Instant::now();
+    let (result, events) = lab.run(request).await;
+    assert_eq!(
+        result.outcome,
+        WorkerOutcome::failure(trellis_graph::WorkerErrorCode::Timeout),
+        "{events:#?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        HarnessEvent::Log { message, .. } if message.contains("idle limit")
+    )));
+}
+
+#[tokio::test]
+async fn copilot_silent_model_hits_the_idle_limit() {
+    a_silent_model_hits_the_idle_limit(HarnessKind::Copilot).await;
+}
+
+#[tokio::test]
+async fn pi_silent_model_hits_the_idle_limit() {
+    a_silent_model_hits_the_idle_limit(HarnessKind::Pi).await;
 }
