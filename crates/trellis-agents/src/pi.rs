@@ -130,6 +130,21 @@ impl CliProtocol for PiCli {
                 if let Some(key) = api_key {
                     env.push(("ANTHROPIC_API_KEY".into(), key.clone()));
                 }
+                if let Some(base_url) = declared_value(launch, "ANTHROPIC_BASE_URL") {
+                    // As in the reference: a declared endpoint sends the lane to a
+                    // caller-owned Anthropic Messages server.
+                    let dir = write_anthropic_endpoint(launch, base_url)?;
+                    if !launch.private_home {
+                        env.push(("PI_CODING_AGENT_DIR".into(), dir.display().to_string()));
+                        args.extend([
+                            "--session-dir".into(),
+                            agent_dir(&launch.home)
+                                .join("trellis-sessions")
+                                .display()
+                                .to_string(),
+                        ]);
+                    }
+                }
                 "anthropic"
             }
             (Provider::Openai, LaneAccess::Native { api_key }) => {
@@ -265,6 +280,36 @@ fn write_gateway_models(
     std::fs::create_dir_all(agent_dir(&launch.home))
         .and_then(|()| std::fs::write(&path, models.to_string()))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The value of a variable the binding declares.
+fn declared_value<'a>(launch: &'a Launch<'_>, name: &str) -> Option<&'a str> {
+    let declared = launch
+        .binding
+        .connections
+        .values()
+        .flatten()
+        .any(|declared| declared == name);
+    declared
+        .then(|| launch.request.environment.get(name))
+        .flatten()
+}
+
+/// Points pi's built-in `anthropic` provider at `base_url` in a `models.json`: the private
+/// home's, or (on the user's real home, which Trellis does not edit) one in the execution's
+/// scratch directory. Returns the configuration directory used.
+fn write_anthropic_endpoint(launch: &Launch<'_>, base_url: &str) -> Result<PathBuf, String> {
+    let dir = if launch.private_home {
+        agent_dir(&launch.home)
+    } else {
+        launch.request.scratch.join("pi-agent")
+    };
+    let models = json!({"providers": {"anthropic": {"baseUrl": base_url}}});
+    let path = dir.join("models.json");
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&path, models.to_string()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(dir)
 }
 
 /// The content blocks of a pi message.

@@ -512,3 +512,74 @@ async fn copilot_silent_model_hits_the_idle_limit() {
 async fn pi_silent_model_hits_the_idle_limit() {
     a_silent_model_hits_the_idle_limit(HarnessKind::Pi).await;
 }
+
+/// pi on its `anthropic` lane with a declared `ANTHROPIC_BASE_URL` and `ANTHROPIC_API_KEY`
+/// (the reference's caller-owned endpoint): it speaks Anthropic Messages to the scripted
+/// server with the declared key.
+#[tokio::test]
+async fn pi_anthropic_lane_uses_a_declared_endpoint() {
+    let kind = HarnessKind::Pi;
+    let Some(clis) = clis("pi_anthropic_endpoint", kind) else {
+        return;
+    };
+    let script = Script::new(vec![
+        Conversation::new("writer")
+            .on_api(Api::Anthropic)
+            .matching("graph node `writer`")
+            .turn(Turn::reply(vec![Block::write_file("result.txt", "hi\n")]))
+            .turn(
+                Turn::reply(vec![envelope(kind, json!({"count": 1}))])
+                    .expecting("Successfully wrote 3 bytes"),
+            ),
+    ]);
+    let lab = Lab::start(kind, clis, script).await;
+    let harness = AgentHarness::new(
+        AgentLane::new(kind, Provider::Anthropic).unwrap(),
+        AgentOptions {
+            program: None,
+            session_root: Some(lab.root.path().join("sessions")),
+        },
+    );
+    let mut request = lab.request("writer", step_contract());
+    let Binding::Agent(binding) = &mut request.binding else {
+        unreachable!()
+    };
+    binding.model = DEFAULT_CLAUDE_MODEL.to_owned();
+    binding.connections = BTreeMap::from([(
+        "anthropic".to_owned(),
+        vec![
+            "ANTHROPIC_API_KEY".to_owned(),
+            "ANTHROPIC_BASE_URL".to_owned(),
+        ],
+    )]);
+    request.environment = SecretEnv::new(BTreeMap::from([
+        ("ANTHROPIC_API_KEY".to_owned(), KEY.to_owned()),
+        ("ANTHROPIC_BASE_URL".to_owned(), lab.server.url()),
+    ]));
+    let (tx, mut rx) = mpsc::channel(8192);
+    let result = harness.execute(request, tx, CancellationToken::new()).await;
+    let mut events = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        events.push(event);
+    }
+    assert_eq!(
+        result.outcome,
+        WorkerOutcome::Verified {
+            output: json!({"count": 1}),
+            artifacts: vec![]
+        },
+        "{events:#?}"
+    );
+    lab.assert_script_done(&events);
+    assert_eq!(
+        std::fs::read_to_string(lab.workspace().join("result.txt")).unwrap(),
+        "hi\n"
+    );
+    let requests = lab.server.requests_for("writer");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.headers.get("x-api-key").map(String::as_str) == Some(KEY))
+    );
+    assert!(!format!("{events:?}").contains(KEY));
+}

@@ -50,6 +50,13 @@ impl Context<'_> {
     fn anthropic(&self, block: &Block) -> Result<Output, String> {
         Ok(match block {
             Block::Text { text } => Output::Text(self.fill(text)?),
+            // pi (lower-case tool names, no structured-output tool) gets the value as text.
+            Block::Structured { value }
+                if self.offers("read") && !self.offers(STRUCTURED_OUTPUT_TOOL) =>
+            {
+                let value = self.fill_value(value)?;
+                Output::Text(serde_json::to_string(&value).map_err(|e| e.to_string())?)
+            }
             Block::Structured { value } => Output::Call {
                 name: STRUCTURED_OUTPUT_TOOL.to_owned(),
                 input: self.fill_value(value)?,
@@ -320,6 +327,8 @@ mod tests {
             openai,
             Ok(vec![Output::Text(r#"{"response":{"ok":true}}"#.into())])
         );
+        let pi = resolve(Api::Anthropic, &blocks, &view(&["read", "bash"], &[]));
+        assert_eq!(pi, openai);
     }
 
     #[test]
