@@ -1,4 +1,4 @@
-//! Shared fixtures for the fake-CLI tests: a temp tree with a fake `claude`/`codex`/`copilot`
+//! Shared fixtures for the fake-CLI tests: a temp tree with a fake `claude`/`codex`
 //! first on PATH, a scripted list of turn modes, and helpers to read what each run received.
 
 #![allow(dead_code)]
