@@ -380,7 +380,10 @@ fn base_spec(
         })?,
     };
     let provider = launch.provider;
-    let reserved = |name: &str| is_base_reserved(name) || protocol.reserved(name, provider);
+    // Names the adapter reads itself are neither passed nor reported as withheld.
+    let reserved = |name: &str| {
+        !protocol.consumes(name) && (is_base_reserved(name) || protocol.reserved(name, provider))
+    };
     let (mut declared, skipped) = declared_env(launch.binding, request, &reserved);
     declared.retain(|(name, _)| !protocol.consumes(name));
     if !skipped.is_empty() {

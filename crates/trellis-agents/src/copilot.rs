@@ -55,8 +55,9 @@ impl CliProtocol for CopilotCli {
     }
 
     fn consumes(&self, name: &str) -> bool {
-        // The registry travels in `session.create`.
+        // The registry and the provider fields travel in `session.create`.
         name == crate::copilot_registry::PROVIDERS_CONFIG_ENV
+            || name.starts_with(crate::copilot_provider::PROVIDER_PREFIX)
     }
 
     fn invocation(&self, launch: &Launch<'_>, _turn: &Turn<'_>) -> Result<Invocation, String> {

@@ -11,7 +11,8 @@ use trellis_process::{BoxFuture, ProcessEnd, ProcessObserver, ProcessSpec};
 
 use crate::access::LaneAccess;
 use crate::copilot::{CopilotCli, CopilotTurn};
-use crate::copilot_registry::{read_registry, run_token_command};
+use crate::copilot_provider::declared_provider;
+use crate::copilot_registry::{PROVIDERS_CONFIG_ENV, read_registry, run_token_command};
 use crate::forward::LogForwarder;
 use crate::harness::LogStream;
 use crate::jsonrpc::{Incoming, RpcConnection};
@@ -253,6 +254,13 @@ impl CopilotHeadless<'_> {
                 json!({"type": "openai", "wireApi": "responses", "baseUrl": base_url,
                        "apiKey": key}),
             );
+        } else if let Some(provider) = declared_provider(launch)? {
+            if read_registry(launch)?.is_some() {
+                return Err(format!(
+                    "declare either COPILOT_PROVIDER_* fields or {PROVIDERS_CONFIG_ENV}, not both"
+                ));
+            }
+            params.insert("provider".into(), provider);
         } else if let Some(registry) = read_registry(launch)? {
             params.insert("providers".into(), registry.providers);
             params.insert("models".into(), registry.models);

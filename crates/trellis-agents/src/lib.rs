@@ -16,6 +16,7 @@ mod codex;
 pub mod contract;
 mod copilot;
 mod copilot_headless;
+mod copilot_provider;
 mod copilot_registry;
 pub mod exec;
 pub mod failure;

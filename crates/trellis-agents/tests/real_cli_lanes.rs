@@ -264,3 +264,72 @@ async fn copilot_refused_key_settles_authentication_required() {
 async fn pi_refused_key_settles_authentication_required() {
     a_refused_key_settles_authentication_required(HarnessKind::Pi).await;
 }
+
+/// Copilot on its `github` lane with the reference's single-provider fields declared
+/// (`COPILOT_PROVIDER_BASE_URL`, `_API_KEY`, `_WIRE_API`): the session goes to that endpoint with
+/// that key, and no GitHub login is needed.
+#[tokio::test]
+async fn copilot_declared_provider_fields_route_the_session() {
+    let kind = HarnessKind::Copilot;
+    let Some(clis) = clis("copilot_provider_fields", kind) else {
+        return;
+    };
+    let script = Script::new(vec![
+        Conversation::new("writer")
+            .on_api(Api::Openai)
+            .matching("graph node `writer`")
+            .turn(Turn::reply(vec![envelope(
+                kind,
+                json!({"count": 2, "note": null}),
+            )])),
+    ]);
+    let lab = Lab::start(kind, clis, script).await;
+    let harness = AgentHarness::new(
+        AgentLane::new(kind, Provider::Github).unwrap(),
+        AgentOptions {
+            program: None,
+            session_root: Some(lab.root.path().join("sessions")),
+        },
+    );
+    let mut request = lab.request("writer", step_contract());
+    let Binding::Agent(binding) = &mut request.binding else {
+        unreachable!()
+    };
+    let fields = [
+        "COPILOT_PROVIDER_BASE_URL",
+        "COPILOT_PROVIDER_API_KEY",
+        "COPILOT_PROVIDER_WIRE_API",
+    ];
+    binding.connections = BTreeMap::from([(
+        "copilot_provider".to_owned(),
+        fields.map(str::to_owned).to_vec(),
+    )]);
+    request.environment = SecretEnv::new(BTreeMap::from([
+        (fields[0].to_owned(), lab.server.openai_base_url()),
+        (fields[1].to_owned(), KEY.to_owned()),
+        (fields[2].to_owned(), "responses".to_owned()),
+    ]));
+    let (tx, mut rx) = mpsc::channel(8192);
+    let result = harness.execute(request, tx, CancellationToken::new()).await;
+    let mut events = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        events.push(event);
+    }
+    assert_eq!(
+        result.outcome,
+        WorkerOutcome::Verified {
+            output: json!({"count": 2}),
+            artifacts: vec![]
+        },
+        "{events:#?}"
+    );
+    lab.assert_script_done(&events);
+    let requests = lab.server.requests_for("writer");
+    assert_eq!(
+        requests[0].headers.get("authorization").map(String::as_str),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let logged = format!("{events:?}");
+    assert!(!logged.contains(KEY));
+    assert!(!logged.contains("were not passed"), "{logged}");
+}
