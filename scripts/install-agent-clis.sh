@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the pinned Claude Code, Codex and GitHub Copilot CLIs into a repo-local npm prefix.
+# Install the pinned Claude Code, Codex, GitHub Copilot and pi CLIs into a repo-local npm prefix.
 #
 # Usage: scripts/install-agent-clis.sh [PREFIX]
 #   PREFIX defaults to $TRELLIS_AGENT_CLI_PREFIX, else <repo>/.tools/npm.
@@ -11,6 +11,7 @@ set -euo pipefail
 CLAUDE_CODE_VERSION="2.1.328"
 CODEX_VERSION="0.169.0"
 COPILOT_VERSION="1.0.102"
+PI_VERSION="0.73.1"
 # `copilot --version` must not look for (or download) a newer release.
 export COPILOT_AUTO_UPDATE=false
 
@@ -47,6 +48,8 @@ is_current "@openai/codex" "$CODEX_VERSION" codex \
   || wanted+=("@openai/codex@$CODEX_VERSION")
 is_current "@github/copilot" "$COPILOT_VERSION" copilot \
   || wanted+=("@github/copilot@$COPILOT_VERSION")
+is_current "@mariozechner/pi-coding-agent" "$PI_VERSION" pi \
+  || wanted+=("@mariozechner/pi-coding-agent@$PI_VERSION")
 
 if ((${#wanted[@]} > 0)); then
   mkdir -p "$prefix"
@@ -62,7 +65,7 @@ else
   echo "install-agent-clis: pinned versions already present in $prefix" >&2
 fi
 
-for bin in claude codex copilot; do
+for bin in claude codex copilot pi; do
   if ! version="$("$prefix/bin/$bin" --version 2>&1)"; then
     echo "install-agent-clis: $prefix/bin/$bin does not run: $version" >&2
     exit 1
@@ -72,3 +75,4 @@ done
 echo "claude=$prefix/bin/claude ($("$prefix/bin/claude" --version 2>&1 | head -n1))"
 echo "codex=$prefix/bin/codex ($("$prefix/bin/codex" --version 2>&1 | head -n1))"
 echo "copilot=$prefix/bin/copilot ($("$prefix/bin/copilot" --version 2>&1 | head -n1))"
+echo "pi=$prefix/bin/pi ($("$prefix/bin/pi" --version 2>&1 | head -n1))"

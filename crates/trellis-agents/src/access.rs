@@ -118,7 +118,7 @@ pub fn resolve_access(
                 .unwrap_or_else(|| GATEWAY_BASE_URL_ENV.to_owned());
             let key_name = names
                 .iter()
-                .find(|n| !n.ends_with("URL"))
+                .find(|n| !n.ends_with("URL") && !is_wire_api_name(n))
                 .cloned()
                 .unwrap_or_else(|| GATEWAY_API_KEY_ENV.to_owned());
             let base_url = value(&base_name);
@@ -167,6 +167,12 @@ pub fn resolve_access(
         missing.sort();
         Err(AccessError::MissingValues(missing))
     }
+}
+
+/// A gateway field naming the wire protocol (`GATEWAY_API`, read by the pi lane) rather than
+/// the key or the endpoint.
+pub fn is_wire_api_name(name: &str) -> bool {
+    name.ends_with("_API")
 }
 
 /// Every variable name the binding declares.

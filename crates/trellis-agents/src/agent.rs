@@ -1,4 +1,4 @@
-//! The agent harness shared by the Claude, Codex and Copilot adapters: lane credentials,
+//! The agent harness shared by the Claude, Codex, Copilot and pi adapters: lane credentials,
 //! sessions and homes, the child environment, then the turn loop (`turns`).
 
 use std::path::{Path, PathBuf};
@@ -12,14 +12,17 @@ use crate::binding::{Binding, SessionScope};
 use crate::claude::ClaudeCli;
 use crate::codex::CodexCli;
 use crate::copilot::CopilotCli;
+use crate::copilot_headless::CopilotHeadless;
 use crate::forward::LogForwarder;
 use crate::harness::{
     BoxFuture, EventSink, ExecutionRequest, ExecutionResult, Harness, LogStream, TokenUsage,
 };
 use crate::lane::{AgentLane, HarnessKind, find_program};
+use crate::pi::PiCli;
 use crate::policy::{UserPolicy, probe as probe_policy};
 use crate::prompt::{PromptInput, render_prompt};
 use crate::protocol::{CliProtocol, Launch, merge_env};
+use crate::runner::{ProcessTurns, TurnRunner};
 use crate::schema::reply_schema;
 use crate::session::{Checkout, SessionKey, SessionRecord, SessionStore};
 use crate::turns::{SessionState, TurnLoop};
@@ -56,6 +59,7 @@ impl AgentHarness {
             HarnessKind::Claude => Box::new(ClaudeCli),
             HarnessKind::Codex => Box::new(CodexCli),
             HarnessKind::Copilot => Box::new(CopilotCli),
+            HarnessKind::Pi => Box::new(PiCli),
         };
         Self {
             lane,
@@ -311,15 +315,30 @@ async fn run(
             .map(|r| r.reported_total)
             .unwrap_or_default(),
     );
+    let sandbox = harness.options.sandbox.as_ref();
     let turns = TurnLoop {
         protocol,
-        sandbox: harness.options.sandbox.as_ref(),
         launch: &launch,
-        program: &program,
-        env: &env_base,
         first_prompt,
     };
-    let outcome = turns.run(&mut state, forwarder, cancel).await;
+    // Copilot keeps one headless connection for the execution; the others run a process per
+    // turn.
+    let mut runner: Box<dyn TurnRunner + '_> = match harness.lane.harness {
+        HarnessKind::Copilot => {
+            Box::new(CopilotHeadless::new(&launch, &program, &env_base, sandbox))
+        }
+        _ => Box::new(ProcessTurns {
+            protocol,
+            launch: &launch,
+            program: &program,
+            env: &env_base,
+            sandbox,
+        }),
+    };
+    let outcome = turns
+        .run(runner.as_mut(), &mut state, forwarder, cancel)
+        .await;
+    runner.close(forwarder).await;
 
     // As in the reference: a node-instance session carries over from a successful execution
     // and from a malformed reply (the conversation is intact, only its answer was refused);
@@ -401,8 +420,12 @@ fn base_spec(
         })?,
     };
     let provider = launch.provider;
-    let reserved = |name: &str| is_base_reserved(name) || protocol.reserved(name, provider);
-    let (declared, skipped) = declared_env(launch.binding, request, &reserved);
+    // Names the adapter reads itself are neither passed nor reported as withheld.
+    let reserved = |name: &str| {
+        !protocol.consumes(name) && (is_base_reserved(name) || protocol.reserved(name, provider))
+    };
+    let (mut declared, skipped) = declared_env(launch.binding, request, &reserved);
+    declared.retain(|(name, _)| !protocol.consumes(name));
     if !skipped.is_empty() {
         forwarder.system(format!(
             "connection variables {} are controlled by the {} harness and were not passed",
@@ -475,6 +498,15 @@ fn copy_login(kind: HarnessKind, request: &ExecutionRequest, home: &Path) -> Res
                 )]
             })
             .unwrap_or_default(),
+        // pi's login (an OAuth sign-in) lives in its agent directory.
+        HarnessKind::Pi => {
+            let agent_dir = base_value(request, "PI_CODING_AGENT_DIR")
+                .map(PathBuf::from)
+                .or_else(|| real_home.as_ref().map(|h| h.join(".pi/agent")));
+            agent_dir
+                .map(|dir| vec![(dir.join("auth.json"), home.join(".pi/agent/auth.json"))])
+                .unwrap_or_default()
+        }
     };
     for (from, to) in files.into_iter().filter(|(from, _)| from.is_file()) {
         let copied = to

@@ -1,16 +1,18 @@
-//! The GitHub Copilot CLI adapter, in its non-interactive prompt mode: the prompt piped on
-//! stdin, `--output-format json` events, usage from `--usage-output-file`, and corrections
-//! through `--resume=<sessionId>`.
+//! The GitHub Copilot CLI adapter, through the pinned CLI's headless JSON-RPC protocol
+//! (`copilot --headless --stdio`): `connect`, `session.create` (or `session.resume`), then one
+//! `session.send` per turn carrying the strict reply schema as `responseFormat`, each turn read
+//! from `session.event` notifications until `session.idle`.
 //!
-//! Copilot's prompt mode has no structured-output option, so the strict reply schema is only
-//! described in the prompt (as the contract) and enforced by the mechanical check and
-//! correction turns. The gateway lane uses Copilot's "bring your own key" provider variables.
-
-use std::path::PathBuf;
+//! The CLI's own requests are answered here: permission requests (a verifier's writes are
+//! refused), `gitHubToken.getToken` with the lane's token, asked again whenever the CLI needs
+//! one (so a token that expired is replaced by the current value), and anything else with
+//! JSON-RPC error -32601. The gateway lane hands the endpoint and key to the session as a
+//! BYOK `provider`; a declared `COPILOT_PROVIDERS_CONFIG` registry adds named providers and
+//! models (`copilot_registry`).
 
 use serde_json::Value;
 
-use crate::access::{LaneAccess, base_value};
+use crate::access::LaneAccess;
 use crate::failure::ProviderFailureKind;
 use crate::harness::{LogStream, TokenUsage};
 use crate::lane::{HarnessKind, Provider};
@@ -21,14 +23,6 @@ use crate::reply::RawReply;
 use crate::schema::SchemaDialect;
 
 pub(crate) struct CopilotCli;
-
-/// Where a turn's usage statistics are written.
-fn usage_file(launch: &Launch<'_>, turn: &Turn<'_>) -> PathBuf {
-    launch
-        .request
-        .scratch
-        .join(format!("copilot-usage-{}.json", turn.index))
-}
 
 impl CliProtocol for CopilotCli {
     fn kind(&self) -> HarnessKind {
@@ -44,8 +38,8 @@ impl CliProtocol for CopilotCli {
     }
 
     fn usage_is_cumulative(&self) -> bool {
-        // The usage file sums the whole session, resumed turns included.
-        true
+        // `assistant.usage` reports one model call.
+        false
     }
 
     fn reserved(&self, name: &str, _provider: Provider) -> bool {
@@ -56,59 +50,50 @@ impl CliProtocol for CopilotCli {
                 | "COPILOT_AUTO_UPDATE"
                 | "COPILOT_ALLOW_ALL"
                 | "COPILOT_MODEL"
+                | "COPILOT_DISABLE_KEYTAR"
         ) || name.starts_with("COPILOT_PROVIDER_")
     }
 
-    fn invocation(&self, launch: &Launch<'_>, turn: &Turn<'_>) -> Result<Invocation, String> {
+    fn consumes(&self, name: &str) -> bool {
+        // The registry and the provider fields travel in `session.create`.
+        name == crate::copilot_registry::PROVIDERS_CONFIG_ENV
+            || name.starts_with(crate::copilot_provider::PROVIDER_PREFIX)
+    }
+
+    fn invocation(&self, launch: &Launch<'_>, _turn: &Turn<'_>) -> Result<Invocation, String> {
         let mut args: Vec<String> = [
-            "--output-format",
-            "json",
+            "--headless",
+            "--stdio",
             "--no-auto-update",
-            "--no-ask-user",
             "--disable-builtin-mcps",
-            "--allow-all",
+            "--no-ask-user",
+            "--no-remote-export",
+            "--log-level",
+            "error",
         ]
         .map(str::to_owned)
         .to_vec();
-        if launch.is_verifier() {
-            // Denying the `write` permission kind removes every file-editing tool.
-            args.push("--deny-tool=write".into());
-        }
-        if let Some(model) = launch.model() {
-            args.extend(["--model".into(), model.to_owned()]);
-        }
-        if let Some(effort) = launch.binding.effort {
-            args.extend(["--reasoning-effort".into(), effort.as_str().to_owned()]);
-        }
-        args.extend([
-            "--usage-output-file".into(),
-            usage_file(launch, turn).display().to_string(),
-        ]);
-        if let Some(session) = turn.resume {
-            args.push(format!("--resume={session}"));
-        }
-
         let mut env = vec![("COPILOT_AUTO_UPDATE".to_owned(), "false".to_owned())];
+        if launch.private_home {
+            env.extend([
+                (
+                    "COPILOT_HOME".to_owned(),
+                    launch.home.join(".copilot").display().to_string(),
+                ),
+                ("COPILOT_DISABLE_KEYTAR".to_owned(), "1".to_owned()),
+            ]);
+        } else if let Some(home) = crate::access::base_value(launch.request, "COPILOT_HOME") {
+            env.push(("COPILOT_HOME".into(), home.to_owned()));
+        }
         match (launch.provider, launch.access) {
             (Provider::Github, LaneAccess::Native { api_key }) => {
                 if let Some(token) = api_key {
                     env.push(("COPILOT_GITHUB_TOKEN".into(), token.clone()));
                 }
-                if let Some(home) = base_value(launch.request, "COPILOT_HOME") {
-                    env.push(("COPILOT_HOME".into(), home.to_owned()));
-                }
             }
-            (Provider::Gateway, LaneAccess::Gateway { base_url, key, .. }) => {
-                env.extend([
-                    ("COPILOT_OFFLINE".to_owned(), "true".to_owned()),
-                    ("COPILOT_PROVIDER_BASE_URL".to_owned(), base_url.clone()),
-                    ("COPILOT_PROVIDER_API_KEY".to_owned(), key.clone()),
-                    ("COPILOT_PROVIDER_TYPE".to_owned(), "openai".to_owned()),
-                    (
-                        "COPILOT_PROVIDER_WIRE_API".to_owned(),
-                        "responses".to_owned(),
-                    ),
-                ]);
+            (Provider::Gateway, LaneAccess::Gateway { .. }) => {
+                // The session's BYOK provider carries the endpoint; never a stored login.
+                args.push("--no-auto-login".into());
             }
             (provider, _) => {
                 return Err(format!(
@@ -123,6 +108,14 @@ impl CliProtocol for CopilotCli {
     fn summarize(&self, event: &Value) -> Option<(LogStream, String)> {
         let data = event.get("data").unwrap_or(&Value::Null);
         match text(event, "type") {
+            "session.start" => Some((
+                LogStream::System,
+                format!(
+                    "copilot session {} started (model {})",
+                    text(data, "sessionId"),
+                    text(data, "selectedModel")
+                ),
+            )),
             "assistant.message" => {
                 let mut parts = vec![text(data, "content").to_owned()];
                 for request in data
@@ -151,14 +144,6 @@ impl CliProtocol for CopilotCli {
             "session.warning" | "session.info" => {
                 Some((LogStream::System, text(data, "message").to_owned()))
             }
-            "result" => Some((
-                LogStream::System,
-                format!(
-                    "copilot session {} finished with exit code {}",
-                    text(event, "sessionId"),
-                    count(event, "exitCode")
-                ),
-            )),
             _ => None,
         }
     }
@@ -166,22 +151,17 @@ impl CliProtocol for CopilotCli {
     fn parser(&self) -> Box<dyn TurnParser> {
         Box::new(CopilotTurn::default())
     }
-
-    fn complete(&self, launch: &Launch<'_>, turn: &Turn<'_>, transcript: &mut Transcript) {
-        if let Ok(bytes) = std::fs::read(usage_file(launch, turn)) {
-            transcript.usage = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .map(|stats| session_usage(&stats));
-        }
-    }
 }
 
-/// The facts of one prompt-mode run: the last non-empty assistant message, the session id of
-/// the `result` event, and `session.error` as a provider failure.
+/// The facts of one `session.send`: the last assistant message with content, the usage of
+/// every model call, and `session.error` as a provider failure.
 #[derive(Default)]
-struct CopilotTurn {
+pub(crate) struct CopilotTurn {
     transcript: Transcript,
-    finished: bool,
+    usage: TokenUsage,
+    saw_usage: bool,
+    /// `session.idle` arrived: the turn is over.
+    pub finished: bool,
     failure: Option<String>,
 }
 
@@ -189,6 +169,10 @@ impl TurnParser for CopilotTurn {
     fn event(&mut self, event: &Value) {
         self.transcript.events += 1;
         let data = event.get("data").unwrap_or(&Value::Null);
+        // Sub-agents talk in the same session; only the main agent answers the node.
+        if event.get("agentId").is_some_and(|id| !id.is_null()) {
+            return;
+        }
         match text(event, "type") {
             "assistant.message" => {
                 let content = text(data, "content");
@@ -196,17 +180,19 @@ impl TurnParser for CopilotTurn {
                     self.transcript.reply = Some(RawReply::Text(content.to_owned()));
                 }
             }
+            "assistant.usage" => {
+                self.saw_usage = true;
+                self.usage.add(&call_usage(data));
+            }
             "session.error" => {
                 self.failure = Some(text(data, "message").to_owned());
                 self.transcript.failure_hint =
                     ProviderFailureKind::of_event(HarnessKind::Copilot, event);
             }
-            "result" => {
+            "session.idle" => {
                 self.finished = true;
-                self.transcript.note_session(text(event, "sessionId"));
-                let exit_code = count(event, "exitCode");
-                if self.failure.is_none() && exit_code != 0 {
-                    self.failure = Some(format!("exit code {exit_code}"));
+                if data.get("aborted") == Some(&Value::Bool(true)) && self.failure.is_none() {
+                    self.failure = Some("the turn was aborted".to_owned());
                 }
             }
             _ => {}
@@ -216,9 +202,14 @@ impl TurnParser for CopilotTurn {
     fn finish(self: Box<Self>) -> Transcript {
         let CopilotTurn {
             mut transcript,
+            usage,
+            saw_usage,
             finished,
             failure,
         } = *self;
+        if saw_usage {
+            transcript.usage = Some(usage);
+        }
         if failure.is_some() || !finished {
             transcript.reply = None;
         }
@@ -227,28 +218,17 @@ impl TurnParser for CopilotTurn {
     }
 }
 
-/// Sums the per-model usage of a `--usage-output-file` report.
-fn session_usage(stats: &Value) -> TokenUsage {
-    let mut total = TokenUsage::default();
-    for metrics in stats
-        .get("modelMetrics")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flat_map(|m| m.values())
-    {
-        let usage = metrics.get("usage").unwrap_or(&Value::Null);
-        let cache_read = count(usage, "cacheReadTokens");
-        total.add(&TokenUsage {
-            // Observed: inputTokens includes the cache reads (OpenAI's convention); Trellis
-            // keeps them apart.
-            input_tokens: count(usage, "inputTokens").saturating_sub(cache_read),
-            output_tokens: count(usage, "outputTokens"),
-            cache_read_tokens: cache_read,
-            cache_write_tokens: count(usage, "cacheWriteTokens"),
-            cost_usd: None,
-        });
+/// One model call's usage; Copilot counts cache reads inside `inputTokens` (OpenAI's
+/// convention), Trellis keeps them apart.
+fn call_usage(data: &Value) -> TokenUsage {
+    let cache_read = count(data, "cacheReadTokens");
+    TokenUsage {
+        input_tokens: count(data, "inputTokens").saturating_sub(cache_read),
+        output_tokens: count(data, "outputTokens"),
+        cache_read_tokens: cache_read,
+        cache_write_tokens: count(data, "cacheWriteTokens"),
+        cost_usd: None,
     }
-    total
 }
 
 #[cfg(test)]
@@ -256,44 +236,45 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse_stdout(stdout: &[u8]) -> Transcript {
-        crate::protocol::parse_all(CopilotCli.parser(), stdout)
+    fn parse(events: &[Value]) -> Transcript {
+        let mut parser = CopilotCli.parser();
+        for event in events {
+            parser.event(event);
+        }
+        parser.finish()
     }
 
     #[test]
-    fn replies_sessions_and_failures_come_from_the_events() {
-        let ok = parse_stdout(
-            br#"{"type":"assistant.message","data":{"content":"","toolRequests":[{"name":"apply_patch"}]}}
-{"type":"assistant.message","data":{"content":"{\"response\":true}","toolRequests":[]}}
-{"type":"result","sessionId":"s1","exitCode":0}
-"#,
-        );
-        assert_eq!(ok.session_id.as_deref(), Some("s1"));
+    fn replies_usage_and_failures_come_from_session_events() {
+        let ok = parse(&[
+            json!({"type":"assistant.message","data":{"content":"","toolRequests":[{"name":"apply_patch"}]}}),
+            json!({"type":"assistant.usage","data":{"inputTokens":300,"outputTokens":50,"cacheReadTokens":40}}),
+            json!({"type":"assistant.message","agentId":"sub","data":{"content":"not mine"}}),
+            json!({"type":"assistant.message","data":{"content":"{\"response\":true}"}}),
+            json!({"type":"session.idle","data":{"mode":"interactive"}}),
+        ]);
         assert_eq!(ok.reply, Some(RawReply::Text("{\"response\":true}".into())));
-        let failed = parse_stdout(
-            br#"{"type":"session.error","data":{"message":"400 bad things"}}
-{"type":"result","sessionId":"s1","exitCode":1}
-"#,
-        );
-        assert_eq!(failed.provider_error.as_deref(), Some("400 bad things"));
-        assert_eq!(failed.reply, None);
-    }
-
-    #[test]
-    fn usage_sums_every_model() {
-        let stats = json!({"modelMetrics": {
-            "a": {"usage": {"inputTokens": 300, "outputTokens": 50, "cacheReadTokens": 7, "cacheWriteTokens": 1}},
-            "b": {"usage": {"inputTokens": 10, "outputTokens": 5}}
-        }});
         assert_eq!(
-            session_usage(&stats),
-            TokenUsage {
-                input_tokens: 303,
-                output_tokens: 55,
-                cache_read_tokens: 7,
-                cache_write_tokens: 1,
+            ok.usage,
+            Some(TokenUsage {
+                input_tokens: 260,
+                output_tokens: 50,
+                cache_read_tokens: 40,
+                cache_write_tokens: 0,
                 cost_usd: None
-            }
+            })
         );
+        let failed = parse(&[
+            json!({"type":"session.error","data":{"message":"401 bad key","statusCode":401}}),
+            json!({"type":"session.idle","data":{}}),
+        ]);
+        assert_eq!(failed.provider_error.as_deref(), Some("401 bad key"));
+        assert_eq!(
+            failed.failure_hint,
+            Some(ProviderFailureKind::AuthenticationRequired)
+        );
+        assert_eq!(failed.reply, None);
+        let unfinished = parse(&[json!({"type":"assistant.message","data":{"content":"{}"}})]);
+        assert_eq!(unfinished.reply, None);
     }
 }

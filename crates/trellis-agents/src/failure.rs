@@ -143,7 +143,7 @@ impl ProviderFailureKind {
                 .and_then(Self::of_claude_error)
                 .or_else(|| status("/api_error_status").and_then(Self::of_status)),
             HarnessKind::Copilot => status("/data/statusCode").and_then(Self::of_status),
-            HarnessKind::Codex => None,
+            HarnessKind::Codex | HarnessKind::Pi => None,
         }
     }
 }
@@ -156,6 +156,10 @@ pub fn sign_in_advice(harness: HarnessKind) -> &'static str {
         }
         HarnessKind::Codex => {
             "Codex is not signed in: run \"codex login\", or export OPENAI_API_KEY"
+        }
+        HarnessKind::Pi => {
+            "pi is not signed in: run \"pi\" and /login, or export the provider's API key \
+             (ANTHROPIC_API_KEY, OPENAI_API_KEY)"
         }
         HarnessKind::Copilot => {
             "GitHub Copilot CLI is not signed in: run \"copilot\" and /login, or export \

@@ -12,17 +12,20 @@ pub enum HarnessKind {
     Claude,
     Codex,
     Copilot,
+    /// Pi (`@mariozechner/pi-coding-agent`), whose executable is `pi`.
+    Pi,
 }
 
 impl HarnessKind {
     /// Every CLI, in the order [`detect_installed_cli`] prefers them.
-    pub const ALL: [HarnessKind; 3] = [Self::Claude, Self::Codex, Self::Copilot];
+    pub const ALL: [HarnessKind; 4] = [Self::Claude, Self::Codex, Self::Copilot, Self::Pi];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Claude => "claude",
             Self::Codex => "codex",
             Self::Copilot => "copilot",
+            Self::Pi => "pi",
         }
     }
 
@@ -31,7 +34,8 @@ impl HarnessKind {
         self.as_str()
     }
 
-    /// The provider lanes a RuntimePlan may pair with each CLI. Copilot through a gateway (its
+    /// The provider lanes a RuntimePlan may pair with each CLI, as the reference names them
+    /// (pi: anthropic, openai, openrouter, bedrock, gateway). Copilot through a gateway (its
     /// "bring your own key" mode) goes beyond the reference, which only pairs it with GitHub.
     pub fn accepts(self, provider: Provider) -> bool {
         use Provider::*;
@@ -39,6 +43,10 @@ impl HarnessKind {
             Self::Claude => matches!(provider, Anthropic | Openrouter | Bedrock | Gateway),
             Self::Codex => matches!(provider, Openai | Openrouter | Bedrock | Gateway),
             Self::Copilot => matches!(provider, Github | Gateway),
+            Self::Pi => matches!(
+                provider,
+                Anthropic | Openai | Openrouter | Bedrock | Gateway
+            ),
         }
     }
 
@@ -48,6 +56,7 @@ impl HarnessKind {
             Self::Claude => Provider::Anthropic,
             Self::Codex => Provider::Openai,
             Self::Copilot => Provider::Github,
+            Self::Pi => Provider::Anthropic,
         }
     }
 }
@@ -101,7 +110,7 @@ pub struct UnsupportedLane {
 /// Why no lane could be chosen for a plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LaneChoiceError {
-    #[error("the plan names no harness and none of claude, codex, copilot is on PATH")]
+    #[error("the plan names no harness and none of claude, codex, copilot, pi is on PATH")]
     NoCliInstalled,
     #[error(transparent)]
     Unsupported(#[from] UnsupportedLane),
@@ -143,7 +152,7 @@ impl AgentLane {
     }
 }
 
-/// The first of `claude`, `codex`, `copilot` (in that order of preference) that is an
+/// The first of `claude`, `codex`, `copilot`, `pi` (in that order of preference) that is an
 /// executable file in some directory of `path_env`.
 pub fn detect_installed_cli(path_env: &OsStr) -> Option<HarnessKind> {
     HarnessKind::ALL
@@ -179,6 +188,8 @@ mod tests {
         assert!(!HarnessKind::Claude.accepts(Provider::Openai));
         assert!(!HarnessKind::Copilot.accepts(Provider::Anthropic));
         assert!(HarnessKind::Copilot.accepts(Provider::Gateway));
+        assert!(HarnessKind::Pi.accepts(Provider::Bedrock));
+        assert!(!HarnessKind::Pi.accepts(Provider::Github));
         assert!(AgentLane::new(HarnessKind::Codex, Provider::Anthropic).is_err());
         assert_eq!(
             serde_json::to_string(&AgentLane::native(HarnessKind::Codex)).unwrap(),

@@ -1,4 +1,4 @@
-//! Harness adapters (claude, codex, copilot, exec) behind one trait: prompt rendering,
+//! Harness adapters (claude, codex, copilot, pi, exec) behind one trait: prompt rendering,
 //! reply-schema generation, correction turns, failure mapping and token usage.
 //!
 //! A harness turns one [`ExecutionRequest`] into one settled [`ExecutionResult`], streaming
@@ -17,18 +17,24 @@ mod codex;
 pub mod containment;
 pub mod contract;
 mod copilot;
+mod copilot_headless;
+mod copilot_provider;
+mod copilot_registry;
 pub mod exec;
 pub mod failure;
 pub mod forward;
 pub mod harness;
 pub mod harness_sandbox;
+mod jsonrpc;
 pub mod lane;
+mod pi;
 pub mod policy;
 pub mod preflight;
 pub mod prompt;
 mod protocol;
 pub mod redact;
 pub mod reply;
+mod runner;
 pub mod schema;
 pub mod session;
 mod turns;

@@ -63,7 +63,8 @@ pub fn probe(
                 ..UserPolicy::default()
             }
         }
-        HarnessKind::Codex | HarnessKind::Copilot => UserPolicy::default(),
+        // pi and Copilot (driven headless) have no approval policy a user authors here.
+        HarnessKind::Codex | HarnessKind::Copilot | HarnessKind::Pi => UserPolicy::default(),
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, Redactor, run_blocking};
 
-use crate::access::{GATEWAY_API_KEY_ENV, GATEWAY_BASE_URL_ENV, declared_names};
+use crate::access::{GATEWAY_API_KEY_ENV, GATEWAY_BASE_URL_ENV, declared_names, is_wire_api_name};
 use crate::binding::AgentBinding;
 use crate::failure::sign_in_advice;
 use crate::lane::{AgentLane, HarnessKind, Provider, find_program};
@@ -124,6 +124,14 @@ pub fn native_sign_in(
                 Err(why) => SignIn::Unknown(why),
             }
         }
+        HarnessKind::Pi => match key {
+            Some((name, _)) => SignIn::Yes(format!("key in {name}")),
+            None => SignIn::Unknown(
+                "pi offers no sign-in status command; a stored login is only seen when a run \
+                 starts"
+                    .to_owned(),
+            ),
+        },
         HarnessKind::Copilot => match key {
             Some((name, _)) => SignIn::Yes(format!("token in {name}")),
             None => SignIn::Unknown(
@@ -216,7 +224,11 @@ pub fn lane_variables(provider: Provider, binding: &AgentBinding) -> Vec<String>
             let names = named("gateway");
             vec![
                 pick(&names, &|n| n.ends_with("URL"), GATEWAY_BASE_URL_ENV),
-                pick(&names, &|n| !n.ends_with("URL"), GATEWAY_API_KEY_ENV),
+                pick(
+                    &names,
+                    &|n| !n.ends_with("URL") && !is_wire_api_name(n),
+                    GATEWAY_API_KEY_ENV,
+                ),
             ]
         }
         Provider::Openrouter => {
@@ -242,6 +254,7 @@ fn install_hint(harness: HarnessKind) -> &'static str {
         HarnessKind::Claude => "npm install -g @anthropic-ai/claude-code",
         HarnessKind::Codex => "npm install -g @openai/codex",
         HarnessKind::Copilot => "npm install -g @github/copilot",
+        HarnessKind::Pi => "npm install -g @mariozechner/pi-coding-agent",
     }
 }
 

@@ -58,8 +58,6 @@ impl Launch<'_> {
 
 /// One turn: a prompt, in a new session or continuing one.
 pub(crate) struct Turn<'a> {
-    /// Counts turns of this execution from 0 (names per-turn files).
-    pub index: u32,
     pub prompt: &'a str,
     pub resume: Option<&'a str>,
 }
@@ -114,6 +112,10 @@ pub(crate) trait CliProtocol: Send + Sync {
     }
     /// Names the lane controls, which declared connections may not set.
     fn reserved(&self, name: &str, provider: Provider) -> bool;
+    /// Declared connections the adapter reads itself instead of passing them to the CLI.
+    fn consumes(&self, _name: &str) -> bool {
+        false
+    }
     /// The user's own configuration variables (of [`crate::access::AGENT_CONFIG_ENV`]) this
     /// CLI keeps on `provider`'s lane, from the execution's base environment.
     fn user_config(&self, _provider: Provider) -> &'static [&'static str] {

@@ -6,31 +6,23 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{FailureReason, WorkerErrorCode, WorkerOutcome};
-use trellis_process::{ProcessEnd, ProcessLimits, ProcessSpec, Sandbox, run_process};
+use trellis_process::ProcessEnd;
 
-use crate::containment::contain;
 use crate::failure::{ProviderFailureKind, advice};
 use crate::forward::LogForwarder;
 use crate::harness::{HarnessEvent, LogStream, TokenUsage};
 use crate::prompt::{CONTINUE_PROMPT, render_correction};
-use crate::protocol::{
-    CliProtocol, Launch, MAX_EVENT_BYTES, Transcript, Turn, TurnObserver, merge_env,
-    usage_increment,
-};
+use crate::protocol::{CliProtocol, Launch, Transcript, Turn, usage_increment};
 use crate::reply::{ReplyVerdict, judge_reply};
+use crate::runner::{TurnEnd, TurnRunner};
 
 /// Most correction turns after a rejected reply; the next rejection settles `malformed`.
 pub const MAX_CORRECTIONS: u32 = 2;
 
-/// How to run the CLI for every turn of one execution.
+/// How to judge every turn of one execution.
 pub(crate) struct TurnLoop<'a> {
     pub protocol: &'a dyn CliProtocol,
-    /// Every turn runs in it, when given.
-    pub sandbox: Option<&'a Sandbox>,
     pub launch: &'a Launch<'a>,
-    pub program: &'a str,
-    /// The environment shared by every turn (lane variables are added per turn).
-    pub env: &'a [(String, String)],
     pub first_prompt: String,
 }
 
@@ -70,6 +62,7 @@ impl TurnLoop<'_> {
     /// Runs turns until the execution settles.
     pub async fn run(
         &self,
+        runner: &mut dyn TurnRunner,
         state: &mut SessionState,
         forwarder: &mut LogForwarder,
         cancel: &CancellationToken,
@@ -77,7 +70,6 @@ impl TurnLoop<'_> {
         let request = self.launch.request;
         let started = Instant::now();
         let mut prompt = self.first_prompt.clone();
-        let mut index = 0;
         loop {
             let remaining = request
                 .deadline
@@ -87,64 +79,17 @@ impl TurnLoop<'_> {
                 return WorkerOutcome::failure(WorkerErrorCode::Timeout);
             }
             let turn = Turn {
-                index,
                 prompt: &prompt,
                 resume: state.session_id.as_deref(),
             };
-            index += 1;
-            let invocation = match self.protocol.invocation(self.launch, &turn) {
-                Ok(invocation) => invocation,
+            let (transcript, end) = match runner.run(&turn, remaining, forwarder, cancel).await {
+                Ok(TurnEnd::Ran { transcript, end }) => (*transcript, end),
+                Ok(TurnEnd::Stopped(end)) => return stopped(end, forwarder),
                 Err(message) => {
                     forwarder.system(message);
                     return WorkerOutcome::failure(WorkerErrorCode::Crash);
                 }
             };
-            let spec = ProcessSpec {
-                program: self.program.to_owned(),
-                args: invocation.args,
-                cwd: request.workspace.clone(),
-                env: merge_env([self.env.to_vec(), Vec::new(), invocation.env]),
-                stdin: turn.prompt.as_bytes().to_vec(),
-                redactor: forwarder.redactor.clone(),
-            };
-            let spec = match self.sandbox {
-                None => spec,
-                Some(sandbox) => match contain(
-                    sandbox,
-                    spec,
-                    request,
-                    &[&request.scratch, &self.launch.home],
-                    &[],
-                ) {
-                    Ok(spec) => spec,
-                    Err(message) => {
-                        forwarder.system(message);
-                        return WorkerOutcome::failure(WorkerErrorCode::Crash);
-                    }
-                },
-            };
-            // Events are parsed as they arrive, so a long session's output is never held whole.
-            let limits = ProcessLimits {
-                deadline: remaining,
-                idle: request.idle_timeout,
-                capture_stdout: false,
-                max_line_bytes: MAX_EVENT_BYTES,
-                ..ProcessLimits::default()
-            };
-            let mut observer = TurnObserver {
-                forwarder: &mut *forwarder,
-                protocol: self.protocol,
-                parser: self.protocol.parser(),
-            };
-            let report = run_process(&spec, &limits, cancel, &mut observer).await;
-            let mut transcript = observer.parser.finish();
-            let end = match report.end {
-                end @ (ProcessEnd::Exited { .. }
-                | ProcessEnd::Crashed { .. }
-                | ProcessEnd::KilledFromOutside { .. }) => end,
-                other => return stopped(other, forwarder),
-            };
-            self.protocol.complete(self.launch, &turn, &mut transcript);
             match self.assess(state, transcript, &end, forwarder) {
                 Next::Turn(next) => prompt = next,
                 Next::Settle(outcome) => return outcome,

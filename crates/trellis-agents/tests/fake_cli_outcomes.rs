@@ -42,13 +42,7 @@ fn one_turn_usage(kind: HarnessKind) -> TokenUsage {
             cache_write_tokens: 0,
             cost_usd: None,
         },
-        HarnessKind::Copilot => TokenUsage {
-            input_tokens: 100,
-            output_tokens: 10,
-            cache_read_tokens: 0,
-            cache_write_tokens: 0,
-            cost_usd: None,
-        },
+        HarnessKind::Copilot | HarnessKind::Pi => unreachable!("no prompt-mode fake for {kind:?}"),
     }
 }
 
@@ -122,10 +116,8 @@ async fn a_good_reply_is_verified_with_usage_model_effort_and_schema() {
                 );
                 assert!(scratch.join("reply-schema.json").is_file());
             }
-            HarnessKind::Copilot => {
-                assert!(joined.contains("--model test-model --reasoning-effort high"));
-                assert!(joined.contains("--output-format json"));
-                assert!(!joined.contains("--resume"));
+            HarnessKind::Copilot | HarnessKind::Pi => {
+                unreachable!("no prompt-mode fake for {kind:?}")
             }
         }
         assert!(has_log(&events, LogStream::Output, "ls") || kind == HarnessKind::Claude);
@@ -171,11 +163,8 @@ async fn a_rejected_reply_is_corrected_in_the_same_session() {
                 assert_eq!(fake.state_file("schema.2"), fake.state_file("schema.1"));
                 assert!(correction.contains("not valid JSON"), "{correction}");
             }
-            HarnessKind::Copilot => {
-                assert!(
-                    argv.contains(&"--resume=copilot-sess-1".to_owned()),
-                    "{argv:?}"
-                );
+            HarnessKind::Copilot | HarnessKind::Pi => {
+                unreachable!("no prompt-mode fake for {kind:?}")
             }
         }
         assert!(has_log(
@@ -267,7 +256,9 @@ async fn a_provider_failure_is_retried_once_with_continue() {
         let label = match kind {
             HarnessKind::Claude => "Claude provider failure: API Error: 529",
             HarnessKind::Codex => "Codex provider failure: unexpected status 400",
-            HarnessKind::Copilot => "Copilot provider failure: 400 bad things",
+            HarnessKind::Copilot | HarnessKind::Pi => {
+                unreachable!("no prompt-mode fake for {kind:?}")
+            }
         };
         assert!(
             has_log(&events, LogStream::Error, label),
@@ -430,7 +421,9 @@ async fn verifiers_get_read_only_tooling_and_return_the_triple() {
         let read_only = match kind {
             HarnessKind::Claude => "--disallowed-tools=Write,Edit,NotebookEdit",
             HarnessKind::Codex => r#"sandbox_mode="read-only""#,
-            HarnessKind::Copilot => "--deny-tool=write",
+            HarnessKind::Copilot | HarnessKind::Pi => {
+                unreachable!("no prompt-mode fake for {kind:?}")
+            }
         };
         assert!(joined.contains(read_only), "{joined}");
         assert!(

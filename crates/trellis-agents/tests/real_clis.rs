@@ -1,208 +1,17 @@
-//! The real `claude`, `codex` and `copilot` CLIs driven through the adapters on the gateway
+//! The real `claude`, `codex`, `copilot` and `pi` CLIs driven through the adapters on the gateway
 //! lane, against the scripted loopback model server: a step node that writes a file and
 //! returns its output, and a verifier whose first reply is malformed and corrected.
 //!
 //! Skipped (with a note) when the pinned CLIs are not installed, except under `CI`.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::Duration;
+mod real_lab;
 
-use serde_json::{Value, json};
-use tempfile::TempDir;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use trellis_agents::schema::{SchemaDialect, reply_schema};
-use trellis_agents::{
-    AgentBinding, AgentHarness, AgentLane, AgentOptions, Binding, ExecutionRequest,
-    ExecutionResult, Harness, HarnessEvent, HarnessKind, LogStream, NodeContract, Provider,
-    SecretEnv, TokenUsage,
-};
-use trellis_graph::{GraphNode, JsonPath, NodeName, PayloadType, WorkerOutcome};
-use trellis_testkit::cli::{AgentClis, DEFAULT_CLAUDE_MODEL, DEFAULT_CODEX_MODEL};
-use trellis_testkit::{Api, Block, Conversation, ModelServer, Script, Turn, Usage};
-
-const KEY: &str = "trellis-real-cli-gateway-key";
-
-/// The installed CLIs, with Copilot checked too; `None` (after a note) to skip.
-fn clis(test: &str, kind: HarnessKind) -> Option<AgentClis> {
-    let clis = AgentClis::for_tests(test)?;
-    if kind == HarnessKind::Copilot && !clis.prefix.join("bin/copilot").is_file() {
-        let why = "copilot not installed; run scripts/install-agent-clis.sh";
-        if std::env::var_os("CI").is_some() {
-            panic!("{test}: agent CLIs are required in CI: {why}");
-        }
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
-        return None;
-    }
-    Some(clis)
-}
-
-fn api(kind: HarnessKind) -> Api {
-    match kind {
-        HarnessKind::Claude => Api::Anthropic,
-        _ => Api::Openai,
-    }
-}
-
-fn dialect(kind: HarnessKind) -> SchemaDialect {
-    match kind {
-        HarnessKind::Claude => SchemaDialect::Standard,
-        _ => SchemaDialect::OpenAiStrict,
-    }
-}
-
-fn model(kind: HarnessKind) -> &'static str {
-    match kind {
-        HarnessKind::Claude => DEFAULT_CLAUDE_MODEL,
-        _ => DEFAULT_CODEX_MODEL,
-    }
-}
-
-fn step_contract() -> NodeContract {
-    NodeContract {
-        output: PayloadType::parse(
-            &json!({"kind": "record", "fields": {
-                "count": {"type": {"kind": "integer"}, "required": true},
-                "note": {"type": {"kind": "string"}, "required": false}
-            }}),
-            &JsonPath::root(),
-        )
-        .unwrap(),
-        verifier: None,
-    }
-}
-
-fn verifier_contract() -> NodeContract {
-    let node = GraphNode::parse(
-        &json!({"kind":"verifier","name":"review","worker":"w@1","input":{"kind":"null"},
-            "output":{"kind":"boolean"},"inputBindings":[],"writeBindings":[],"attempts":1,
-            "signals":{"verdict":["accepted","rejected"]},"diagnostic":{"kind":"string"}}),
-        &JsonPath::root(),
-    )
-    .unwrap();
-    NodeContract::of(&node).unwrap()
-}
-
-/// A workspace, a scratch area and the harness for one CLI on the gateway lane.
-struct Lab {
-    kind: HarnessKind,
-    clis: AgentClis,
-    server: ModelServer,
-    root: TempDir,
-    harness: AgentHarness,
-}
-
-impl Lab {
-    async fn start(kind: HarnessKind, clis: AgentClis, script: Script) -> Lab {
-        let server = ModelServer::start(script).await.unwrap();
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(root.path().join("ws")).unwrap();
-        let harness = AgentHarness::new(
-            AgentLane::new(kind, Provider::Gateway).unwrap(),
-            AgentOptions {
-                program: None,
-                session_root: Some(root.path().join("sessions")),
-                sandbox: None,
-            },
-        );
-        Lab {
-            kind,
-            clis,
-            server,
-            root,
-            harness,
-        }
-    }
-
-    fn workspace(&self) -> PathBuf {
-        self.root.path().join("ws")
-    }
-
-    fn request(&self, node: &str, contract: NodeContract) -> ExecutionRequest {
-        let base_url = match self.kind {
-            HarnessKind::Claude => self.server.url(),
-            _ => self.server.openai_base_url(),
-        };
-        ExecutionRequest {
-            run_id: "real-run".into(),
-            node: NodeName::new(node).unwrap(),
-            execution: 1,
-            node_instance: 1,
-            attempt: 1,
-            input: json!({"file": "result.txt"}),
-            instructions: Some("Write result.txt, then report how many lines it has.".into()),
-            contract,
-            binding: Binding::Agent(AgentBinding {
-                model: model(self.kind).into(),
-                effort: None,
-                session_scope: Default::default(),
-                connections: BTreeMap::from([(
-                    "gateway".to_owned(),
-                    vec!["GATEWAY_BASE_URL".to_owned(), "GATEWAY_API_KEY".to_owned()],
-                )]),
-                idle_timeout_ms: None,
-                lane: None,
-            }),
-            workspace: self.workspace(),
-            scratch: self.root.path().join(format!("scratch-{node}")),
-            deadline: Some(Duration::from_secs(90)),
-            idle_timeout: Some(Duration::from_secs(60)),
-            environment: SecretEnv::new(BTreeMap::from([
-                ("GATEWAY_BASE_URL".to_owned(), base_url),
-                ("GATEWAY_API_KEY".to_owned(), KEY.to_owned()),
-            ])),
-            base_env: vec![(
-                "PATH".into(),
-                self.clis.search_path().to_string_lossy().into_owned(),
-            )],
-        }
-    }
-
-    async fn run(&self, request: ExecutionRequest) -> (ExecutionResult, Vec<HarnessEvent>) {
-        let (tx, mut rx) = mpsc::channel(8192);
-        let result = self
-            .harness
-            .execute(request, tx, CancellationToken::new())
-            .await;
-        let mut events = Vec::new();
-        while let Ok(event) = rx.try_recv() {
-            events.push(event);
-        }
-        (result, events)
-    }
-
-    fn assert_script_done(&self, events: &[HarnessEvent]) {
-        assert!(
-            self.server.refused().is_empty(),
-            "{:#?}",
-            self.server.refused()
-        );
-        assert!(
-            self.server.script_finished(),
-            "turns left: {:?}\n{events:#?}",
-            self.server.remaining_turns()
-        );
-    }
-}
-
-/// The structured reply block carrying `body`, in the CLI's dialect.
-fn envelope(kind: HarnessKind, body: Value) -> Block {
-    match kind {
-        HarnessKind::Claude => Block::structured(json!({"response": body})),
-        _ => Block::structured(json!({"response": body, "refusal": null})),
-    }
-}
-
-/// What the CLI's tool result says after it created a file.
-fn file_written_marker(kind: HarnessKind) -> &'static str {
-    match kind {
-        HarnessKind::Claude => "File created successfully",
-        HarnessKind::Codex => "Updated the following files",
-        HarnessKind::Copilot => "Added 1 file",
-    }
-}
+use real_lab::*;
+use serde_json::json;
+use trellis_agents::schema::reply_schema;
+use trellis_agents::{HarnessEvent, HarnessKind, LogStream, TokenUsage};
+use trellis_graph::WorkerOutcome;
+use trellis_testkit::{Block, Conversation, Script, Turn, Usage};
 
 async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
     let test = format!("{}_step_writes_a_file", kind.as_str());
@@ -210,7 +19,7 @@ async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
         return;
     };
     let step_body = match kind {
-        HarnessKind::Claude => json!({"count": 1}),
+        HarnessKind::Claude | HarnessKind::Pi => json!({"count": 1}),
         _ => json!({"count": 1, "note": null}),
     };
     let script = Script::new(vec![
@@ -255,8 +64,9 @@ async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
             .user_text
             .contains("Input JSON:\n{\"file\":\"result.txt\"}")
     );
-    if kind != HarnessKind::Copilot {
-        // Claude and Codex hand our schema to the model; Copilot's prompt mode cannot.
+    if kind != HarnessKind::Pi {
+        // Claude, Codex and Copilot (its headless `responseFormat`) hand our schema to the
+        // model; pi cannot.
         assert_eq!(
             requests[0].reply_schema.as_ref(),
             Some(&reply_schema(&step_contract(), dialect(kind)))
@@ -271,8 +81,8 @@ async fn step_writes_a_file_and_is_verified(kind: HarnessKind) {
             cache_write_tokens: 0,
             cost_usd: result.usage.cost_usd,
         },
-        // Codex and Copilot report 300 input including 40 cached.
-        HarnessKind::Codex | HarnessKind::Copilot => TokenUsage {
+        // Codex, Copilot and pi report 300 input including 40 cached.
+        HarnessKind::Codex | HarnessKind::Copilot | HarnessKind::Pi => TokenUsage {
             input_tokens: 260,
             output_tokens: 50,
             cache_read_tokens: 40,
@@ -379,4 +189,14 @@ async fn copilot_step_writes_a_file_and_is_verified() {
 #[tokio::test]
 async fn copilot_verifier_reply_is_corrected_in_the_same_session() {
     verifier_reply_is_corrected_in_the_same_session(HarnessKind::Copilot).await;
+}
+
+#[tokio::test]
+async fn pi_step_writes_a_file_and_is_verified() {
+    step_writes_a_file_and_is_verified(HarnessKind::Pi).await;
+}
+
+#[tokio::test]
+async fn pi_verifier_reply_is_corrected_in_the_same_session() {
+    verifier_reply_is_corrected_in_the_same_session(HarnessKind::Pi).await;
 }

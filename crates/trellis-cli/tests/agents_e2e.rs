@@ -1,4 +1,4 @@
-//! The real Claude Code and Codex CLIs run the built-in templates end to end through
+//! The real Claude Code, Codex, Copilot (headless JSON-RPC) and pi CLIs run the built-in templates end to end through
 //! `trellis run`, against the scripted model server on loopback (gateway lane): the agent
 //! changes the workspace, software-change is accepted after one repair round, token usage is
 //! recorded, and the gateway key never reaches the ledger.
@@ -19,6 +19,8 @@ const KEY: &str = "canary-gateway-key-e2e-5150";
 enum Cli {
     Claude,
     Codex,
+    Copilot,
+    Pi,
 }
 
 impl Cli {
@@ -26,26 +28,48 @@ impl Cli {
         match self {
             Cli::Claude => "claude",
             Cli::Codex => "codex",
+            Cli::Copilot => "copilot",
+            Cli::Pi => "pi",
         }
     }
+    /// Copilot's gateway and pi's default wire are the OpenAI Responses API.
     fn api(self) -> Api {
         match self {
             Cli::Claude => Api::Anthropic,
-            Cli::Codex => Api::Openai,
+            Cli::Codex | Cli::Copilot | Cli::Pi => Api::Openai,
         }
     }
     fn model(self) -> &'static str {
         match self {
             Cli::Claude => DEFAULT_CLAUDE_MODEL,
-            Cli::Codex => DEFAULT_CODEX_MODEL,
+            Cli::Codex | Cli::Copilot | Cli::Pi => DEFAULT_CODEX_MODEL,
         }
     }
     /// The structured reply in the CLI's schema dialect.
     fn reply(self, body: Value) -> Block {
         match self {
-            Cli::Claude => Block::structured(json!({"response": body})),
-            Cli::Codex => Block::structured(json!({"response": body, "refusal": null})),
+            Cli::Claude | Cli::Pi => Block::structured(json!({"response": body})),
+            Cli::Codex | Cli::Copilot => {
+                Block::structured(json!({"response": body, "refusal": null}))
+            }
         }
+    }
+    /// The installed CLIs when this one is among them; `None` (after a note) to skip.
+    fn installed(self, test: &str) -> Option<AgentClis> {
+        let clis = AgentClis::for_tests(test)?;
+        if clis.prefix.join("bin").join(self.name()).is_file() {
+            return Some(clis);
+        }
+        let why = format!(
+            "{} not installed; run scripts/install-agent-clis.sh",
+            self.name()
+        );
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: agent CLIs are required in CI: {why}"
+        );
+        eprintln!("{test}: skipped: {why}");
+        None
     }
 }
 
@@ -131,7 +155,7 @@ impl Lab {
         // Claude Code appends /v1/messages itself; Codex expects the /v1 prefix in its base URL.
         let base_url = match cli {
             Cli::Claude => server.url(),
-            Cli::Codex => server.openai_base_url(),
+            Cli::Codex | Cli::Copilot | Cli::Pi => server.openai_base_url(),
         };
         let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
         command
@@ -235,7 +259,7 @@ fn assert_no_canary(lab: &Lab, server: &ModelServer, run: &str) {
 }
 
 async fn single_worker(cli: Cli) {
-    let Some(clis) = AgentClis::for_tests(&format!("{}_single_worker_e2e", cli.name())) else {
+    let Some(clis) = cli.installed(&format!("{}_single_worker_e2e", cli.name())) else {
         return;
     };
     let script = Script::new(vec![session(
@@ -272,7 +296,7 @@ async fn single_worker(cli: Cli) {
 
 /// `isolation` adds `--isolation MODE` to the run (`sandbox` needs bubblewrap).
 async fn software_change(cli: Cli, isolation: Option<&str>) {
-    let Some(clis) = AgentClis::for_tests(&format!("{}_software_change_e2e", cli.name())) else {
+    let Some(clis) = cli.installed(&format!("{}_software_change_e2e", cli.name())) else {
         return;
     };
     // The worker keeps one session across its rounds (the template's `node_instance` scope,
@@ -437,9 +461,42 @@ fn bwrap_on_path() -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_runs_single_worker_through_trellis() {
+    single_worker(Cli::Pi).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_runs_software_change_with_one_repair_round() {
+    software_change(Cli::Pi, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copilot_runs_single_worker_through_trellis() {
+    single_worker(Cli::Copilot).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copilot_runs_software_change_with_one_repair_round() {
+    software_change(Cli::Copilot, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copilot_run_over_its_token_budget_ends_budget_exhausted() {
+    budget_stop(Cli::Copilot).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_over_its_token_budget_ends_budget_exhausted() {
-    let cli = Cli::Claude;
-    let Some(clis) = AgentClis::for_tests("budget_exhaustion_e2e") else {
+    budget_stop(Cli::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pi_run_over_its_token_budget_ends_budget_exhausted() {
+    budget_stop(Cli::Pi).await;
+}
+
+async fn budget_stop(cli: Cli) {
+    let Some(clis) = cli.installed(&format!("{}_budget_exhaustion_e2e", cli.name())) else {
         return;
     };
     let script = Script::new(vec![session(
@@ -452,7 +509,8 @@ async fn a_run_over_its_token_budget_ends_budget_exhausted() {
     let lab = Lab::new(&clis);
     let lane = lab.lane_with(cli, json!({"inputTokens": 100}));
     let out = tokio::task::block_in_place(|| {
-        lab.trellis(
+        lab.trellis_for(
+            cli,
             &[
                 "run",
                 "--template",

@@ -35,7 +35,7 @@ pub use nix::sys::signal::Signal;
 pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor, StreamRedactor};
 pub use run::{BoxFuture, ProcessObserver, ProcessReport, run_process};
 pub use sandbox::{BWRAP_PROGRAM, Placement, Sandbox, SandboxError};
-pub use session::{Session, SessionPipes};
+pub use session::{RawSessionPipes, Session, SessionPipes};
 pub use spec::{
     DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STDOUT_BYTES, DRAIN_AFTER_EXIT,
     ProcessLimits, ProcessSpec,

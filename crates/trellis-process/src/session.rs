@@ -24,6 +24,15 @@ pub struct SessionPipes {
     pub stderr: LineReader<ChildStderr>,
 }
 
+/// The pipes of a session whose stdout carries a framed protocol rather than lines (JSON-RPC
+/// with `Content-Length` headers): stdout comes raw and unredacted, for the caller to parse
+/// and to redact what it shows.
+pub struct RawSessionPipes {
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: LineReader<ChildStderr>,
+}
+
 type ExitSlot = Arc<(Mutex<Option<ExitStatus>>, Condvar)>;
 
 fn lock(slot: &Mutex<Option<ExitStatus>>) -> MutexGuard<'_, Option<ExitStatus>> {
@@ -56,6 +65,21 @@ impl Session {
         spec: &ProcessSpec,
         max_line_bytes: usize,
     ) -> Result<(Session, SessionPipes), String> {
+        let (session, raw) = Self::start_raw(spec, max_line_bytes)?;
+        let cap = max_line_bytes.saturating_add(1);
+        let pipes = SessionPipes {
+            stdin: raw.stdin,
+            stdout: LineReader::new(raw.stdout, &spec.redactor, cap),
+            stderr: raw.stderr,
+        };
+        Ok((session, pipes))
+    }
+
+    /// Like [`Session::start`], but stdout is handed over raw (see [`RawSessionPipes`]).
+    pub fn start_raw(
+        spec: &ProcessSpec,
+        max_line_bytes: usize,
+    ) -> Result<(Session, RawSessionPipes), String> {
         let mut command = std_command(spec)?;
         let mut child = command.spawn().map_err(|e| spawn_error(spec, &e))?;
         let pgid = child.id();
@@ -87,9 +111,9 @@ impl Session {
             return Err(format!("cannot watch {}: {error}", spec.program));
         }
         let cap = max_line_bytes.saturating_add(1);
-        let pipes = SessionPipes {
+        let pipes = RawSessionPipes {
             stdin,
-            stdout: LineReader::new(stdout, &spec.redactor, cap),
+            stdout,
             stderr: LineReader::new(stderr, &spec.redactor, cap),
         };
         let session = Session {

@@ -31,6 +31,9 @@ pub(crate) struct RequestView {
     pub workdir: Option<String>,
 }
 
+/// How pi's system prompt names its working directory.
+const PI_WORKDIR_PREFIX: &str = "Current working directory: ";
+
 /// Parses an Anthropic Messages request body.
 pub(crate) fn anthropic_view(headers: &BTreeMap<String, String>, body: &Value) -> RequestView {
     let session = headers
@@ -63,8 +66,10 @@ pub(crate) fn anthropic_view(headers: &BTreeMap<String, String>, body: &Value) -
     let user_text = user_parts.join("\n");
     let mut system_text = Vec::new();
     collect_anthropic_text(body.get("system"), &mut system_text, false);
+    let system_text = system_text.join("\n");
     let workdir = find_after(&user_text, "Primary working directory: ")
-        .or_else(|| find_after(&system_text.join("\n"), "Primary working directory: "));
+        .or_else(|| find_after(&system_text, "Primary working directory: "))
+        .or_else(|| find_after(&system_text, PI_WORKDIR_PREFIX));
 
     RequestView {
         model: string(body.get("model")),
@@ -126,7 +131,17 @@ pub(crate) fn openai_view(headers: &BTreeMap<String, String>, body: &Value) -> R
         .and_then(|format| format.get("schema").cloned());
 
     let user_text = user_parts.join("\n");
-    let workdir = find_between(&user_text, "<cwd>", "</cwd>");
+    // Pi states its directory in the system prompt (a `system`/`developer` input item, or
+    // `instructions`).
+    let mut system_text: Vec<String> = string(body.get("instructions")).into_iter().collect();
+    for item in input
+        .iter()
+        .filter(|item| matches!(role(item), Some("system" | "developer")))
+    {
+        collect_openai_text(item.get("content"), &mut system_text);
+    }
+    let workdir = find_between(&user_text, "<cwd>", "</cwd>")
+        .or_else(|| find_after(&system_text.join("\n"), PI_WORKDIR_PREFIX));
     RequestView {
         model: string(body.get("model")),
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),

@@ -50,14 +50,25 @@ impl Context<'_> {
     fn anthropic(&self, block: &Block) -> Result<Output, String> {
         Ok(match block {
             Block::Text { text } => Output::Text(self.fill(text)?),
+            // pi (lower-case tool names, no structured-output tool) gets the value as text.
+            Block::Structured { value }
+                if self.offers("read") && !self.offers(STRUCTURED_OUTPUT_TOOL) =>
+            {
+                let value = self.fill_value(value)?;
+                Output::Text(serde_json::to_string(&value).map_err(|e| e.to_string())?)
+            }
             Block::Structured { value } => Output::Call {
                 name: STRUCTURED_OUTPUT_TOOL.to_owned(),
                 input: self.fill_value(value)?,
             },
+            Block::WriteFile { path, content } if self.offers("write") => {
+                self.pi_write(path, content)?
+            }
             Block::WriteFile { path, content } => Output::Call {
                 name: "Write".to_owned(),
                 input: json!({"file_path": self.absolute(path)?, "content": self.fill(content)?}),
             },
+            Block::Shell { command } if self.offers("bash") => self.pi_shell(command)?,
             Block::Shell { command } => Output::Call {
                 name: "Bash".to_owned(),
                 input: json!({"command": self.fill(command)?}),
@@ -81,7 +92,11 @@ impl Context<'_> {
                 let value = self.fill_value(value)?;
                 Output::Text(serde_json::to_string(&value).map_err(|e| e.to_string())?)
             }
+            Block::WriteFile { path, content } if self.offers("write") => {
+                self.pi_write(path, content)?
+            }
             Block::WriteFile { path, content } => self.openai_write(path, content)?,
+            Block::Shell { command } if self.offers("bash") => self.pi_shell(command)?,
             Block::Shell { command } => self.openai_shell(&self.fill(command)?)?,
             Block::ToolCall { name, input } => Output::Call {
                 name: name.clone(),
@@ -91,6 +106,26 @@ impl Context<'_> {
                 name: name.clone(),
                 input: self.fill(input)?,
             },
+        })
+    }
+
+    fn offers(&self, name: &str) -> bool {
+        self.view.tools.iter().any(|tool| tool == name)
+    }
+
+    /// Pi's `write` tool (lower-case names, on either protocol).
+    fn pi_write(&self, path: &str, content: &str) -> Result<Output, String> {
+        Ok(Output::Call {
+            name: "write".to_owned(),
+            input: json!({"path": self.absolute(path)?, "content": self.fill(content)?}),
+        })
+    }
+
+    /// Pi's `bash` tool.
+    fn pi_shell(&self, command: &str) -> Result<Output, String> {
+        Ok(Output::Call {
+            name: "bash".to_owned(),
+            input: json!({"command": self.fill(command)?}),
         })
     }
 
@@ -292,6 +327,8 @@ mod tests {
             openai,
             Ok(vec![Output::Text(r#"{"response":{"ok":true}}"#.into())])
         );
+        let pi = resolve(Api::Anthropic, &blocks, &view(&["read", "bash"], &[]));
+        assert_eq!(pi, openai);
     }
 
     #[test]

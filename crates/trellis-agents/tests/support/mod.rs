@@ -1,4 +1,4 @@
-//! Shared fixtures for the fake-CLI tests: a temp tree with a fake `claude`/`codex`/`copilot`
+//! Shared fixtures for the fake-CLI tests: a temp tree with a fake `claude`/`codex`
 //! first on PATH, a scripted list of turn modes, and helpers to read what each run received.
 
 #![allow(dead_code)]
@@ -18,11 +18,9 @@ use trellis_agents::{
 };
 use trellis_graph::{GraphNode, JsonPath, NodeName, PayloadType};
 
-pub const ALL: [HarnessKind; 3] = [
-    HarnessKind::Claude,
-    HarnessKind::Codex,
-    HarnessKind::Copilot,
-];
+/// The CLIs with a prompt-mode fake. Copilot is driven over its headless JSON-RPC protocol
+/// and pi only through the real CLIs (`real_clis.rs`).
+pub const ALL: [HarnessKind; 2] = [HarnessKind::Claude, HarnessKind::Codex];
 pub const GATEWAY_KEY: &str = "canary-gateway-key-7f3a91";
 pub const GATEWAY_URL: &str = "http://127.0.0.1:9/v1";
 
@@ -32,7 +30,9 @@ fn body(kind: HarnessKind) -> &'static str {
     match kind {
         HarnessKind::Claude => include_str!("../fakes/claude.sh"),
         HarnessKind::Codex => include_str!("../fakes/codex.sh"),
-        HarnessKind::Copilot => include_str!("../fakes/copilot.sh"),
+        HarnessKind::Copilot | HarnessKind::Pi => {
+            panic!("no prompt-mode fake for {kind:?}: see real_clis.rs")
+        }
     }
 }
 

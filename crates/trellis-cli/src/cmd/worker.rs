@@ -14,14 +14,14 @@ use trellis_runtime::{Isolation, WorkerOptions, WorkspaceServer};
 use crate::context::{IsolationArg, open_runtime};
 
 /// The harness names a worker may take executions for.
-const HARNESSES: [&str; 5] = ["command", "claude", "codex", "copilot", "agent"];
+const HARNESSES: [&str; 6] = ["command", "claude", "codex", "copilot", "pi", "agent"];
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// Executions run at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub slots: usize,
-    /// Which executions to take, comma-separated: command, claude, codex, copilot.
+    /// Which executions to take, comma-separated: command, claude, codex, copilot, pi.
     #[arg(
         long,
         value_name = "LIST",
@@ -85,7 +85,7 @@ pub fn run(args: &WorkerArgs, ledger: Option<&str>) -> anyhow::Result<u8> {
         .iter()
         .find(|h| !HARNESSES.contains(&h.as_str()))
     {
-        bail!("unknown harness {unknown:?}: use command, claude, codex or copilot");
+        bail!("unknown harness {unknown:?}: use command, claude, codex, copilot or pi");
     }
     if args.lease_ms < 300 {
         bail!("--lease-ms must be at least 300");

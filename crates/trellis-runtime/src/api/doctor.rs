@@ -71,11 +71,7 @@ pub fn doctor(home: Option<PathBuf>, ledger: Option<LedgerLocation>) -> DoctorRe
     checks.extend(home_checks(home, ledger));
     let lookup = |name: &str| std::env::var(name).ok();
     let env = PreflightEnv { lookup: &lookup };
-    for harness in [
-        HarnessKind::Claude,
-        HarnessKind::Codex,
-        HarnessKind::Copilot,
-    ] {
+    for harness in HarnessKind::ALL {
         checks.push(agent_check(harness, &env));
     }
     checks.push(tool_check(
@@ -192,6 +188,9 @@ fn agent_check(harness: HarnessKind, env: &PreflightEnv<'_>) -> DoctorCheck {
                 HarnessKind::Claude => "npm install -g @anthropic-ai/claude-code, then run claude",
                 HarnessKind::Codex => "npm install -g @openai/codex, then codex login",
                 HarnessKind::Copilot => "npm install -g @github/copilot, then copilot and /login",
+                HarnessKind::Pi => {
+                    "npm install -g @mariozechner/pi-coding-agent, then pi and /login"
+                }
             }),
         );
     };
@@ -201,6 +200,7 @@ fn agent_check(harness: HarnessKind, env: &PreflightEnv<'_>) -> DoctorCheck {
         HarnessKind::Claude => "ANTHROPIC_API_KEY",
         HarnessKind::Codex => "OPENAI_API_KEY",
         HarnessKind::Copilot => "COPILOT_GITHUB_TOKEN",
+        HarnessKind::Pi => "ANTHROPIC_API_KEY",
     };
     let key = (env.lookup)(key_name)
         .filter(|v| !v.is_empty())

@@ -46,6 +46,7 @@ pub(crate) fn default_plan(
         HarnessKind::Claude => ("anthropic", "ANTHROPIC_API_KEY"),
         HarnessKind::Codex => ("openai", "OPENAI_API_KEY"),
         HarnessKind::Copilot => ("github", "COPILOT_GITHUB_TOKEN"),
+        HarnessKind::Pi => ("anthropic", "ANTHROPIC_API_KEY"),
     };
     if std::env::var_os(variable).is_some_and(|value| !value.is_empty()) {
         lane["connections"] = json!({ connection: [variable] });

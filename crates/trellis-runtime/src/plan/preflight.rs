@@ -81,11 +81,12 @@ fn probe_gateway(
     };
     let base = lookup(url_name)?;
     let key = lookup(key_name)?;
-    // Claude's gateway URL is the Anthropic root; Codex's and Copilot's the OpenAI `/v1` root.
+    // Claude's gateway URL is the Anthropic root; Codex's, Copilot's and pi's (on its default
+    // Responses wire) the OpenAI `/v1` root.
     let base = base.trim_end_matches('/');
     let url = match harness {
         HarnessKind::Claude => format!("{base}/v1/models"),
-        HarnessKind::Codex | HarnessKind::Copilot => format!("{base}/models"),
+        HarnessKind::Codex | HarnessKind::Copilot | HarnessKind::Pi => format!("{base}/models"),
     };
     let status = models_status(&url, &key)?;
     matches!(status, 401 | 403).then(|| PreflightProblem {

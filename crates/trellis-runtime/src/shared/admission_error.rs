@@ -10,10 +10,10 @@ use crate::shared::templates::{self, DeliveryMode};
 
 /// What admission says when no plan was given and no agent CLI is installed to default to.
 pub(crate) const NO_AGENT_CLI: &str = "no runtime plan was given and no agent CLI is on PATH. \
-Trellis runs agent steps through Claude Code, Codex or the GitHub Copilot CLI: install one and \
-sign in (`npm install -g @anthropic-ai/claude-code` then `claude`, or `npm install -g \
+Trellis runs agent steps through Claude Code, Codex, the GitHub Copilot CLI or pi: install one \
+and sign in (`npm install -g @anthropic-ai/claude-code` then `claude`, or `npm install -g \
 @openai/codex` then `codex login`), and run again; Trellis uses the first of claude, codex, \
-copilot it finds. To run without any model, bind every step to a command instead: \
+copilot, pi it finds. To run without any model, bind every step to a command instead: \
 --uniform-runtime-config FILE with {\"kind\":\"command\",\"command\":[\"./worker\"]}, or an \
 exact plan with --runtime-config FILE (see README, \"Running without a model\").";
 

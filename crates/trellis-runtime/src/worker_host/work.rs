@@ -38,7 +38,7 @@ const MAX_CACHED_RUNS: usize = 64;
 pub struct WorkerOptions {
     /// Executions run at once.
     pub slots: usize,
-    /// Which queued executions it takes: `command`, `claude`, `codex`, `copilot`.
+    /// Which queued executions it takes: `command`, `claude`, `codex`, `copilot`, `pi`.
     pub harnesses: Vec<String>,
     /// How long a claim lives without a heartbeat (renewed every third of it).
     pub lease: Duration,
