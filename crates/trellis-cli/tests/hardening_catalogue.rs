@@ -212,7 +212,7 @@ fn file_cases() -> Vec<Case> {
             name: "plan has an unknown field",
             setup: |s| run_of(s, None, None, plan_with(s, |p| p["shell"] = json!(true))),
             code: 1,
-            line: "trellis: error: runtime plan is not valid JSON for its shape: unknown field `shell`, expected one of `kind`, `command`, `cwd`, `env`, `connections`, `idleTimeoutMs`, `size`, `budget`",
+            line: "trellis: error: runtime plan is not valid JSON for its shape: unknown field `shell`, expected one of `kind`, `command`, `cwd`, `env`, `connections`, `idleTimeoutMs`, `size`, `budget`, `isolation`, `network`",
         },
         Case {
             name: "plan command is empty",
