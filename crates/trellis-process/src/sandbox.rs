@@ -5,9 +5,9 @@
 //! What the sandbox sees, in mount order (later mounts cover earlier ones):
 //! - the system read-only: `/usr`, `/etc`, `/opt`, the `/bin`, `/sbin` and `/lib*` links or
 //!   directories, the resolver's runtime directory; fresh `/proc` and `/dev`;
+//! - a private `/tmp` and `/var/tmp` (empty tmpfs);
 //! - every directory on the child's `PATH` read-only, a `…/bin` directory with its prefix (an
 //!   npm or Python prefix keeps its packages beside `bin`), but never the real home itself;
-//! - a private `/tmp` and `/var/tmp` (empty tmpfs);
 //! - [`Placement::read_only`] read-only, then [`Placement::writable`] (the workspace, an
 //!   agent's private home and scratch directory) read-write, each at its own path, and
 //!   [`Placement::fresh`] directories made in the private `/tmp` (a command's home).
@@ -176,6 +176,14 @@ impl Sandbox {
                 Err(_) => {}
             }
         }
+        // The private `/tmp` goes first: a `PATH` prefix or a tree of the step's below `/tmp`
+        // (a checkout in a temporary directory) is then shown over it, not hidden by it.
+        push(
+            &mut args,
+            &[
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+            ],
+        );
         let path_env = spec
             .env
             .iter()
@@ -206,12 +214,6 @@ impl Sandbox {
                 push(&mut args, &["--tmpfs", &text(dir)]);
             }
         }
-        push(
-            &mut args,
-            &[
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
-            ],
-        );
         // A program named by its path is shown read-only, wherever it lies (never its
         // directory: a command's own file is all it is given).
         let program = Path::new(&spec.program);
