@@ -96,8 +96,10 @@ def server(trellis_bin, home, tmp_path):
     env = dict(os.environ, TRELLIS_HOME=home, TEAM_TOKEN=token)
     env.pop("TRELLIS_DISPATCH", None)
     process = subprocess.Popen(
+        # The stand-in worker's script lies outside the served workspace, which serve's default
+        # sandbox does not show (containment has its own tests).
         [trellis_bin, "serve", "--listen", "127.0.0.1:0", "--token-env", "TEAM_TOKEN",
-         "--workspaces", str(workspaces)],
+         "--workspaces", str(workspaces), "--isolation", "none"],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         text=True)
     try:
