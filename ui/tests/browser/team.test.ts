@@ -58,7 +58,10 @@ beforeAll(async () => {
   delete env.TRELLIS_LEDGER;
   server = spawn(
     TRELLIS,
-    ["serve", "--listen", "127.0.0.1:0", "--token-env", "TEAM_TOKEN", "--workspaces", join(root, "workspaces")],
+    // The offline workers are scripts outside the served workspace, which serve's default
+    // sandbox does not show (containment has its own tests).
+    ["serve", "--listen", "127.0.0.1:0", "--token-env", "TEAM_TOKEN", "--workspaces", join(root, "workspaces"),
+      "--isolation", "none"],
     { env, stdio: ["ignore", "pipe", "pipe"] },
   );
   origin = (await waitForListening(server)).publicOrigin;
