@@ -219,17 +219,23 @@ async fn codex_runs_two_nodes_concurrently_on_one_server() {
         homes.push(home);
         runs.push(tokio::spawn(async move {
             let run = run_codex(&codex, &format!("NODE={node}\n")).await;
-            (node, final_answer(&run))
+            (node, final_answer(&run), run.describe())
         }));
     }
     for run in runs {
-        let (node, answer) = run.await.unwrap();
+        let (node, answer, described) = run.await.unwrap();
         assert_eq!(
             serde_json::from_str::<Value>(&answer).unwrap(),
             json!({"node": node})
         );
-        let written =
-            std::fs::read_to_string(workspace.path().join(format!("{node}.txt"))).unwrap();
+        // On a miss, show Codex's events and what it told the model the patch did.
+        let written = std::fs::read_to_string(workspace.path().join(format!("{node}.txt")))
+            .unwrap_or_else(|error| {
+                panic!(
+                    "{node}.txt: {error}\n{described}\npatch results: {:?}",
+                    server.requests_for(node)
+                )
+            });
         assert_eq!(
             written,
             format!("{node}\n"),
