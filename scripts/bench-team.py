@@ -8,6 +8,12 @@ map   --items no-op command steps (read the request, answer null) in maps of at 
       executed by 1, 2 and 4 `trellis worker` processes (--slots each); then the same map on
       the embedded SQLite ledger without workers (the controller runs the steps itself), for
       reference. Prints wall time (run start to exit) and items per second.
+queue `trellis serve --dispatch queue` on PostgreSQL with --workers `trellis worker` hosts (2 by
+      default): --items node dispatches in all, submitted through the API as 1 run and as
+      --runs concurrent runs (each a map of its share), the trivial compiled worker
+      (scripts/bench-worker.c) as the step so the queue, not the step, is measured; then the
+      same with serve's local dispatch (no workers). Wall time from the first submission until
+      every run is finished; prints node dispatches per second.
 api   `trellis serve` on a SQLite ledger and on PostgreSQL, seeded with finished runs; then
       --clients concurrent clients (threads, one keep-alive connection each) for --seconds
       each send GET /runs/{run} (status), GET /runs?limit=20 (list) and, bounded to
@@ -18,8 +24,9 @@ Every address is loopback. PostgreSQL is a private instance this script starts w
 scripts/postgres.sh (durable commits: TRELLIS_PG_FAST is not set) and stops at the end, unless
 --postgres URL names one already running. Each measurement uses a fresh schema.
 
-Usage: scripts/bench-team.py [--trellis target/release/trellis] [--only map|api]
+Usage: scripts/bench-team.py [--trellis target/release/trellis] [--only map|queue|api]
                              [--items 4096] [--workers 1,2,4] [--slots 4] [--repeat 1]
+                             [--runs 1,30] [--queue-workers 2] [--rounds 3]
                              [--clients 100] [--seconds 10] [--submits 2] [--postgres URL]
 """
 
@@ -197,6 +204,119 @@ def map_bench(args, postgres, scratch):
         print(f"| {name} | {wall:.2f} s | {args.items / wall:.0f} | {before} |")
 
 
+# --- queue dispatch through serve --------------------------------------------------------------
+
+WORKER_SOURCE = os.path.join(REPO, "scripts", "bench-worker.c")
+
+
+def trivial_worker(scratch):
+    """Builds bench-worker.c (static, no C library); falls back to the shell worker."""
+    target = os.path.join(scratch, "bench-worker")
+    built = subprocess.run([os.environ.get("CC", "cc"), "-O2", "-static", "-nostdlib",
+                            "-fno-stack-protector", "-o", target, WORKER_SOURCE],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if built.returncode == 0:
+        return {"kind": "command", "command": [target]}, "scripts/bench-worker.c"
+    print("bench-team: bench-worker.c could not be built; the step is /bin/sh", file=sys.stderr)
+    return PLAN, "/bin/sh -c (bench-worker.c could not be built)"
+
+
+def submit_runs(host, port, runs, items, plan, prefix):
+    """Submits `runs` runs of `items // runs` map items each; returns their ids."""
+    graph, given = map_graph(items // runs)
+    body = {"graph": graph, "input": given, "plan": {"uniform": plan}, "noPreflight": True}
+    ids = []
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    for index in range(runs):
+        body["submissionKey"] = f"{prefix}-{index}"
+        status, data = call(connection, "POST", "/api/v1/runs", json.dumps(body))
+        if status not in (200, 201):
+            sys.exit(f"bench-team: submission failed: {status} {data[:500]!r}")
+        ids.append(json.loads(data)["runId"])
+    return ids
+
+
+def wait_all(host, port, runs, limit=600):
+    """Polls until every run is finished; exits when one did not succeed."""
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    pending = list(runs)
+    deadline = time.monotonic() + limit
+    while pending and time.monotonic() < deadline:
+        status, data = call(connection, "GET", f"/api/v1/runs/{pending[0]}")
+        answer = json.loads(data) if status == 200 else {}
+        phase = answer.get("status", {}).get("phase")
+        if phase == "finished":
+            outcome = json.dumps(answer["status"])
+            if "succeeded" not in outcome:
+                sys.exit(f"bench-team: run {pending[0]} did not succeed: {outcome[:500]}")
+            pending.pop(0)
+        else:
+            time.sleep(0.02)
+    if pending:
+        sys.exit(f"bench-team: {len(pending)} runs did not finish in {limit} s")
+
+
+def queue_once(args, postgres, scratch, plan, runs, dispatch, workers):
+    home = tempfile.mkdtemp(prefix="queue-", dir=scratch)
+    schema, ledger = postgres.fresh_ledger()
+    env = dict(os.environ, TRELLIS_HOME=home, BENCH_TOKEN=TOKEN)
+    for name in ("TRELLIS_LEDGER", "TRELLIS_DISPATCH"):
+        env.pop(name, None)
+    serve = subprocess.Popen(
+        [args.trellis, "serve", "--listen", "127.0.0.1:0", "--token-env", "BENCH_TOKEN",
+         "--ledger", ledger, "--dispatch", dispatch, "--isolation", "none"],
+        cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True)
+    hosts = []
+    try:
+        host, port = json.loads(serve.stdout.readline())["listening"].rsplit(":", 1)
+        port = int(port)
+        hosts = [subprocess.Popen(
+            [args.trellis, "worker", "--ledger", ledger, "--slots", str(args.slots),
+             "--isolation", "none"], cwd=home, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+        before = load()
+        started = time.monotonic()
+        ids = submit_runs(host, port, runs, args.items, plan, uuid.uuid4().hex[:8])
+        wait_all(host, port, ids)
+        wall = time.monotonic() - started
+    finally:
+        for process in [serve, *hosts]:
+            process.terminate()
+        for process in [serve, *hosts]:
+            process.wait()
+        postgres.drop(schema)
+        shutil.rmtree(home, ignore_errors=True)
+    return wall, before
+
+
+def queue_bench(args, postgres, scratch):
+    plan, step_name = trivial_worker(scratch)
+    modes = [("queue", args.queue_workers), ("local", 0)]
+    samples = {(mode, runs): [] for mode, _ in modes for runs in args.runs}
+    loads = []
+    # Alternated rounds: every configuration once per round, so load drifts hit all alike.
+    for round_index in range(args.rounds):
+        for mode, workers in modes:
+            for runs in args.runs:
+                wall, before = queue_once(args, postgres, scratch, plan, runs, mode, workers)
+                samples[(mode, runs)].append(wall)
+                loads.append(before)
+                total = runs * (args.items // runs)
+                print(f"  round {round_index + 1}: {mode} dispatch, {runs} run(s): {wall:.2f} s, "
+                      f"{total / wall:.0f} dispatches/s (load {before})", flush=True)
+    print(f"\n{args.items:,} node dispatches ({step_name}), PostgreSQL ledger, medians of "
+          f"{args.rounds}; load before each: {loads[0]} … {loads[-1]}")
+    print("| dispatch | concurrent runs | wall | node dispatches/s |")
+    print("|---|---|---|---|")
+    for mode, workers in modes:
+        label = f"queue, {workers} workers x {args.slots} slots" if workers else "local (serve)"
+        for runs in args.runs:
+            wall = statistics.median(samples[(mode, runs)])
+            total = runs * (args.items // runs)
+            print(f"| {label} | {runs} | {wall:.2f} s | {total / wall:.0f} |")
+
+
 # --- API under concurrent clients ---------------------------------------------------------------
 
 def start_serve(trellis, home, ledger):
@@ -333,8 +453,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trellis", default=os.path.join(REPO, "target/release/trellis"),
                         help="the Trellis binary (default: target/release/trellis)")
-    parser.add_argument("--only", choices=["map", "api"],
-                        help="only the worker-scaling map or only the API load test")
+    parser.add_argument("--only", choices=["map", "queue", "api"],
+                        help="only the worker-scaling map, the serve queue case or the API test")
+    parser.add_argument("--runs", default="1,30",
+                        help="queue: comma-separated counts of concurrent runs sharing --items")
+    parser.add_argument("--queue-workers", type=int, default=2,
+                        help="queue: `trellis worker` processes beside serve")
+    parser.add_argument("--rounds", type=int, default=3, help="queue: alternated rounds")
     parser.add_argument("--items", type=int, default=4096,
                         help="no-op steps in all (maps of at most 1,024)")
     parser.add_argument("--workers", default="1,2,4",
@@ -351,12 +476,15 @@ def main():
     args = parser.parse_args()
     args.trellis = os.path.abspath(args.trellis)
     args.workers = [int(n) for n in args.workers.split(",")]
+    args.runs = [int(n) for n in args.runs.split(",")]
     postgres = Postgres(args.postgres)
     scratch = tempfile.mkdtemp(prefix="trellis-bench-team-")
     try:
         print(f"trellis {args.trellis}, load {load()}, {os.cpu_count()} CPUs", flush=True)
         if args.only in (None, "map"):
             map_bench(args, postgres, scratch)
+        if args.only in (None, "queue"):
+            queue_bench(args, postgres, scratch)
         if args.only in (None, "api"):
             api_bench(args, postgres, scratch)
     finally:

@@ -14,6 +14,7 @@
 #
 # TRELLIS_PG_FAST=1 turns off fsync and synchronous commit (test suites: nothing to keep if
 # the machine crashes). Benchmarks leave it unset so commits are as durable as the SQLite ledger's.
+# TRELLIS_PG_SETTINGS adds server settings ("-c name=value …"), e.g. pg_stat_statements to profile.
 set -euo pipefail
 
 log() { echo "postgres.sh: $*" >&2; }
@@ -80,6 +81,11 @@ start() {
     -c max_connections=200 -c shared_buffers=128MB)
   if [[ -n "${TRELLIS_PG_FAST:-}" ]]; then
     settings+=(-c fsync=off -c synchronous_commit=off -c full_page_writes=off)
+  fi
+  # Extra server settings for measuring, e.g. "-c shared_preload_libraries=pg_stat_statements".
+  if [[ -n "${TRELLIS_PG_SETTINGS:-}" ]]; then
+    read -r -a extra <<<"$TRELLIS_PG_SETTINGS"
+    settings+=("${extra[@]}")
   fi
   local port attempt
   for attempt in 1 2 3 4 5; do
