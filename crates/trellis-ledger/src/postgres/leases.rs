@@ -178,16 +178,7 @@ async fn enqueue(
 ) -> Result<(), LedgerError> {
     let mut client = connection(shared).await?;
     let tx = client.transaction().await.map_err(server_error)?;
-    let run: i64 = tx
-        .query_opt(
-            "SELECT id FROM runs WHERE run_id = $1 FOR SHARE",
-            &[&run_id.as_str()],
-        )
-        .await
-        .map_err(server_error)?
-        .ok_or_else(|| LedgerError::run_not_found(&run_id))?
-        .try_get(0)
-        .map_err(server_error)?;
+    let run = crate::postgres::dispatch::run_row(&tx, &run_id).await?;
     check_controller(&tx, run, controller_token, &run_id).await?;
     let insert = tx
         .prepare_cached(
