@@ -30,6 +30,11 @@ async fn a_sign_in_brings_the_browser_back_to_the_page_it_was_sent_from() {
         form.text
     );
 
+    assert!(
+        form.text
+            .contains(r#"<a href="/#/profiles/greeter">Already signed in? Go back</a>"#)
+    );
+
     // A refused token keeps the way back; an accepted one takes it.
     let refused = browser
         .post_form("token=trellis_wrong&next=%2F%23%2Fprofiles%2Fgreeter", None)

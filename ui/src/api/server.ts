@@ -22,9 +22,13 @@ export function signInUrl(route: string): string {
 
 let leaving = false;
 
-/** The session ended: on to sign in again (once, whatever else fails meanwhile). */
+/**
+ * The session ended: on to sign in again (once, whatever else fails meanwhile). Not from a
+ * frame (the embeddable run view): the sign-in page refuses to be framed, and signing in is
+ * the framing page's business.
+ */
 export function signInAgain(): void {
-  if (leaving) return;
+  if (leaving || window.self !== window.top) return;
   leaving = true;
   window.location.assign(signInUrl(window.location.hash));
 }

@@ -62,7 +62,8 @@ pub(crate) fn signin_page(
     let notice = message
         .map(|text| format!(r#"<p role="alert" class="notice">{}</p>"#, escape(text)))
         .unwrap_or_default();
-    let back = return_path(next)
+    let next = return_path(next);
+    let back = next
         .map(|next| {
             format!(
                 r#"<input type="hidden" name="next" value="{}" />"#,
@@ -70,6 +71,14 @@ pub(crate) fn signin_page(
             )
         })
         .unwrap_or_default();
+    // Signed in meanwhile (in another tab): straight back, past the form.
+    let already = match next {
+        Some(next) => format!(
+            r#"<a href="{}">Already signed in? Go back</a>"#,
+            escape(next)
+        ),
+        None => r#"<a href="/">Already signed in? Open the runs</a>"#.to_owned(),
+    };
     let page = format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8" />
 <meta name="viewport" content="width=device-width, initial-scale=1" />
@@ -92,7 +101,7 @@ button {{ margin-top: 1rem; padding: .5rem 1.2rem; font: inherit; border: 0; bor
 <button type="submit">Sign in</button>
 </form>
 <p class="hint">Paste the token you were given (<code>trellis serve token create</code> makes one). It is checked once and not kept: this browser gets a session that ends when you sign out or after a while.</p>
-<p class="hint"><a href="/">Already signed in? Open the runs</a></p>
+<p class="hint">{already}</p>
 </main></body></html>"#
     );
     let mut response = (status, page).into_response();
