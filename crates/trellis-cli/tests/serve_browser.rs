@@ -1,7 +1,8 @@
 //! `trellis serve` for people in a browser, through the real binary: it names its public
 //! origin, `trellis --target NAME ui` hands out a one-time sign-in link made with the target's
 //! token (which it never prints), the link signs one browser in once, and `--no-browser` or a
-//! malformed `--public-origin` turn the browser side off or are refused.
+//! malformed `--public-origin` turn the browser side off or are refused, and failed sign-ins
+//! from one address are throttled.
 
 mod support;
 
@@ -115,4 +116,54 @@ async fn the_browser_side_can_be_off_and_a_bad_origin_is_refused() {
         "{}",
         refused.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_sign_ins_from_one_address_are_throttled_by_the_real_listener() {
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, TOKEN, None, &[], &[]);
+    // Each request on a connection of its own from `address` (all of 127/8 is this host's
+    // loopback): the count follows the client's address, not the socket.
+    let sign_in = |token: &str, address: [u8; 4]| {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .local_address(std::net::IpAddr::from(address))
+            .build()
+            .expect("client")
+            .post(format!("{}/signin", server.base))
+            .header(reqwest::header::ORIGIN, server.base.as_str())
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(format!("token={token}"))
+            .send()
+    };
+    for _ in 0..5 {
+        let refused = sign_in("trellis_guess", [127, 0, 0, 1])
+            .await
+            .expect("request");
+        assert_eq!(refused.status(), 401);
+    }
+    let throttled = sign_in(TOKEN, [127, 0, 0, 1]).await.expect("request");
+    assert_eq!(throttled.status(), 429);
+    let wait = throttled
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok())
+        .expect("Retry-After in seconds");
+    assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+    assert!(
+        throttled
+            .headers()
+            .get(reqwest::header::SET_COOKIE)
+            .is_none()
+    );
+    // Another address is not held back.
+    let other = sign_in(TOKEN, [127, 0, 0, 2]).await.expect("request");
+    assert_eq!(other.status(), 200);
+    assert!(other.headers().get(reqwest::header::SET_COOKIE).is_some());
+    let output = server.kill();
+    assert!(!output.contains(TOKEN), "the server printed its token");
 }

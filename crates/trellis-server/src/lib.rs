@@ -25,7 +25,7 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -158,20 +158,32 @@ fn browser_of(policy: &AccessPolicy) -> Option<(&signin::BrowserSignIn, &BearerT
     }
 }
 
-async fn signin_page(State(policy): State<Arc<AccessPolicy>>) -> Response {
+/// `GET /signin?next=PATH`: the form, bringing the browser back to `PATH` (a page of this
+/// server: the web UI sends its route when its session ended).
+async fn signin_page(
+    State(policy): State<Arc<AccessPolicy>>,
+    RawQuery(query): RawQuery,
+) -> Response {
     match browser_of(&policy) {
-        Some(_) => signin::pages::signin_page(StatusCode::OK, None),
+        Some(_) => {
+            let next = signin::pages::next_of_query(query.as_deref());
+            signin::pages::signin_page(StatusCode::OK, None, next.as_deref())
+        }
         None => Problem::not_found("such page").into_response(),
     }
 }
 
 async fn sign_in(
     State(policy): State<Arc<AccessPolicy>>,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // Failed sign-ins are counted per address of the connection (a proxy in front counts as
+    // one client).
+    let client = signin::ClientKey::of(peer.map(|Extension(ConnectInfo(address))| address.ip()));
     match browser_of(&policy) {
-        Some((browser, tokens)) => signin::pages::sign_in(browser, tokens, &headers, &body),
+        Some((browser, tokens)) => signin::pages::sign_in(browser, tokens, client, &headers, &body),
         None => Problem::not_found("such page").into_response(),
     }
 }

@@ -1,166 +1,23 @@
 //! A team server used from a browser, as a browser meets it: the sign-in page, the exchange
 //! of a token for a session cookie (its attributes), exact Host and Origin checks, the
 //! session's page token on state changes, signing out, expiry, one-time sign-in links, the
-//! embeddable run view — with the refusals — while bearer-token clients go on as before. The
+//! throttle on failed sign-ins, the embeddable run view — with the refusals — while bearer-token clients go on as before. The
 //! token is a canary: no answer may carry it.
 
-use std::sync::Arc;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use trellis_runtime::{Runtime, RuntimeOptions, StartMode};
-use trellis_server::signin::{BrowserSignIn, PublicOrigin, SessionTimes};
-use trellis_server::team::{self, TeamState};
-use trellis_server::{BearerTokens, TOKEN_HEADER};
+use trellis_server::TOKEN_HEADER;
+use trellis_server::signin::{SessionTimes, SignInLimit};
 
 mod support;
 
-use support::{Answer, exchange};
-
-const TOKEN: &str = "trellis_canary_7d1f0c9a5be24e68";
-const ORIGIN: &str = "http://127.0.0.1:8420";
-const HOST: &str = "127.0.0.1:8420";
-
-struct Browser {
-    app: Router,
-    _home: tempfile::TempDir,
-    /// Every answer seen, to look for the token in.
-    seen: Vec<String>,
-}
-
-fn server_with(origin: &str, times: SessionTimes, embed: &[&str]) -> Browser {
-    let home = tempfile::tempdir().expect("temp dir");
-    let runtime = Runtime::open(RuntimeOptions {
-        home: Some(home.path().join("state")),
-        ledger: Some(trellis_runtime::LedgerLocation::Sqlite(
-            home.path().join("ledger.sqlite3"),
-        )),
-        controller_program: None,
-    })
-    .expect("runtime");
-    let state = TeamState::new(
-        Arc::new(runtime),
-        home.path().join("workspaces"),
-        StartMode::InProcess,
-        2,
-    )
-    .expect("state");
-    let mut tokens = BearerTokens::new();
-    tokens.add_secret("alice", TOKEN).expect("token");
-    let origins = embed
-        .iter()
-        .map(|origin| PublicOrigin::parse(origin).expect("origin"))
-        .collect();
-    let browser = BrowserSignIn::new(PublicOrigin::parse(origin).expect("origin"), times)
-        .with_embed_origins(origins);
-    Browser {
-        app: team::app_with_browser(state, tokens, browser),
-        _home: home,
-        seen: Vec::new(),
-    }
-}
-
-fn server() -> Browser {
-    server_with(ORIGIN, SessionTimes::default(), &[])
-}
-
-impl Browser {
-    async fn send(&mut self, request: Request<Body>) -> Answer {
-        let answer = exchange(&self.app, request).await;
-        self.seen
-            .push(format!("{:?}\n{}", answer.headers, answer.text));
-        answer
-    }
-
-    /// Signs in with `token` from the sign-in page: the answer.
-    async fn sign_in(&mut self, token: &str) -> Answer {
-        let request = Request::builder()
-            .method("POST")
-            .uri("/signin")
-            .header(header::HOST, HOST)
-            .header(header::ORIGIN, ORIGIN)
-            .header("sec-fetch-site", "same-origin")
-            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(header::CONTENT_LENGTH, token.len() + 6)
-            .body(Body::from(format!("token={token}")))
-            .expect("request");
-        self.send(request).await
-    }
-
-    /// Signs in and returns the `name=value` of the session cookie.
-    async fn session(&mut self) -> String {
-        let answer = self.sign_in(TOKEN).await;
-        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
-        set_cookie(&answer)
-            .split(';')
-            .next()
-            .expect("pair")
-            .to_owned()
-    }
-
-    /// The page token written into `/` for the session `cookie`.
-    async fn page_token(&mut self, cookie: &str) -> String {
-        let answer = self
-            .send(get("/", cookie).body(Body::empty()).expect("request"))
-            .await;
-        assert_eq!(answer.status, StatusCode::OK);
-        meta(&answer.text, "trellis-token").expect("a page token")
-    }
-
-    /// No answer so far carried the token.
-    fn assert_token_never_shown(&self) {
-        for seen in &self.seen {
-            assert!(!seen.contains(TOKEN), "the token leaked into: {seen}");
-        }
-    }
-}
-
-fn set_cookie(answer: &Answer) -> String {
-    answer
-        .headers
-        .get(header::SET_COOKIE)
-        .and_then(|value| value.to_str().ok())
-        .expect("a Set-Cookie header")
-        .to_owned()
-}
-
-fn meta(page: &str, name: &str) -> Option<String> {
-    let needle = format!(r#"<meta name="{name}" content=""#);
-    let start = page.find(&needle)? + needle.len();
-    let end = start + page[start..].find('"')?;
-    Some(page[start..end].to_owned()).filter(|value| !value.is_empty())
-}
-
-/// A same-origin GET from a signed-in browser.
-fn get(path: &str, cookie: &str) -> axum::http::request::Builder {
-    Request::builder()
-        .uri(path)
-        .header(header::HOST, HOST)
-        .header("sec-fetch-site", "same-origin")
-        .header(header::COOKIE, cookie)
-}
-
-/// A same-origin JSON POST from a signed-in browser carrying `page_token`.
-fn change(path: &str, cookie: &str, page_token: &str) -> axum::http::request::Builder {
-    Request::builder()
-        .method("POST")
-        .uri(path)
-        .header(header::HOST, HOST)
-        .header(header::ORIGIN, ORIGIN)
-        .header("sec-fetch-site", "same-origin")
-        .header(header::COOKIE, cookie)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(TOKEN_HEADER, page_token)
-}
-
-fn code(answer: &Answer) -> String {
-    serde_json::from_str::<serde_json::Value>(&answer.text)
-        .ok()
-        .and_then(|body| body["code"].as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
+use support::browser::{
+    HOST, ORIGIN, TOKEN, change, code, get, meta, server, server_limited, server_with, set_cookie,
+};
+use support::exchange;
 
 const VALIDATE: &str = r#"{"document": {"not": "a graph"}}"#;
 
@@ -635,4 +492,80 @@ async fn the_run_view_may_be_framed_by_the_named_origins_only() {
         .send(get("/", &cookie).body(Body::empty()).expect("request"))
         .await;
     assert_eq!(index.headers[header::X_FRAME_OPTIONS], "DENY");
+}
+
+#[tokio::test]
+async fn failed_sign_ins_are_throttled_per_client_address() {
+    let mut browser = server();
+    let client: SocketAddr = "192.0.2.10:50000".parse().expect("address");
+    let neighbour: SocketAddr = "192.0.2.11:50000".parse().expect("address");
+    let wrong = "token=trellis_guess";
+    let right = format!("token={TOKEN}");
+
+    for _ in 0..4 {
+        let answer = browser.post_form(wrong, Some(client)).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    }
+    // A success is not held back below the limit, and is not counted.
+    let signed_in = browser.post_form(&right, Some(client)).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{}", signed_in.text);
+    assert!(signed_in.headers.get(header::SET_COOKIE).is_some());
+    let fifth = browser.post_form(wrong, Some(client)).await;
+    assert_eq!(fifth.status, StatusCode::UNAUTHORIZED);
+
+    // Five failures in the minute: the address is answered 429 without its token being looked
+    // at — a right one included, so guessing on learns nothing.
+    for form in [wrong, right.as_str()] {
+        let throttled = browser.post_form(form, Some(client)).await;
+        assert_eq!(
+            throttled.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{}",
+            throttled.text
+        );
+        let wait: u64 = throttled.headers[header::RETRY_AFTER]
+            .to_str()
+            .expect("text")
+            .parse()
+            .expect("seconds");
+        assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+        assert!(throttled.text.contains("Too many failed sign-ins"));
+        assert!(throttled.headers.get(header::SET_COOKIE).is_none());
+    }
+    // The same host over another connection (another port) is the same client; another
+    // address is not held back.
+    let other_port: SocketAddr = "192.0.2.10:50001".parse().expect("address");
+    let again = browser.post_form(&right, Some(other_port)).await;
+    assert_eq!(again.status, StatusCode::TOO_MANY_REQUESTS);
+    let neighbour_in = browser.post_form(&right, Some(neighbour)).await;
+    assert_eq!(neighbour_in.status, StatusCode::OK);
+    let neighbour_wrong = browser.post_form(wrong, Some(neighbour)).await;
+    assert_eq!(neighbour_wrong.status, StatusCode::UNAUTHORIZED);
+    browser.assert_token_never_shown();
+}
+
+#[tokio::test]
+async fn a_throttled_address_may_sign_in_again_once_its_failures_are_old() {
+    let limit = SignInLimit {
+        failures: 2,
+        window: Duration::from_millis(300),
+    };
+    let mut browser = server_limited(ORIGIN, SessionTimes::default(), &[], limit);
+    let client: SocketAddr = "[2001:db8::1]:40000".parse().expect("address");
+    let same_prefix: SocketAddr = "[2001:db8::2]:40000".parse().expect("address");
+    for _ in 0..2 {
+        let answer = browser.post_form("token=trellis_guess", Some(client)).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    }
+    // An IPv6 host holds its whole /64: another address in it is the same client.
+    let throttled = browser
+        .post_form(&format!("token={TOKEN}"), Some(same_prefix))
+        .await;
+    assert_eq!(throttled.status, StatusCode::TOO_MANY_REQUESTS);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let signed_in = browser
+        .post_form(&format!("token={TOKEN}"), Some(client))
+        .await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{}", signed_in.text);
+    browser.assert_token_never_shown();
 }

@@ -17,6 +17,7 @@ import type {
 
 import * as normalize from "./normalize";
 import { takePrefetched } from "./prefetch";
+import { onTeamServer, signInAgain } from "./server";
 
 const API = "/api/v1";
 
@@ -42,6 +43,8 @@ export function pageToken(): string {
 }
 
 async function readProblem(response: Response): Promise<ApiError> {
+  // On a team server a 401 is a session that ended: sign in again, then come back here.
+  if (response.status === 401 && onTeamServer()) signInAgain();
   let problem: Partial<Problem> = {};
   try {
     problem = (await response.json()) as Partial<Problem>;
@@ -81,6 +84,15 @@ export async function sendJson<T>(method: "POST" | "PUT" | "DELETE", path: strin
 }
 
 export { getJson };
+
+/**
+ * Asks whether this page's session is still live (an event stream that broke cannot tell a
+ * 401 from a network failure); a session that ended sends the page to sign in again.
+ */
+export async function checkSession(): Promise<void> {
+  if (!onTeamServer()) return;
+  await getJson<unknown>("/runs?limit=1").catch(() => undefined);
+}
 
 async function postJson<T>(path: string, body: unknown): Promise<T> {
   const response = await fetch(`${API}${path}`, {

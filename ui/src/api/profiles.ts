@@ -1,5 +1,7 @@
 // Calls of the profile routes (`/profiles`), the built-in worker registry and starting a run
-// of a saved profile: what the profile editor needs beside the run API's reads.
+// (of a saved profile on `trellis ui`, of the run itself on a team server): what the profile
+// editor needs beside the run API's reads.
+import type { TeamSubmission } from "../author/submission";
 import { getJson, sendJson } from "./client";
 
 /** A profile's definition: its own graph (or a template), default input and plan. */
@@ -60,5 +62,8 @@ export const profilesApi = {
   remove: (name: string, revision: number) =>
     sendJson<{ name: string; revision: number }>("DELETE", `${named(name)}?revision=${revision}`),
   workers: () => getJson<BuiltinWorker[]>("/workers"),
+  /** A run of a saved profile, on `trellis ui`. */
   start: (request: StartRequest) => sendJson<{ runId: string; created: boolean }>("POST", "/runs", request),
+  /** A run on a team server (`trellis serve`), whose `POST /runs` takes the run itself. */
+  submit: (submission: TeamSubmission) => sendJson<{ runId: string; created: boolean }>("POST", "/runs", submission),
 };

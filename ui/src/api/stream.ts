@@ -4,6 +4,8 @@
 // gives up (the server was down and answered with an error), this opens a new one with
 // `?after=CURSOR` so no event is lost or repeated.
 
+import { checkSession } from "./client";
+
 export interface StreamHandlers<T> {
   /** Each data event, parsed; `cursor` is its SSE id. */
   onEvent: (event: T, cursor: string | undefined) => void;
@@ -64,7 +66,9 @@ export function subscribe<T>(options: StreamOptions, handlers: StreamHandlers<T>
     current.onerror = () => {
       handlers.onStateChange?.(false);
       if (current.readyState === EventSource.CLOSED && !closed) {
-        // The browser stopped retrying: reconnect ourselves, resuming from the cursor.
+        // The browser stopped retrying: reconnect ourselves, resuming from the cursor (unless
+        // the session ended, which sends the page to sign in).
+        if (failures === 0) void checkSession();
         const delay = RECONNECT_DELAY_MS[Math.min(failures, RECONNECT_DELAY_MS.length - 1)];
         failures += 1;
         retryTimer = setTimeout(open, delay);

@@ -3,10 +3,7 @@
 // nothing is shown there.
 import { useState } from "react";
 import { pageToken } from "../api/client";
-
-function signedInAs(): string | undefined {
-  return document.querySelector<HTMLMetaElement>('meta[name="trellis-user"]')?.content || undefined;
-}
+import { signedInAs } from "../api/server";
 
 export function SessionBar() {
   const [name] = useState(signedInAs);

@@ -1,14 +1,18 @@
 // Starting a run of the profile: its input (saved as the profile's default input, which a save
 // is admitted with), where it works and its title, and the runtime settings (harness, provider,
 // model, effort, budget, a command per node) saved as the profile's plan. Starting saves
-// pending changes first; the run opens in the run view.
+// pending changes first; then `trellis ui` starts the saved profile, while a team server is sent
+// the run itself (graph, input and plan as saved, a fresh submission key); the run opens in the
+// run view.
 import { useId, useMemo, useState } from "react";
 import { profilesApi, type ProfileDefinition } from "../api/profiles";
+import { onTeamServer } from "../api/server";
 import { navigate } from "../app/hooks";
 import { describeFailure } from "../run/errors";
 import { isObject, walkNodes } from "./document";
 import { CommitField, SelectField } from "./fields";
 import { EFFORTS, HARNESSES, PROVIDERS, readSettings, writePlan, type Settings } from "./plan";
+import { newSubmissionKey, teamSubmission } from "./submission";
 
 interface Props {
   name: string;
@@ -47,6 +51,7 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
   const [failure, setFailure] = useState<string | undefined>();
   const workspaceId = useId();
   const titleId = useId();
+  const [team] = useState(onTeamServer);
 
   const change = (patch: Partial<Settings>) => {
     const next = { ...settings, ...patch };
@@ -83,11 +88,13 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
     setStarting(true);
     try {
       if (dirty && !(await save())) return;
-      const answer = await profilesApi.start({
-        profile: name,
-        ...(title.trim() ? { title: title.trim() } : {}),
-        ...(workspace.trim() ? { workspace: workspace.trim() } : {}),
-      });
+      const answer = team
+        ? await profilesApi.submit(teamSubmission(definition, newSubmissionKey(), title.trim() || undefined, workspace.trim() || undefined))
+        : await profilesApi.start({
+            profile: name,
+            ...(title.trim() ? { title: title.trim() } : {}),
+            ...(workspace.trim() ? { workspace: workspace.trim() } : {}),
+          });
       navigate(`/runs/${answer.runId}`);
     } catch (error) {
       setFailure(`Not started: ${describeFailure(error)}`);
@@ -113,7 +120,9 @@ export function RunBar({ name, definition, apply, save, dirty, valid }: Props) {
           );
         })}
         <div className="form-row">
-          <label htmlFor={workspaceId}>Workspace (absolute; empty: where trellis ui runs)</label>
+          <label htmlFor={workspaceId}>
+            {team ? "Workspace (a name under the server's workspaces; empty: a new one)" : "Workspace (absolute; empty: where trellis ui runs)"}
+          </label>
           <input id={workspaceId} value={workspace} data-testid="run-workspace" onChange={(event) => setWorkspace(event.target.value)} />
         </div>
         <div className="form-row">

@@ -1,6 +1,8 @@
 // A team server in the browser: a real `trellis serve` on loopback; the browser is sent to the
-// sign-in page, pastes its token, gets a session, starts a software-change run there (bound to
-// the offline command workers) and watches it succeed, then signs out. The token is a canary:
+// sign-in page, pastes its token, gets a session, makes a profile from the software-change
+// template in the editor (bound to the offline command workers), starts it with "Save and
+// start" and watches the run succeed; a page whose session ended goes to sign in and comes
+// back where it was; then it signs out. The token is a canary:
 // it must not reach the page, the browser's storage, the server's output or any file.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -40,6 +42,13 @@ function waitForListening(child: ChildProcess): Promise<{ publicOrigin: string }
     child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
     child.on("exit", (code) => reject(new Error(`trellis serve exited (${code}): ${output}`)));
   });
+}
+
+/** Fills a field that commits when left, and leaves it. */
+async function commitField(testId: string, value: string) {
+  const field = page.getByTestId(testId);
+  await field.fill(value);
+  await field.blur();
 }
 
 /** Every file under `dir` (the server's home, ledger and workspaces). */
@@ -113,46 +122,106 @@ describe("a team server in the browser", () => {
     expect(cookies[0]).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" });
     expect(cookies[0]?.value).not.toContain(TOKEN);
 
-    // Start a run from the signed-in page, as the page's own requests do (session + page token).
+    // A profile made in the editor from the software-change template, bound to the offline
+    // command workers; "Save and start" saves it on the server and submits the run there.
+    await page.goto(`${origin}/#/profiles`);
+    await page.getByTestId("new-profile-name").fill("greeter");
+    await page.getByTestId("new-profile-source").selectOption("software-change");
+    await page.getByTestId("create-profile").click();
+    await page.locator('[data-testid="editor"][data-profile="greeter"]').waitFor();
+    await expect.poll(() => page.getByTestId("validation-status").getAttribute("data-status"), { timeout: 15_000 }).toBe("verified");
+    await page.getByText("Runtime settings").click();
+    await commitField("command-worker", `python3 ${join(OFFLINE, "worker.py")}`);
+    await commitField("command-acceptance", `python3 ${join(OFFLINE, "review.py")} acceptance`);
+    await commitField("command-code", `python3 ${join(OFFLINE, "review.py")} code`);
+    await commitField("run-input-task", "Say hello in greeting.txt");
+    // The workspace is a name under the server's workspaces, not a path of this machine.
+    expect(await page.getByText("a name under the server's workspaces").count()).toBe(1);
+    await page.getByTestId("run-title").fill("Greeting from the browser");
+    const submissions: unknown[] = [];
+    page.on("request", (request) => {
+      if (request.method() === "POST" && new URL(request.url()).pathname === "/api/v1/runs") submissions.push(request.postDataJSON());
+    });
+    const start = page.getByTestId("start-run");
+    expect(await start.textContent()).toBe("Save and start");
+    await start.click();
+    await page.waitForURL(/#\/runs\/[^/]+$/);
+    const runId = decodeURIComponent(/#\/runs\/([^/]+)$/.exec(page.url())?.[1] ?? "");
+
+    // Saved on the server first, then submitted in the team server's shape under a fresh key.
+    const stored = await page.evaluate(async () => (await fetch("/api/v1/profiles/greeter")).json());
     const plan = {
-      nodes: {
-        worker: { kind: "command", command: ["python3", join(OFFLINE, "worker.py")] },
-        acceptance: { kind: "command", command: ["python3", join(OFFLINE, "review.py"), "acceptance"] },
-        code: { kind: "command", command: ["python3", join(OFFLINE, "review.py"), "code"] },
+      exact: {
+        nodes: {
+          worker: { kind: "command", command: ["python3", join(OFFLINE, "worker.py")] },
+          acceptance: { kind: "command", command: ["python3", join(OFFLINE, "review.py"), "acceptance"] },
+          code: { kind: "command", command: ["python3", join(OFFLINE, "review.py"), "code"] },
+        },
       },
     };
-    const started = await page.evaluate(async (body) => {
-      const token = document.querySelector<HTMLMetaElement>('meta[name="trellis-token"]')?.content ?? "";
-      const response = await fetch("/api/v1/runs", {
-        method: "POST",
-        headers: { "Content-Type": "application/json", "X-Trellis-Token": token },
-        body: JSON.stringify(body),
-      });
-      return { status: response.status, body: await response.text() };
-    }, {
-      title: "Greeting from the browser",
-      template: { name: "software-change", delivery: "none" },
-      task: "Say hello in greeting.txt",
-      plan: { exact: plan },
-    });
-    expect(started.status, started.body).toBe(201);
-    const runId = (JSON.parse(started.body) as { runId: string }).runId;
+    expect(stored).toMatchObject({ name: "greeter", definition: { input: { task: "Say hello in greeting.txt" }, plan } });
+    expect(submissions).toHaveLength(1);
+    const [submission] = submissions as Record<string, unknown>[];
+    expect(submission).toMatchObject({ title: "Greeting from the browser", input: { task: "Say hello in greeting.txt" }, plan });
+    expect(submission?.submissionKey).toMatch(/^ui-[0-9a-f]{32}$/);
+    expect(submission?.graph).toEqual((stored as { definition: { graph: unknown } }).definition.graph);
+    expect(submission).not.toHaveProperty("profile");
 
-    // The same request without the page token is refused.
+    // The run view the button opened watches the run succeed.
+    await waitForRunStatus(page, "succeeded", 90_000);
+    await page.locator(".react-flow__node").first().waitFor();
+    expect(await page.locator("h1").first().textContent()).toContain("Greeting from the browser");
+    await page.goto(`${origin}/#/`);
+    await page.getByText("Greeting from the browser").first().waitFor();
+    expect(runId).not.toBe("");
+
+    // A state change without the page token is refused.
     const forged = await page.evaluate(async () => {
       const response = await fetch("/api/v1/prune", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
       return response.status;
     });
     expect(forged).toBe(403);
-
-    await page.goto(`${origin}/#/`);
-    await page.getByText("Greeting from the browser").first().waitFor();
-    await page.goto(`${origin}/#/runs/${runId}`);
-    await waitForRunStatus(page, "succeeded", 90_000);
-    await page.locator(".react-flow__node").first().waitFor();
     expect(await page.content()).not.toContain(TOKEN);
-    const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }));
-    expect(stored).not.toContain(TOKEN);
+    const kept = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }));
+    expect(kept).not.toContain(TOKEN);
+  });
+
+  test("a page whose session ended goes to sign in and comes back where it was, its edits kept", async () => {
+    await page.goto(`${origin}/#/profiles/greeter`);
+    await page.locator('[data-testid="editor"][data-profile="greeter"]').waitFor();
+    const revision = await page.getByTestId("revision").textContent();
+    await page.getByTestId("outline-code").getByRole("button").first().click();
+    await commitField("node-instructions", "Review the code once more, briefly.");
+    // The edit's validation (and the node panel's probe) answered; nothing else is asked.
+    await expect.poll(() => page.getByTestId("validation-status").getAttribute("data-status"), { timeout: 15_000 }).toBe("verified");
+    await page.waitForLoadState("networkidle");
+
+    // The session ends on the server (as at its idle time) while the browser keeps its cookie.
+    const [session] = await browser.context.cookies(origin);
+    const ended = await page.evaluate(async () => {
+      const token = document.querySelector<HTMLMetaElement>('meta[name="trellis-token"]')?.content ?? "";
+      const response = await fetch("/signout", { method: "POST", headers: { "Content-Type": "application/json", "X-Trellis-Token": token }, body: "{}" });
+      return response.status;
+    });
+    expect(ended).toBe(200);
+    if (session) await browser.context.addCookies([session]);
+    expect(page.url()).toBe(`${origin}/#/profiles/greeter`);
+
+    // Saving is answered 401: the page goes to sign in, remembering its route.
+    await page.getByTestId("save").click();
+    await page.waitForURL(`${origin}/signin?next=${encodeURIComponent("/#/profiles/greeter")}`);
+    await page.getByLabel("API token").fill(TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${origin}/#/profiles/greeter`);
+    await page.locator('[data-testid="editor"][data-profile="greeter"]').waitFor();
+    // The unsaved edit was kept in the browser and is restored; saving it now works.
+    await page.getByTestId("draft-restored").waitFor();
+    expect(await page.getByTestId("editor").getAttribute("data-dirty")).toBe("true");
+    await page.getByTestId("save").click();
+    await expect.poll(() => page.getByTestId("revision").textContent()).toMatch(/^revision \d+$/);
+    expect(await page.getByTestId("revision").textContent()).not.toBe(revision);
+    const saved = await page.evaluate(async () => JSON.stringify(await (await fetch("/api/v1/profiles/greeter")).json()));
+    expect(saved).toContain("Review the code once more, briefly.");
   });
 
   test("signing out ends the session", async () => {

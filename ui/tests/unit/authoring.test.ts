@@ -28,6 +28,7 @@ import {
 } from "../../src/author/document";
 import { commit, redo, startHistory, undo } from "../../src/author/history";
 import { readSettings, splitCommand, writePlan } from "../../src/author/plan";
+import { newSubmissionKey, teamSubmission } from "../../src/author/submission";
 import { exportText, importText } from "../../src/author/JsonView";
 import { probeDocument, provenIndices } from "../../src/author/available";
 import { graphSpecModel } from "../../src/graph/graphspec";
@@ -173,6 +174,23 @@ describe("history, plans and JSON", () => {
     const changed = writePlan({ ...readSettings(previous), model: "b" }, ["worker"], previous);
     expect(changed).toEqual({ uniform: { harness: "claude", provider: "anthropic", model: "b", connections: { anthropic: ["KEY"] }, sessionScope: "node_instance" } });
     expect(readSettings({ uniform: { kind: "command", command: ["./run", "x y"] } }, ["a", "b"]).commands).toEqual({ a: "./run 'x y'", b: "./run 'x y'" });
+  });
+
+  test("a team server is sent the saved graph, input and plan under a fresh key", () => {
+    const graph = template("software-change");
+    const plan = { exact: { nodes: { worker: { kind: "command", command: ["python3", "worker.py"] } } } };
+    const definition = { graph, input: { task: "Say hello" }, plan, description: "from the software-change template" };
+    expect(teamSubmission(definition, "ui-1", "Hello", "hello")).toEqual({ submissionKey: "ui-1", title: "Hello", graph, input: { task: "Say hello" }, plan, workspace: "hello" });
+    // Nothing is sent that was not set; a template profile names its template (in the team route's spelling) and task.
+    expect(teamSubmission({ graph }, "ui-2")).toEqual({ submissionKey: "ui-2", graph });
+    expect(teamSubmission({ template: { name: "software-change", delivery: "none", ignorePrFeedback: true }, taskDefault: "Fix it" }, "ui-3")).toEqual({
+      submissionKey: "ui-3",
+      template: { name: "software-change", delivery: "none", ignore_pr_feedback: true },
+      task: "Fix it",
+    });
+    const keys = new Set(Array.from({ length: 50 }, newSubmissionKey));
+    expect(keys.size).toBe(50);
+    for (const key of keys) expect(key).toMatch(/^ui-[0-9a-f]{32}$/);
   });
 
   test("export then import gives back every template, unknown fields included", () => {

@@ -86,7 +86,7 @@ pub async fn serve_with(
     let accepting = async {
         loop {
             registry.make_room().await;
-            let (stream, _peer) = match listener.accept().await {
+            let (stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 // Out of descriptors or a connection reset before it was accepted: wait a
                 // little rather than spin, then go on.
@@ -104,8 +104,16 @@ pub async fn serve_with(
                 let deadline = tokio::time::Instant::now() + limits.header_timeout;
                 match acceptor {
                     None => {
-                        serve_connection(stream, registration, app, limits, body_limits, deadline)
-                            .await;
+                        serve_connection(
+                            stream,
+                            peer,
+                            registration,
+                            app,
+                            limits,
+                            body_limits,
+                            deadline,
+                        )
+                        .await;
                     }
                     Some(acceptor) => {
                         let handshake =
@@ -113,6 +121,7 @@ pub async fn serve_with(
                         if let Ok(Ok(stream)) = handshake {
                             serve_connection(
                                 stream,
+                                peer,
                                 registration,
                                 app,
                                 limits,
@@ -132,10 +141,12 @@ pub async fn serve_with(
     }
 }
 
-/// One connection, until it ends, its first request head misses `deadline`, or the registry
-/// closes it to make room.
+/// One connection from `peer`, until it ends, its first request head misses `deadline`, or the
+/// registry closes it to make room. Its requests carry the peer's address as axum's
+/// [`ConnectInfo`](axum::extract::ConnectInfo) (the sign-in throttle counts failures by it).
 async fn serve_connection<IO>(
     io: IO,
+    peer: std::net::SocketAddr,
     registration: Registration,
     app: Router,
     limits: Limits,
@@ -151,6 +162,9 @@ async fn serve_connection<IO>(
             connection.mark_started();
             request.extensions_mut().insert(Arc::clone(&connection));
             request.extensions_mut().insert(Arc::clone(&body_limits));
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
             let app = app.clone();
             async move {
                 let answer = app.oneshot(request.map(axum::body::Body::new)).await;

@@ -1,13 +1,15 @@
 //! People on a team server (`trellis serve`) in a browser: a sign-in page where a bearer token
 //! is exchanged for a session cookie ([`BrowserSignIn`]), exact `Host` and `Origin` checks
-//! against the server's public origin ([`origin`]), the in-memory sessions ([`sessions`]) and
-//! the pages and answers of signing in and out ([`pages`]). The token itself is read once, from
+//! against the server's public origin ([`origin`]), the in-memory sessions ([`sessions`]), the
+//! throttle on failed sign-ins ([`throttle`]) and the pages and answers of signing in and out
+//! ([`pages`]). The token itself is read once, from
 //! the sign-in form, and never kept, logged or written into a page: the session holds only the
 //! token's name.
 
 pub mod origin;
 pub(crate) mod pages;
 pub mod sessions;
+pub mod throttle;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 
@@ -15,6 +17,7 @@ use crate::bearer::BearerTokens;
 use crate::problem::Problem;
 pub use origin::{OriginError, PublicOrigin};
 pub use sessions::{SessionTimes, SessionView, Sessions};
+pub use throttle::{ClientKey, FailedSignIns, SignInLimit};
 
 /// The browser side of a team server: its public origin, sessions and embedding parents.
 #[derive(Debug)]
@@ -23,6 +26,7 @@ pub struct BrowserSignIn {
     sessions: Sessions,
     cookie_name: String,
     embed_origins: Vec<PublicOrigin>,
+    failed_sign_ins: FailedSignIns,
 }
 
 impl BrowserSignIn {
@@ -40,7 +44,18 @@ impl BrowserSignIn {
             sessions: Sessions::new(times),
             cookie_name,
             embed_origins: Vec::new(),
+            failed_sign_ins: FailedSignIns::new(SignInLimit::default()),
         }
+    }
+
+    /// The same, allowing each client address `limit`'s failed sign-ins per window.
+    pub fn with_sign_in_limit(mut self, limit: SignInLimit) -> Self {
+        self.failed_sign_ins = FailedSignIns::new(limit);
+        self
+    }
+
+    pub fn failed_sign_ins(&self) -> &FailedSignIns {
+        &self.failed_sign_ins
     }
 
     /// The same, letting pages at `origins` embed the run view (`/embed.html`).

@@ -1,7 +1,8 @@
 //! The answers of signing in and out of a team server in a browser: the sign-in page (a plain
-//! form, no script), the exchange of a pasted token for a session cookie, signing out, and the
-//! one-time sign-in links a bearer client makes (`trellis ui --target`). No answer ever holds
-//! the token: a refused one is not quoted back.
+//! form, no script, which brings the browser back to the page it came from), the exchange of a
+//! pasted token for a session cookie (throttled per client address after failures), signing
+//! out, and the one-time sign-in links a bearer client makes (`trellis ui --target`). No answer
+//! ever holds the token: a refused one is not quoted back.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::BrowserSignIn;
+use super::throttle::ClientKey;
 use crate::bearer::{BearerTokens, MAX_TOKEN_BYTES};
 use crate::problem::Problem;
 use crate::session::LAUNCH_PREFIX;
@@ -22,16 +24,61 @@ const SIGNIN_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inli
 /// three when encoded).
 pub(crate) const MAX_SIGNIN_FORM_BYTES: usize = MAX_TOKEN_BYTES * 3 + 64;
 
+/// The longest page a sign-in may bring the browser back to.
+const MAX_NEXT_BYTES: usize = 512;
+
 #[derive(Deserialize)]
 struct SignInForm {
     token: String,
+    #[serde(default)]
+    next: Option<String>,
 }
 
-/// `GET /signin`: the form (`message` says why it is shown again).
-pub(crate) fn signin_page(status: StatusCode, message: Option<&str>) -> Response {
+/// Where a sign-in may bring the browser back to: a path of this server (`/`, `/#/runs/ID`),
+/// never another site (`//host`, `/\host`) nor anything needing more than plain URL
+/// characters. None: the runs.
+pub(crate) fn return_path(next: Option<&str>) -> Option<&str> {
+    let next = next?;
+    let plain = next
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || b"/-._~%#?=&+:@".contains(&byte));
+    let local = next.starts_with('/') && !next.starts_with("//");
+    (plain && local && next.len() <= MAX_NEXT_BYTES).then_some(next)
+}
+
+/// The page to come back to that the query of `GET /signin?next=PATH` names, if any.
+pub(crate) fn next_of_query(query: Option<&str>) -> Option<String> {
+    let fields = form_fields(query.unwrap_or_default().as_bytes());
+    return_path(fields.get("next").and_then(|next| next.as_str())).map(str::to_owned)
+}
+
+/// `GET /signin`: the form (`message` says why it is shown again; `next` is where a sign-in
+/// brings the browser back to).
+pub(crate) fn signin_page(
+    status: StatusCode,
+    message: Option<&str>,
+    next: Option<&str>,
+) -> Response {
     let notice = message
         .map(|text| format!(r#"<p role="alert" class="notice">{}</p>"#, escape(text)))
         .unwrap_or_default();
+    let next = return_path(next);
+    let back = next
+        .map(|next| {
+            format!(
+                r#"<input type="hidden" name="next" value="{}" />"#,
+                escape(next)
+            )
+        })
+        .unwrap_or_default();
+    // Signed in meanwhile (in another tab): straight back, past the form.
+    let already = match next {
+        Some(next) => format!(
+            r#"<a href="{}">Already signed in? Go back</a>"#,
+            escape(next)
+        ),
+        None => r#"<a href="/">Already signed in? Open the runs</a>"#.to_owned(),
+    };
     let page = format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8" />
 <meta name="viewport" content="width=device-width, initial-scale=1" />
@@ -50,11 +97,11 @@ button {{ margin-top: 1rem; padding: .5rem 1.2rem; font: inherit; border: 0; bor
 <h1>Sign in to Trellis</h1>{notice}
 <form method="post" action="/signin">
 <label for="token">API token</label>
-<input id="token" name="token" type="password" autocomplete="off" spellcheck="false" required autofocus />
+<input id="token" name="token" type="password" autocomplete="off" spellcheck="false" required autofocus />{back}
 <button type="submit">Sign in</button>
 </form>
 <p class="hint">Paste the token you were given (<code>trellis serve token create</code> makes one). It is checked once and not kept: this browser gets a session that ends when you sign out or after a while.</p>
-<p class="hint"><a href="/">Already signed in? Open the runs</a></p>
+<p class="hint">{already}</p>
 </main></body></html>"#
     );
     let mut response = (status, page).into_response();
@@ -79,10 +126,13 @@ button {{ margin-top: 1rem; padding: .5rem 1.2rem; font: inherit; border: 0; bor
     response
 }
 
-/// `POST /signin` (a form with `token`): a session and on to `/`, or the form again.
+/// `POST /signin` (a form with `token` and maybe `next`): a session and on to `next` (else
+/// `/`), or the form again — `429` with `Retry-After`, the token unread, while `client` is
+/// past its failed sign-ins.
 pub(crate) fn sign_in(
     browser: &BrowserSignIn,
     tokens: &BearerTokens,
+    client: ClientKey,
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response {
@@ -98,19 +148,45 @@ pub(crate) fn sign_in(
         return signin_page(
             StatusCode::BAD_REQUEST,
             Some("Sign in with the form on this page."),
+            None,
         );
     }
     // The form's own rejection text is not used: it is not for people, and could quote input.
-    let token = serde_json::from_value::<SignInForm>(form_fields(body))
-        .map(|form| form.token)
+    let (token, next) = serde_json::from_value::<SignInForm>(form_fields(body))
+        .map(|form| (form.token, form.next))
         .unwrap_or_default();
+    let next = return_path(next.as_deref());
+    // Checked before the token is: a throttled client learns nothing about its guess.
+    if let Err(wait) = browser.failed_sign_ins().check(client) {
+        return throttled(wait, next);
+    }
     let Some(identity) = tokens.identify(token.trim().as_bytes()) else {
+        browser.failed_sign_ins().record(client);
         return signin_page(
             StatusCode::UNAUTHORIZED,
             Some("That token is not accepted by this server."),
+            next,
         );
     };
-    start_session(browser, identity, "/")
+    start_session(browser, identity, next.unwrap_or("/"))
+}
+
+/// The form again, `429` with `Retry-After`: too many failed sign-ins from this address.
+fn throttled(wait: std::time::Duration, next: Option<&str>) -> Response {
+    // Whole seconds, rounded up, at least one.
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let seconds = seconds.max(1);
+    let mut response = signin_page(
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(&format!(
+            "Too many failed sign-ins from this address: try again in {seconds} seconds."
+        )),
+        next,
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
 }
 
 /// The fields of a URL-encoded form as a JSON object of strings (the last of a repeated name).
@@ -157,6 +233,7 @@ fn start_session(browser: &BrowserSignIn, identity: &str, next: &str) -> Respons
             return signin_page(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Some("The server could not make a session (no randomness); try again."),
+                None,
             );
         }
     };
@@ -170,6 +247,7 @@ fn start_session(browser: &BrowserSignIn, identity: &str, next: &str) -> Respons
 /// A page that moves on to `next` at once (a same-origin navigation, unlike a redirect from a
 /// link opened elsewhere, so the `SameSite=Strict` cookie is sent with it).
 fn moving_on(next: &str) -> Response {
+    let next = escape(next);
     let page = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\" />\
          <meta http-equiv=\"refresh\" content=\"0; url={next}\" /><title>Trellis</title></head>\
@@ -227,6 +305,7 @@ pub(crate) fn launch(browser: &BrowserSignIn, offered: &str) -> Response {
         None => signin_page(
             StatusCode::FORBIDDEN,
             Some("This sign-in link was already used, has expired or is not this server's."),
+            None,
         ),
     }
 }
@@ -250,5 +329,31 @@ mod tests {
         assert_eq!(fields["other"], "1");
         assert_eq!(fields["token2"], "");
         assert!(form_fields(b"token=%zz")["token"].is_null());
+    }
+
+    #[test]
+    fn a_sign_in_comes_back_only_to_a_page_of_this_server() {
+        for next in ["/", "/#/profiles/greeter", "/#/runs/abc?x=1&y=2"] {
+            assert_eq!(return_path(Some(next)), Some(next));
+        }
+        for next in [
+            "",
+            "https://evil.example/",
+            "//evil.example/",
+            "/\\evil.example",
+            "/#/x\"onload=\"",
+            "/#/<script>",
+            "/#/a b",
+            "javascript:alert(1)",
+        ] {
+            assert_eq!(return_path(Some(next)), None, "{next}");
+        }
+        assert_eq!(return_path(Some(&format!("/#/{}", "a".repeat(600)))), None);
+        assert_eq!(
+            next_of_query(Some("next=%2F%23%2Fprofiles%2Fgreeter")).as_deref(),
+            Some("/#/profiles/greeter")
+        );
+        assert_eq!(next_of_query(Some("next=%2F%2Fevil.example")), None);
+        assert_eq!(next_of_query(None), None);
     }
 }

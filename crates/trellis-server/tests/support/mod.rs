@@ -3,6 +3,8 @@
 // Each test file uses part of this.
 #![allow(dead_code)]
 
+pub mod browser;
+
 use std::path::Path;
 use std::sync::Arc;
 
