@@ -171,11 +171,15 @@ pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> 
 }
 
 /// The request with every path made absolute against the current directory, so the stored
-/// submission means the same to a controller started elsewhere.
+/// submission means the same to a controller started elsewhere. A path that exists is named
+/// by its real path: `ws/../flow` would not resolve inside a sandbox that shows `flow` but not
+/// `ws`.
 fn absolute_paths(mut request: GapRunRequest) -> Result<GapRunRequest, AdmissionError> {
     let absolute = |path: &Path| {
-        std::path::absolute(path).map_err(|e| {
-            AdmissionError::GapOptions(format!("{}: cannot resolve: {e}", path.display()))
+        path.canonicalize().or_else(|_| {
+            std::path::absolute(path).map_err(|e| {
+                AdmissionError::GapOptions(format!("{}: cannot resolve: {e}", path.display()))
+            })
         })
     };
     request.workflow = absolute(&request.workflow)?;
