@@ -336,8 +336,8 @@ fn a_detached_gap_run_on_a_sandboxed_host_is_contained_by_its_controller() {
     assert_contained(&mut world, &flow);
 }
 
-/// A sandboxed run whose directory holds the user's home would make it writable: refused
-/// before anything runs.
+/// A sandboxed run whose directory holds the user's home would make it writable, and a
+/// workflow folder holding it would show it: both refused before anything runs.
 #[test]
 fn a_sandboxed_gap_run_from_a_directory_holding_the_home_is_refused() {
     if !bwrap_installed() {
@@ -362,6 +362,20 @@ fn a_sandboxed_gap_run_from_a_directory_holding_the_home_is_refused() {
         "{out:#?}"
     );
     assert!(!base.join("reach-script.txt").exists());
+
+    // A workflow whose folder holds the home would show it: refused too.
+    let holder = base.join("workflow.json");
+    std::fs::copy(world.flow.join("workflow.json"), &holder).expect("workflow");
+    let out = world.trellis(&[
+        "run",
+        &holder.display().to_string(),
+        "--isolation",
+        "sandbox",
+        "--json",
+    ]);
+    assert_ne!(out.code, Some(0), "{out:#?}");
+    assert!(out.stderr.contains("which holds"), "{out:#?}");
+    assert!(out.stderr.contains("user-home"), "{out:#?}");
 }
 
 /// `trellis serve` runs steps sandboxed by default: a GaP run it resumes runs its bodies in

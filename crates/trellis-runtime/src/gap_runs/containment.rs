@@ -13,8 +13,9 @@ use crate::control::isolation::host_sandbox;
 use crate::shared::error::RuntimeError;
 
 /// Contains `run`'s bodies when `isolation` asks for the sandbox, in `workspace` (the directory
-/// they run in). A workspace that holds the user's home or the Trellis home is refused: it
-/// would be writable inside, and with it everything the sandbox hides.
+/// they run in). A workspace that holds the user's home or the Trellis home is refused (it
+/// would be writable inside, and with it everything the sandbox hides), as is a workflow tree
+/// that holds either (it would be readable).
 pub(crate) fn contain(
     run: &mut GapRun,
     isolation: Isolation,
@@ -27,31 +28,45 @@ pub(crate) fn contain(
     let real_home = std::env::var_os("HOME")
         .filter(|home| !home.is_empty())
         .map(PathBuf::from);
-    let exposes = |hidden: &Path| {
-        let hidden = hidden
-            .canonicalize()
-            .unwrap_or_else(|_| hidden.to_path_buf());
-        hidden.starts_with(workspace)
-    };
-    if let Some(hidden) = real_home
+    let hidden: Vec<PathBuf> = real_home
         .iter()
         .map(PathBuf::as_path)
         .chain([trellis_home])
-        .find(|hidden| exposes(hidden))
-    {
-        return Err(RuntimeError::NotSubmittable(format!(
-            "a GaP run under --isolation sandbox writes the directory it runs in ({}), which \
-             holds {}: run it from the directory its scripts work in",
+        .map(|tree| tree.canonicalize().unwrap_or_else(|_| tree.to_path_buf()))
+        .collect();
+    let holding = |tree: &Path| {
+        let tree = tree.canonicalize().unwrap_or_else(|_| tree.to_path_buf());
+        hidden
+            .iter()
+            .find(|hidden| hidden.starts_with(&tree))
+            .cloned()
+    };
+    if let Some(held) = holding(workspace) {
+        return Err(refusal(format!(
+            "writes the directory it runs in ({}), which holds {}: run it from the directory \
+             its scripts work in",
             workspace.display(),
-            hidden.display()
+            held.display()
+        )));
+    }
+    let trees = workflow_trees(run);
+    if let Some((tree, held)) = trees.iter().find_map(|tree| Some((tree, holding(tree)?))) {
+        return Err(refusal(format!(
+            "reads {}, which holds {}: keep the workflow, its skills and tools outside it",
+            tree.display(),
+            held.display()
         )));
     }
     // GaP workflows have no runtime plan: their bodies keep the network, as agents do.
     let sandbox = host_sandbox(Network::On, trellis_home)?;
-    let containment = GapContainment::new(sandbox, workspace.to_path_buf(), real_home)
-        .reading(workflow_trees(run));
+    let containment =
+        GapContainment::new(sandbox, workspace.to_path_buf(), real_home).reading(trees);
     run.options.python = run.options.python.clone().contained(containment);
     Ok(())
+}
+
+fn refusal(what: String) -> RuntimeError {
+    RuntimeError::NotSubmittable(format!("a GaP run under --isolation sandbox {what}"))
 }
 
 /// What the bridge reads of the workflow: its folder, skill bundles, the folders of tool
