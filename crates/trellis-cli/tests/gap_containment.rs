@@ -2,8 +2,9 @@
 //! tool try to write outside the directory they run in (the workflow's own folder included),
 //! read a canary in the invoking user's home, read the Trellis home, and signal a process
 //! outside. Under the sandbox all of it fails while their own edits land and the run succeeds
-//! — run in the foreground, by a detached controller, and resumed through `trellis serve`
-//! (sandboxed by default); without it the same script reaches the canary. Needs `bwrap`.
+//! — run in the foreground, by a detached controller, resumed (the run records its sandbox)
+//! and resumed through `trellis serve` (sandboxed by default); without it the same script
+//! reaches the canary. Needs `bwrap`.
 
 mod support;
 
@@ -328,6 +329,34 @@ fn a_detached_gap_run_on_a_sandboxed_host_is_contained_by_its_controller() {
     assert_eq!(out.code, Some(0), "{out:#?}");
     let run = world.only_run();
     let finished = world.wait_finished(&run);
+    assert_eq!(
+        finished["status"]["terminalResult"]["status"], "succeeded",
+        "{finished}"
+    );
+    let flow = world.flow.clone();
+    assert_contained(&mut world, &flow);
+}
+
+/// A sandboxed GaP run records that it is: `trellis resume` (no flag, no sandboxed host)
+/// starts a successor whose controller contains its bodies all the same.
+#[test]
+fn a_resumed_sandboxed_gap_run_stays_in_the_sandbox() {
+    if !bwrap_installed() {
+        return;
+    }
+    let mut world = World::new(true);
+    let flow = world.flow_arg();
+    // The first run stops at the gate (no `ready` in the workspace), before any probe.
+    let out = world.trellis(&["run", &flow, "--isolation", "sandbox", "--json"]);
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let run = world.only_run();
+    std::fs::write(world.flow.join("ready"), "").expect("ready");
+    let receipt = world
+        .trellis(&["resume", &run, "--detach", "--json"])
+        .success()
+        .json();
+    let successor = receipt["runId"].as_str().expect("successor").to_owned();
+    let finished = world.wait_finished(&successor);
     assert_eq!(
         finished["status"]["terminalResult"]["status"], "succeeded",
         "{finished}"

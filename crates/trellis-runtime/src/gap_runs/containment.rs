@@ -12,8 +12,8 @@ use super::admission::GapRun;
 use crate::control::isolation::host_sandbox;
 use crate::shared::error::RuntimeError;
 
-/// Contains `run`'s bodies when `isolation` asks for the sandbox, in `workspace` (the directory
-/// they run in). A workspace that holds the user's home or the Trellis home is refused (it
+/// Contains `run`'s bodies when `isolation` or the run's own record asks for the sandbox, in
+/// `workspace` (the directory they run in). A workspace that holds the user's home or the Trellis home is refused (it
 /// would be writable inside, and with it everything the sandbox hides), as is a workflow tree
 /// that holds either (it would be readable).
 pub(crate) fn contain(
@@ -22,7 +22,7 @@ pub(crate) fn contain(
     workspace: &Path,
     trellis_home: &Path,
 ) -> Result<(), RuntimeError> {
-    if isolation == Isolation::None {
+    if isolation.max(run.isolation) == Isolation::None {
         return Ok(());
     }
     let real_home = std::env::var_os("HOME")
@@ -62,6 +62,7 @@ pub(crate) fn contain(
     let containment =
         GapContainment::new(sandbox, workspace.to_path_buf(), real_home).reading(trees);
     run.options.python = run.options.python.clone().contained(containment);
+    run.isolation = Isolation::Sandbox;
     Ok(())
 }
 
