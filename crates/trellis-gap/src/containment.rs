@@ -107,11 +107,26 @@ fn lexical(path: &Path) -> PathBuf {
     clean
 }
 
-/// The interpreter's own executable (`sys.executable`), asked of it outside the sandbox: a
-/// version manager's shim found on `PATH` (pyenv's) needs its manager's whole tree and
+/// The interpreter's own executable: the file itself when it (or what it links to) is a
+/// native program, else `sys.executable` asked of it outside the sandbox — a version
+/// manager's shim found on `PATH` (pyenv's, a script) needs its manager's whole tree and
 /// variables, which the sandbox does not show. `None` when it cannot say (the bridge then
 /// starts the name as given and reports what failed).
 pub(crate) fn real_interpreter(interpreter: &Path) -> Option<PathBuf> {
+    let found = if interpreter.is_absolute() {
+        Some(interpreter.to_path_buf())
+    } else {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(interpreter))
+            .find(|candidate| candidate.is_file())
+    };
+    // Kept as found, not resolved: a virtual environment's interpreter finds its environment
+    // from the path it was started by.
+    if let Some(found) = found.filter(|file| is_native_program(file)) {
+        return Some(found);
+    }
     let spec = ProcessSpec {
         program: interpreter.to_string_lossy().into_owned(),
         args: vec!["-c".into(), "import sys; print(sys.executable)".into()],
@@ -133,6 +148,14 @@ pub(crate) fn real_interpreter(interpreter: &Path) -> Option<PathBuf> {
     let text = String::from_utf8(report.stdout).ok()?;
     let path = PathBuf::from(text.trim());
     (path.is_absolute() && path.is_file()).then_some(path)
+}
+
+/// Whether `file` (followed through links) starts as an ELF program does.
+fn is_native_program(file: &Path) -> bool {
+    let mut magic = [0_u8; 4];
+    std::fs::File::open(file)
+        .and_then(|mut handle| std::io::Read::read_exact(&mut handle, &mut magic))
+        .is_ok_and(|()| magic == *b"\x7fELF")
 }
 
 /// What an interpreter named by its path needs shown: its installation prefix (a virtual
@@ -230,6 +253,26 @@ mod tests {
         assert!(args.contains("--dir /tmp/home"), "{args}");
         assert!(args.contains("--chdir /w"), "{args}");
         assert!(!args.contains("--ro-bind /home/u "), "{args}");
+    }
+
+    #[test]
+    fn a_native_interpreter_is_kept_as_found_and_a_script_is_asked() {
+        let dir = std::env::temp_dir().join(format!("trellis-gap-interp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let shim = dir.join("python-shim");
+        std::fs::write(&shim, "#!/bin/sh\nexec /no/such/python \"$@\"\n").unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&shim, executable).unwrap();
+        // A script that cannot say where its interpreter is: nothing to name instead.
+        assert_eq!(real_interpreter(&shim), None);
+        // A native program named through a link stays named by the link.
+        let native = std::env::current_exe().unwrap();
+        let link = dir.join("python-link");
+        std::os::unix::fs::symlink(&native, &link).unwrap();
+        assert!(is_native_program(&link));
+        assert_eq!(real_interpreter(&link), Some(link.clone()));
+        assert!(!is_native_program(&shim));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
