@@ -2,8 +2,10 @@
 //! write outside its workspace, read a canary in the invoking user's home and in another run's
 //! workspace, signal a process outside, and list the Trellis home. Under the sandbox all of it
 //! fails while its own edit lands and the run succeeds; without it, the same worker reaches
-//! everything, which is what the sandbox is for. Needs `bwrap` (scripts/test installs
-//! Debian's bubblewrap); without it the sandbox half is a refusal, which is tested too.
+//! everything, which is what the sandbox is for. A `trellis worker --isolation sandbox` host
+//! running a queued execution on PostgreSQL contains it the same way. Needs `bwrap`
+//! (scripts/test installs Debian's bubblewrap); without it the sandbox half is a refusal,
+//! which is tested too.
 
 mod support;
 
@@ -128,6 +130,18 @@ impl World {
     /// Runs the graph in the foreground with `isolation` (`None`: no flag) and `extra` plan
     /// fields; the terminal result and what the worker reached.
     fn run(&self, isolation: Option<&str>, extra: Value, victim: u32) -> (Value, String) {
+        self.run_on(isolation, extra, victim, &[], &[])
+    }
+
+    /// As [`World::run`], with more arguments and environment variables for `trellis run`.
+    fn run_on(
+        &self,
+        isolation: Option<&str>,
+        extra: Value,
+        victim: u32,
+        more_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Value, String) {
         let mut plan = self.plan(victim);
         if let (Some(plan), Some(extra)) = (plan.as_object_mut(), extra.as_object()) {
             plan.extend(extra.clone());
@@ -139,7 +153,8 @@ impl World {
         if let Some(isolation) = isolation {
             args.extend(["--isolation", isolation]);
         }
-        let output = self.trellis(&args);
+        args.extend(more_args);
+        let output = self.trellis_with(&args, env);
         let lines = output.ndjson();
         let mut terminal = lines
             .last()
@@ -149,7 +164,9 @@ impl World {
             && let Some(run) = lines.first().and_then(|l| l["runId"].as_str())
         {
             // What the worker said, for the assertion message.
-            terminal["logs"] = Value::from(self.trellis(&["logs", run]).stdout);
+            let mut logs = vec!["logs", run];
+            logs.extend(more_args);
+            terminal["logs"] = Value::from(self.trellis(&logs).stdout);
         }
         let reach = std::fs::read_to_string(self.sandbox.workspace.join("reach.txt"))
             .unwrap_or_else(|_| panic!("the worker ran and reported\n{output:#?}"));
@@ -160,12 +177,24 @@ impl World {
 impl World {
     /// `trellis ARGS` as the user of this world: its home, `PATH` and Trellis home.
     fn trellis(&self, args: &[&str]) -> support::CliOutput {
+        self.trellis_with(args, &[])
+    }
+
+    /// As [`World::trellis`], with more environment variables.
+    fn trellis_with(&self, args: &[&str], env: &[(&str, &str)]) -> support::CliOutput {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        support::finish(support::start(command), support::COMMAND_TIMEOUT, args)
+    }
+
+    /// `trellis ARGS` as this world's user, not yet started.
+    fn command(&self, args: &[&str]) -> Command {
         let mut command = self.sandbox.command(args);
         command
             .env("HOME", &self.real_home)
             .env("PATH", &self.path)
             .env("TRELLIS_HOME", &self.trellis_home);
-        support::finish(support::start(command), support::COMMAND_TIMEOUT, args)
+        command
     }
 }
 
@@ -260,6 +289,93 @@ fn a_plan_asking_for_the_sandbox_without_network_gets_both() {
     for (what, verdict) in &verdicts {
         assert_eq!(verdict, "blocked", "{what} in the plan's sandbox:\n{reach}");
     }
+    assert!(process_alive(victim.id()), "the victim was signalled");
+    let _ = victim.kill();
+    let _ = victim.wait();
+}
+
+/// A `trellis worker` process, killed when dropped or stopped.
+struct WorkerHost(Option<Child>);
+
+impl WorkerHost {
+    /// Kills it; what it printed on stderr.
+    fn stop(&mut self) -> String {
+        let Some(mut child) = self.0.take() else {
+            return String::new();
+        };
+        let _ = child.kill();
+        child
+            .wait_with_output()
+            .map(|output| String::from_utf8_lossy(&output.stderr).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for WorkerHost {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A queue-dispatched run on PostgreSQL (`TRELLIS_DISPATCH=queue`, the run itself without a
+/// sandbox) executed by `trellis worker --isolation sandbox`: the worker host contains the
+/// hostile command as `run` would, so it reaches nothing but its workspace, and its edit lands.
+#[test]
+fn on_postgresql_a_sandboxed_worker_host_contains_a_queued_command() {
+    if !bwrap_installed() {
+        eprintln!("skipped: bubblewrap is not installed (scripts/test installs it)");
+        return;
+    }
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
+    };
+    let ledger = schema.location_url();
+    let world = World::new();
+    let mut victim = victim();
+    let worker = world
+        .command(&[
+            "worker",
+            "--ledger",
+            &ledger,
+            "--poll-ms",
+            "50",
+            "--isolation",
+            "sandbox",
+        ])
+        .spawn()
+        .expect("start trellis worker");
+    let mut worker = WorkerHost(Some(worker));
+    let (terminal, reach) = world.run_on(
+        None,
+        json!({}),
+        victim.id(),
+        &["--ledger", &ledger],
+        &[("TRELLIS_DISPATCH", "queue")],
+    );
+    let worker_output = worker.stop();
+    assert_eq!(
+        terminal["status"], "succeeded",
+        "{terminal}
+{worker_output}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.sandbox.workspace.join("edit.txt")).expect("edit"),
+        "edited by the worker\n"
+    );
+    let verdicts = verdicts(&reach);
+    assert_eq!(verdicts.len(), 6, "{reach}");
+    for (what, verdict) in &verdicts {
+        let expected = if what == "network" {
+            "reached"
+        } else {
+            "blocked"
+        };
+        assert_eq!(
+            verdict, expected,
+            "{what} on the sandboxed worker host:\n{reach}"
+        );
+    }
+    assert!(!world.outside.join("escaped.txt").exists());
     assert!(process_alive(victim.id()), "the victim was signalled");
     let _ = victim.kill();
     let _ = victim.wait();

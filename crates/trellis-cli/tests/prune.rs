@@ -3,7 +3,8 @@
 //! checkpoints, saved workspace states and a failed run's worktree go by age, and a run that
 //! is still going, references outside Trellis's namespaces and those of runs the ledger does
 //! not know stay. Verifier copies a killed controller left go when its run is found lost, and
-//! `prune` removes any an ended run still has.
+//! `prune` removes any an ended run still has, as it does the worker-host transfer references
+//! (`refs/trellis/remote/…`) of an ended run.
 
 mod support;
 
@@ -197,6 +198,60 @@ fn prune_removes_what_no_run_will_use_and_leaves_live_runs_and_user_refs_alone()
         .success()
         .stdout;
     assert!(nothing.contains("nothing to prune"), "{nothing}");
+    sandbox.wait_no_processes();
+}
+
+/// The start and result references a worker host without this host's files leaves when its
+/// run ends before the execution settled (a controller that died, say) go with their ended
+/// run at any age; a live run's stay, as do those of runs the ledger does not know.
+#[test]
+fn worker_host_transfer_references_go_with_their_ended_run() {
+    let sandbox = Sandbox::new();
+    let root = &sandbox.workspace;
+    init_repository(root);
+    let ended = sandbox.start_software_change(&failing_plan("true"), &[]);
+    assert_eq!(sandbox.wait_finished(&ended)["status"], "failed");
+    let release = sandbox.home.parent().expect("sandbox root").join("release");
+    let wait = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done",
+        release.display()
+    );
+    let live = sandbox.start_software_change(&failing_plan(&wait), &["--workspace", "worktree"]);
+    wait_until("the live run's first checkpoint", STATE_TIMEOUT, || {
+        of_run(&references(root), "checkpoints", &live)
+            .gt(&0)
+            .then_some(())
+    });
+    // What `GET …/executions/1/workspace` and `PUT …/result` record, left behind.
+    for run in [ended.as_str(), live.as_str(), "stranger"] {
+        for end in ["start", "result"] {
+            let name = format!("refs/trellis/remote/{run}/1/{end}");
+            git(root, &["update-ref", &name, "HEAD"]);
+        }
+    }
+
+    let report = sandbox.trellis(&["prune", "--json"]).success().json();
+    assert_eq!(pruned(&report), vec![item("remote", &ended, "ended")]);
+    assert_eq!(report["liveRunsSkipped"], json!([live]));
+    let after = references(root);
+    assert_eq!(of_run(&after, "remote", &ended), 0, "{after:?}");
+    assert_eq!(of_run(&after, "remote", &live), 2, "{after:?}");
+    assert_eq!(of_run(&after, "remote", "stranger"), 2, "{after:?}");
+    assert!(
+        of_run(&after, "checkpoints", &ended) > 0,
+        "its checkpoints go by age, not with the transfers"
+    );
+
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(sandbox.wait_finished(&live)["status"], "failed");
+    let text = sandbox.trellis(&["prune"]).success().stdout;
+    assert!(
+        text.contains("removed 2 worker-host transfer reference(s) of run"),
+        "{text}"
+    );
+    let after = references(root);
+    assert_eq!(of_run(&after, "remote", &live), 0, "{after:?}");
+    assert_eq!(of_run(&after, "remote", "stranger"), 2, "{after:?}");
     sandbox.wait_no_processes();
 }
 

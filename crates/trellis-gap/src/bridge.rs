@@ -1,5 +1,6 @@
 //! The CPython bridge process: spawn, JSON-lines framing, request multiplexing and crash detection.
 
+use crate::containment::{GapContainment, interpreter_trees, real_interpreter};
 use crate::sample::Sample;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, VecDeque};
@@ -48,6 +49,9 @@ pub struct PythonConfig {
     pub interpreter: PathBuf,
     /// Extra environment variables on top of the caller's environment.
     pub extra_env: Vec<(String, String)>,
+    /// The sandbox the interpreter runs in (`--isolation sandbox`); `None` runs it as the
+    /// caller.
+    pub containment: Option<GapContainment>,
 }
 
 impl Default for PythonConfig {
@@ -66,7 +70,18 @@ impl PythonConfig {
         PythonConfig {
             interpreter,
             extra_env: Vec::new(),
+            containment: None,
         }
+    }
+
+    /// This configuration with its interpreter run in `containment`, named by its real
+    /// executable (a shim on `PATH` does not work inside).
+    pub fn contained(mut self, containment: GapContainment) -> Self {
+        if let Some(real) = real_interpreter(&self.interpreter) {
+            self.interpreter = real;
+        }
+        self.containment = Some(containment);
+        self
     }
 }
 
@@ -165,18 +180,39 @@ impl std::fmt::Debug for Bridge {
 /// Where log lines not tied to a request go (bridge stderr, prints from stray threads).
 pub(crate) type LogSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
-/// The interpreter's environment: the caller's, the configured extras, and the frame limit.
+/// The interpreter's environment: the caller's and the configured extras (the frame limit is
+/// added last, after containment).
 fn bridge_env(config: &PythonConfig) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| k != FRAME_LIMIT_VAR)
         .collect();
     env.extend(config.extra_env.iter().cloned());
-    env.push((
+    env
+}
+
+/// How the interpreter is started: as the caller, or inside the run's sandbox (with the
+/// interpreter's prefix and every `PYTHONPATH` entry shown read-only).
+fn bridge_spec(config: &PythonConfig, interpreter: &str) -> ProcessSpec {
+    let mut spec = ProcessSpec {
+        program: interpreter.to_owned(),
+        args: vec!["-u".into(), "-c".into(), BRIDGE_SOURCE.into()],
+        cwd: std::env::current_dir().unwrap_or_default(),
+        env: bridge_env(config),
+        ..ProcessSpec::default()
+    };
+    if let Some(containment) = &config.containment {
+        let mut trees = interpreter_trees(&config.interpreter);
+        if let Some((_, path)) = spec.env.iter().rev().find(|(k, _)| k == "PYTHONPATH") {
+            trees.extend(std::env::split_paths(path).filter(|dir| dir.exists()));
+        }
+        spec = containment.contain(spec, &trees);
+    }
+    spec.env.push((
         FRAME_LIMIT_VAR.to_owned(),
         MAX_BRIDGE_FRAME_BYTES.to_string(),
     ));
-    env
+    spec
 }
 
 impl Bridge {
@@ -188,13 +224,7 @@ impl Bridge {
             interpreter: interpreter.clone(),
             message,
         };
-        let spec = ProcessSpec {
-            program: interpreter.clone(),
-            args: vec!["-u".into(), "-c".into(), BRIDGE_SOURCE.into()],
-            cwd: std::env::current_dir().unwrap_or_default(),
-            env: bridge_env(config),
-            ..ProcessSpec::default()
-        };
+        let spec = bridge_spec(config, &interpreter);
         let (session, pipes) =
             Session::start(&spec, MAX_BRIDGE_FRAME_BYTES).map_err(spawn_error)?;
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
@@ -507,6 +537,11 @@ impl BridgeSlot {
         let bridge = Arc::new(Bridge::start(&self.config, Arc::clone(&self.sink))?);
         *current = Some(Arc::clone(&bridge));
         Ok(bridge)
+    }
+
+    /// The sandbox this slot's bridges run in, if any.
+    pub(crate) fn containment(&self) -> Option<&GapContainment> {
+        self.config.containment.as_ref()
     }
 
     /// Shuts the current bridge down, if any.

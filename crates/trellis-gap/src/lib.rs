@@ -5,6 +5,7 @@
 mod bridge;
 mod checkpoint;
 mod connector;
+mod containment;
 mod context;
 mod events;
 mod executor;
@@ -30,6 +31,7 @@ mod validate;
 pub use bridge::{BRIDGE_SOURCE, BridgeError, MAX_BRIDGE_FRAME_BYTES, PythonConfig};
 pub use checkpoint::{CheckpointMode, CheckpointResult};
 pub use connector::{CONNECTOR_CALL_TIMEOUT, CommandConnector, Connector, PythonConnector};
+pub use containment::GapContainment;
 pub use context::{GuardLimits, NodeContext};
 pub use events::{
     CollectingObserver, ExecutionResult, ExitStatus, NullObserver, RunEvent, RunObserver,

@@ -166,6 +166,7 @@ fn unusable_interpreter_is_a_node_error() {
         o.python = PythonConfig {
             interpreter: PathBuf::from("/nonexistent/python"),
             extra_env: vec![],
+            containment: None,
         };
     });
     let error = error_of(&result);

@@ -247,7 +247,7 @@ const PRUNE_REPORT_FIELDS: &[(&str, Field, bool)] = &[
 const PRUNED_ITEM_FIELDS: &[(&str, Field, bool)] = &[
     (
         "kind",
-        Field::OneOf(&["checkpoints", "saved", "worktree", "copies"]),
+        Field::OneOf(&["checkpoints", "saved", "worktree", "copies", "remote"]),
         true,
     ),
     ("runId", Field::Text, true),

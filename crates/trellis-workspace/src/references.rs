@@ -1,9 +1,11 @@
-//! Listing and deleting the references Trellis keeps in a repository (checkpoints and saved
-//! workspace states), for pruning: only names below `refs/trellis/` are read or deleted.
+//! Listing and deleting the references Trellis keeps in a repository (checkpoints, saved
+//! workspace states, worker hosts' transfers), for pruning: only names below `refs/trellis/`
+//! are read or deleted.
 
 use crate::checkpoint::CHECKPOINT_NAMESPACE;
 use crate::error::WorkspaceError;
 use crate::repo::{ObjectId, Repository};
+use crate::transfer::REMOTE_NAMESPACE;
 
 /// Where a forced restore keeps the workspace state it replaced
 /// (`refs/trellis/saved/<run>/<ms>`).
@@ -18,12 +20,17 @@ pub struct TrellisReference {
     pub committed_ms: u64,
 }
 
-/// Every reference below `refs/trellis/checkpoints/` and `refs/trellis/saved/` in `repo`.
+/// Every reference below `refs/trellis/checkpoints/`, `refs/trellis/saved/` and
+/// `refs/trellis/remote/` in `repo`.
 pub fn trellis_references(repo: &Repository) -> Result<Vec<TrellisReference>, WorkspaceError> {
     let checkpoints = format!("{CHECKPOINT_NAMESPACE}/");
     let saved = format!("{SAVED_NAMESPACE}/");
+    let remote = format!("{REMOTE_NAMESPACE}/");
     let format = "--format=%(objectname) %(committerdate:unix) %(refname)";
-    let stdout = repo.run(&["for-each-ref", format, &checkpoints, &saved], &[])?;
+    let stdout = repo.run(
+        &["for-each-ref", format, &checkpoints, &saved, &remote],
+        &[],
+    )?;
     let mut found = Vec::new();
     for line in String::from_utf8_lossy(&stdout).lines() {
         let mut fields = line.splitn(3, ' ');

@@ -84,6 +84,10 @@ pub fn prune(runtime: &Runtime, args: &PruneArgs) -> anyhow::Result<u8> {
             PrunedKind::Saved => format!("saved state {}", item.references.join(" ")),
             PrunedKind::Worktree => "worktree".to_owned(),
             PrunedKind::Copies => "verifier copies".to_owned(),
+            PrunedKind::Remote => format!(
+                "{} worker-host transfer reference(s)",
+                item.references.len()
+            ),
         };
         let why = match item.reason {
             PruneReason::Superseded => "resumed by a successor",

@@ -85,9 +85,10 @@ pub struct RunArgs {
     /// Start the run and return at once; follow it later with `trellis watch`.
     #[arg(short, long)]
     pub detach: bool,
-    /// Where the steps run: `none` (as you, the default) or `sandbox` (each agent and command
-    /// in a bubblewrap sandbox whose only writable tree is the workspace; needs `bwrap`). A
-    /// plan's `"isolation"` may ask for more, never less.
+    /// Where the steps run: `none` (as you, the default) or `sandbox` (each agent, command and
+    /// GaP script or tool in a bubblewrap sandbox whose only writable tree is the workspace —
+    /// for a GaP run, the directory its scripts run in; needs `bwrap`). A plan's
+    /// `"isolation"` may ask for more, never less.
     #[arg(long, value_name = "MODE", value_enum)]
     pub isolation: Option<crate::context::IsolationArg>,
     /// Idempotency key: the same key and submission return the same run.

@@ -70,14 +70,6 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
             "GaP workflows take --inputs FILE and run their own tools and scripts; runtime plans and --input are for GraphSpec graphs"
         );
     }
-    if args.isolation == Some(crate::context::IsolationArg::Sandbox) {
-        // Refused rather than run uncontained: the Python bridge that runs a workflow's
-        // scripts is not placed in a sandbox yet.
-        bail!(
-            "--isolation sandbox is not available for GaP workflows yet (their scripts run in \
-             the Python bridge, which is not contained); run it with --isolation none"
-        );
-    }
     let request = GapRunRequest {
         workflow: path.to_path_buf(),
         inputs: args.gap.inputs.clone(),
@@ -95,6 +87,10 @@ pub fn run(args: &RunArgs, path: &Path, ledger: Option<&str>) -> anyhow::Result<
     };
     let machine = machine_output(args.json);
     let runtime = open_runtime(ledger)?;
+    let runtime = match args.isolation {
+        Some(isolation) => runtime.with_isolation(isolation.into())?,
+        None => runtime,
+    };
     if args.detach {
         let receipt = match runtime.submit_gap(request, StartMode::Detached) {
             Ok(receipt) => receipt,

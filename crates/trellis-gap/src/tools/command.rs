@@ -91,7 +91,7 @@ impl Tool for CommandTool {
     fn call(&self, ctx: &NodeContext<'_>, args: Map<String, Value>) -> Result<Value, ToolError> {
         let fail =
             |error_type: &str, message: String| ToolError::failed(&self.name, error_type, message);
-        let spec = ProcessSpec {
+        let mut spec = ProcessSpec {
             program: self.argv[0].clone(),
             args: self.argv[1..].to_vec(),
             cwd: std::env::current_dir().unwrap_or_default(),
@@ -102,6 +102,9 @@ impl Tool for CommandTool {
             stdin: serde_json::to_vec(&Value::Object(args)).unwrap_or_default(),
             ..ProcessSpec::default()
         };
+        if let Some(containment) = ctx.run.bridge.containment() {
+            spec = containment.contain(spec, &[]);
+        }
         let limits = ProcessLimits {
             deadline: Some(self.timeout),
             max_stdout_bytes: MAX_TOOL_OUTPUT_BYTES,

@@ -21,7 +21,7 @@ use crate::api::options::{
     Receipt, ResumeOptions, RuntimeOptions, StartMode, SubmitOptions, WorkspaceMode,
 };
 use crate::api::validation::{self, ValidateRequest, ValidationReport};
-use crate::control::isolation::apply_isolation;
+use crate::control::isolation::{apply_isolation, host_isolation};
 use crate::control::recovery::{TerminalReason, finalize_abandoned, finalize_orphaned, reconcile};
 use crate::control::spawn::{Launched, Start, controller_env};
 use crate::delivery::read_source;
@@ -159,9 +159,7 @@ impl Runtime {
         self.check_connections(&connections, &connection_names)?;
         let lookup = connections.lookup(&connection_names);
         if !options.skip_preflight {
-            let host = self
-                .isolation
-                .unwrap_or_else(crate::control::isolation::host_isolation);
+            let host = self.isolation.unwrap_or_else(host_isolation);
             let contained = plan.isolation.unwrap_or_default().max(host) == Isolation::Sandbox;
             let problems = crate::plan::preflight::preflight(&plan, &lookup, contained);
             if !problems.is_empty() {
@@ -316,8 +314,10 @@ impl Runtime {
         request: GapRunRequest,
         progress: &(dyn Fn(&GapEvent) + Send + Sync),
     ) -> Result<GapOutcome, RuntimeError> {
-        self.refuse_contained_gap()?;
-        let run = gap_admission::prepare(request)?;
+        let mut run = gap_admission::prepare(request)?;
+        let workspace = std::env::current_dir()
+            .map_err(|e| RuntimeError::io("cannot read the current directory", e))?;
+        self.contain_gap(&mut run, &workspace)?;
         gap_runner::run_gap(self.store.clone(), &self.home, run, progress)
     }
 
@@ -330,7 +330,6 @@ impl Runtime {
         request: GapRunRequest,
         start: StartMode,
     ) -> Result<Receipt, RuntimeError> {
-        self.refuse_contained_gap()?;
         let run = gap_admission::prepare(request)?;
         let submission_key = run
             .submission_key
@@ -346,7 +345,15 @@ impl Runtime {
         self.revive_unstarted(receipt, start, &Connections::default())
     }
 
-    fn launch_gap(&self, launch: GapLaunch, start: StartMode) -> Result<Receipt, RuntimeError> {
+    fn launch_gap(&self, mut launch: GapLaunch, start: StartMode) -> Result<Receipt, RuntimeError> {
+        // A detached controller runs the bodies in the workflow's folder and contains them
+        // itself; checked here as well, so a host that cannot contain them refuses at once.
+        let workspace = match start {
+            StartMode::InProcess => std::env::current_dir()
+                .map_err(|e| RuntimeError::io("cannot read the current directory", e))?,
+            StartMode::Detached => launch.run.workflow.workflow_dir.clone(),
+        };
+        self.contain_gap(&mut launch.run, &workspace)?;
         let env_names: Vec<String> = GAP_CONTROLLER_ENV
             .iter()
             .map(|name| (*name).to_owned())
@@ -549,8 +556,14 @@ impl Runtime {
     pub fn run_controller(&self, run_id: &RunId) -> Result<(), RuntimeError> {
         let record = self.store.record(run_id)?;
         if record.kind == RunKind::Gap {
-            self.refuse_contained_gap()?;
-            return gap_launch::run_detached(self.store.clone(), run_id, &record);
+            let isolation = self.isolation.unwrap_or_else(host_isolation);
+            return gap_launch::run_detached(
+                self.store.clone(),
+                run_id,
+                &record,
+                isolation,
+                self.home.root(),
+            );
         }
         crate::graphspec::controller::run_detached(&self.home, self.store.clone(), run_id, record)
     }

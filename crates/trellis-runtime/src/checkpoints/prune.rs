@@ -1,7 +1,7 @@
 //! Pruning what failed and stopped runs leave behind: checkpoint references of runs a
 //! successor superseded or that ended long ago, `refs/trellis/saved/*` older than the cutoff,
-//! the worktrees of old failed runs, and the verifier copies of ended runs whose controller
-//! died. Runs still going, and runs whose successor is, are never touched, nor are references
+//! the `refs/trellis/remote/*` transfers of worker hosts an ended run still has, the worktrees
+//! of old failed runs, and the verifier copies of ended runs whose controller died. Runs still going, and runs whose successor is, are never touched, nor are references
 //! outside Trellis's namespaces or of runs the ledger does not know.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use trellis_ledger::{RunFilter, RunHead, RunStore, TerminalResult};
 use trellis_workspace::{
-    CHECKPOINT_NAMESPACE, Git, ObjectId, Repository, SAVED_NAMESPACE, TrellisReference,
-    delete_references, trellis_references,
+    CHECKPOINT_NAMESPACE, Git, ObjectId, REMOTE_NAMESPACE, Repository, SAVED_NAMESPACE,
+    TrellisReference, delete_references, trellis_references,
 };
 
 use super::copy_places::CopyPlaces;
@@ -53,6 +53,9 @@ pub enum PrunedKind {
     Worktree,
     /// Verifier copies a run's controller left when it died (in memory or on disk).
     Copies,
+    /// The start and result commits of executions on worker hosts without this host's files
+    /// (`refs/trellis/remote/`), left when the run ended before they settled.
+    Remote,
 }
 
 /// Why it was pruned.
@@ -351,13 +354,15 @@ impl Found<'_> {
         deletions: &mut Deletions,
     ) {
         let mut checkpoints: BTreeMap<String, Vec<(String, ObjectId)>> = BTreeMap::new();
+        let mut remote: BTreeMap<String, Vec<(String, ObjectId)>> = BTreeMap::new();
         let mut saved = Vec::new();
         for reference in references {
-            let (namespace, is_saved) = match reference.name.starts_with(SAVED_NAMESPACE) {
-                true => (SAVED_NAMESPACE, true),
-                false => (CHECKPOINT_NAMESPACE, false),
-            };
-            let Some(run) = run_of(&reference.name, namespace) else {
+            let namespace = [SAVED_NAMESPACE, REMOTE_NAMESPACE, CHECKPOINT_NAMESPACE]
+                .into_iter()
+                .find(|namespace| run_of(&reference.name, namespace).is_some());
+            let Some((namespace, run)) =
+                namespace.and_then(|ns| Some((ns, run_of(&reference.name, ns)?)))
+            else {
                 continue;
             };
             // A run this ledger does not know may belong to another ledger, still going.
@@ -368,12 +373,17 @@ impl Found<'_> {
                 live.insert(run.to_owned());
                 continue;
             }
-            match is_saved {
-                true if reference.committed_ms <= self.cutoff => {
+            match namespace {
+                SAVED_NAMESPACE if reference.committed_ms <= self.cutoff => {
                     saved.push((run.to_owned(), reference));
                 }
-                true => {}
-                false => checkpoints
+                SAVED_NAMESPACE => {}
+                // In transit only while the execution runs: an ended run uses none again.
+                REMOTE_NAMESPACE => remote
+                    .entry(run.to_owned())
+                    .or_default()
+                    .push((reference.name, reference.object)),
+                _ => checkpoints
                     .entry(run.to_owned())
                     .or_default()
                     .push((reference.name, reference.object)),
@@ -402,6 +412,16 @@ impl Found<'_> {
             });
             chosen.extend(references);
         }
+        for (run, references) in remote {
+            report.pruned.push(PrunedItem {
+                kind: PrunedKind::Remote,
+                run_id: run,
+                path: self.path.clone(),
+                references: references.iter().map(|(name, _)| name.clone()).collect(),
+                reason: PruneReason::Ended,
+            });
+            chosen.extend(references);
+        }
         for (run, reference) in saved {
             report.pruned.push(PrunedItem {
                 kind: PrunedKind::Saved,
@@ -427,5 +447,11 @@ mod tests {
         assert_eq!(run_of(&format!("{ns}x/run-1/3"), ns), None);
         assert_eq!(run_of("refs/heads/main", ns), None);
         assert_eq!(run_of(&format!("{ns}//3"), ns), None);
+        let remote = REMOTE_NAMESPACE;
+        assert_eq!(
+            run_of(&format!("{remote}/run-1/4/start"), remote),
+            Some("run-1")
+        );
+        assert_eq!(run_of(&format!("{remote}/run-1/4/start"), ns), None);
     }
 }

@@ -42,8 +42,14 @@ pub(crate) fn plan_sandbox(
     if plan.isolation.unwrap_or_default().max(host) == Isolation::None {
         return Ok(None);
     }
+    let network = plan.network.unwrap_or_default();
+    host_sandbox(network, trellis_home).map(Some)
+}
+
+/// This host's sandbox with `network`, hiding `trellis_home` from every step; a host that
+/// cannot build it refuses with what to install.
+pub(crate) fn host_sandbox(network: Network, trellis_home: &Path) -> Result<Sandbox, RuntimeError> {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let network = plan.network.unwrap_or_default() == Network::On;
-    let sandbox = Sandbox::detect(&path, network)?;
-    Ok(Some(sandbox.hiding([trellis_home.to_path_buf()])))
+    let sandbox = Sandbox::detect(&path, network == Network::On)?;
+    Ok(sandbox.hiding([trellis_home.to_path_buf()]))
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use trellis_agents::Isolation;
 use trellis_gap::{
     CheckpointMode, CommandConnector, Connector, ExecuteOptions, ExecutionResult, Issue, LoadError,
     PythonConfig, PythonConnector, SkillRegistry, ToolRegistry, ValidateOptions, Workflow,
@@ -167,15 +168,20 @@ pub(crate) fn prepare(request: GapRunRequest) -> Result<GapRun, AdmissionError> 
         python_tools: request.python_tools,
         stub_tools: request.stub_tools,
         secret_env: request.secret_env,
+        isolation: Isolation::None,
     })
 }
 
 /// The request with every path made absolute against the current directory, so the stored
-/// submission means the same to a controller started elsewhere.
+/// submission means the same to a controller started elsewhere. A path that exists is named
+/// by its real path: `ws/../flow` would not resolve inside a sandbox that shows `flow` but not
+/// `ws`.
 fn absolute_paths(mut request: GapRunRequest) -> Result<GapRunRequest, AdmissionError> {
     let absolute = |path: &Path| {
-        std::path::absolute(path).map_err(|e| {
-            AdmissionError::GapOptions(format!("{}: cannot resolve: {e}", path.display()))
+        path.canonicalize().or_else(|_| {
+            std::path::absolute(path).map_err(|e| {
+                AdmissionError::GapOptions(format!("{}: cannot resolve: {e}", path.display()))
+            })
         })
     };
     request.workflow = absolute(&request.workflow)?;
@@ -269,6 +275,10 @@ pub(crate) fn readmit(submission: &Value, run: &str) -> Result<GapRun, Admission
         submission_key: None,
     };
     let mut run = prepare(request)?;
+    // Recorded only for a contained run; a value this version cannot read contains it too.
+    run.isolation = text("isolation").map_or(Isolation::None, |text| {
+        Isolation::parse(text).unwrap_or(Isolation::Sandbox)
+    });
     run.options.inputs = match submission.get("inputs") {
         Some(Value::Object(inputs)) => inputs.clone(),
         None | Some(Value::Null) => serde_json::Map::new(),
@@ -298,6 +308,9 @@ pub(crate) struct GapRun {
     pub stub_tools: bool,
     /// Names only; the values stay in the environment.
     pub secret_env: Vec<String>,
+    /// Whether its bodies run in the sandbox: recorded, so its controller and a resumed
+    /// successor contain them whatever their host says.
+    pub isolation: Isolation,
 }
 
 impl GapRun {
@@ -315,7 +328,7 @@ impl GapRun {
         let document = self.document.as_ref().filter(|d| {
             serde_json::to_vec(d).is_ok_and(|t| t.len() <= MAX_RECORDED_DOCUMENT_BYTES)
         });
-        json!({
+        let mut submission = json!({
             "workflow": self.workflow_path.display().to_string(),
             "document": document,
             "inputs": Value::Object(self.options.inputs.clone()),
@@ -332,7 +345,14 @@ impl GapRun {
             "pythonTools": self.python_tools,
             "stubTools": self.stub_tools,
             "secretEnv": self.secret_env,
-        })
+        });
+        // Absent for an uncontained run, whose submission reads as it always has.
+        if self.isolation == Isolation::Sandbox
+            && let Some(fields) = submission.as_object_mut()
+        {
+            fields.insert("isolation".into(), json!(self.isolation.as_str()));
+        }
+        submission
     }
 }
 

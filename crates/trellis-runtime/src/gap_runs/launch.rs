@@ -2,11 +2,15 @@
 //! --detach`, `trellis resume`) or on this thread — and the body of that controller.
 
 use std::fs::File;
+use std::path::Path;
 use std::sync::Arc;
+
+use trellis_agents::Isolation;
 
 use trellis_ledger::{Admission, NewRun, RunId, RunKind, RunStore};
 
 use super::admission::{self as gap_admission, GapRun};
+use super::containment;
 use super::journal::Lineage;
 use super::runner as gap_runner;
 use crate::control::lease::{CONTROLLER_LEASE_FD, inherited_lease};
@@ -106,14 +110,21 @@ pub(crate) fn launch(
 }
 
 /// The body of a detached GaP controller: adopts the run's lease, admits the stored
-/// submission again and drives the run to its end, replaying what its lineage settled.
+/// submission again and drives the run to its end, replaying what its lineage settled, its
+/// bodies contained as `isolation` says.
 pub(crate) fn run_detached(
     store: Arc<dyn RunStore>,
     run_id: &RunId,
     record: &trellis_ledger::RunRecord,
+    isolation: Isolation,
+    trellis_home: &Path,
 ) -> Result<(), RuntimeError> {
     let lease = inherited_lease(CONTROLLER_LEASE_FD)?;
-    let run = gap_admission::readmit(&record.submission, run_id.as_str())?;
+    let mut run = gap_admission::readmit(&record.submission, run_id.as_str())?;
+    // Its bodies run where this controller was started: the workflow's folder.
+    let workspace = std::env::current_dir()
+        .map_err(|e| RuntimeError::io("cannot read the current directory", e))?;
+    containment::contain(&mut run, isolation, &workspace, trellis_home)?;
     let lineage = Lineage::read(store.as_ref(), record.predecessor.clone())?;
     ignore_wake_signal()?;
     gap_runner::drive(store, run_id, run, lineage, &|_| {})?;

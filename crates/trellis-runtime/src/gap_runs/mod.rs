@@ -2,6 +2,7 @@
 //! and the runner that drives it. Imports `shared` and `control`.
 
 pub(crate) mod admission;
+pub(crate) mod containment;
 pub(crate) mod journal;
 pub(crate) mod launch;
 pub(crate) mod runner;

@@ -1,8 +1,12 @@
 //! Where this runtime's controllers run their steps: the host's isolation (`--isolation`),
-//! checked when it is set, and the runs that cannot honour a sandbox refused.
+//! checked when it is set, and a GaP run's bodies placed in it.
+
+use std::path::Path;
 
 use super::Runtime;
 use crate::control::isolation::host_isolation;
+use crate::gap_runs::admission::GapRun;
+use crate::gap_runs::containment as gap_containment;
 use crate::plan::Isolation;
 use crate::shared::error::RuntimeError;
 
@@ -19,18 +23,14 @@ impl Runtime {
         Ok(self)
     }
 
-    /// GaP scripts run in the Python bridge, which is not contained yet: a host set to
-    /// `--isolation sandbox` refuses GaP runs rather than run them uncontained.
-    pub(super) fn refuse_contained_gap(&self) -> Result<(), RuntimeError> {
+    /// Places `run`'s bodies in this host's sandbox when it runs steps with `--isolation
+    /// sandbox`, `workspace` (the directory they run in) their only writable tree.
+    pub(super) fn contain_gap(
+        &self,
+        run: &mut GapRun,
+        workspace: &Path,
+    ) -> Result<(), RuntimeError> {
         let host = self.isolation.unwrap_or_else(host_isolation);
-        if host == Isolation::Sandbox {
-            return Err(RuntimeError::NotSubmittable(
-                "GaP workflows cannot run in a sandbox yet (their scripts run in the Python \
-                 bridge, which is not contained) and this host runs steps with --isolation \
-                 sandbox: run the workflow with --isolation none"
-                    .to_owned(),
-            ));
-        }
-        Ok(())
+        gap_containment::contain(run, host, workspace, self.home.root())
     }
 }
