@@ -12,7 +12,6 @@ mod error;
 mod fast_commit;
 mod git;
 mod index_file;
-mod loose_reference;
 mod packs;
 mod references;
 mod repo;

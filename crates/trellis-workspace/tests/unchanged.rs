@@ -1,5 +1,6 @@
 //! A checkpoint of a workspace that did not change since the previous one is recognised from
-//! the tree's stat data alone: no git process starts, and it names the previous commit.
+//! the tree's stat data alone: no git process starts, no file is written, and it names the
+//! previous commit (kept by the previous checkpoint's reference).
 
 mod support;
 
@@ -90,13 +91,18 @@ fn an_unchanged_workspace_is_checkpointed_without_starting_git() {
 
     let third = run.take(3, "before c").unwrap();
     assert_eq!(third.commit, first.commit);
+    // Unchanged checkpoints write nothing: the first one's reference keeps them all.
+    assert_eq!(
+        (second.reference.as_str(), third.reference.as_str()),
+        (first.reference.as_str(), first.reference.as_str())
+    );
     let names: Vec<String> = run
         .references()
         .unwrap()
         .into_iter()
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(names, vec![first.reference.clone()]);
 
     // A real change goes to git and is recorded on top of the previous checkpoint.
     let before_change = starts(tools.path());

@@ -2,7 +2,7 @@
 //! checkpoints, restoring one before a successor starts, run worktrees and their removal. The
 //! façade (`Runtime`) exposes them; what they need from above comes in [`CheckpointOps`].
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -187,7 +187,22 @@ impl CheckpointOps<'_> {
         if !checkpoints.is_empty() {
             let kept = self.kept_references(run_id)?;
             for checkpoint in &mut checkpoints {
-                checkpoint.kept = kept.contains(&checkpoint.reference);
+                // A checkpoint of an unchanged workspace wrote no reference of its own: the
+                // one of the checkpoint it repeats keeps its commit.
+                let keeper = kept
+                    .get(&checkpoint.reference)
+                    .filter(|commit| **commit == checkpoint.commit)
+                    .map(|_| checkpoint.reference.clone())
+                    .or_else(|| {
+                        kept.iter()
+                            .filter(|(_, commit)| **commit == checkpoint.commit)
+                            .map(|(name, _)| name.clone())
+                            .min()
+                    });
+                checkpoint.kept = keeper.is_some();
+                if let Some(keeper) = keeper {
+                    checkpoint.reference = keeper;
+                }
             }
         }
         let next_after = more.then(|| checkpoints.last().map(|c| c.id)).flatten();
@@ -198,22 +213,22 @@ impl CheckpointOps<'_> {
         })
     }
 
-    /// The run's checkpoint references still in its workspace's repository (none when the
-    /// workspace or its repository is gone).
-    fn kept_references(&self, run_id: &RunId) -> Result<HashSet<String>, RuntimeError> {
+    /// The run's checkpoint references still in its workspace's repository, with the commits
+    /// they name (none when the workspace or its repository is gone).
+    fn kept_references(&self, run_id: &RunId) -> Result<HashMap<String, String>, RuntimeError> {
         let record = self.store.record(run_id)?;
         let Some(submission) = submission_of(&record) else {
-            return Ok(HashSet::new());
+            return Ok(HashMap::new());
         };
         let git = Git::from_environment();
         let Ok(Some(repo)) = Repository::discover(&submission.workspace, &git) else {
-            return Ok(HashSet::new());
+            return Ok(HashMap::new());
         };
         let prefix = format!("{}/", run_namespace(run_id.as_str())?);
         Ok(trellis_references(&repo)?
             .into_iter()
-            .map(|reference| reference.name)
-            .filter(|name| name.starts_with(&prefix))
+            .filter(|reference| reference.name.starts_with(&prefix))
+            .map(|reference| (reference.name, reference.object.to_string()))
             .collect())
     }
 
