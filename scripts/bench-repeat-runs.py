@@ -9,9 +9,10 @@ times the run (`trellis run --json` to its exit). Several binaries (--trellis, r
 take turns run by run, each in a repository of its own, so load drifts hit them alike.
 
 Prints, per binary: the first run's time, the median of the last five, their ratio, and the
-packs after the last run.
+packs after the last run. --writing makes every step change a file (a shell worker appending
+a line), so every checkpoint writes objects: the case where packs pile up.
 
-Usage: scripts/bench-repeat-runs.py [--trellis PATH]... [--runs 40] [--steps 100]
+Usage: scripts/bench-repeat-runs.py [--trellis PATH]... [--runs 40] [--steps 100] [--writing]
 """
 
 import argparse
@@ -34,7 +35,7 @@ def chain(steps):
                  "output": NULL, "inputBindings": [], "writeBindings": [],
                  "timeoutMs": 600000, "attempts": 1} for n in range(1, steps + 1)]
     children.append({"kind": "succeed", "name": "done", "output": NULL, "bindings": []})
-    return {"profile": "openengine.graph.full/v1", "initialInput": None,
+    return {"profile": "openengine.graph.full/v1", "initialInput": NULL,
             "policy": {"policy": "policy.strict@1", "default": "deny"},
             "root": {"kind": "seq", "name": "root", "state": NULL, "promotedStatePaths": [],
                      "children": children}}
@@ -90,6 +91,8 @@ def main():
                         help="a Trellis binary (repeat to compare; default target/release/trellis)")
     parser.add_argument("--runs", type=int, default=40, help="runs in each repository")
     parser.add_argument("--steps", type=int, default=100, help="steps of the chain")
+    parser.add_argument("--writing", action="store_true",
+                        help="every step appends a line to a file (a shell worker)")
     args = parser.parse_args()
     binaries = [os.path.abspath(b) for b in (args.trellis or
                                              [os.path.join(REPO, "target/release/trellis")])]
@@ -99,6 +102,10 @@ def main():
         subprocess.run([os.environ.get("CC", "cc"), "-O2", "-static", "-nostdlib",
                         "-fno-stack-protector", "-o", worker, WORKER_SOURCE], check=True)
         plan = {"kind": "command", "command": [worker]}
+        if args.writing:
+            plan = {"kind": "command", "command": [
+                "/bin/sh", "-c",
+                "cat >/dev/null; date +%s%N >> notes.txt; echo '{\"output\":null}'"]}
         places = [(repository(scratch, str(n), chain(args.steps), plan),
                    tempfile.mkdtemp(prefix="home-", dir=scratch)) for n in range(len(binaries))]
         walls = [[] for _ in binaries]
@@ -109,8 +116,9 @@ def main():
                 ours, every = packs(directory)
                 print(f"  run {run:>3} {binary}: {walls[index][-1]:.3f} s, Trellis packs {ours},"
                       f" all packs {every}", flush=True)
-        print(f"\n{args.runs} runs of a {args.steps}-step chain in one repository each "
-              f"(checkpoints on)")
+        kind = "each step appending to a file" if args.writing else "trivial steps"
+        print(f"\n{args.runs} runs of a {args.steps}-step chain ({kind}) in one repository "
+              f"each (checkpoints on)")
         print("| binary | first run | median of last 5 | last / first | Trellis packs | all packs |")
         print("|---|---|---|---|---|---|")
         for index, binary in enumerate(binaries):

@@ -25,6 +25,7 @@ scripts/postgres.sh (durable commits: TRELLIS_PG_FAST is not set) and stops at t
 --postgres URL names one already running. Each measurement uses a fresh schema.
 
 Usage: scripts/bench-team.py [--trellis target/release/trellis] [--only map|queue|api]
+                             [--baseline PATH]
                              [--items 4096] [--workers 1,2,4] [--slots 4] [--repeat 1]
                              [--runs 1,30] [--queue-workers 2] [--rounds 3]
                              [--clients 100] [--seconds 10] [--submits 2] [--postgres URL]
@@ -256,15 +257,22 @@ def wait_all(host, port, runs, limit=600):
         sys.exit(f"bench-team: {len(pending)} runs did not finish in {limit} s")
 
 
-def queue_once(args, postgres, scratch, plan, runs, dispatch, workers):
+def isolation_flags(trellis):
+    """`--isolation none` where the build has it (the step is a file outside the workspace)."""
+    usage = subprocess.run([trellis, "serve", "--help"], capture_output=True, text=True).stdout
+    return ["--isolation", "none"] if "--isolation" in usage else []
+
+
+def queue_once(args, trellis, postgres, scratch, plan, runs, dispatch, workers):
     home = tempfile.mkdtemp(prefix="queue-", dir=scratch)
     schema, ledger = postgres.fresh_ledger()
     env = dict(os.environ, TRELLIS_HOME=home, BENCH_TOKEN=TOKEN)
     for name in ("TRELLIS_LEDGER", "TRELLIS_DISPATCH"):
         env.pop(name, None)
+    isolation = isolation_flags(trellis)
     serve = subprocess.Popen(
-        [args.trellis, "serve", "--listen", "127.0.0.1:0", "--token-env", "BENCH_TOKEN",
-         "--ledger", ledger, "--dispatch", dispatch, "--isolation", "none"],
+        [trellis, "serve", "--listen", "127.0.0.1:0", "--token-env", "BENCH_TOKEN",
+         "--ledger", ledger, "--dispatch", dispatch, *isolation],
         cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True)
     hosts = []
@@ -272,9 +280,9 @@ def queue_once(args, postgres, scratch, plan, runs, dispatch, workers):
         host, port = json.loads(serve.stdout.readline())["listening"].rsplit(":", 1)
         port = int(port)
         hosts = [subprocess.Popen(
-            [args.trellis, "worker", "--ledger", ledger, "--slots", str(args.slots),
-             "--isolation", "none"], cwd=home, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+            [trellis, "worker", "--ledger", ledger, "--slots", str(args.slots), *isolation],
+            cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL) for _ in range(workers)]
         before = load()
         started = time.monotonic()
         ids = submit_runs(host, port, runs, args.items, plan, uuid.uuid4().hex[:8])
@@ -292,29 +300,32 @@ def queue_once(args, postgres, scratch, plan, runs, dispatch, workers):
 
 def queue_bench(args, postgres, scratch):
     plan, step_name = trivial_worker(scratch)
+    binaries = [args.trellis] + ([args.baseline] if args.baseline else [])
     modes = [("queue", args.queue_workers), ("local", 0)]
-    samples = {(mode, runs): [] for mode, _ in modes for runs in args.runs}
+    configurations = [(binary, mode, workers, runs) for mode, workers in modes
+                      for runs in args.runs for binary in binaries]
+    samples = {configuration: [] for configuration in configurations}
     loads = []
     # Alternated rounds: every configuration once per round, so load drifts hit all alike.
     for round_index in range(args.rounds):
-        for mode, workers in modes:
-            for runs in args.runs:
-                wall, before = queue_once(args, postgres, scratch, plan, runs, mode, workers)
-                samples[(mode, runs)].append(wall)
-                loads.append(before)
-                total = runs * (args.items // runs)
-                print(f"  round {round_index + 1}: {mode} dispatch, {runs} run(s): {wall:.2f} s, "
-                      f"{total / wall:.0f} dispatches/s (load {before})", flush=True)
-    print(f"\n{args.items:,} node dispatches ({step_name}), PostgreSQL ledger, medians of "
-          f"{args.rounds}; load before each: {loads[0]} … {loads[-1]}")
-    print("| dispatch | concurrent runs | wall | node dispatches/s |")
-    print("|---|---|---|---|")
-    for mode, workers in modes:
-        label = f"queue, {workers} workers x {args.slots} slots" if workers else "local (serve)"
-        for runs in args.runs:
-            wall = statistics.median(samples[(mode, runs)])
+        for configuration in configurations:
+            binary, mode, workers, runs = configuration
+            wall, before = queue_once(args, binary, postgres, scratch, plan, runs, mode, workers)
+            samples[configuration].append(wall)
+            loads.append(before)
             total = runs * (args.items // runs)
-            print(f"| {label} | {runs} | {wall:.2f} s | {total / wall:.0f} |")
+            print(f"  round {round_index + 1}: {binary}, {mode} dispatch, {runs} run(s): "
+                  f"{wall:.2f} s, {total / wall:.0f} dispatches/s (load {before})", flush=True)
+    print(f"\n{args.items:,} node dispatches ({step_name}), PostgreSQL ledger, medians of "
+          f"{args.rounds} alternated rounds; load before each: {loads[0]} … {loads[-1]}")
+    print("| binary | dispatch | concurrent runs | wall | node dispatches/s |")
+    print("|---|---|---|---|---|")
+    for configuration in configurations:
+        binary, mode, workers, runs = configuration
+        label = f"queue, {workers} workers x {args.slots} slots" if workers else "local (serve)"
+        wall = statistics.median(samples[configuration])
+        total = runs * (args.items // runs)
+        print(f"| {binary} | {label} | {runs} | {wall:.2f} s | {total / wall:.0f} |")
 
 
 # --- API under concurrent clients ---------------------------------------------------------------
@@ -460,6 +471,7 @@ def main():
     parser.add_argument("--queue-workers", type=int, default=2,
                         help="queue: `trellis worker` processes beside serve")
     parser.add_argument("--rounds", type=int, default=3, help="queue: alternated rounds")
+    parser.add_argument("--baseline", help="queue: a second Trellis build taking turns (A/B)")
     parser.add_argument("--items", type=int, default=4096,
                         help="no-op steps in all (maps of at most 1,024)")
     parser.add_argument("--workers", default="1,2,4",
@@ -475,6 +487,7 @@ def main():
                         help="a PostgreSQL URL to use (default: a private instance via scripts/postgres.sh)")
     args = parser.parse_args()
     args.trellis = os.path.abspath(args.trellis)
+    args.baseline = args.baseline and os.path.abspath(args.baseline)
     args.workers = [int(n) for n in args.workers.split(",")]
     args.runs = [int(n) for n in args.runs.split(",")]
     postgres = Postgres(args.postgres)

@@ -40,6 +40,27 @@ pub struct PostgresOptions {
 /// The variable that sets [`PostgresOptions::outage_window`] in milliseconds.
 pub const OUTAGE_WINDOW_ENV: &str = "TRELLIS_LEDGER_OUTAGE_MS";
 
+/// The variable that sets [`PostgresOptions::pool_size`] (1 to 64; default 8). A run's
+/// detached controller is given 4 unless it is set, so many concurrent runs fit in the
+/// server's `max_connections`.
+pub const POOL_SIZE_ENV: &str = "TRELLIS_LEDGER_POOL";
+
+/// Connections a store keeps open at most when [`POOL_SIZE_ENV`] does not say.
+const DEFAULT_POOL_SIZE: usize = 8;
+
+fn default_pool_size() -> usize {
+    pool_size_from(std::env::var(POOL_SIZE_ENV).ok().as_deref())
+}
+
+/// The pool size a [`POOL_SIZE_ENV`] value asks for; the default when it is absent or not a
+/// number from 1 to 64.
+fn pool_size_from(value: Option<&str>) -> usize {
+    value
+        .and_then(|text| text.trim().parse::<usize>().ok())
+        .filter(|size| (1..=64).contains(size))
+        .unwrap_or(DEFAULT_POOL_SIZE)
+}
+
 fn default_outage_window() -> Duration {
     std::env::var(OUTAGE_WINDOW_ENV)
         .ok()
@@ -51,7 +72,7 @@ impl Default for PostgresOptions {
     fn default() -> Self {
         Self {
             schema: None,
-            pool_size: 8,
+            pool_size: default_pool_size(),
             connect_timeout: Duration::from_secs(10),
             lock_timeout: Duration::from_secs(5),
             operation_timeout: Duration::from_secs(60),
@@ -157,6 +178,20 @@ pub(super) fn describe(config: &Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pool_size_variable_is_taken_within_its_range_only() {
+        assert_eq!(pool_size_from(None), DEFAULT_POOL_SIZE);
+        assert_eq!(pool_size_from(Some("4")), 4);
+        assert_eq!(pool_size_from(Some(" 64 ")), 64);
+        for refused in ["0", "65", "-1", "four", ""] {
+            assert_eq!(
+                pool_size_from(Some(refused)),
+                DEFAULT_POOL_SIZE,
+                "{refused:?}"
+            );
+        }
+    }
 
     #[test]
     fn schema_names_need_no_quoting() {

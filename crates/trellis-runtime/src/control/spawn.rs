@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use trellis_agents::access::AGENT_CONFIG_ENV;
+use trellis_ledger::postgres::config::POOL_SIZE_ENV;
 use trellis_ledger::{RunId, RunStore};
 
 use super::lease::{CONTROLLER_LEASE_FD, WORKSPACE_LEASE_FD, acquire};
@@ -117,13 +118,22 @@ pub(crate) fn controller_env(
     let named = connection_names
         .iter()
         .filter_map(|name| connections.value(name).map(|value| (name.clone(), value)));
-    basics.chain(named).collect()
+    // One run needs few ledger connections; many concurrent runs, each a process with a
+    // pool of its own, must fit in a PostgreSQL server's `max_connections`.
+    let pool = std::env::var(POOL_SIZE_ENV).unwrap_or_else(|_| CONTROLLER_POOL_SIZE.to_owned());
+    basics
+        .chain(named)
+        .chain(std::iter::once((POOL_SIZE_ENV.to_owned(), pool)))
+        .collect()
 }
+
+/// A detached controller's ledger pool when the host's environment does not set one.
+const CONTROLLER_POOL_SIZE: &str = "4";
 
 /// Whether `name` is one of the variables the runtime itself hands a controller (its ledger,
 /// leases, dispatch, …), which no caller may set.
 pub(crate) fn controller_owned(name: &str) -> bool {
-    CONTROLLER_ENV.contains(&name) || name == trellis_ledger::LEDGER_ENV
+    CONTROLLER_ENV.contains(&name) || name == trellis_ledger::LEDGER_ENV || name == POOL_SIZE_ENV
 }
 
 /// Starts `program __controller RUN` in its own session in `workspace`, handing it the run's
