@@ -20,6 +20,11 @@ use support::{Sandbox, process_alive};
 /// to `reach.txt` in the workspace, the edit to `edit.txt`, and the reply is `{"output": null}`.
 const HOSTILE_WORKER: &str = r#"#!/bin/sh
 cat >/dev/null
+if [ -n "$FAIL_FIRST" ] && [ ! -e failed-once ]; then
+  touch failed-once
+  echo "failing the first attempt on purpose" >&2
+  exit 3
+fi
 attempt() {
   if sh -c "$2" >/dev/null 2>&1; then echo "$1=reached"; else echo "$1=blocked"; fi
 }
@@ -273,6 +278,56 @@ fn the_same_worker_without_the_sandbox_reaches_everything() {
 
 /// A plan may ask for the sandbox itself (no flag), and `"network": "none"` takes the network
 /// away too; an `--isolation none` host cannot loosen what the plan asked for.
+#[test]
+fn a_run_started_in_the_sandbox_is_resumed_in_it_without_the_flag() {
+    if !bwrap_installed() {
+        eprintln!("skipped: bubblewrap is not installed (scripts/test installs it)");
+        return;
+    }
+    let world = World::new();
+    let mut victim = victim();
+    let mut plan = world.plan(victim.id());
+    plan["env"]["FAIL_FIRST"] = json!("1");
+    let args = world
+        .sandbox
+        .run_args(&world.graph(), &json!({"value": 1}), &plan);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--isolation", "sandbox"]);
+    let first = world.trellis(&args).ndjson();
+    let run = first
+        .first()
+        .and_then(|line| line["runId"].as_str())
+        .expect("the run's id")
+        .to_owned();
+    assert_ne!(
+        first
+            .last()
+            .map(|l| l["status"]["terminalResult"]["status"].clone()),
+        Some(json!("succeeded")),
+        "the first attempt fails on purpose"
+    );
+    assert!(!world.sandbox.workspace.join("reach.txt").exists());
+
+    // No --isolation here: the run's stored plan keeps it contained.
+    let resumed = world.trellis(&["resume", &run, "--json"]).ndjson();
+    assert_eq!(
+        resumed
+            .last()
+            .map(|l| l["status"]["terminalResult"]["status"].clone()),
+        Some(json!("succeeded")),
+        "{resumed:#?}"
+    );
+    let reach = std::fs::read_to_string(world.sandbox.workspace.join("reach.txt"))
+        .expect("the resumed worker reported");
+    let verdicts = verdicts(&reach);
+    assert_eq!(verdicts.len(), 6, "{reach}");
+    for (what, verdict) in verdicts.iter().filter(|(what, _)| what != "network") {
+        assert_eq!(verdict, "blocked", "{what} after a resume:\n{reach}");
+    }
+    let _ = victim.kill();
+    let _ = victim.wait();
+}
+
 #[test]
 fn a_plan_asking_for_the_sandbox_without_network_gets_both() {
     if !bwrap_installed() {

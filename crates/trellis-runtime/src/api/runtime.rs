@@ -176,6 +176,13 @@ impl Runtime {
             &admitted.input,
             &lookup,
         )?;
+        // A run admitted on a sandboxing host stays contained wherever it continues (a
+        // `trellis resume` without the flag, another host taking it over): its stored plan
+        // asks for the sandbox itself.
+        let mut plan = plan;
+        if self.isolation.unwrap_or_else(host_isolation) == Isolation::Sandbox {
+            plan.isolation = Some(Isolation::Sandbox);
+        }
         let source = read_source(&workspace);
         let mut handling = WorkspaceHandling {
             checkpoints: options.workspace.checkpoints,
