@@ -32,7 +32,7 @@ pub enum DispatchNote {
 }
 
 /// The payload of `note` in `schema`.
-fn payload(schema: &str, note: &DispatchNote) -> String {
+pub(super) fn payload(schema: &str, note: &DispatchNote) -> String {
     match note {
         DispatchNote::Queued => format!("{schema} !queued"),
         DispatchNote::Dispatch(run_id) => format!("{schema} !dispatch {run_id}"),

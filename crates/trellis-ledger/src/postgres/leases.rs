@@ -19,6 +19,7 @@ use crate::postgres::PostgresStore;
 use crate::postgres::dispatch_notes::{self, DispatchNote};
 use crate::postgres::error::server_error;
 use crate::postgres::fence::{check_controller, fenced};
+use crate::postgres::notify::NOTIFY_CHANNEL;
 use crate::postgres::runs::connection;
 use crate::postgres::shared::Shared;
 
@@ -262,7 +263,8 @@ async fn claim(
 }
 
 /// Extends a claim (`outcome: None`) or settles it with its outcome; either only while the
-/// claim is live with its token.
+/// claim is live with its token. A settlement notes the run's collector in the same statement
+/// (one commit, delivered with it).
 async fn touch_claim(
     shared: &Shared,
     claim: Claim,
@@ -270,9 +272,7 @@ async fn touch_claim(
     outcome: Option<String>,
 ) -> Result<Claim, LedgerError> {
     let client = connection(shared).await?;
-    let statement = client
-        .prepare_cached(
-            "UPDATE dispatch_queue q
+    let update = "UPDATE dispatch_queue q
                 SET lease_expires_at = now() + $4::bigint * interval '1 millisecond',
                     state = CASE WHEN $5::text IS NULL THEN 'claimed' ELSE 'settled' END,
                     outcome_json = $5
@@ -280,35 +280,58 @@ async fn touch_claim(
              WHERE r.run_id = $1 AND q.run = r.id AND q.execution = $2
                AND q.fencing_token = $3 AND q.state = 'claimed'
                AND q.lease_expires_at >= now()
-             RETURNING (extract(epoch FROM q.lease_expires_at) * 1000)::bigint",
-        )
-        .await
-        .map_err(server_error)?;
+             RETURNING (extract(epoch FROM q.lease_expires_at) * 1000)::bigint AS expires";
+    let settle = format!(
+        "WITH touched AS ({update})
+         SELECT touched.expires, pg_notify($6, $7) FROM touched"
+    );
     let execution = i64::try_from(claim.execution)
         .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))?;
-    let row = client
-        .query_opt(
-            &statement,
-            &[
-                &claim.run_id.as_str(),
-                &execution,
-                &claim.fencing_token,
-                &ttl_ms,
-                &outcome,
-            ],
-        )
-        .await
-        .map_err(server_error)?
-        .ok_or_else(|| {
-            fenced(format!(
-                "claim {} of execution {} expired or was taken over",
-                claim.fencing_token, claim.execution
-            ))
-        })?;
-    if outcome.is_some() {
-        let note = DispatchNote::Dispatch(claim.run_id.clone());
-        dispatch_notes::send(&client, &shared.schema, &note).await?;
+    let note = dispatch_notes::payload(
+        &shared.schema,
+        &DispatchNote::Dispatch(claim.run_id.clone()),
+    );
+    let row = match &outcome {
+        None => {
+            let statement = client.prepare_cached(update).await.map_err(server_error)?;
+            client
+                .query_opt(
+                    &statement,
+                    &[
+                        &claim.run_id.as_str(),
+                        &execution,
+                        &claim.fencing_token,
+                        &ttl_ms,
+                        &outcome,
+                    ],
+                )
+                .await
+        }
+        Some(_) => {
+            let statement = client.prepare_cached(&settle).await.map_err(server_error)?;
+            client
+                .query_opt(
+                    &statement,
+                    &[
+                        &claim.run_id.as_str(),
+                        &execution,
+                        &claim.fencing_token,
+                        &ttl_ms,
+                        &outcome,
+                        &NOTIFY_CHANNEL,
+                        &note,
+                    ],
+                )
+                .await
+        }
     }
+    .map_err(server_error)?
+    .ok_or_else(|| {
+        fenced(format!(
+            "claim {} of execution {} expired or was taken over",
+            claim.fencing_token, claim.execution
+        ))
+    })?;
     Ok(Claim {
         expires_at_ms: row.try_get(0).map_err(server_error)?,
         ..claim

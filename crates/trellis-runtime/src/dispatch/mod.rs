@@ -4,6 +4,7 @@
 //! that do not share this one's filesystem (`remote_workspace`), and taking over the runs of
 //! controllers that are gone (`takeover`). The worker host itself is `worker_host`.
 
+mod enqueuer;
 pub(crate) mod queued;
 pub(crate) mod remote_workspace;
 pub(crate) mod takeover;

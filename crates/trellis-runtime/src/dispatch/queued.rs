@@ -25,6 +25,7 @@ use trellis_ledger::postgres::leases::Dispatch;
 use trellis_ledger::postgres::logs::DispatchLog;
 use trellis_ledger::{LogLevel, LogStream, RunId, RunStore, TokenUsage};
 
+use crate::dispatch::enqueuer::Enqueuer;
 use crate::dispatch::remote_workspace::{apply_result, forget};
 
 /// How often the collector looks whether anything waits, while nothing does.
@@ -125,6 +126,8 @@ pub(crate) struct RunQueue {
     /// The run's directory: scratch space for applying results.
     run_dir: PathBuf,
     mailbox: Arc<Mutex<Mailbox>>,
+    /// Puts executions in the ledger's queue, in batches.
+    enqueuer: Enqueuer,
     stop: Arc<AtomicBool>,
     collector: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -148,12 +151,16 @@ impl RunQueue {
                     crate::shared::error::RuntimeError::io("cannot start the queue thread", e)
                 })?
         };
+        let enqueuer = Enqueuer::start(store.clone(), run_id.clone(), token).map_err(|e| {
+            crate::shared::error::RuntimeError::io("cannot start the queueing thread", e)
+        })?;
         Ok(Arc::new(Self {
             store,
             run_id,
             token,
             run_dir,
             mailbox,
+            enqueuer,
             stop,
             collector: Mutex::new(Some(collector)),
         }))
@@ -329,27 +336,11 @@ impl Harness for QueuedHarness {
                 harness: self.kind.clone(),
                 payload_json,
             };
-            let (store, run_id, token) = (
-                self.queue.store.clone(),
-                self.queue.run_id.clone(),
-                self.queue.token,
-            );
-            let queued = off_thread(move || match store.as_postgres() {
-                Some(postgres) => postgres.enqueue(&run_id, token, vec![dispatch]),
-                None => Err(trellis_ledger::LedgerError::Fenced {
-                    detail: "the dispatch queue needs a PostgreSQL ledger".into(),
-                }),
-            })
-            .await;
-            match queued {
-                Some(Ok(())) => {}
-                Some(Err(error)) => {
+            match self.queue.enqueuer.enqueue(dispatch).await {
+                Ok(()) => {}
+                Err(error) => {
                     self.queue.forget(execution);
                     return crash_with(format!("cannot queue the execution: {error}"), &events);
-                }
-                None => {
-                    self.queue.forget(execution);
-                    return crash_with("the queueing thread failed".into(), &events);
                 }
             }
             let finished = async {
@@ -544,9 +535,13 @@ mod tests {
         mailbox.deliver(7, Delivery::Lines(vec![line("c")]));
         mailbox.deliver(7, Delivery::Finished(Finished::Lost));
         drop(mailbox);
+        let store: Arc<dyn RunStore> =
+            Arc::new(trellis_ledger::SqliteStore::open_in_memory().unwrap());
+        let run_id = RunId::new("run-1").unwrap();
         let run_queue = RunQueue {
-            store: Arc::new(trellis_ledger::SqliteStore::open_in_memory().unwrap()),
-            run_id: RunId::new("run-1").unwrap(),
+            enqueuer: Enqueuer::start(store.clone(), run_id.clone(), 1).unwrap(),
+            store,
+            run_id,
             token: 1,
             run_dir: PathBuf::new(),
             mailbox: Arc::new(queue),
