@@ -131,6 +131,18 @@ pub fn asset(path: &str) -> Option<Response> {
     Some(secure(response))
 }
 
+/// An HTML page answered with `status`, never cached, with the headers every page carries.
+pub(crate) fn uncached_html(status: StatusCode, page: String) -> Response {
+    let mut response = (status, page).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    secure(response)
+}
+
 /// Adds the headers every page response carries.
 pub fn secure(mut response: Response) -> Response {
     let headers = response.headers_mut();

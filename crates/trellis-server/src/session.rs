@@ -8,7 +8,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::secret::PageToken;
 
@@ -61,13 +61,7 @@ impl Session {
 
     /// Whether `headers` carry this session's cookie (among any others of the same name).
     pub(crate) fn admits(&self, headers: &HeaderMap) -> bool {
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|line| line.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .any(|(name, value)| name == self.cookie_name && self.value.matches(value.as_bytes()))
+        cookie_values(headers, &self.cookie_name).any(|value| self.value.matches(value.as_bytes()))
     }
 
     /// Uses up the launch secret if `offered` is it; true at most once per launch.
@@ -126,12 +120,20 @@ fn html(status: StatusCode, message: &str, next: Option<&str>) -> Response {
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\" />{refresh}\
          <title>Trellis</title></head><body><p>{message}</p></body></html>"
     );
-    let mut response = (status, page).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    crate::assets::secure(response)
+    crate::assets::uncached_html(status, page)
+}
+
+/// The values of every cookie called `name` that `headers` carry, in order.
+pub(crate) fn cookie_values<'a>(
+    headers: &'a HeaderMap,
+    name: &'a str,
+) -> impl Iterator<Item = &'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|line| line.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(move |(cookie, _)| *cookie == name)
+        .map(|(_, value)| value)
 }

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
 
 use crate::error::LedgerError;
 use crate::ids::RunId;
@@ -262,9 +263,34 @@ async fn claim(
         .collect()
 }
 
+/// The update of a live claim: extends its lease, and settles it when `$5` (the outcome) is
+/// given; `$1` run, `$2` execution, `$3` fencing token, `$4` lease in milliseconds.
+macro_rules! touch_claim_sql {
+    () => {
+        "UPDATE dispatch_queue q
+            SET lease_expires_at = now() + $4::bigint * interval '1 millisecond',
+                state = CASE WHEN $5::text IS NULL THEN 'claimed' ELSE 'settled' END,
+                outcome_json = $5
+         FROM runs r
+         WHERE r.run_id = $1 AND q.run = r.id AND q.execution = $2
+           AND q.fencing_token = $3 AND q.state = 'claimed'
+           AND q.lease_expires_at >= now()
+         RETURNING (extract(epoch FROM q.lease_expires_at) * 1000)::bigint AS expires"
+    };
+}
+
+/// A heartbeat: the claim's update alone.
+const EXTEND_CLAIM: &str = touch_claim_sql!();
+/// A settlement: the update, and the note to the run's collector (`$6` channel, `$7` payload)
+/// in the same statement, so one commit delivers both.
+const SETTLE_CLAIM: &str = concat!(
+    "WITH touched AS (",
+    touch_claim_sql!(),
+    ") SELECT touched.expires, pg_notify($6, $7) FROM touched"
+);
+
 /// Extends a claim (`outcome: None`) or settles it with its outcome; either only while the
-/// claim is live with its token. A settlement notes the run's collector in the same statement
-/// (one commit, delivered with it).
+/// claim is live with its token.
 async fn touch_claim(
     shared: &Shared,
     claim: Claim,
@@ -272,66 +298,43 @@ async fn touch_claim(
     outcome: Option<String>,
 ) -> Result<Claim, LedgerError> {
     let client = connection(shared).await?;
-    let update = "UPDATE dispatch_queue q
-                SET lease_expires_at = now() + $4::bigint * interval '1 millisecond',
-                    state = CASE WHEN $5::text IS NULL THEN 'claimed' ELSE 'settled' END,
-                    outcome_json = $5
-             FROM runs r
-             WHERE r.run_id = $1 AND q.run = r.id AND q.execution = $2
-               AND q.fencing_token = $3 AND q.state = 'claimed'
-               AND q.lease_expires_at >= now()
-             RETURNING (extract(epoch FROM q.lease_expires_at) * 1000)::bigint AS expires";
-    let settle = format!(
-        "WITH touched AS ({update})
-         SELECT touched.expires, pg_notify($6, $7) FROM touched"
-    );
     let execution = i64::try_from(claim.execution)
         .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))?;
-    let note = dispatch_notes::payload(
-        &shared.schema,
-        &DispatchNote::Dispatch(claim.run_id.clone()),
-    );
-    let row = match &outcome {
-        None => {
-            let statement = client.prepare_cached(update).await.map_err(server_error)?;
-            client
-                .query_opt(
-                    &statement,
-                    &[
-                        &claim.run_id.as_str(),
-                        &execution,
-                        &claim.fencing_token,
-                        &ttl_ms,
-                        &outcome,
-                    ],
-                )
-                .await
-        }
-        Some(_) => {
-            let statement = client.prepare_cached(&settle).await.map_err(server_error)?;
-            client
-                .query_opt(
-                    &statement,
-                    &[
-                        &claim.run_id.as_str(),
-                        &execution,
-                        &claim.fencing_token,
-                        &ttl_ms,
-                        &outcome,
-                        &NOTIFY_CHANNEL,
-                        &note,
-                    ],
-                )
-                .await
-        }
-    }
-    .map_err(server_error)?
-    .ok_or_else(|| {
-        fenced(format!(
-            "claim {} of execution {} expired or was taken over",
-            claim.fencing_token, claim.execution
-        ))
-    })?;
+    let settling = outcome.is_some();
+    let note = if settling {
+        dispatch_notes::payload(
+            &shared.schema,
+            &DispatchNote::Dispatch(claim.run_id.clone()),
+        )
+    } else {
+        String::new()
+    };
+    let run_id = claim.run_id.as_str();
+    let parameters: [&(dyn ToSql + Sync); 7] = [
+        &run_id,
+        &execution,
+        &claim.fencing_token,
+        &ttl_ms,
+        &outcome,
+        &NOTIFY_CHANNEL,
+        &note,
+    ];
+    let (text, parameters) = if settling {
+        (SETTLE_CLAIM, &parameters[..])
+    } else {
+        (EXTEND_CLAIM, &parameters[..5])
+    };
+    let statement = client.prepare_cached(text).await.map_err(server_error)?;
+    let row = client
+        .query_opt(&statement, parameters)
+        .await
+        .map_err(server_error)?
+        .ok_or_else(|| {
+            fenced(format!(
+                "claim {} of execution {} expired or was taken over",
+                claim.fencing_token, claim.execution
+            ))
+        })?;
     Ok(Claim {
         expires_at_ms: row.try_get(0).map_err(server_error)?,
         ..claim

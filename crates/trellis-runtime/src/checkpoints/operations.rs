@@ -186,19 +186,22 @@ impl CheckpointOps<'_> {
         checkpoints.truncate(limit);
         if !checkpoints.is_empty() {
             let kept = self.kept_references(run_id)?;
+            // A checkpoint of an unchanged workspace wrote no reference of its own: the one of
+            // the checkpoint it repeats keeps its commit (the first by name, if several do).
+            let mut keepers: HashMap<&str, &str> = HashMap::new();
+            for (name, commit) in &kept {
+                let keeper = keepers.entry(commit.as_str()).or_insert(name.as_str());
+                *keeper = (*keeper).min(name.as_str());
+            }
             for checkpoint in &mut checkpoints {
-                // A checkpoint of an unchanged workspace wrote no reference of its own: the
-                // one of the checkpoint it repeats keeps its commit.
-                let keeper = kept
-                    .get(&checkpoint.reference)
-                    .filter(|commit| **commit == checkpoint.commit)
-                    .map(|_| checkpoint.reference.clone())
-                    .or_else(|| {
-                        kept.iter()
-                            .filter(|(_, commit)| **commit == checkpoint.commit)
-                            .map(|(name, _)| name.clone())
-                            .min()
-                    });
+                let keeper = match kept.get(&checkpoint.reference) {
+                    Some(commit) if *commit == checkpoint.commit => {
+                        Some(checkpoint.reference.clone())
+                    }
+                    _ => keepers
+                        .get(checkpoint.commit.as_str())
+                        .map(|name| (*name).to_owned()),
+                };
                 checkpoint.kept = keeper.is_some();
                 if let Some(keeper) = keeper {
                     checkpoint.reference = keeper;

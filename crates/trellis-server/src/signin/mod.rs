@@ -82,14 +82,7 @@ impl BrowserSignIn {
 
     /// The values of every cookie of this server's name that `headers` carry.
     fn cookie_values<'a>(&'a self, headers: &'a HeaderMap) -> impl Iterator<Item = &'a str> {
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|line| line.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .filter(|(name, _)| *name == self.cookie_name)
-            .map(|(_, value)| value)
+        crate::session::cookie_values(headers, &self.cookie_name)
     }
 
     /// Whether `headers` carry a cookie of this server's name (live or not).

@@ -104,14 +104,7 @@ button {{ margin-top: 1rem; padding: .5rem 1.2rem; font: inherit; border: 0; bor
 <p class="hint">{already}</p>
 </main></body></html>"#
     );
-    let mut response = (status, page).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    let mut response = crate::assets::secure(response);
+    let mut response = crate::assets::uncached_html(status, page);
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
