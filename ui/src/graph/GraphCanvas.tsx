@@ -104,8 +104,11 @@ function Canvas({ model, states, pins, selected, onSelect, reveal, keepCollapsed
     const firstFit = fitted.current === undefined;
     fitted.current = layout;
     if (fitWhole.current) {
+      // From the layout's own size, not React Flow's store: right after a relayout the store may
+      // still hold the previous layout's nodes, and fitting those leaves part of the graph out.
       fitWhole.current = false;
-      void flow.fitView({ padding: 0.04, maxZoom: MAX_START_ZOOM });
+      const zoom = Math.min(MAX_START_ZOOM, (canvasWidth * 0.96) / layout.width, (canvasHeight * 0.96) / layout.height);
+      void flow.setViewport({ x: (canvasWidth - layout.width * zoom) / 2, y: (canvasHeight - layout.height * zoom) / 2, zoom });
       return;
     }
     if (!firstFit) return;

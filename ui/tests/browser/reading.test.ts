@@ -37,7 +37,7 @@ describe("reading a finished run", () => {
     await expect(page.getByTestId("node-done").getAttribute("data-reached")).resolves.toBe("true");
     await expect(page.getByTestId("node-failed").getAttribute("data-reached")).resolves.toBeNull();
     // The path: START → run_sg → done, and inside the subgraph START → work → ok → END.
-    await expect(page.locator(".react-flow__edge.edge-taken").count()).resolves.toBe(5);
+    await expect.poll(() => page.locator(".react-flow__edge.edge-taken").count(), { timeout: 10_000 }).toBe(5);
     // The timeline lists the body; the inspector shows what it returned.
     await expect(page.locator('[data-testid="timeline-bar"][data-node="sg_work.work"]').count()).resolves.toBe(1);
     await work.click();
@@ -112,6 +112,19 @@ describe("reading a finished run", () => {
     await page.getByTestId("expand-all").click();
     const done = page.getByTestId("node-done");
     await done.waitFor();
+    // "Expand all" fits the whole expanded graph: every card lies inside the canvas.
+    const outside = () =>
+      page.evaluate(() => {
+        const pane = document.querySelector(".react-flow")?.getBoundingClientRect();
+        if (!pane) return ["no canvas"];
+        return [...document.querySelectorAll(".react-flow__node")]
+          .filter((node) => {
+            const box = node.getBoundingClientRect();
+            return box.left < pane.left - 1 || box.top < pane.top - 1 || box.right > pane.right + 1 || box.bottom > pane.bottom + 1;
+          })
+          .map((node) => node.getAttribute("data-id") ?? "?");
+      });
+    await expect.poll(outside, { timeout: 10_000 }).toEqual([]);
     await expect(done.getAttribute("data-reached")).resolves.toBe("true");
     await expect(page.getByTestId("node-change_attempts_exhausted").getAttribute("data-reached")).resolves.toBeNull();
     // Round 2's verdicts read as round 2's: rejected first, accepted after the repair.
@@ -121,8 +134,9 @@ describe("reading a finished run", () => {
     await expect(verdicts.nth(1).getAttribute("data-state")).resolves.toBe("accepted");
     await expect(page.getByTestId("node-acceptance").getAttribute("data-state")).resolves.toBe("accepted");
     // The loop's back-edge carries its round count, and the path taken is drawn.
-    await expect(page.locator(".edge-label", { hasText: "round 2 of max" }).count()).resolves.toBe(1);
-    expect(await page.locator(".react-flow__edge.edge-taken").count()).toBeGreaterThan(2);
+    // Edges render only after React Flow has measured the cards, so wait for them.
+    await expect.poll(() => page.locator(".edge-label", { hasText: "round 2 of max" }).count(), { timeout: 10_000 }).toBe(1);
+    await expect.poll(() => page.locator(".react-flow__edge.edge-taken").count(), { timeout: 10_000 }).toBeGreaterThan(2);
     // No edge label covers another label or a card or pill.
     const collisions = await page.evaluate(() => {
       const boxes = (selector: string) => [...document.querySelectorAll(selector)].map((element) => ({ text: element.textContent ?? "", box: element.getBoundingClientRect() }));
