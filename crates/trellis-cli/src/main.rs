@@ -130,7 +130,7 @@ fn with_runtime(
 }
 
 fn main() -> ExitCode {
-    // A worker host's step guard: before any parsing, as light as a process can be.
+    // The watchdog of a worker host's (or a resume's) children: before any parsing.
     let mut args = std::env::args_os().skip(1);
     if args
         .next()

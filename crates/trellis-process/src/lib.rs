@@ -29,7 +29,7 @@ mod spec;
 
 pub use blocking::{CANCEL_POLL, run_blocking};
 pub use end::{ProcessEnd, kill_group, signal_group};
-pub use guard::{GUARD_POLL, GUARD_SUBCOMMAND, die_with_this_process, run_guard};
+pub use guard::{GUARD_SUBCOMMAND, GUARD_TOKEN_VARIABLE, die_with_this_process, run_guard};
 pub use lines::{LINE_CUT_MARKER, LineDecoder, LineReader, LineSplitter, RawLine, Stream};
 pub use nix::sys::signal::Signal;
 pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor, StreamRedactor};

@@ -182,6 +182,12 @@ pub async fn run_process(
     };
     let pgid = child.id().unwrap_or(0);
     let mut group = GroupGuard::new(pgid);
+    if let Err(message) = crate::guard::watch_group(pgid) {
+        // Unguarded, a step could outlive its host: do not run it.
+        group.kill_now();
+        let _ = child.wait().await;
+        return ProcessReport::spawn_failed(message);
+    }
     observer.started(pgid);
     let stdin_writer = child
         .stdin

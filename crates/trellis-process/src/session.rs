@@ -83,6 +83,11 @@ impl Session {
         let mut command = std_command(spec)?;
         let mut child = command.spawn().map_err(|e| spawn_error(spec, &e))?;
         let pgid = child.id();
+        if let Err(message) = crate::guard::watch_group(pgid) {
+            kill_group(pgid);
+            let _ = child.wait();
+            return Err(message);
+        }
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {

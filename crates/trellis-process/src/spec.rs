@@ -89,23 +89,14 @@ fn resolve_program(spec: &ProcessSpec) -> Result<PathBuf, String> {
 /// The std command for `spec`, every stdio piped, in a new process group.
 pub(crate) fn std_command(spec: &ProcessSpec) -> Result<Command, String> {
     let program = resolve_program(spec)?;
-    let mut command = match crate::guard::guard_program() {
-        // The guard leads the group and runs the program inside it (guard.rs).
-        Some(guard) => {
-            let mut command = Command::new(guard);
-            command
-                .arg(crate::guard::GUARD_SUBCOMMAND)
-                .arg("--")
-                .arg(&program);
-            command
-        }
-        None => Command::new(&program),
-    };
+    let mut command = Command::new(&program);
     command
         .args(&spec.args)
         .current_dir(working_directory(&spec.cwd))
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        // The watchdog of a process whose children die with it finds them by this (guard.rs).
+        .envs(crate::guard::guard_marker())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

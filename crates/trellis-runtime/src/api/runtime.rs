@@ -592,13 +592,13 @@ impl Runtime {
     }
 
     /// From now on every child this process starts through the process runner (git of a
-    /// checkpoint restore, a worker host's steps) runs under a guard of this program that
-    /// kills the child's process group once this process is gone, however it died: a killed
-    /// `trellis resume` leaves no git rewriting the work tree. Detached controllers are not
-    /// children of this kind and live on.
+    /// checkpoint restore, a worker host's steps) is watched by one watchdog process of this
+    /// program that kills the child's process group once this process is gone, however it
+    /// died: a killed `trellis resume` leaves no git rewriting the work tree. Detached
+    /// controllers are not children of this kind and live on.
     pub fn tie_children_to_this_process(&self) -> Result<(), RuntimeError> {
-        trellis_process::die_with_this_process(self.trellis_program()?);
-        Ok(())
+        trellis_process::die_with_this_process(self.trellis_program()?)
+            .map_err(RuntimeError::ChildWatchdog)
     }
 
     /// Works as a worker host (`trellis worker`) until `stop` is cancelled: claims queued

@@ -37,6 +37,9 @@ pub enum RuntimeError {
     WorkspaceBusy { workspace: PathBuf, holder: String },
     #[error("the run controller did not start: {0}")]
     ControllerStart(String),
+    /// The watchdog that ends this process's children with it could not be started.
+    #[error("cannot tie child processes to this one: {0}")]
+    ChildWatchdog(String),
     /// `--isolation sandbox` (or a plan's `"isolation": "sandbox"`) on a host that cannot
     /// build the sandbox: refused, never run uncontained.
     #[error(transparent)]
@@ -133,6 +136,7 @@ impl RuntimeError {
             Self::Io { .. } => "runtime.io",
             Self::WorkspaceBusy { .. } => "run.workspace_busy",
             Self::ControllerStart(_) => "run.controller_start",
+            Self::ChildWatchdog(_) => "runtime.child_watchdog",
             Self::Sandbox(_) => "runtime.sandbox_unavailable",
             Self::NotStarted { cause, .. } => cause.code(),
             Self::StillActive(_) => "run.still_active",
