@@ -239,3 +239,195 @@ fn a_dispatch_payload_is_answered_only_to_its_live_claim() {
         None
     );
 }
+
+#[test]
+fn claims_take_the_oldest_dispatches_across_harnesses_and_runs_in_queue_order() {
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
+    let store = store_with_runs(&schema, &["run-a", "run-b"]);
+    let (a, b) = (run_id("run-a"), run_id("run-b"));
+    let lease_a = store
+        .acquire_controller(&a, "ctl-a", LONG)
+        .unwrap()
+        .unwrap();
+    let lease_b = store
+        .acquire_controller(&b, "ctl-b", LONG)
+        .unwrap()
+        .unwrap();
+    let of = |execution: u64, harness: &str| Dispatch {
+        harness: harness.to_owned(),
+        ..dispatch(execution, harness)
+    };
+    // Queue order: a1 (command), b1 (claude), a2 (claude), b2 (command), a3 (codex).
+    store
+        .enqueue(&a, lease_a.fencing_token, vec![of(1, "command")])
+        .unwrap();
+    store
+        .enqueue(&b, lease_b.fencing_token, vec![of(1, "claude")])
+        .unwrap();
+    store
+        .enqueue(&a, lease_a.fencing_token, vec![of(2, "claude")])
+        .unwrap();
+    store
+        .enqueue(&b, lease_b.fencing_token, vec![of(2, "command")])
+        .unwrap();
+    store
+        .enqueue(&a, lease_a.fencing_token, vec![of(3, "codex")])
+        .unwrap();
+    let taken = |claims: Vec<trellis_ledger::postgres::leases::Claim>| -> Vec<(String, u64)> {
+        let mut taken: Vec<(String, u64)> = claims
+            .into_iter()
+            .map(|claim| (claim.run_id.as_str().to_owned(), claim.execution))
+            .collect();
+        // One claim's rows run side by side: their order among themselves is not promised.
+        taken.sort();
+        taken
+    };
+    // Only the harnesses asked for, the oldest ones, at most the limit.
+    assert_eq!(
+        taken(store.claim("w1", &["claude", "command"], 3, LONG).unwrap()),
+        vec![
+            ("run-a".into(), 1),
+            ("run-a".into(), 2),
+            ("run-b".into(), 1)
+        ]
+    );
+    assert_eq!(
+        taken(
+            store
+                .claim("w2", &["command", "claude", "codex"], 5, LONG)
+                .unwrap()
+        ),
+        vec![("run-a".into(), 3), ("run-b".into(), 2)]
+    );
+    assert!(store.claim("w3", &["command"], 5, LONG).unwrap().is_empty());
+}
+
+#[test]
+fn queueing_is_refused_to_a_stale_token_and_for_an_unknown_run() {
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
+    let store = store_with_runs(&schema, &["run-1"]);
+    let run = run_id("run-1");
+    let lease = store
+        .acquire_controller(&run, "ctl", LONG)
+        .unwrap()
+        .unwrap();
+    let stale = lease.fencing_token + 1000;
+    assert!(is_fenced(store.enqueue(
+        &run,
+        stale,
+        vec![dispatch(1, "x")]
+    )));
+    assert!(is_fenced(store.enqueue(&run, stale, Vec::new())));
+    assert!(is_fenced(store.take_logs(&run, stale)));
+    // Nothing of the refused dispatch was queued.
+    assert!(store.claim("w1", &["command"], 5, LONG).unwrap().is_empty());
+    let unknown = store.enqueue(
+        &run_id("no-such-run"),
+        lease.fencing_token,
+        vec![dispatch(1, "x")],
+    );
+    assert!(
+        matches!(
+            unknown,
+            Err(trellis_ledger::LedgerError::RunNotFound { .. })
+        ),
+        "{unknown:?}"
+    );
+}
+
+#[test]
+fn queue_and_outcome_notes_wake_exactly_their_waiters() {
+    use trellis_ledger::postgres::dispatch_notes::DispatchNote;
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
+    let store = store_with_runs(&schema, &["run-a", "run-b"]);
+    let (a, b) = (run_id("run-a"), run_id("run-b"));
+    let lease = store.acquire_controller(&a, "ctl", LONG).unwrap().unwrap();
+    let queued = store.dispatch_waiter(DispatchNote::Queued).unwrap();
+    let outcome_a = store
+        .dispatch_waiter(DispatchNote::Dispatch(a.clone()))
+        .unwrap();
+    let outcome_b = store
+        .dispatch_waiter(DispatchNote::Dispatch(b.clone()))
+        .unwrap();
+    let quiet = Duration::from_millis(300);
+    // The listener's first connect wakes everyone once (it may have missed notes): drain it.
+    for waiter in [&queued, &outcome_a, &outcome_b] {
+        while store.wait_for_note(waiter, quiet).unwrap() {}
+    }
+    store
+        .enqueue(&a, lease.fencing_token, vec![dispatch(1, "x")])
+        .unwrap();
+    assert!(
+        store.wait_for_note(&queued, LONG).unwrap(),
+        "an enqueue wakes the workers"
+    );
+    assert!(!store.wait_for_note(&outcome_a, quiet).unwrap());
+    let claim = store.claim("w1", &["command"], 1, LONG).unwrap().remove(0);
+    store.complete(&claim, r#"{"done":1}"#).unwrap();
+    assert!(
+        store.wait_for_note(&outcome_a, LONG).unwrap(),
+        "an outcome wakes its run's collector"
+    );
+    assert!(
+        !store.wait_for_note(&outcome_b, quiet).unwrap(),
+        "and no other run's"
+    );
+    assert!(!store.wait_for_note(&queued, quiet).unwrap());
+}
+
+#[test]
+fn outcomes_reported_together_settle_each_live_claim_and_refuse_a_fenced_one() {
+    let Some(schema) = TestSchema::for_test() else {
+        return;
+    };
+    let store = store_with_runs(&schema, &["run-a", "run-b"]);
+    let (a, b) = (run_id("run-a"), run_id("run-b"));
+    let lease_a = store
+        .acquire_controller(&a, "ctl-a", LONG)
+        .unwrap()
+        .unwrap();
+    let lease_b = store
+        .acquire_controller(&b, "ctl-b", LONG)
+        .unwrap()
+        .unwrap();
+    store
+        .enqueue(
+            &a,
+            lease_a.fencing_token,
+            vec![dispatch(1, "x"), dispatch(2, "y")],
+        )
+        .unwrap();
+    store
+        .enqueue(&b, lease_b.fencing_token, vec![dispatch(1, "z")])
+        .unwrap();
+    let mut claims = store.claim("w1", &["command"], 3, LONG).unwrap();
+    claims.sort_by_key(|claim| (claim.run_id.as_str().to_owned(), claim.execution));
+    // Execution 2 of run-a is withdrawn: its claim is fenced.
+    store.withdraw(&a, lease_a.fencing_token, vec![2]).unwrap();
+    let answers = store
+        .complete_many(
+            claims
+                .iter()
+                .map(|claim| (claim.clone(), format!("{{\"n\":{}}}", claim.execution)))
+                .collect(),
+        )
+        .unwrap();
+    assert_eq!(answers.len(), 3);
+    assert!(answers[0].is_ok() && answers[2].is_ok(), "{answers:?}");
+    assert!(is_fenced(answers[1].clone()));
+    assert_eq!(
+        store.take_finished(&a, lease_a.fencing_token).unwrap(),
+        vec![(1, Some(r#"{"n":1}"#.to_owned()))]
+    );
+    assert_eq!(
+        store.take_finished(&b, lease_b.fencing_token).unwrap(),
+        vec![(1, Some(r#"{"n":1}"#.to_owned()))]
+    );
+    assert!(store.complete_many(Vec::new()).unwrap().is_empty());
+}

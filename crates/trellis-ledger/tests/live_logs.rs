@@ -175,16 +175,20 @@ fn a_ledger_from_before_pushed_lines_is_upgraded() {
     };
     let (store, run) = store_with_run(&schema);
     drop(store);
-    // Back to version 3: what a ledger written by the previous build looks like.
+    // Back to version 3: a ledger written before pushed lines and the claim indexes.
     let name = schema.name().to_owned();
     raw_query(
         schema.url(),
         &format!(
             "DROP TABLE {name}.dispatch_logs;
+             DROP INDEX {name}.dispatch_queue_finished;
+             DROP INDEX {name}.dispatch_queue_waiting;
+             CREATE INDEX dispatch_queue_waiting ON {name}.dispatch_queue (harness, queued_at)
+                 WHERE state = 'queued';
              DELETE FROM {name}.{MIGRATIONS_TABLE} WHERE version >= 4"
         ),
     );
-    assert!(latest_version() >= 4);
+    assert!(latest_version() >= 5);
     let store = schema.open().unwrap();
     let lease = store
         .acquire_controller(&run, "ctl", LONG)

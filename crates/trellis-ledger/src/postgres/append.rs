@@ -242,11 +242,16 @@ pub(super) async fn append(
         if changed_numbers.is_empty() {
             return Ok(0);
         }
+        // The rows are found by their primary key (`execution = ANY`), each new snapshot by a
+        // look into the batch: joined to the batch instead, a plan made while the run was small
+        // (a hash join over every execution of the run) made each append O(executions).
         let statement = tx
             .prepare_cached(
-                "UPDATE run_executions x SET snapshot_json = batch.j
-                 FROM unnest($2::bigint[], $3::text[]) AS batch (n, j)
-                 WHERE x.run = $1 AND x.execution = batch.n",
+                "UPDATE run_executions x
+                 SET snapshot_json = (SELECT batch.j
+                                      FROM unnest($2::bigint[], $3::text[]) AS batch (n, j)
+                                      WHERE batch.n = x.execution)
+                 WHERE x.run = $1 AND x.execution = ANY($2::bigint[])",
             )
             .await?;
         tx.execute(&statement, &[&id, &changed_numbers, &changed_snapshots])

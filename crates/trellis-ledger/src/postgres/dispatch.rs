@@ -21,8 +21,12 @@ pub(super) async fn run_row(
     client: &impl GenericClient,
     run_id: &RunId,
 ) -> Result<i64, LedgerError> {
+    let statement = client
+        .prepare_cached("SELECT id FROM runs WHERE run_id = $1")
+        .await
+        .map_err(server_error)?;
     client
-        .query_opt("SELECT id FROM runs WHERE run_id = $1", &[&run_id.as_str()])
+        .query_opt(&statement, &[&run_id.as_str()])
         .await
         .map_err(server_error)?
         .ok_or_else(|| LedgerError::run_not_found(run_id))?
@@ -30,58 +34,9 @@ pub(super) async fn run_row(
         .map_err(server_error)
 }
 
-fn execution_number(value: i64) -> Result<u64, LedgerError> {
-    u64::try_from(value).map_err(|_| LedgerError::corrupt("a negative execution number"))
-}
-
 fn stored_execution(value: u64) -> Result<i64, LedgerError> {
     i64::try_from(value)
         .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))
-}
-
-/// Inside a taking transaction fenced by the controller's token: deletes and returns the
-/// run's finished dispatches by execution (settled with their outcome, lost with `None`).
-pub(super) async fn delete_finished(
-    tx: &impl GenericClient,
-    run: i64,
-) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
-    let rows = tx
-        .query(
-            "DELETE FROM dispatch_queue WHERE run = $1 AND state IN ('settled', 'lost')
-             RETURNING execution, state = 'settled', outcome_json",
-            &[&run],
-        )
-        .await
-        .map_err(server_error)?;
-    let mut finished = rows
-        .iter()
-        .map(|row| {
-            let execution = execution_number(row.try_get(0).map_err(server_error)?)?;
-            let settled: bool = row.try_get(1).map_err(server_error)?;
-            let outcome: Option<String> = row.try_get(2).map_err(server_error)?;
-            match (settled, outcome) {
-                (true, None) => Err(LedgerError::corrupt("a settled dispatch has no outcome")),
-                (true, outcome) => Ok((execution, outcome)),
-                (false, _) => Ok((execution, None)),
-            }
-        })
-        .collect::<Result<Vec<_>, LedgerError>>()?;
-    finished.sort_unstable_by_key(|(execution, _)| *execution);
-    Ok(finished)
-}
-
-async fn take_finished(
-    shared: &Shared,
-    run_id: RunId,
-    token: i64,
-) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
-    let mut client = connection(shared).await?;
-    let tx = client.transaction().await.map_err(server_error)?;
-    let run = run_row(&tx, &run_id).await?;
-    check_controller(&tx, run, token, &run_id).await?;
-    let finished = delete_finished(&tx, run).await?;
-    tx.commit().await.map_err(server_error)?;
-    Ok(finished)
 }
 
 async fn withdraw(
@@ -176,8 +131,9 @@ async fn claimed_payload(
     let client = connection(shared).await?;
     let row = client
         .query_opt(
-            "SELECT q.payload_json FROM dispatch_queue q JOIN runs r ON r.id = q.run
-             WHERE r.run_id = $1 AND q.execution = $2 AND q.state = 'claimed'
+            "SELECT q.payload_json FROM dispatch_queue q
+             WHERE q.run = (SELECT id FROM runs WHERE run_id = $1) AND q.execution = $2
+               AND q.state = 'claimed'
                AND q.fencing_token = $3 AND q.lease_expires_at > now()",
             &[&run_id.as_str(), &execution, &claim_token],
         )
@@ -213,9 +169,11 @@ impl PostgresStore {
         controller_token: i64,
     ) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
         let run_id = run_id.clone();
-        self.call(
-            move |shared| async move { take_finished(&shared, run_id, controller_token).await },
-        )
+        self.call(move |shared| async move {
+            crate::postgres::logs::take(&shared, run_id, controller_token, true, false)
+                .await
+                .map(|collected| collected.finished)
+        })
     }
 
     /// Takes executions out of the queue whatever their state (the controller cancelled them):

@@ -1,20 +1,18 @@
-//! Wake-ups for queue dispatch: an enqueue notifies `'<schema> !queued'` and a worker's
-//! pushed lines or outcome `'<schema> !dispatch <run id>'` on the ledger's notification
-//! channel, so idle worker hosts and a run's collector wait for a note instead of polling the
-//! queue (a poll stays as the safety net: a note lost with the listener's connection only makes
-//! a waiter slower, never stuck).
+//! Wake-ups for queue dispatch: an enqueue notifies `'<schema> !queued'` on the queue's
+//! channel and a worker's pushed lines or outcome `'<schema> !dispatch <run id>'` on the run's
+//! own channel, so idle worker hosts and a run's collector wait for a note instead of polling
+//! the queue, and nobody else is woken by them (a poll stays as the safety net: a note lost
+//! with the listener's connection only makes a waiter slower, never stuck).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::GenericClient;
 use tokio::sync::{Mutex, broadcast, watch};
 
 use crate::error::LedgerError;
 use crate::ids::RunId;
 use crate::postgres::PostgresStore;
-use crate::postgres::error::server_error;
-use crate::postgres::notify::{NOTIFY_CHANNEL, WAKE_ALL};
+use crate::postgres::notify::WAKE_ALL;
 
 /// While the listener is not (yet) listening, a wait lasts at most this long: notes sent
 /// meanwhile are not seen, so the waiter looks at the queue as often as it used to poll it.
@@ -31,7 +29,8 @@ pub enum DispatchNote {
     Dispatch(RunId),
 }
 
-/// The payload of `note` in `schema`.
+/// The payload of `note` in `schema`; the statements that queue, push or settle send it with
+/// `pg_notify` in the same statement, so it goes out when their change commits.
 pub(super) fn payload(schema: &str, note: &DispatchNote) -> String {
     match note {
         DispatchNote::Queued => format!("{schema} !queued"),
@@ -39,22 +38,19 @@ pub(super) fn payload(schema: &str, note: &DispatchNote) -> String {
     }
 }
 
-/// Sends `note` on the ledger's channel (inside `client`'s transaction, if it is one: then it
-/// goes out when that commits).
-pub(super) async fn send(
-    client: &impl GenericClient,
-    schema: &str,
-    note: &DispatchNote,
-) -> Result<(), LedgerError> {
-    let statement = client
-        .prepare_cached("SELECT pg_notify($1, $2)")
-        .await
-        .map_err(server_error)?;
-    client
-        .execute(&statement, &[&NOTIFY_CHANNEL, &payload(schema, note)])
-        .await
-        .map_err(server_error)
-        .map(drop)
+/// The channel `note` goes on: one for the queue (every worker host wants it), one per run for
+/// its collector (only that run's controller wants it). A per-run channel is named by a digest
+/// of the schema and run id, as channel names are at most 63 bytes; two runs sharing one by
+/// chance only wake each other, the payload still tells them apart.
+pub(super) fn channel(schema: &str, note: &DispatchNote) -> String {
+    use sha2::{Digest, Sha256};
+    match note {
+        DispatchNote::Queued => "trellis_queue".to_owned(),
+        DispatchNote::Dispatch(run_id) => {
+            let digest = Sha256::digest(format!("{schema} {run_id}").as_bytes());
+            format!("trellis_run_{}", hex::encode(&digest[..12]))
+        }
+    }
 }
 
 /// One waiter's subscription: notes that arrive between two waits are kept (up to the
@@ -71,7 +67,10 @@ impl PostgresStore {
     /// before the first look at the queue, so no note sent after that look is missed.
     pub fn dispatch_waiter(&self, note: DispatchNote) -> Result<DispatchWaiter, LedgerError> {
         self.call(move |shared| async move {
-            let (notices, listening) = shared.listener.subscribe();
+            let (notices, listening) = shared
+                .listener
+                .subscribe(&channel(&shared.schema, &note))
+                .await;
             Ok(DispatchWaiter {
                 notices: Arc::new(Mutex::new(notices)),
                 listening,

@@ -20,7 +20,6 @@ use crate::postgres::PostgresStore;
 use crate::postgres::dispatch_notes::{self, DispatchNote};
 use crate::postgres::error::server_error;
 use crate::postgres::fence::{check_controller, fenced};
-use crate::postgres::notify::NOTIFY_CHANNEL;
 use crate::postgres::runs::connection;
 use crate::postgres::shared::Shared;
 
@@ -172,44 +171,80 @@ async fn renew_controller(
     })
 }
 
+/// Queues dispatches, fenced by the controller's token, and wakes the worker hosts: one
+/// statement (`$1` run, `$2` token, `$3`–`$6` the dispatches' columns, `$7`/`$8` the note), so
+/// one round trip however many. Rows get their `queued_at` in the order given.
+const ENQUEUE: &str = "WITH held AS (
+         SELECT r.id FROM runs r JOIN run_controllers c ON c.run = r.id
+         WHERE r.run_id = $1 AND c.fencing_token = $2 AND c.lease_expires_at >= now()
+     ),
+     added AS (
+         INSERT INTO dispatch_queue (run, execution, node, harness, payload_json, state)
+         SELECT held.id, d.execution, d.node, d.harness, d.payload_json, 'queued'
+         FROM held,
+              unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
+                  AS d (execution, node, harness, payload_json, n)
+         ORDER BY d.n
+         ON CONFLICT (run, execution) DO NOTHING
+         RETURNING 1
+     )
+     SELECT (SELECT count(*) FROM added), pg_notify($7, $8) FROM held";
+
 async fn enqueue(
     shared: &Shared,
     run_id: RunId,
     controller_token: i64,
     dispatches: Vec<Dispatch>,
 ) -> Result<(), LedgerError> {
-    let mut client = connection(shared).await?;
-    let tx = client.transaction().await.map_err(server_error)?;
-    let run = crate::postgres::dispatch::run_row(&tx, &run_id).await?;
-    check_controller(&tx, run, controller_token, &run_id).await?;
-    let insert = tx
-        .prepare_cached(
-            "INSERT INTO dispatch_queue (run, execution, node, harness, payload_json, state)
-             VALUES ($1, $2, $3, $4, $5, 'queued')
-             ON CONFLICT (run, execution) DO NOTHING",
-        )
-        .await
-        .map_err(server_error)?;
-    for dispatch in &dispatches {
-        let execution = i64::try_from(dispatch.execution)
-            .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))?;
-        tx.execute(
-            &insert,
+    let client = connection(shared).await?;
+    if dispatches.is_empty() {
+        // Nothing to queue: only say whether the token still holds the run.
+        let run = crate::postgres::dispatch::run_row(&client, &run_id).await?;
+        return check_controller(&client, run, controller_token, &run_id).await;
+    }
+    let executions = dispatches
+        .iter()
+        .map(|dispatch| {
+            i64::try_from(dispatch.execution)
+                .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))
+        })
+        .collect::<Result<Vec<i64>, LedgerError>>()?;
+    let column = |field: fn(&Dispatch) -> &String| -> Vec<&str> {
+        dispatches.iter().map(|d| field(d).as_str()).collect()
+    };
+    let (nodes, harnesses, payloads) = (
+        column(|d| &d.node),
+        column(|d| &d.harness),
+        column(|d| &d.payload_json),
+    );
+    let channel = dispatch_notes::channel(&shared.schema, &DispatchNote::Queued);
+    let note = dispatch_notes::payload(&shared.schema, &DispatchNote::Queued);
+    let statement = client.prepare_cached(ENQUEUE).await.map_err(server_error)?;
+    let held = client
+        .query_opt(
+            &statement,
             &[
-                &run,
-                &execution,
-                &dispatch.node,
-                &dispatch.harness,
-                &dispatch.payload_json,
+                &run_id.as_str(),
+                &controller_token,
+                &executions,
+                &nodes,
+                &harnesses,
+                &payloads,
+                &channel,
+                &note,
             ],
         )
         .await
         .map_err(server_error)?;
+    if held.is_some() {
+        return Ok(());
     }
-    if !dispatches.is_empty() {
-        dispatch_notes::send(&tx, &shared.schema, &DispatchNote::Queued).await?;
-    }
-    tx.commit().await.map_err(server_error)
+    // Nothing was queued: say whether the run is unknown or held by another token.
+    let run = crate::postgres::dispatch::run_row(&client, &run_id).await?;
+    check_controller(&client, run, controller_token, &run_id).await?;
+    Err(fenced(format!(
+        "controller token {controller_token} no longer holds run {run_id}"
+    )))
 }
 
 async fn claim(
@@ -221,15 +256,23 @@ async fn claim(
 ) -> Result<Vec<Claim>, LedgerError> {
     let client = connection(shared).await?;
     // SKIP LOCKED: concurrent claimers pass over each other's rows instead of waiting, and
-    // a row is handed to exactly one of them.
+    // a row is handed to exactly one of them. Each harness's oldest rows come from the index
+    // in order (`dispatch_queue_waiting`), so a claim reads a few rows, not the whole queue;
+    // rows a harness offered beyond the limit are locked only until the statement ends.
     let statement = client
         .prepare_cached(
             "WITH picked AS (
-                 SELECT run, execution FROM dispatch_queue
-                 WHERE state = 'queued' AND harness = ANY($1)
-                 ORDER BY queued_at, run, execution
+                 SELECT oldest.run, oldest.execution
+                 FROM unnest($1::text[]) AS kinds (kind)
+                 CROSS JOIN LATERAL (
+                     SELECT q.run, q.execution, q.queued_at FROM dispatch_queue q
+                     WHERE q.state = 'queued' AND q.harness = kinds.kind
+                     ORDER BY q.queued_at, q.run, q.execution
+                     LIMIT $2
+                     FOR UPDATE SKIP LOCKED
+                 ) AS oldest
+                 ORDER BY oldest.queued_at, oldest.run, oldest.execution
                  LIMIT $2
-                 FOR UPDATE SKIP LOCKED
              )
              UPDATE dispatch_queue q
                 SET state = 'claimed', claimed_by = $3, claims = q.claims + 1,
@@ -264,15 +307,16 @@ async fn claim(
 }
 
 /// The update of a live claim: extends its lease, and settles it when `$5` (the outcome) is
-/// given; `$1` run, `$2` execution, `$3` fencing token, `$4` lease in milliseconds.
+/// given; `$1` run, `$2` execution, `$3` fencing token, `$4` lease in milliseconds. The run's
+/// row id comes from a sub-select so the row is found by its primary key: joined, the planner
+/// (on a young table's statistics) scanned every live claim's index entries instead.
 macro_rules! touch_claim_sql {
     () => {
         "UPDATE dispatch_queue q
             SET lease_expires_at = now() + $4::bigint * interval '1 millisecond',
                 state = CASE WHEN $5::text IS NULL THEN 'claimed' ELSE 'settled' END,
                 outcome_json = $5
-         FROM runs r
-         WHERE r.run_id = $1 AND q.run = r.id AND q.execution = $2
+         WHERE q.run = (SELECT id FROM runs WHERE run_id = $1) AND q.execution = $2
            AND q.fencing_token = $3 AND q.state = 'claimed'
            AND q.lease_expires_at >= now()
          RETURNING (extract(epoch FROM q.lease_expires_at) * 1000)::bigint AS expires"
@@ -283,7 +327,7 @@ macro_rules! touch_claim_sql {
 const EXTEND_CLAIM: &str = touch_claim_sql!();
 /// A settlement: the update, and the note to the run's collector (`$6` channel, `$7` payload)
 /// in the same statement, so one commit delivers both.
-const SETTLE_CLAIM: &str = concat!(
+pub(super) const SETTLE_CLAIM: &str = concat!(
     "WITH touched AS (",
     touch_claim_sql!(),
     ") SELECT touched.expires, pg_notify($6, $7) FROM touched"
@@ -301,13 +345,14 @@ async fn touch_claim(
     let execution = i64::try_from(claim.execution)
         .map_err(|_| LedgerError::corrupt("an execution number beyond the ledger's range"))?;
     let settling = outcome.is_some();
-    let note = if settling {
-        dispatch_notes::payload(
-            &shared.schema,
-            &DispatchNote::Dispatch(claim.run_id.clone()),
+    let (channel, note) = if settling {
+        let note = DispatchNote::Dispatch(claim.run_id.clone());
+        (
+            dispatch_notes::channel(&shared.schema, &note),
+            dispatch_notes::payload(&shared.schema, &note),
         )
     } else {
-        String::new()
+        (String::new(), String::new())
     };
     let run_id = claim.run_id.as_str();
     let parameters: [&(dyn ToSql + Sync); 7] = [
@@ -316,7 +361,7 @@ async fn touch_claim(
         &claim.fencing_token,
         &ttl_ms,
         &outcome,
-        &NOTIFY_CHANNEL,
+        &channel,
         &note,
     ];
     let (text, parameters) = if settling {

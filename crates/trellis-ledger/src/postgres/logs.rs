@@ -12,10 +12,10 @@ use trellis_run_model::{LogLevel, LogStream};
 use crate::error::LedgerError;
 use crate::ids::RunId;
 use crate::postgres::PostgresStore;
-use crate::postgres::dispatch::{delete_finished, run_row};
+use crate::postgres::dispatch::run_row;
 use crate::postgres::dispatch_notes::{self, DispatchNote};
 use crate::postgres::error::server_error;
-use crate::postgres::fence::check_controller;
+use crate::postgres::fence::{check_controller, fenced};
 use crate::postgres::leases::Claim;
 use crate::postgres::runs::connection;
 use crate::postgres::shared::Shared;
@@ -48,85 +48,137 @@ fn execution_number(value: i64) -> Result<u64, LedgerError> {
     u64::try_from(value).map_err(|_| LedgerError::corrupt("a negative execution number"))
 }
 
+/// Adds a claimed execution's lines while its claim is live, and wakes the run's collector:
+/// one statement. FOR SHARE holds the claim as checked until the lines are in, so a reap or
+/// withdrawal waits for them, and one that committed first leaves no row (fenced). The
+/// identity column numbers the lines in the order given: that is the order taken.
+const PUSH: &str = "WITH live AS (
+         SELECT q.run FROM dispatch_queue q
+         WHERE q.run = (SELECT id FROM runs WHERE run_id = $1) AND q.execution = $2
+           AND q.fencing_token = $3 AND q.state = 'claimed' AND q.lease_expires_at >= now()
+         FOR SHARE OF q
+     ),
+     added AS (
+         INSERT INTO dispatch_logs (run, execution, line_json)
+         SELECT live.run, $2, l.line
+         FROM live, unnest($4::text[]) WITH ORDINALITY AS l (line, n)
+         ORDER BY l.n
+         RETURNING 1
+     )
+     SELECT (SELECT count(*) FROM added), pg_notify($5, $6) FROM live";
+
 async fn push(shared: &Shared, claim: Claim, lines: Vec<String>) -> Result<(), LedgerError> {
     let execution = stored_execution(claim.execution)?;
-    let mut client = connection(shared).await?;
-    let tx = client.transaction().await.map_err(server_error)?;
-    // FOR SHARE holds the claim as checked until the lines are in: a reap or withdrawal
-    // waits for them, and one that committed first leaves no row here (fenced).
-    let run: Option<i64> = tx
+    let client = connection(shared).await?;
+    let wake = DispatchNote::Dispatch(claim.run_id.clone());
+    let (channel, note) = (
+        dispatch_notes::channel(&shared.schema, &wake),
+        dispatch_notes::payload(&shared.schema, &wake),
+    );
+    let statement = client.prepare_cached(PUSH).await.map_err(server_error)?;
+    let live = client
         .query_opt(
-            "SELECT q.run FROM dispatch_queue q JOIN runs r ON r.id = q.run
-             WHERE r.run_id = $1 AND q.execution = $2 AND q.fencing_token = $3
-               AND q.state = 'claimed' AND q.lease_expires_at >= now()
-             FOR SHARE OF q",
-            &[&claim.run_id.as_str(), &execution, &claim.fencing_token],
+            &statement,
+            &[
+                &claim.run_id.as_str(),
+                &execution,
+                &claim.fencing_token,
+                &lines,
+                &channel,
+                &note,
+            ],
         )
         .await
-        .map_err(server_error)?
-        .map(|row| row.try_get(0))
-        .transpose()
         .map_err(server_error)?;
-    let Some(run) = run else {
-        return Err(LedgerError::Fenced {
+    match live {
+        Some(_) => Ok(()),
+        None => Err(LedgerError::Fenced {
             detail: format!(
                 "claim {} of execution {} expired or was taken over",
                 claim.fencing_token, claim.execution
             ),
-        });
-    };
-    // The identity column numbers the lines in the order given: that is the order taken.
-    tx.execute(
-        "INSERT INTO dispatch_logs (run, execution, line_json)
-         SELECT $1, $2, l.line FROM unnest($3::text[]) WITH ORDINALITY AS l(line, n)
-         ORDER BY l.n",
-        &[&run, &execution, &lines],
-    )
-    .await
-    .map_err(server_error)?;
-    let note = DispatchNote::Dispatch(claim.run_id.clone());
-    dispatch_notes::send(&tx, &shared.schema, &note).await?;
-    tx.commit().await.map_err(server_error)
+        }),
+    }
 }
 
-/// Takes the finished dispatches (when `finished`), then the pushed lines, in one transaction.
+/// Takes the finished dispatches (when `finished`) and the pushed lines (when `lines`), in one
+/// statement fenced by the controller's token: one round trip, however many rows.
 ///
-/// The order matters: a worker pushes its last lines before it reports its outcome, and each
-/// statement here sees every commit made before it started, so lines taken second include
-/// every line of an outcome taken first. A waiter thus never gets an outcome before its lines.
-async fn take(
+/// One statement reads one snapshot: a worker pushes its last lines (and waits for their
+/// commit) before it reports its outcome, so a snapshot that holds an outcome holds every line
+/// pushed before it. A waiter thus never gets an outcome before its lines.
+const TAKE: &str = "WITH held AS (
+         SELECT r.id FROM runs r JOIN run_controllers c ON c.run = r.id
+         WHERE r.run_id = $1 AND c.fencing_token = $2 AND c.lease_expires_at >= now()
+     ),
+     finished AS (
+         DELETE FROM dispatch_queue q USING held
+         WHERE $3 AND q.run = held.id AND q.state IN ('settled', 'lost')
+         RETURNING q.execution, q.state = 'settled' AS settled, q.outcome_json
+     ),
+     lines AS (
+         DELETE FROM dispatch_logs l USING held
+         WHERE $4 AND l.run = held.id
+         RETURNING l.line, l.execution, l.line_json
+     )
+     SELECT 0, NULL::bigint, NULL::bigint, NULL::bool, NULL::text FROM held
+     UNION ALL SELECT 1, execution, NULL, settled, outcome_json FROM finished
+     UNION ALL SELECT 2, line, execution, NULL, line_json FROM lines";
+
+pub(super) async fn take(
     shared: &Shared,
     run_id: RunId,
     token: i64,
     finished: bool,
+    lines: bool,
 ) -> Result<Collected, LedgerError> {
-    let mut client = connection(shared).await?;
-    let tx = client.transaction().await.map_err(server_error)?;
-    let run = run_row(&tx, &run_id).await?;
-    check_controller(&tx, run, token, &run_id).await?;
-    let mut collected = Collected::default();
-    if finished {
-        collected.finished = delete_finished(&tx, run).await?;
-    }
-    let rows = tx
-        .query(
-            "DELETE FROM dispatch_logs WHERE run = $1 RETURNING line, execution, line_json",
-            &[&run],
-        )
+    let client = connection(shared).await?;
+    let statement = client.prepare_cached(TAKE).await.map_err(server_error)?;
+    let rows = client
+        .query(&statement, &[&run_id.as_str(), &token, &finished, &lines])
         .await
         .map_err(server_error)?;
-    let mut logs = rows
-        .iter()
-        .map(|row| {
-            let line: i64 = row.try_get(0).map_err(server_error)?;
-            let execution = execution_number(row.try_get(1).map_err(server_error)?)?;
-            let json: String = row.try_get(2).map_err(server_error)?;
-            let log: DispatchLog = serde_json::from_str(&json)
-                .map_err(|_| LedgerError::corrupt("a pushed log line is unreadable"))?;
-            Ok((line, execution, log))
-        })
-        .collect::<Result<Vec<_>, LedgerError>>()?;
-    tx.commit().await.map_err(server_error)?;
+    let mut held = false;
+    let mut collected = Collected::default();
+    let mut logs = Vec::new();
+    for row in &rows {
+        let kind: i32 = row.try_get(0).map_err(server_error)?;
+        match kind {
+            0 => held = true,
+            1 => {
+                let execution = execution_number(row.try_get(1).map_err(server_error)?)?;
+                let settled: Option<bool> = row.try_get(3).map_err(server_error)?;
+                let outcome: Option<String> = row.try_get(4).map_err(server_error)?;
+                collected.finished.push(match (settled, outcome) {
+                    (Some(true), None) => {
+                        return Err(LedgerError::corrupt("a settled dispatch has no outcome"));
+                    }
+                    (Some(true), outcome) => (execution, outcome),
+                    _ => (execution, None),
+                });
+            }
+            _ => {
+                let line: i64 = row.try_get(1).map_err(server_error)?;
+                let execution = execution_number(row.try_get(2).map_err(server_error)?)?;
+                let json: Option<String> = row.try_get(4).map_err(server_error)?;
+                let log: DispatchLog = json
+                    .and_then(|json| serde_json::from_str(&json).ok())
+                    .ok_or_else(|| LedgerError::corrupt("a pushed log line is unreadable"))?;
+                logs.push((line, execution, log));
+            }
+        }
+    }
+    if !held {
+        // Nothing was taken: say whether the run is unknown or held by another token.
+        let run = run_row(&client, &run_id).await?;
+        check_controller(&client, run, token, &run_id).await?;
+        return Err(fenced(format!(
+            "controller token {token} no longer holds run {run_id}"
+        )));
+    }
+    collected
+        .finished
+        .sort_unstable_by_key(|(execution, _)| *execution);
     logs.sort_unstable_by_key(|(line, _, _)| *line);
     collected.logs = logs
         .into_iter()
@@ -161,7 +213,7 @@ impl PostgresStore {
     ) -> Result<Vec<(u64, DispatchLog)>, LedgerError> {
         let run_id = run_id.clone();
         self.call(move |shared| async move {
-            take(&shared, run_id, controller_token, false)
+            take(&shared, run_id, controller_token, false, true)
                 .await
                 .map(|collected| collected.logs)
         })
@@ -175,6 +227,8 @@ impl PostgresStore {
         controller_token: i64,
     ) -> Result<Collected, LedgerError> {
         let run_id = run_id.clone();
-        self.call(move |shared| async move { take(&shared, run_id, controller_token, true).await })
+        self.call(
+            move |shared| async move { take(&shared, run_id, controller_token, true, true).await },
+        )
     }
 }

@@ -22,6 +22,7 @@ mod outage;
 mod run_store;
 mod runs;
 pub mod schema;
+mod settlements;
 mod shared;
 mod wait;
 

@@ -123,6 +123,19 @@ pub const MIGRATIONS: &[Migration] = &[
         );
     "#,
     },
+    Migration {
+        version: 5,
+        // A claim reads each harness's queued rows in claim order straight from the index and
+        // stops after the rows it takes, and a controller finds its run's finished rows without
+        // reading its queued ones: neither cost grows with the queue's length.
+        sql: r#"
+        DROP INDEX dispatch_queue_waiting;
+        CREATE INDEX dispatch_queue_waiting ON dispatch_queue (harness, queued_at, run, execution)
+            WHERE state = 'queued';
+        CREATE INDEX dispatch_queue_finished ON dispatch_queue (run)
+            WHERE state IN ('settled', 'lost');
+    "#,
+    },
 ];
 
 /// The schema version this build writes.

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::cursor::Cursor;
 use crate::error::{LedgerError, cursor_ahead};
 use crate::ids::RunId;
-use crate::postgres::notify::WAKE_ALL;
+use crate::postgres::notify::{NOTIFY_CHANNEL, WAKE_ALL};
 use crate::postgres::runs::latest_cursor;
 use crate::postgres::shared::Shared;
 
@@ -35,7 +35,7 @@ pub(super) async fn wait_for_change(
     // Subscribed before the first look: an append committed after it is either notified or,
     // when the listener is only now connecting, covered by the wake-up it sends once it
     // listens.
-    let (mut notices, listening) = shared.listener.subscribe();
+    let (mut notices, listening) = shared.listener.subscribe(NOTIFY_CHANNEL).await;
     loop {
         let latest = latest_cursor(&shared, &run_id).await?;
         if latest < after {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{Binding, ExecHarness, ExecutionRequest, Harness, Isolation, SecretEnv};
@@ -102,6 +102,8 @@ pub(crate) async fn work(
         .flatten()
     };
     let mut note_wait: Option<tokio::task::JoinHandle<()>> = None;
+    let (reports, reported) = mpsc::unbounded_channel();
+    let reporter = tokio::spawn(report_outcomes(Arc::clone(&store), reported));
     loop {
         while let Some(done) = running.try_join_next() {
             tally(&mut report, done);
@@ -144,6 +146,7 @@ pub(crate) async fn work(
                 trellis_home: options.trellis_home.clone(),
                 worker: name.clone(),
                 stop: stop.clone(),
+                reports: reports.clone(),
             };
             running.spawn(job.run(claim));
         }
@@ -175,6 +178,9 @@ pub(crate) async fn work(
     while let Some(done) = running.join_next().await {
         tally(&mut report, done);
     }
+    // Every job has had its answer; the reporter ends with its last sender.
+    drop(reports);
+    let _ = reporter.await;
     Ok(report)
 }
 
@@ -213,6 +219,52 @@ struct Job {
     trellis_home: PathBuf,
     worker: String,
     stop: CancellationToken,
+    reports: mpsc::UnboundedSender<Report>,
+}
+
+/// An outcome to report, and who waits for the ledger's answer.
+type Report = (Claim, String, oneshot::Sender<Result<(), LedgerError>>);
+
+/// Most outcomes one report carries.
+const MAX_REPORT: usize = 64;
+
+/// Reports outcomes to the ledger: those that finish while a report is in flight go together
+/// in the next one (one transaction, one wake-up of the listeners), so a busy host reports in
+/// batches and an idle one at once.
+async fn report_outcomes(store: Arc<dyn RunStore>, mut reports: mpsc::UnboundedReceiver<Report>) {
+    while let Some(first) = reports.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_REPORT {
+            match reports.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let (outcomes, waiters): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .map(|(claim, json, waiter)| ((claim, json), waiter))
+            .unzip();
+        let store = Arc::clone(&store);
+        let answered = tokio::task::spawn_blocking(move || {
+            store
+                .as_postgres()
+                .map(|postgres| postgres.complete_many(outcomes))
+        })
+        .await;
+        let answers: Vec<Result<(), LedgerError>> = match answered {
+            Ok(Some(Ok(answers))) => answers,
+            Ok(Some(Err(error))) => vec![Err(error); waiters.len()],
+            _ => vec![
+                Err(LedgerError::Internal {
+                    detail: "the reporting thread failed".to_owned(),
+                });
+                waiters.len()
+            ],
+        };
+        for (waiter, answer) in waiters.into_iter().zip(answers) {
+            let _ = waiter.send(answer);
+        }
+    }
 }
 
 impl Job {
@@ -237,24 +289,21 @@ impl Job {
             Ok(json) => json,
             Err(_) => return false,
         };
-        let store = self.store.clone();
-        let completed = tokio::task::spawn_blocking(move || {
-            store
-                .as_postgres()
-                .map(|postgres| postgres.complete(&claim, &json))
-        })
-        .await;
-        match completed {
-            Ok(Some(Ok(()))) => true,
-            Ok(Some(Err(LedgerError::Fenced { detail }))) => {
+        let (answer, answered) = oneshot::channel();
+        if self.reports.send((claim, json, answer)).is_err() {
+            return false;
+        }
+        match answered.await {
+            Ok(Ok(())) => true,
+            Ok(Err(LedgerError::Fenced { detail })) => {
                 eprintln!("trellis worker: outcome refused (lease.fenced): {detail}");
                 false
             }
-            Ok(Some(Err(error))) => {
+            Ok(Err(error)) => {
                 eprintln!("trellis worker: cannot report an outcome: {error}");
                 false
             }
-            _ => false,
+            Err(_) => false,
         }
     }
 
