@@ -1,6 +1,7 @@
 //! What a controller that hands its executions to worker hosts needs beyond the grants of
-//! [`super::leases`]: taking settled outcomes and withdrawing dispatches only while it holds
-//! the run, and finding the runs whose controller is gone so another host can take them over.
+//! [`super::leases`]: withdrawing dispatches only while it holds the run, a claim's payload for
+//! its live holder, and finding the runs whose controller is gone so another host can take them
+//! over. Taking finished dispatches and pushed lines is [`super::logs`]' one fenced statement.
 
 use std::time::Duration;
 
@@ -10,29 +11,9 @@ use crate::error::LedgerError;
 use crate::ids::RunId;
 use crate::postgres::PostgresStore;
 use crate::postgres::error::server_error;
-use crate::postgres::fence::check_controller;
+use crate::postgres::fence::{check_controller, run_row};
 use crate::postgres::runs::connection;
 use crate::postgres::shared::Shared;
-
-/// The run's row id. Not locked: the dispatch tables' foreign keys already keep a run that
-/// is written to from going away, and a share lock taken by every enqueue, take and
-/// withdrawal of every execution is a write of the run's row (and, shared, a multixact).
-pub(super) async fn run_row(
-    client: &impl GenericClient,
-    run_id: &RunId,
-) -> Result<i64, LedgerError> {
-    let statement = client
-        .prepare_cached("SELECT id FROM runs WHERE run_id = $1")
-        .await
-        .map_err(server_error)?;
-    client
-        .query_opt(&statement, &[&run_id.as_str()])
-        .await
-        .map_err(server_error)?
-        .ok_or_else(|| LedgerError::run_not_found(run_id))?
-        .try_get(0)
-        .map_err(server_error)
-}
 
 fn stored_execution(value: u64) -> Result<i64, LedgerError> {
     i64::try_from(value)
@@ -157,22 +138,6 @@ impl PostgresStore {
         let execution = stored_execution(execution)?;
         self.call(move |shared| async move {
             claimed_payload(&shared, run_id, execution, claim_token).await
-        })
-    }
-
-    /// Removes and returns the run's finished dispatches by execution: settled ones with their
-    /// outcome, lost ones (out of claims) with `None`; only while `controller_token` holds the
-    /// run, so a fenced controller never takes what its successor is waiting for.
-    pub fn take_finished(
-        &self,
-        run_id: &RunId,
-        controller_token: i64,
-    ) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move {
-            crate::postgres::logs::take(&shared, run_id, controller_token, true, false)
-                .await
-                .map(|collected| collected.finished)
         })
     }
 

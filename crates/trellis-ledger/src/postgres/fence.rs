@@ -41,3 +41,23 @@ pub(super) async fn check_controller(
         Err(error) => Err(server_error(error)),
     }
 }
+
+/// The run's row id. Not locked: the dispatch tables' foreign keys already keep a run that
+/// is written to from going away, and a share lock taken by every enqueue, take and
+/// withdrawal of every execution is a write of the run's row (and, shared, a multixact).
+pub(super) async fn run_row(
+    client: &impl GenericClient,
+    run_id: &RunId,
+) -> Result<i64, LedgerError> {
+    let statement = client
+        .prepare_cached("SELECT id FROM runs WHERE run_id = $1")
+        .await
+        .map_err(server_error)?;
+    client
+        .query_opt(&statement, &[&run_id.as_str()])
+        .await
+        .map_err(server_error)?
+        .ok_or_else(|| LedgerError::run_not_found(run_id))?
+        .try_get(0)
+        .map_err(server_error)
+}

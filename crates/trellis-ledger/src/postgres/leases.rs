@@ -19,7 +19,7 @@ use crate::ids::RunId;
 use crate::postgres::PostgresStore;
 use crate::postgres::dispatch_notes::{self, DispatchNote};
 use crate::postgres::error::server_error;
-use crate::postgres::fence::{check_controller, fenced};
+use crate::postgres::fence::{check_controller, fenced, run_row};
 use crate::postgres::runs::connection;
 use crate::postgres::shared::Shared;
 
@@ -199,7 +199,7 @@ async fn enqueue(
     let client = connection(shared).await?;
     if dispatches.is_empty() {
         // Nothing to queue: only say whether the token still holds the run.
-        let run = crate::postgres::dispatch::run_row(&client, &run_id).await?;
+        let run = run_row(&client, &run_id).await?;
         return check_controller(&client, run, controller_token, &run_id).await;
     }
     let executions = dispatches
@@ -240,7 +240,7 @@ async fn enqueue(
         return Ok(());
     }
     // Nothing was queued: say whether the run is unknown or held by another token.
-    let run = crate::postgres::dispatch::run_row(&client, &run_id).await?;
+    let run = run_row(&client, &run_id).await?;
     check_controller(&client, run, controller_token, &run_id).await?;
     Err(fenced(format!(
         "controller token {controller_token} no longer holds run {run_id}"

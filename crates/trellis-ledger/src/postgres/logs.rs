@@ -12,10 +12,9 @@ use trellis_run_model::{LogLevel, LogStream};
 use crate::error::LedgerError;
 use crate::ids::RunId;
 use crate::postgres::PostgresStore;
-use crate::postgres::dispatch::run_row;
 use crate::postgres::dispatch_notes::{self, DispatchNote};
 use crate::postgres::error::server_error;
-use crate::postgres::fence::{check_controller, fenced};
+use crate::postgres::fence::{check_controller, fenced, run_row};
 use crate::postgres::leases::Claim;
 use crate::postgres::runs::connection;
 use crate::postgres::shared::Shared;
@@ -216,6 +215,22 @@ impl PostgresStore {
             take(&shared, run_id, controller_token, false, true)
                 .await
                 .map(|collected| collected.logs)
+        })
+    }
+
+    /// Removes and returns the run's finished dispatches by execution: settled ones with their
+    /// outcome, lost ones (out of claims) with `None`; only while `controller_token` holds the
+    /// run, so a fenced controller never takes what its successor is waiting for.
+    pub fn take_finished(
+        &self,
+        run_id: &RunId,
+        controller_token: i64,
+    ) -> Result<Vec<(u64, Option<String>)>, LedgerError> {
+        let run_id = run_id.clone();
+        self.call(move |shared| async move {
+            take(&shared, run_id, controller_token, true, false)
+                .await
+                .map(|collected| collected.finished)
         })
     }
 
