@@ -124,7 +124,7 @@ const TAKE: &str = "WITH held AS (
      UNION ALL SELECT 1, execution, NULL, settled, outcome_json FROM finished
      UNION ALL SELECT 2, line, execution, NULL, line_json FROM lines";
 
-pub(super) async fn take(
+async fn take(
     shared: &Shared,
     run_id: RunId,
     token: i64,

@@ -227,17 +227,22 @@ type Report = (Claim, String, oneshot::Sender<Result<(), LedgerError>>);
 
 /// Most outcomes one report carries.
 const MAX_REPORT: usize = 64;
+/// How long a report waits for more outcomes after its first: on a busy host a few more join
+/// it (one commit instead of several, each waking every listener of the ledger); an idle host
+/// pays it once per outcome.
+const REPORT_LINGER: Duration = Duration::from_millis(1);
 
-/// Reports outcomes to the ledger: those that finish while a report is in flight go together
-/// in the next one (one transaction, one wake-up of the listeners), so a busy host reports in
-/// batches and an idle one at once.
+/// Reports outcomes to the ledger: those that finish while a report is in flight (or within
+/// [`REPORT_LINGER`] of the first) go together in one transaction, one wake-up of the
+/// listeners, so a busy host reports in batches.
 async fn report_outcomes(store: Arc<dyn RunStore>, mut reports: mpsc::UnboundedReceiver<Report>) {
     while let Some(first) = reports.recv().await {
         let mut batch = vec![first];
+        let until = tokio::time::Instant::now() + REPORT_LINGER;
         while batch.len() < MAX_REPORT {
-            match reports.try_recv() {
-                Ok(more) => batch.push(more),
-                Err(_) => break,
+            match tokio::time::timeout_at(until, reports.recv()).await {
+                Ok(Some(more)) => batch.push(more),
+                _ => break,
             }
         }
         let (outcomes, waiters): (Vec<_>, Vec<_>) = batch
