@@ -1,8 +1,10 @@
 //! `trellis serve --dispatch local|queue`: the setting is in `--help`, queueing is refused
 //! without a PostgreSQL ledger, and on one (the test server, a fresh schema) it decides where
 //! executions run whatever `$TRELLIS_DISPATCH` says: `queue` waits for a `trellis worker`,
-//! `local` runs them under the controller even when the environment asks for the queue; and
-//! what an execution on a worker host prints reaches the run's ledger while it still runs.
+//! `local` runs them under the controller even when the environment asks for the queue; what
+//! an execution on a worker host prints reaches the run's ledger while it still runs; a killed
+//! worker host's steps die with it; and serve's controllers wait on serve's one listening
+//! connection, then on their own once serve is gone.
 
 mod support;
 
@@ -25,6 +27,15 @@ impl Drop for KilledOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A `trellis worker` host on `ledger` (looking at the queue every 50 ms besides its notes).
+fn worker_host(sandbox: &Sandbox, ledger: &str) -> KilledOnDrop {
+    let worker = sandbox
+        .command(&["worker", "--ledger", ledger, "--poll-ms", "50"])
+        .spawn()
+        .expect("start trellis worker");
+    KilledOnDrop(worker)
 }
 
 /// Starts `trellis serve` with `extra` arguments and `env`; answers it and its base URL.
@@ -145,11 +156,7 @@ fn on_postgresql_the_flag_decides_where_executions_run() {
         None,
         "no worker host runs, so nothing may have run the execution"
     );
-    let worker = sandbox
-        .command(&["worker", "--ledger", &ledger, "--poll-ms", "50"])
-        .spawn()
-        .expect("start trellis worker");
-    let worker = KilledOnDrop(worker);
+    let worker = worker_host(&sandbox, &ledger);
     let result = result_within(&base, &run, STATE_TIMEOUT).expect("the worker ran it");
     assert_eq!(
         result,
@@ -187,11 +194,7 @@ fn a_worker_hosts_lines_reach_the_ledger_while_the_execution_runs() {
     let store = schema.open().expect("a store on the test schema");
     let sandbox = Sandbox::new();
     let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
-    let worker = sandbox
-        .command(&["worker", "--ledger", &ledger, "--poll-ms", "50"])
-        .spawn()
-        .expect("start trellis worker");
-    let worker = KilledOnDrop(worker);
+    let worker = worker_host(&sandbox, &ledger);
     let run = submit_graph(&base, "live-logs", gated_graph());
     let run_id = RunId::new(&run).expect("a run id");
 
@@ -279,4 +282,89 @@ fn a_killed_worker_hosts_steps_die_with_it_within_the_claim_lease() {
     );
     eprintln!("orphaned step gone {gone_after:?} after its host");
     drop(server);
+}
+
+/// The server processes of the connections whose last statement was `LISTEN` on one of
+/// `channels` (a listening connection runs nothing else, so that says what it listens on).
+fn listening_pids(url: &str, channels: &[String]) -> Vec<i32> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test server");
+        let driver = tokio::spawn(connection);
+        let statements: Vec<String> = channels.iter().map(|c| format!("LISTEN \"{c}\"")).collect();
+        let rows = client
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE query = ANY($1) ORDER BY pid",
+                &[&statements],
+            )
+            .await
+            .expect("read pg_stat_activity");
+        drop(client);
+        let _ = driver.await;
+        rows.iter().map(|row| row.get(0)).collect()
+    })
+}
+
+/// Controllers started by `serve` on PostgreSQL take their wake-ups from serve's one listening
+/// connection (so thirty runs add no listener, and PostgreSQL signals no more backends per
+/// commit); once serve is gone they listen on connections of their own and still finish.
+#[test]
+fn controllers_listen_through_serve_and_on_their_own_once_it_is_gone() {
+    use trellis_ledger::postgres::dispatch_notes::{DispatchNote, channel};
+    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+        return;
+    };
+    let ledger = schema.location_url();
+    let store = schema.open().expect("a store on the test schema");
+    let sandbox = Sandbox::new();
+    let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    let runs: Vec<RunId> = ["relayed-a", "relayed-b", "relayed-c"]
+        .iter()
+        .map(|key| RunId::new(&submit(&base, key)).expect("a run id"))
+        .collect();
+    let channels: Vec<String> = runs
+        .iter()
+        .map(|run| channel(schema.name(), &DispatchNote::Dispatch(run.clone())))
+        .collect();
+    // Without a worker host the runs wait on their notes: every controller has asked for its
+    // channel once one connection listens on the last of them.
+    let relayed = wait_until("a listener for the runs", STATE_TIMEOUT, || {
+        let pids = listening_pids(schema.url(), &channels);
+        (!pids.is_empty()).then_some(pids)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        listening_pids(schema.url(), &channels),
+        relayed,
+        "three waiting controllers, one listening connection (serve's)"
+    );
+    assert_eq!(relayed.len(), 1);
+
+    server.kill();
+    let own = wait_until("each controller to listen itself", STATE_TIMEOUT, || {
+        let pids = listening_pids(schema.url(), &channels);
+        (pids.len() == runs.len()).then_some(pids)
+    });
+    assert!(!own.contains(&relayed[0]), "serve's connection is gone");
+
+    let worker = worker_host(&sandbox, &ledger);
+    for run in &runs {
+        let head = wait_until("the run to finish without serve", STATE_TIMEOUT, || {
+            let head = store.head(run).expect("the run's head");
+            head.is_finished().then_some(head)
+        });
+        assert_eq!(
+            head.progress.terminal,
+            Some(trellis_ledger::TerminalResult::Succeeded {
+                output: json!({"result": 10})
+            }),
+            "{run}"
+        );
+    }
+    drop(worker);
 }

@@ -12,7 +12,7 @@ use tokio::sync::{Mutex, broadcast, watch};
 use crate::error::LedgerError;
 use crate::ids::RunId;
 use crate::postgres::PostgresStore;
-use crate::postgres::notify::WAKE_ALL;
+use crate::postgres::note::Note;
 
 /// While the listener is not (yet) listening, a wait lasts at most this long: notes sent
 /// meanwhile are not seen, so the waiter looks at the queue as often as it used to poll it.
@@ -42,7 +42,7 @@ pub(super) fn payload(schema: &str, note: &DispatchNote) -> String {
 /// its collector (only that run's controller wants it). A per-run channel is named by a digest
 /// of the schema and run id, as channel names are at most 63 bytes; two runs sharing one by
 /// chance only wake each other, the payload still tells them apart.
-pub(super) fn channel(schema: &str, note: &DispatchNote) -> String {
+pub fn channel(schema: &str, note: &DispatchNote) -> String {
     use sha2::{Digest, Sha256};
     match note {
         DispatchNote::Queued => "trellis_queue".to_owned(),
@@ -57,7 +57,7 @@ pub(super) fn channel(schema: &str, note: &DispatchNote) -> String {
 /// listener's fan-out capacity) and end the next wait at once.
 #[derive(Clone)]
 pub struct DispatchWaiter {
-    notices: Arc<Mutex<broadcast::Receiver<Arc<str>>>>,
+    notices: Arc<Mutex<broadcast::Receiver<Arc<Note>>>>,
     listening: watch::Receiver<bool>,
     wanted: Arc<str>,
 }
@@ -96,7 +96,7 @@ impl PostgresStore {
             let woke = tokio::time::timeout(limit, async {
                 loop {
                     match notices.recv().await {
-                        Ok(note) if *note == *waiter.wanted || &*note == WAKE_ALL => return true,
+                        Ok(note) if note.wakes(&waiter.wanted) => return true,
                         Ok(_) => {}
                         // Some notes were dropped: one of them may have been ours.
                         Err(broadcast::error::RecvError::Lagged(_)) => return true,

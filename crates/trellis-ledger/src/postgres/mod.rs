@@ -17,8 +17,11 @@ mod error;
 mod fence;
 pub mod leases;
 pub mod logs;
+mod note;
 mod notify;
 mod outage;
+mod relay;
+mod relay_host;
 mod run_store;
 mod runs;
 pub mod schema;
@@ -118,6 +121,22 @@ impl PostgresStore {
     /// The schema holding this ledger's tables.
     pub fn schema(&self) -> &str {
         &self.shared.schema
+    }
+
+    /// Relays this store's notes to the controller holding the other end of `stream`, for as
+    /// long as it keeps it open (the host's side; see [`Self::listen_through`]).
+    pub fn relay_notes(&self, stream: std::os::unix::net::UnixStream) -> Result<(), LedgerError> {
+        self.call(move |shared| async move {
+            tokio::spawn(relay_host::serve(Arc::clone(&shared.listener), stream));
+            Ok(())
+        })
+    }
+
+    /// Takes notes from the host at the other end of `stream` instead of listening on a
+    /// connection of this store's own, until the host hangs up (the controller's side). Call it
+    /// before anything waits on this store.
+    pub fn listen_through(&self, stream: std::os::unix::net::UnixStream) {
+        self.shared.listener.listen_through(stream);
     }
 
     /// Drops this store's schema and everything in it (test schemas only; see

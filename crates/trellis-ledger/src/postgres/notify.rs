@@ -6,7 +6,9 @@
 //!
 //! Channels are split by who wants them because PostgreSQL delivers a notification to every
 //! connection listening on its channel: on one shared channel, each of thirty run controllers
-//! was woken by every other run's appends and outcomes.
+//! was woken by every other run's appends and outcomes. A controller started by a host that
+//! already listens asks that host instead of listening itself (`relay.rs`), and falls back to
+//! its own connection once the host is gone.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,10 +18,10 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 
+use crate::postgres::note::{ListenRequest, Note};
+
 /// The channel of run appends (followers of any run of any Trellis ledger on a database).
 pub(super) const NOTIFY_CHANNEL: &str = "trellis_ledger";
-/// Sent to every waiter after the listener (re)connects: anything may have been missed.
-pub(super) const WAKE_ALL: &str = "*";
 /// How many notifications may queue for a slow waiter before it just re-reads the cursor.
 const FAN_OUT_CAPACITY: usize = 1024;
 /// Pause between attempts to (re)connect the listener.
@@ -27,9 +29,6 @@ const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 /// Longest a new subscription waits for its `LISTEN` (past it, the waiter polls as it does
 /// while the listener is not connected).
 const LISTEN_WAIT: Duration = Duration::from_secs(2);
-
-/// A channel to start listening on, and who to tell once it listens.
-type ListenRequest = (String, oneshot::Sender<()>);
 
 /// The listening connection of one store and the waiters it wakes.
 pub(super) struct Listener {
@@ -39,8 +38,11 @@ pub(super) struct Listener {
     channels: Mutex<BTreeSet<String>>,
     requests: mpsc::UnboundedSender<ListenRequest>,
     pending: Mutex<Option<mpsc::UnboundedReceiver<ListenRequest>>>,
-    notices: broadcast::Sender<Arc<str>>,
-    listening: watch::Sender<bool>,
+    pub(super) notices: broadcast::Sender<Arc<Note>>,
+    pub(super) listening: watch::Sender<bool>,
+    /// A connection to a host relaying its notes (`relay.rs`), used instead of a listening
+    /// connection of our own until it closes.
+    relay: Mutex<Option<std::os::unix::net::UnixStream>>,
 }
 
 impl Listener {
@@ -54,7 +56,20 @@ impl Listener {
             pending: Mutex::new(Some(pending)),
             notices: broadcast::channel(FAN_OUT_CAPACITY).0,
             listening: watch::channel(false).0,
+            relay: Mutex::new(None),
         }
+    }
+
+    /// Takes notes from the host at the other end of `relay` rather than listening on a
+    /// connection of this store's own, from the first subscription on and for as long as the
+    /// relay stays up. Set before anything waits: a listener already started keeps its way.
+    pub(super) fn listen_through(&self, relay: std::os::unix::net::UnixStream) {
+        *lock(&self.relay) = Some(relay);
+    }
+
+    /// Every channel asked for so far.
+    pub(super) fn channels(&self) -> Vec<String> {
+        lock(&self.channels).iter().cloned().collect()
     }
 
     /// Subscribes a waiter to `channel`, starting the listener task on first use. Returns once
@@ -63,7 +78,7 @@ impl Listener {
     pub(super) async fn subscribe(
         self: &Arc<Self>,
         channel: &str,
-    ) -> (broadcast::Receiver<Arc<str>>, watch::Receiver<bool>) {
+    ) -> (broadcast::Receiver<Arc<Note>>, watch::Receiver<bool>) {
         let receivers = (self.notices.subscribe(), self.listening.subscribe());
         let new = lock(&self.channels).insert(channel.to_owned());
         if !self.started.swap(true, Ordering::SeqCst) {
@@ -81,7 +96,7 @@ impl Listener {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -99,6 +114,18 @@ async fn listen_on(client: &Client, channel: &str) -> bool {
 /// Keeps one connection listening for as long as the store lives (the task ends with the
 /// store's runtime), reconnecting after failures.
 async fn listen(listener: Arc<Listener>, mut requests: mpsc::UnboundedReceiver<ListenRequest>) {
+    let relay = lock(&listener.relay).take();
+    if let Some(relay) = relay {
+        let channels = listener.channels();
+        super::relay::follow(
+            channels,
+            &mut requests,
+            &listener.notices,
+            &listener.listening,
+            relay,
+        )
+        .await;
+    }
     loop {
         if let Ok((client, mut connection)) = listener.config.connect(NoTls).await {
             let notices = listener.notices.clone();
@@ -108,21 +135,24 @@ async fn listen(listener: Arc<Listener>, mut requests: mpsc::UnboundedReceiver<L
                 {
                     match message {
                         Ok(AsyncMessage::Notification(note)) => {
-                            let _ = notices.send(Arc::from(note.payload()));
+                            let _ = notices.send(Arc::new(Note {
+                                channel: note.channel().to_owned(),
+                                payload: note.payload().to_owned(),
+                            }));
                         }
                         Ok(_) => {}
                         Err(_) => break,
                     }
                 }
             });
-            let channels: Vec<String> = lock(&listener.channels).iter().cloned().collect();
+            let channels = listener.channels();
             let mut all = true;
             for channel in &channels {
                 all &= listen_on(&client, channel).await;
             }
             if all {
                 listener.listening.send_replace(true);
-                let _ = listener.notices.send(Arc::from(WAKE_ALL));
+                let _ = listener.notices.send(Note::wake_all());
             }
             loop {
                 tokio::select! {

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::cursor::Cursor;
 use crate::error::{LedgerError, cursor_ahead};
 use crate::ids::RunId;
-use crate::postgres::notify::{NOTIFY_CHANNEL, WAKE_ALL};
+use crate::postgres::notify::NOTIFY_CHANNEL;
 use crate::postgres::runs::latest_cursor;
 use crate::postgres::shared::Shared;
 
@@ -54,7 +54,7 @@ pub(super) async fn wait_for_change(
         let _ = tokio::time::timeout_at(nap_end, async {
             loop {
                 match notices.recv().await {
-                    Ok(note) if *note == *wanted || &*note == WAKE_ALL => return,
+                    Ok(note) if note.wakes(&wanted) => return,
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(_)) => return,
                     Err(broadcast::error::RecvError::Closed) => std::future::pending().await,

@@ -561,6 +561,12 @@ impl Runtime {
     /// `submit` and `resume`): drives the run to its end. Never call it otherwise: it expects
     /// the leases its starter handed down.
     pub fn run_controller(&self, run_id: &RunId) -> Result<(), RuntimeError> {
+        if let (Some(ledger), Some(relay)) = (
+            self.store.as_postgres(),
+            crate::control::lease::inherited_note_relay(),
+        ) {
+            ledger.listen_through(relay);
+        }
         let record = self.store.record(run_id)?;
         if record.kind == RunKind::Gap {
             let isolation = self.isolation.unwrap_or_else(host_isolation);

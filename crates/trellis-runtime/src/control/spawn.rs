@@ -1,9 +1,10 @@
 //! Starting a detached controller process (`PROGRAM __controller RUN`) for either kind of
-//! run: the environment it is handed, the lease descriptors it inherits, and the wait until it
-//! attached to its run.
+//! run: the environment it is handed, the descriptors it inherits (leases, the relay of its
+//! ledger notes), and the wait until it attached to its run.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -11,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use trellis_agents::access::AGENT_CONFIG_ENV;
 use trellis_ledger::postgres::config::POOL_SIZE_ENV;
-use trellis_ledger::{RunId, RunStore};
+use trellis_ledger::{PostgresStore, RunId, RunStore};
 
-use super::lease::{CONTROLLER_LEASE_FD, WORKSPACE_LEASE_FD, acquire};
+use super::lease::{
+    CONTROLLER_LEASE_FD, NOTE_RELAY_ENV, NOTE_RELAY_FD, WORKSPACE_LEASE_FD, acquire,
+};
 use crate::plan::Connections;
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, TrellisHome};
@@ -136,19 +139,37 @@ pub(crate) fn controller_owned(name: &str) -> bool {
     CONTROLLER_ENV.contains(&name) || name == trellis_ledger::LEDGER_ENV || name == POOL_SIZE_ENV
 }
 
-/// Starts `program __controller RUN` in its own session in `workspace`, handing it the run's
-/// lease (and the workspace's, when the run holds one) on the agreed descriptors.
+/// What a new controller inherits besides its environment: its run's lease, its workspace's
+/// (when the run holds one), and the ledger whose notes this process relays to it (a
+/// PostgreSQL one: the controller then opens no listening connection of its own).
+pub(crate) struct Inherited<'a> {
+    pub controller_lease: &'a Lease,
+    pub workspace_lease: Option<&'a Lease>,
+    pub notes_from: Option<&'a PostgresStore>,
+}
+
+/// Starts `program __controller RUN` in its own session in `workspace`, handing it what it
+/// inherits on the agreed descriptors.
 pub(crate) fn spawn_controller(
     program: &Path,
     workspace: &Path,
     run_id: &RunId,
     env: &[(String, String)],
-    controller_lease: &Lease,
-    workspace_lease: Option<&Lease>,
+    inherited: Inherited<'_>,
     log: File,
 ) -> Result<(), RuntimeError> {
-    let controller_fd = controller_lease.file().as_raw_fd();
-    let workspace_fd = workspace_lease.map(|lease| lease.file().as_raw_fd());
+    // A relay that cannot be set up only costs the controller a connection of its own.
+    let relay = inherited
+        .notes_from
+        .and_then(|store| UnixStream::pair().ok().map(|pair| (store, pair)));
+    let sources = [
+        Some(inherited.controller_lease.file().as_raw_fd()),
+        inherited
+            .workspace_lease
+            .map(|lease| lease.file().as_raw_fd()),
+        relay.as_ref().map(|(_, (_, theirs))| theirs.as_raw_fd()),
+    ];
+    let targets = [CONTROLLER_LEASE_FD, WORKSPACE_LEASE_FD, NOTE_RELAY_FD];
     let stderr = log
         .try_clone()
         .map_err(|e| RuntimeError::io("cannot open the controller log", e))?;
@@ -162,21 +183,34 @@ pub(crate) fn spawn_controller(
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(stderr);
-    // SAFETY: only async-signal-safe calls between fork and exec: setsid and dup2.
+    if relay.is_some() {
+        command.env(NOTE_RELAY_ENV, NOTE_RELAY_FD.to_string());
+    }
+    // SAFETY: only async-signal-safe calls between fork and exec: setsid, fcntl, dup2, close.
     unsafe {
         command.pre_exec(move || {
             // A new session: the terminal's Ctrl-C never reaches the controller.
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            for (from, to) in [
-                (Some(controller_fd), CONTROLLER_LEASE_FD),
-                (workspace_fd, WORKSPACE_LEASE_FD),
-            ] {
-                if let Some(from) = from
-                    && libc::dup2(from, to) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
+            // Each source is first copied above the targets, so placing one never closes
+            // another that happens to sit on a target's number, and the placed copy is never
+            // close-on-exec (dup2 onto the same number would keep that flag).
+            let mut staged = [-1; 3];
+            for (slot, source) in staged.iter_mut().zip(sources) {
+                if let Some(source) = source {
+                    *slot = libc::fcntl(source, libc::F_DUPFD, STAGING_FD_FLOOR);
+                    if *slot < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+            }
+            for (staged, target) in staged.into_iter().zip(targets) {
+                if staged >= 0 {
+                    if libc::dup2(staged, target) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::close(staged);
                 }
             }
             Ok(())
@@ -195,8 +229,16 @@ pub(crate) fn spawn_controller(
         });
     // Without a thread the child is reaped when this process exits, as before.
     drop(reaper);
+    if let Some((store, (ours, theirs))) = relay {
+        // Our copy of the controller's end must close, or its exit would never be noticed.
+        drop(theirs);
+        let _ = store.relay_notes(ours);
+    }
     Ok(())
 }
+
+/// Descriptors are staged at or above this number while being placed on their targets.
+const STAGING_FD_FLOOR: i32 = 10;
 
 /// A reaper thread only blocks in `wait`: a small stack is plenty.
 const REAPER_STACK_BYTES: usize = 64 * 1024;

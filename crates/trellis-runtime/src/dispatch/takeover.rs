@@ -14,7 +14,7 @@ use trellis_ledger::{LEDGER_ENV, LedgerLocation, RunId, RunStore};
 use crate::control::isolation::apply_isolation;
 use crate::control::lease::acquire;
 use crate::control::recovery::finalize_abandoned;
-use crate::control::spawn::{controller_env, spawn_controller};
+use crate::control::spawn::{Inherited, controller_env, spawn_controller};
 use crate::plan::{Connections, Isolation, RuntimePlan};
 use crate::shared::error::RuntimeError;
 use crate::shared::home::TrellisHome;
@@ -143,8 +143,11 @@ fn start_controller(
         &workspace,
         run_id,
         &env,
-        &controller_lease,
-        Some(&workspace_lease),
+        Inherited {
+            controller_lease: &controller_lease,
+            workspace_lease: Some(&workspace_lease),
+            notes_from: store.as_postgres(),
+        },
         log,
     )?;
     Ok(true)

@@ -15,7 +15,8 @@ use super::journal::Lineage;
 use super::runner as gap_runner;
 use crate::control::lease::{CONTROLLER_LEASE_FD, inherited_lease};
 use crate::control::spawn::{
-    Launched, Start, die_before_controller_start_if_asked, spawn_controller, wait_until_attached,
+    Inherited, Launched, Start, die_before_controller_start_if_asked, spawn_controller,
+    wait_until_attached,
 };
 use crate::shared::error::RuntimeError;
 use crate::shared::home::{Lease, LeaseAttempt, TrellisHome};
@@ -100,8 +101,11 @@ pub(crate) fn launch(
         &launch.run.workflow.workflow_dir,
         &run_id,
         &env,
-        &lease,
-        None,
+        Inherited {
+            controller_lease: &lease,
+            workspace_lease: None,
+            notes_from: store.as_postgres(),
+        },
         log,
     )?;
     drop(lease);

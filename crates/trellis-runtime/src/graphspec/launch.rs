@@ -11,7 +11,8 @@ use trellis_ledger::{Admission, NewRun, RunId, RunKind, RunStore};
 use crate::control::lease::{Leases, acquire};
 use crate::control::recovery::reconcile;
 use crate::control::spawn::{
-    Launched, Start, die_before_controller_start_if_asked, spawn_controller, wait_until_attached,
+    Inherited, Launched, Start, die_before_controller_start_if_asked, spawn_controller,
+    wait_until_attached,
 };
 use crate::graphspec::controller::drive_in_process;
 use crate::shared::error::RuntimeError;
@@ -132,8 +133,11 @@ pub(crate) fn launch(
                 &request.submission.workspace,
                 &run_id,
                 env,
-                &controller_lease,
-                Some(&workspace_lease),
+                Inherited {
+                    controller_lease: &controller_lease,
+                    workspace_lease: Some(&workspace_lease),
+                    notes_from: store.as_postgres(),
+                },
                 log,
             )
         });
