@@ -153,6 +153,10 @@ pub(super) fn connection_config(
     set("idle_in_transaction_session_timeout", "60000");
     set("client_encoding", "UTF8");
     set("TimeZone", "UTC");
+    // Every statement is a key lookup whose best plan does not depend on the values: one
+    // generic plan per prepared statement, instead of planning its first five executions
+    // anew (planning cost more than running them, on every new controller's connections).
+    set("plan_cache_mode", "force_generic_plan");
     if options.durability == Durability::Normal {
         set("synchronous_commit", "off");
     }
