@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use common::{is_fenced, new_run, run_id};
 use serde_json::json;
-use trellis_ledger::postgres::leases::Dispatch;
+use trellis_ledger::postgres::leases::{ControllerLease, Dispatch};
 use trellis_ledger::testing::postgres::TestSchema;
-use trellis_ledger::{PostgresStore, RunEvent, RunStore, TerminalResult};
+use trellis_ledger::{PostgresStore, RunEvent, RunId, RunStore, TerminalResult};
 
 const LONG: Duration = Duration::from_secs(60);
 const SHORT: Duration = Duration::from_millis(150);
@@ -27,6 +27,20 @@ fn store_with_runs(schema: &TestSchema, ids: &[&str]) -> PostgresStore {
         store.create_or_get(run).unwrap();
     }
     store
+}
+
+/// A store with runs `run-a` and `run-b`, each held by a controller lease of its own.
+fn two_held_runs(schema: &TestSchema) -> (PostgresStore, [(RunId, ControllerLease); 2]) {
+    let store = store_with_runs(schema, &["run-a", "run-b"]);
+    let held = ["run-a", "run-b"].map(|id| {
+        let run = run_id(id);
+        let lease = store
+            .acquire_controller(&run, &format!("ctl-{id}"), LONG)
+            .unwrap()
+            .unwrap();
+        (run, lease)
+    });
+    (store, held)
 }
 
 fn dispatch(execution: u64, payload: &str) -> Dispatch {
@@ -245,16 +259,7 @@ fn claims_take_the_oldest_dispatches_across_harnesses_and_runs_in_queue_order() 
     let Some(schema) = TestSchema::for_test() else {
         return;
     };
-    let store = store_with_runs(&schema, &["run-a", "run-b"]);
-    let (a, b) = (run_id("run-a"), run_id("run-b"));
-    let lease_a = store
-        .acquire_controller(&a, "ctl-a", LONG)
-        .unwrap()
-        .unwrap();
-    let lease_b = store
-        .acquire_controller(&b, "ctl-b", LONG)
-        .unwrap()
-        .unwrap();
+    let (store, [(a, lease_a), (b, lease_b)]) = two_held_runs(&schema);
     let of = |execution: u64, harness: &str| Dispatch {
         harness: harness.to_owned(),
         ..dispatch(execution, harness)
@@ -386,16 +391,7 @@ fn outcomes_reported_together_settle_each_live_claim_and_refuse_a_fenced_one() {
     let Some(schema) = TestSchema::for_test() else {
         return;
     };
-    let store = store_with_runs(&schema, &["run-a", "run-b"]);
-    let (a, b) = (run_id("run-a"), run_id("run-b"));
-    let lease_a = store
-        .acquire_controller(&a, "ctl-a", LONG)
-        .unwrap()
-        .unwrap();
-    let lease_b = store
-        .acquire_controller(&b, "ctl-b", LONG)
-        .unwrap()
-        .unwrap();
+    let (store, [(a, lease_a), (b, lease_b)]) = two_held_runs(&schema);
     store
         .enqueue(
             &a,

@@ -188,15 +188,21 @@ fn an_expired_claim_is_requeued_and_the_late_outcome_is_refused() {
     assert!(retry.fencing_token > slow.fencing_token);
     store.complete(&retry, r#"{"status":"retried"}"#).unwrap();
 
-    let settled = store.take_settled(&run).unwrap();
+    let settled = store.take_finished(&run, lease.fencing_token).unwrap();
     assert_eq!(
         settled,
         vec![
-            (1, r#"{"status":"retried"}"#.to_owned()),
-            (2, r#"{"status":"verified"}"#.to_owned()),
+            (1, Some(r#"{"status":"retried"}"#.to_owned())),
+            (2, Some(r#"{"status":"verified"}"#.to_owned())),
         ]
     );
-    assert!(store.take_settled(&run).unwrap().is_empty(), "taken once");
+    assert!(
+        store
+            .take_finished(&run, lease.fencing_token)
+            .unwrap()
+            .is_empty(),
+        "taken once"
+    );
 }
 
 #[test]
@@ -277,5 +283,7 @@ fn concurrent_claimers_never_share_an_execution() {
         "an execution was claimed twice"
     );
     assert_eq!(distinct, (1..=EXECUTIONS).collect());
-    assert_eq!(store.take_settled(&run).unwrap().len() as u64, EXECUTIONS);
+    let finished = store.take_finished(&run, lease.fencing_token).unwrap();
+    assert_eq!(finished.len() as u64, EXECUTIONS);
+    assert!(finished.iter().all(|(_, outcome)| outcome.is_some()));
 }

@@ -419,34 +419,6 @@ async fn reap_expired(
         .collect()
 }
 
-async fn take_settled(shared: &Shared, run_id: RunId) -> Result<Vec<(u64, String)>, LedgerError> {
-    let client = connection(shared).await?;
-    let statement = client
-        .prepare_cached(
-            "DELETE FROM dispatch_queue q USING runs r
-             WHERE r.run_id = $1 AND q.run = r.id AND q.state = 'settled'
-             RETURNING q.execution, q.outcome_json",
-        )
-        .await
-        .map_err(server_error)?;
-    let rows = client
-        .query(&statement, &[&run_id.as_str()])
-        .await
-        .map_err(server_error)?;
-    let mut settled = rows
-        .iter()
-        .map(|row| {
-            let outcome: Option<String> = row.try_get(1).map_err(server_error)?;
-            Ok((
-                execution_number(row.try_get(0).map_err(server_error)?)?,
-                outcome.ok_or_else(|| LedgerError::corrupt("a settled dispatch has no outcome"))?,
-            ))
-        })
-        .collect::<Result<Vec<_>, LedgerError>>()?;
-    settled.sort_unstable_by_key(|(execution, _)| *execution);
-    Ok(settled)
-}
-
 impl PostgresStore {
     /// Takes the controller lease of `run_id` for `holder` when it is free or expired (a fresh,
     /// larger fencing token), or returns `holder`'s own live lease; `None` while another
@@ -543,11 +515,5 @@ impl PostgresStore {
         let run_id = run_id.clone();
         let max_claims = i32::try_from(max_claims).unwrap_or(i32::MAX);
         self.call(move |shared| async move { reap_expired(&shared, run_id, max_claims).await })
-    }
-
-    /// Removes and returns the run's settled executions with their outcomes, by execution.
-    pub fn take_settled(&self, run_id: &RunId) -> Result<Vec<(u64, String)>, LedgerError> {
-        let run_id = run_id.clone();
-        self.call(move |shared| async move { take_settled(&shared, run_id).await })
     }
 }
