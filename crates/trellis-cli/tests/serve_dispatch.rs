@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use support::graph::{doubling_graph, one_step_graph};
 use support::serve::Server;
 use support::{STATE_TIMEOUT, Sandbox, uniform_worker_plan, wait_until};
+use trellis_ledger::testing::postgres::TestSchema;
 use trellis_ledger::{Cursor, EventFilter, PostgresStore, RunEvent, RunId, RunStore};
 
 const TOKEN: &str = "trellis_dispatch_token_3c2b1a";
@@ -43,6 +44,16 @@ fn serve(sandbox: &Sandbox, extra: &[&str], env: &[(&str, &str)]) -> (Server, St
     let server = Server::start(sandbox, TOKEN, None, extra, env);
     let base = server.base.clone();
     (server, base)
+}
+
+/// `serve --dispatch queue` on `schema`: its ledger location, a store on it, the sandbox,
+/// the server and its base URL (dropped in the reverse order: the server first).
+fn queue_serve(schema: &TestSchema) -> (String, PostgresStore, Sandbox, Server, String) {
+    let ledger = schema.location_url();
+    let store = schema.open().expect("a store on the test schema");
+    let sandbox = Sandbox::new();
+    let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    (ledger, store, sandbox, server, base)
 }
 
 fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
@@ -128,7 +139,7 @@ fn the_setting_is_documented_and_queueing_needs_a_shared_ledger() {
 
 #[test]
 fn on_postgresql_the_flag_decides_where_executions_run() {
-    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+    let Some(schema) = TestSchema::for_test() else {
         return;
     };
     let ledger = schema.location_url();
@@ -187,13 +198,10 @@ fn log_lines(store: &PostgresStore, run: &RunId, needle: &str) -> Vec<String> {
 
 #[test]
 fn a_worker_hosts_lines_reach_the_ledger_while_the_execution_runs() {
-    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+    let Some(schema) = TestSchema::for_test() else {
         return;
     };
-    let ledger = schema.location_url();
-    let store = schema.open().expect("a store on the test schema");
-    let sandbox = Sandbox::new();
-    let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    let (ledger, store, sandbox, server, base) = queue_serve(&schema);
     let worker = worker_host(&sandbox, &ledger);
     let run = submit_graph(&base, "live-logs", gated_graph());
     let run_id = RunId::new(&run).expect("a run id");
@@ -228,13 +236,10 @@ fn a_worker_hosts_lines_reach_the_ledger_while_the_execution_runs() {
 /// beside the copy the run dispatches again when the claim expires.
 #[test]
 fn a_killed_worker_hosts_steps_die_with_it_within_the_claim_lease() {
-    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+    let Some(schema) = TestSchema::for_test() else {
         return;
     };
-    let ledger = schema.location_url();
-    let store = schema.open().expect("a store on the test schema");
-    let sandbox = Sandbox::new();
-    let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    let (ledger, store, sandbox, server, base) = queue_serve(&schema);
     let lease = Duration::from_millis(1500);
     let mut worker = sandbox
         .command(&[
@@ -316,13 +321,10 @@ fn listening_pids(url: &str, channels: &[String]) -> Vec<i32> {
 #[test]
 fn controllers_listen_through_serve_and_on_their_own_once_it_is_gone() {
     use trellis_ledger::postgres::dispatch_notes::{DispatchNote, channel};
-    let Some(schema) = trellis_ledger::testing::postgres::TestSchema::for_test() else {
+    let Some(schema) = TestSchema::for_test() else {
         return;
     };
-    let ledger = schema.location_url();
-    let store = schema.open().expect("a store on the test schema");
-    let sandbox = Sandbox::new();
-    let (server, base) = serve(&sandbox, &["--ledger", &ledger, "--dispatch", "queue"], &[]);
+    let (ledger, store, sandbox, server, base) = queue_serve(&schema);
     let runs: Vec<RunId> = ["relayed-a", "relayed-b", "relayed-c"]
         .iter()
         .map(|key| RunId::new(&submit(&base, key)).expect("a run id"))
