@@ -1,11 +1,12 @@
 //! One listening connection per host: a host that starts run controllers hands each one end
 //! of a socket pair, listens on its behalf and forwards the notes on the channels it asked for.
 //!
-//! Why: PostgreSQL up to 18 signals every listening backend once per notifying commit, whatever
-//! the channel, so thirty controllers each listening on their own connection made every
-//! worker's report wake thirty-two backends. Through the relay a host's controllers add no
-//! listener at all. A controller whose relay closes (its host stopped or restarted) listens on
-//! a connection of its own from then on, and wakes its waiters since notes may have been lost.
+//! Why: a controller listening on a connection of its own holds one more PostgreSQL connection
+//! for its whole run (thirty runs, thirty connections against `max_connections`), and one more
+//! backend that PostgreSQL up to 18 signals on every notifying commit, whatever the channel.
+//! Through the relay a host's controllers add neither. A controller whose relay closes (its host
+//! stopped or restarted) listens on a connection of its own from then on, and wakes its waiters
+//! since notes may have been lost.
 //!
 //! The wire is JSON lines: the controller sends `listen`, the host answers `listened` once it
 //! listens on that channel, then `note` for every notification on it and `state` whenever its
@@ -47,6 +48,7 @@ pub(super) enum Tell {
     },
 }
 
+/// Writes `message` as one line; false once the other end is gone.
 pub(super) async fn send<T: Serialize>(
     writer: &mut (impl AsyncWrite + Unpin),
     message: &T,
@@ -58,6 +60,7 @@ pub(super) async fn send<T: Serialize>(
     writer.write_all(&line).await.is_ok()
 }
 
+/// The stream as the I/O runtime drives it (`None` if it cannot be made non-blocking).
 pub(super) fn to_tokio(stream: std::os::unix::net::UnixStream) -> Option<UnixStream> {
     stream.set_nonblocking(true).ok()?;
     UnixStream::from_std(stream).ok()
