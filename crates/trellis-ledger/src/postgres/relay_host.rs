@@ -42,21 +42,12 @@ pub(super) async fn serve(listener: Arc<Listener>, stream: std::os::unix::net::U
             }
             note = notices.recv() => match note {
                 Ok(note) if note.is_wake_all() || wanted.contains(&note.channel) => {
-                    let tell = Tell::Note {
-                        channel: note.channel.clone(),
-                        payload: note.payload.clone(),
-                    };
-                    send(&mut writer, &tell).await
+                    send(&mut writer, &forwarded(&note)).await
                 }
                 Ok(_) => true,
                 // Some notes were dropped before we forwarded them: the controller re-looks.
                 Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let wake = Note::wake_all();
-                    let tell = Tell::Note {
-                        channel: wake.channel.clone(),
-                        payload: wake.payload.clone(),
-                    };
-                    send(&mut writer, &tell).await
+                    send(&mut writer, &forwarded(&Note::wake_all())).await
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
@@ -71,5 +62,13 @@ pub(super) async fn serve(listener: Arc<Listener>, stream: std::os::unix::net::U
         if !told {
             return;
         }
+    }
+}
+
+/// `note` as it goes down the relay.
+fn forwarded(note: &Note) -> Tell {
+    Tell::Note {
+        channel: note.channel.clone(),
+        payload: note.payload.clone(),
     }
 }
